@@ -1,0 +1,98 @@
+"""Checkpoints: the plain-JSON handle a caller keeps to continue or resume.
+
+Pattern: a versioned, frozen value with a JSON round trip.
+Role:    events layer; ``fold`` derives the current checkpoint from a stream,
+         the runtime hands it out and checks it on the way back in.
+Emits:   nothing.
+
+Laws: R14 (fields, ``from_json(c.to_json()) == c``, malformed text is
+``CheckpointError(reason="malformed")``), R9 (what a pause checkpoint binds;
+``binding_mac``).
+
+Why the checkpoint carries history although the stream has it too: a caller
+may continue a conversation on a machine whose store lacks the session (R14
+seeds a new one); the bindings and the MAC keep that from being a way around
+the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import msgspec
+
+from ._codec import canonical_json
+from ._errors import CheckpointError
+from ._messages import Message
+
+CHECKPOINT_VERSION = 1
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where a session stands: a finished turn, or a pause waiting on a person.
+
+    Attributes:
+        version: the format version (1).
+        kind: ``"conversation"`` or ``"pause"``.
+        session_id: the session it belongs to.
+        seq: the seq of its ``agent.turn_end`` or ``pause.request``.
+        history: the committed messages.
+        original_input: the admitted text of the turn's user message.
+        tool_name: the paused call's tool (pause only).
+        tool_call_id: the paused call's id (pause only).
+        args_digest: digest of the arguments as they stood at the pause.
+        policy_version: digest of the governance posture at the pause.
+        mac: HMAC of the bindings when the store has a chain key.
+    """
+
+    kind: str
+    session_id: str
+    seq: int
+    history: tuple[Message, ...] = ()
+    original_input: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    args_digest: str | None = None
+    policy_version: str | None = None
+    mac: str | None = None
+    version: int = CHECKPOINT_VERSION
+
+    def to_json(self) -> str:
+        """Plain JSON text; ``Checkpoint.from_json`` reads it back equal."""
+        return msgspec.json.encode(self).decode()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Checkpoint:
+        """Read a checkpoint; anything else raises ``CheckpointError("malformed")``."""
+        try:
+            cp = msgspec.json.decode(text, type=cls)
+        except (msgspec.DecodeError, TypeError) as exc:
+            raise CheckpointError("malformed", str(exc)) from None
+        if cp.version != CHECKPOINT_VERSION or cp.kind not in ("conversation", "pause"):
+            raise CheckpointError(
+                "malformed", f"unsupported checkpoint version/kind {cp.version}/{cp.kind}"
+            )
+        return cp
+
+
+def binding_mac(
+    key: bytes,
+    *,
+    session_id: str,
+    seq: int,
+    tool_call_id: str | None,
+    args_digest: str | None,
+    policy_version: str | None,
+) -> str:
+    """HMAC-SHA-256 over a pause checkpoint's bindings (R9)."""
+    body = canonical_json(
+        {
+            "session_id": session_id,
+            "seq": seq,
+            "tool_call_id": tool_call_id,
+            "args_digest": args_digest,
+            "policy_version": policy_version,
+        }
+    )
+    return hmac.new(key, b"helmlog/v1/checkpoint\x00" + body, hashlib.sha256).hexdigest()

@@ -1,0 +1,180 @@
+"""The helmlog exception tree: one root, errors that carry data, never values.
+
+Pattern: a drawn exception tree (httpx-style); every error has a ``code`` and
+         says whether retrying can help.
+Role:    events layer, so every layer above can raise and catch the same types.
+Emits:   nothing.
+
+The tree::
+
+    HelmlogError (code, retryable)
+    ├── MessageDeniedError        ERR_MESSAGE_DENIED     a message chain refused
+    ├── NoConversationError       ERR_NO_CONVERSATION    nothing to continue
+    ├── DecisionRequiredError     ERR_DECISION_REQUIRED  resume without a decision
+    ├── CheckpointError           ERR_CHECKPOINT         a checkpoint was refused
+    ├── StoreError                ERR_STORE              a store failed (retryable)
+    │   ├── SequenceConflictError ERR_SEQUENCE_CONFLICT  another writer got there
+    │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
+    │                                                    governed action did not happen
+    ├── ProviderError             ERR_PROVIDER           the model call failed
+    └── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
+
+Why no refused value rides on an error: errors travel to logs, traces and
+callers that were never cleared to read the refused content. Errors carry who,
+where and why; the record holds the rest, under the redaction policy.
+"""
+
+from __future__ import annotations
+
+
+class HelmlogError(Exception):
+    """Root of every error helmlog raises on purpose."""
+
+    code: str = "ERR_HELMLOG"
+    retryable: bool = False
+
+
+class MessageDeniedError(HelmlogError):
+    """A message chain refused the input or the output (G37)."""
+
+    code = "ERR_MESSAGE_DENIED"
+
+    def __init__(self, *, reason: str, phase: str, middleware: str) -> None:
+        self.reason = reason
+        self.phase = phase
+        self.middleware = middleware
+        super().__init__(f"Message denied at '{phase}' by '{middleware}': {reason}")
+
+
+class NoConversationError(HelmlogError):
+    """There is no conversation to continue (G36, G38, G68)."""
+
+    code = "ERR_NO_CONVERSATION"
+
+    _MESSAGES = {
+        "never-run": (
+            "There is no conversation to continue: no run of this agent has "
+            "passed input admission yet. Start one with run(message)."
+        ),
+        "last-input-refused": (
+            "There is no conversation to continue: input middleware refused the "
+            "last message, so it started no conversation. Continue from the "
+            "earlier accepted checkpoint with run(message, continue_from=...)."
+        ),
+        "pending-question": (
+            "This session is waiting on a person: resume its pause with "
+            "agent.resume(checkpoint, decision) before sending a new message, "
+            "or start a new session with run(message)."
+        ),
+    }
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(self._MESSAGES.get(reason, reason))
+
+
+class DecisionRequiredError(HelmlogError):
+    """``resume`` was given no usable decision for a consent gate (G61, G70)."""
+
+    code = "ERR_DECISION_REQUIRED"
+
+    def __init__(
+        self,
+        *,
+        gate: str,
+        middleware: str | None,
+        tool_name: str | None,
+        received: str,
+    ) -> None:
+        self.gate = gate
+        self.middleware = middleware
+        self.tool_name = tool_name
+        self.received = received
+        if gate == "ask-human":
+            text = (
+                f"The tool '{tool_name}' asked a person a question: resume with "
+                f"their answer (any value but None); received {received}."
+            )
+        else:
+            who = f"middleware '{middleware}'" if middleware else f"tool '{tool_name}'"
+            text = (
+                f"The {gate} pause of {who} needs a decision: resume with "
+                f"check_in_approved(by=...) or check_in_declined(by=...); "
+                f"received {received}."
+            )
+        super().__init__(text)
+
+
+class CheckpointError(HelmlogError):
+    """A checkpoint was refused before anything was appended (R9, R14)."""
+
+    code = "ERR_CHECKPOINT"
+    REASONS = (
+        "malformed",
+        "unknown-session",
+        "tampered",
+        "replayed",
+        "stale",
+        "policy-changed",
+    )
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        text = f"checkpoint refused ({reason})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class StoreError(HelmlogError):
+    """An event store could not do what was asked; retrying may help."""
+
+    code = "ERR_STORE"
+    retryable = True
+
+
+class SequenceConflictError(StoreError):
+    """An append expected a different last seq: another writer got there (R2)."""
+
+    code = "ERR_SEQUENCE_CONFLICT"
+
+    def __init__(self, *, session_id: str, expected: int, actual: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session '{session_id}': expected last seq {expected}, "
+            f"the stream is at {actual}"
+        )
+
+
+class LedgerAppendError(StoreError):
+    """An append failed, so the governed action did not happen (R5)."""
+
+    code = "ERR_LEDGER_APPEND"
+
+    def __init__(self, *, session_id: str, store: str, cause: str) -> None:
+        self.session_id = session_id
+        self.store = store
+        super().__init__(
+            f"could not append to session '{session_id}' in {store}: {cause}; "
+            "the action was not taken and nothing recorded was lost — retry"
+        )
+
+
+class ProviderError(HelmlogError):
+    """The model provider failed (G91: ERR_PROVIDER)."""
+
+    code = "ERR_PROVIDER"
+    retryable = True
+
+
+class AgentBuildError(HelmlogError, ValueError):
+    """An agent was assembled wrongly; nothing was attached (G10, G73)."""
+
+    code = "ERR_AGENT_BUILD"
+
+
+class UnknownEventTypeError(HelmlogError):
+    """An event type this reader does not know, where one had to be decoded."""
+
+    code = "ERR_UNKNOWN_EVENT"

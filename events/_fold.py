@@ -1,0 +1,305 @@
+"""Fold a session stream into its state: the stream is the truth.
+
+Pattern: a left fold with one handler per event type; the live session and
+         ``fold`` use the same ``Folder``, so live state equals the fold by
+         construction rather than by care.
+Role:    events layer; ``agent.last_snapshot()``, activation on another host,
+         checkpoint validation and replay all read state through here.
+Emits:   nothing. Pure: no clock, no randomness, no I/O.
+
+Laws: R1 (history, ledger, window records, the pending pause and the
+checkpoint, exact), R10 (unknown events are listed and skipped), R15 (a prefix
+folds to the state as of its last seq).
+
+Why ``history_at``: a turn may continue from any accepted checkpoint of the
+session, not only the latest (G36). ``agent.turn_start.base_seq`` names it,
+and the fold restores the history that checkpoint held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import msgspec
+
+from ._checkpoint import Checkpoint
+from ._decision import MiddlewareDecision
+from ._messages import Message
+from ._types import (
+    ConversationSeeded,
+    DecisionFiled,
+    Event,
+    LlmStarted,
+    MessageCommitted,
+    PauseRequested,
+    PauseResumed,
+    ToolDispatched,
+    ToolEnded,
+    ToolOutcomeUnknown,
+    TurnEnded,
+    TurnStarted,
+    UnknownEvent,
+    WindowCompacted,
+)
+
+
+class PendingPause(msgspec.Struct, frozen=True, kw_only=True):
+    """The pause a session is waiting on (R1)."""
+
+    kind: str
+    tool_name: str
+    tool_call_id: str
+    middleware: str | None
+    question: str
+    detail: Any
+    component_id: str | None
+    link_index: int
+    args: Any
+    args_digest: str
+    policy_version: str
+    iteration: int
+    seq: int
+    timestamp: int
+
+
+class SessionState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a session holds, as of the last folded seq.
+
+    Attributes:
+        session_id: the session.
+        history: the committed messages of the current conversation line.
+        middleware_decisions: every row of every turn, oldest first.
+        window_records: every ``window.compacted`` record.
+        pending: the outstanding pause, if any.
+        checkpoint: the pending pause's checkpoint, else the last accepted
+            conversation checkpoint, else ``None``.
+        unknown_events: ``(seq, type)`` of events this reader does not know.
+        last_seq: the seq of the last folded event (0 for none).
+        turn: the number of the last turn started (0 for none).
+        iteration: the last model call's number within the current turn.
+        original_input: the admitted text of the current turn's user message.
+        in_turn: a turn started and has not ended with an answer.
+        dispatched: calls recorded as dispatched whose result is not recorded.
+        resolved_pauses: seqs of ``pause.request`` events already answered.
+        conversation_seqs: seqs of accepted conversation checkpoints.
+    """
+
+    session_id: str = ""
+    history: tuple[Message, ...] = ()
+    middleware_decisions: tuple[MiddlewareDecision, ...] = ()
+    window_records: tuple[WindowCompacted, ...] = ()
+    pending: PendingPause | None = None
+    checkpoint: Checkpoint | None = None
+    unknown_events: tuple[tuple[int, str], ...] = ()
+    last_seq: int = 0
+    turn: int = 0
+    iteration: int = 0
+    original_input: str | None = None
+    in_turn: bool = False
+    dispatched: tuple[ToolDispatched, ...] = ()
+    resolved_pauses: frozenset[int] = frozenset()
+    conversation_seqs: frozenset[int] = frozenset()
+
+
+class Folder:
+    """The mutable accumulator behind ``fold``; ``apply`` one event at a time."""
+
+    __slots__ = (
+        "_conversation",
+        "_dispatch",
+        "_history_at",
+        "dispatched",
+        "history",
+        "in_turn",
+        "iteration",
+        "last_seq",
+        "original_input",
+        "pause_checkpoint",
+        "pending",
+        "resolved_pauses",
+        "rows",
+        "session_id",
+        "turn",
+        "unknown",
+        "window_records",
+    )
+
+    def __init__(self, session_id: str = "") -> None:
+        self.session_id = session_id
+        self.history: list[Message] = []
+        self.rows: list[MiddlewareDecision] = []
+        self.window_records: list[WindowCompacted] = []
+        self.pending: PendingPause | None = None
+        self.pause_checkpoint: Checkpoint | None = None
+        self._conversation: Checkpoint | None = None
+        self.unknown: list[tuple[int, str]] = []
+        self.last_seq = 0
+        self.turn = 0
+        self.iteration = 0
+        self.original_input: str | None = None
+        self.in_turn = False
+        self.dispatched: dict[str, ToolDispatched] = {}
+        self.resolved_pauses: set[int] = set()
+        self._history_at: dict[int, tuple[tuple[Message, ...], str | None]] = {}
+        self._dispatch: dict[type[Any], Callable[[Any], None]] = {
+            ConversationSeeded: self._seeded,
+            DecisionFiled: self._filed,
+            TurnStarted: self._turn_started,
+            TurnEnded: self._turn_ended,
+            LlmStarted: self._llm_started,
+            MessageCommitted: self._committed,
+            PauseRequested: self._pause_requested,
+            PauseResumed: self._pause_resumed,
+            ToolDispatched: self._dispatched,
+            ToolEnded: self._tool_ended,
+            ToolOutcomeUnknown: self._tool_ended,
+            WindowCompacted: self._window,
+            UnknownEvent: self._unknown,
+        }
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The pending pause's checkpoint, else the last conversation checkpoint."""
+        if self.pending is not None:
+            return self.pause_checkpoint
+        return self._conversation
+
+    def history_at(self, seq: int) -> tuple[tuple[Message, ...], str | None] | None:
+        """History and original input of the conversation checkpoint at ``seq``."""
+        return self._history_at.get(seq)
+
+    def apply(self, event: Event | UnknownEvent) -> None:
+        """Fold one event. Events of types with no state effect are skipped."""
+        if event.seq is not None:
+            self.last_seq = event.seq
+        if not self.session_id:
+            self.session_id = event.session_id
+        handler = self._dispatch.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def state(self) -> SessionState:
+        """A frozen snapshot of what has been folded so far."""
+        return SessionState(
+            session_id=self.session_id,
+            history=tuple(self.history),
+            middleware_decisions=tuple(self.rows),
+            window_records=tuple(self.window_records),
+            pending=self.pending,
+            checkpoint=self.checkpoint,
+            unknown_events=tuple(self.unknown),
+            last_seq=self.last_seq,
+            turn=self.turn,
+            iteration=self.iteration,
+            original_input=self.original_input,
+            in_turn=self.in_turn,
+            dispatched=tuple(self.dispatched.values()),
+            resolved_pauses=frozenset(self.resolved_pauses),
+            conversation_seqs=frozenset(self._history_at),
+        )
+
+    # -- handlers ---------------------------------------------------------
+
+    def _seeded(self, ev: ConversationSeeded) -> None:
+        self.history = list(ev.history)
+        self.original_input = ev.original_input
+        seq = ev.seq or 0
+        self._history_at[seq] = (tuple(ev.history), ev.original_input)
+        self._conversation = Checkpoint(
+            kind="conversation",
+            session_id=self.session_id,
+            seq=seq,
+            history=tuple(ev.history),
+            original_input=ev.original_input,
+        )
+
+    def _filed(self, ev: DecisionFiled) -> None:
+        self.rows.append(ev.row)
+
+    def _turn_started(self, ev: TurnStarted) -> None:
+        base = self._history_at.get(ev.base_seq)
+        self.history = list(base[0]) if base is not None else []
+        self.turn = ev.turn
+        self.iteration = 0
+        self.original_input = None
+        self.in_turn = True
+
+    def _turn_ended(self, ev: TurnEnded) -> None:
+        seq = ev.seq or 0
+        history = tuple(self.history)
+        self._history_at[seq] = (history, self.original_input)
+        self._conversation = Checkpoint(
+            kind="conversation",
+            session_id=self.session_id,
+            seq=seq,
+            history=history,
+            original_input=self.original_input,
+        )
+        self.in_turn = False
+
+    def _llm_started(self, ev: LlmStarted) -> None:
+        self.iteration = ev.iteration
+
+    def _committed(self, ev: MessageCommitted) -> None:
+        msg = ev.message
+        if msg.role == "user" and self.original_input is None and self.in_turn:
+            self.original_input = msg.content
+        self.history.append(msg)
+
+    def _pause_requested(self, ev: PauseRequested) -> None:
+        seq = ev.seq or 0
+        self.pending = PendingPause(
+            kind=ev.kind,
+            tool_name=ev.tool_name,
+            tool_call_id=ev.tool_call_id,
+            middleware=ev.middleware,
+            question=ev.question,
+            detail=ev.detail,
+            component_id=ev.component_id,
+            link_index=ev.link_index,
+            args=ev.args,
+            args_digest=ev.args_digest,
+            policy_version=ev.policy_version,
+            iteration=ev.iteration,
+            seq=seq,
+            timestamp=ev.timestamp,
+        )
+        self.pause_checkpoint = Checkpoint(
+            kind="pause",
+            session_id=self.session_id,
+            seq=seq,
+            history=tuple(self.history),
+            original_input=self.original_input,
+            tool_name=ev.tool_name,
+            tool_call_id=ev.tool_call_id,
+            args_digest=ev.args_digest,
+            policy_version=ev.policy_version,
+            mac=ev.mac,
+        )
+
+    def _pause_resumed(self, ev: PauseResumed) -> None:
+        if self.pending is not None:
+            self.resolved_pauses.add(self.pending.seq)
+        self.pending = None
+        self.pause_checkpoint = None
+
+    def _dispatched(self, ev: ToolDispatched) -> None:
+        self.dispatched[ev.tool_call_id] = ev
+
+    def _tool_ended(self, ev: ToolEnded | ToolOutcomeUnknown) -> None:
+        self.dispatched.pop(ev.tool_call_id, None)
+
+    def _window(self, ev: WindowCompacted) -> None:
+        self.window_records.append(ev)
+
+    def _unknown(self, ev: UnknownEvent) -> None:
+        self.unknown.append((ev.seq or 0, ev.type))
+
+
+def fold(events: Iterable[Event | UnknownEvent]) -> SessionState:
+    """The state a stream holds. Pure: the same events give the same state."""
+    folder = Folder()
+    for event in events:
+        folder.apply(event)
+    return folder.state()

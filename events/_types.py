@@ -1,0 +1,304 @@
+"""The event vocabulary: every state change of a session, as one tagged union.
+
+Pattern: frozen, tagged msgspec Structs (``tag_field="type"``) sharing one
+         envelope, decoded by one module-level decoder per format.
+Role:    events layer; the runtime appends these through its journal, stores
+         keep them, ``fold`` reads them, sinks watch them.
+Emits:   nothing; these are the emissions.
+
+Laws: R12 (the envelope; ``stream.token`` is the one transient type), R13
+(the types), R10 (every field added later gets a default; unknown fields are
+ignored, never ``forbid_unknown_fields``), G49 (the decision fact carries no
+value field at all, by schema).
+
+Why two decision events: the stream must keep the ledger's values (a row's
+``before``/``after``) so that ``fold`` can rebuild the ledger, while watchers
+must get facts that cannot carry a value. ``decision.filed`` holds the row;
+``middleware.decision`` is the fact, appended in the same atomic batch right
+after it. Watchers receive the fact, never the filing (see ``WATCHED``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from ._decision import MiddlewareDecision
+from ._messages import Message
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """The envelope every event carries (R12)."""
+
+    type: ClassVar[str]
+    session_id: str = ""
+    seq: int | None = None
+    timestamp: int = 0
+    prev_hash: str = ""
+    replayed: bool = False
+
+
+class DecisionFiled(Event, tag="decision.filed"):
+    """A ledger row, with its values, filed in the session stream."""
+
+    type: ClassVar[str] = "decision.filed"
+    row: MiddlewareDecision
+
+
+class MiddlewareDecisionEvent(Event, tag="middleware.decision"):
+    """The decision fact: who decided what, where, and why — never a value."""
+
+    type: ClassVar[str] = "middleware.decision"
+    middleware: str
+    moment: str
+    at: str
+    iteration: int
+    outcome: str
+    changed: bool
+    phase: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    why: str | None = None
+    component_id: str | None = None
+
+
+class TurnStarted(Event, tag="agent.turn_start"):
+    """A turn began; ``base_seq`` is the seq of the checkpoint it continues."""
+
+    type: ClassVar[str] = "agent.turn_start"
+    turn: int
+    base_seq: int = 0
+
+
+class TurnEnded(Event, tag="agent.turn_end"):
+    """A turn finished with an accepted answer."""
+
+    type: ClassVar[str] = "agent.turn_end"
+    turn: int
+    final_content: str
+
+
+class LlmStarted(Event, tag="stream.llm_start"):
+    """A model call began."""
+
+    type: ClassVar[str] = "stream.llm_start"
+    iteration: int
+    model: str
+
+
+class LlmEnded(Event, tag="stream.llm_end"):
+    """A model call returned; ``content`` is ``""`` while drafts are held."""
+
+    type: ClassVar[str] = "stream.llm_end"
+    iteration: int
+    content: str
+    content_withheld: bool = False
+    tool_call_count: int = 0
+    usage: dict[str, int] = msgspec.field(default_factory=dict)
+    stop_reason: str | None = None
+    duration_ms: int = 0
+
+
+class StreamToken(Event, tag="stream.token"):
+    """A chunk of text for listeners; transient, never appended (R12)."""
+
+    type: ClassVar[str] = "stream.token"
+    content: str
+
+
+class ToolStarted(Event, tag="stream.tool_start"):
+    """A proposed call entered the pipeline, with the arguments as proposed."""
+
+    type: ClassVar[str] = "stream.tool_start"
+    tool_name: str
+    tool_call_id: str
+    iteration: int
+    args: Any = None
+
+
+class ToolEnded(Event, tag="stream.tool_end"):
+    """A call left the pipeline: what the tool really returned, or the refusal."""
+
+    type: ClassVar[str] = "stream.tool_end"
+    tool_name: str
+    tool_call_id: str
+    result: Any = None
+    error: bool = False
+    duration_ms: int = 0
+
+
+class PauseRequested(Event, tag="pause.request"):
+    """The run paused for a person (ask, check-in or ask_human)."""
+
+    type: ClassVar[str] = "pause.request"
+    kind: str
+    tool_name: str
+    tool_call_id: str
+    middleware: str | None = None
+    link_index: int = -1
+    question: str = ""
+    detail: Any = None
+    component_id: str | None = None
+    args: Any = None
+    args_digest: str = ""
+    policy_version: str = ""
+    iteration: int = 0
+    mac: str | None = None
+
+
+class PauseResumed(Event, tag="pause.resume"):
+    """A person answered a pause."""
+
+    type: ClassVar[str] = "pause.resume"
+    kind: str
+    tool_call_id: str
+    approved: bool | None = None
+    by: str | None = None
+    note: str | None = None
+    paused_duration_ms: int = 0
+    component_id: str | None = None
+
+
+class FatalError(Event, tag="error.fatal"):
+    """A run ended by raising; content-free by construction (G91)."""
+
+    type: ClassVar[str] = "error.fatal"
+    code: str
+    phase: str | None = None
+    middleware: str | None = None
+    retryable: bool = False
+
+
+class MessageCommitted(Event, tag="message.committed"):
+    """A message joined the session's history."""
+
+    type: ClassVar[str] = "message.committed"
+    message: Message
+
+
+class ConversationSeeded(Event, tag="conversation.seeded"):
+    """A new session started from a checkpoint whose session the store lacks."""
+
+    type: ClassVar[str] = "conversation.seeded"
+    history: tuple[Message, ...] = ()
+    original_input: str | None = None
+
+
+class ToolDispatched(Event, tag="tool.dispatched"):
+    """Recorded immediately before ``execute`` (R7)."""
+
+    type: ClassVar[str] = "tool.dispatched"
+    tool_name: str
+    tool_call_id: str
+    args: Any = None
+    attempt: int = 1
+
+
+class ToolOutcomeUnknown(Event, tag="tool.outcome_unknown"):
+    """A dispatched call whose result was never recorded (R7)."""
+
+    type: ClassVar[str] = "tool.outcome_unknown"
+    tool_name: str
+    tool_call_id: str
+
+
+class WindowRefusal(msgspec.Struct, frozen=True, kw_only=True):
+    """A message the window strategy would not remove, and why (G81)."""
+
+    reason: str
+    turn_index: int
+    message_index: int
+
+
+class WindowCompacted(Event, tag="window.compacted"):
+    """The window strategy engaged at one iteration (G80)."""
+
+    type: ClassVar[str] = "window.compacted"
+    strategy: str
+    iteration: int
+    keep_recent_turns: int
+    removed_message_count: int
+    window_chars_before: int
+    window_chars_after: int
+    turns_before: int
+    turns_after: int
+    refusals: tuple[WindowRefusal, ...] = ()
+    dropped_observations: tuple[str, ...] = ()
+
+
+class UnknownEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event whose ``type`` this reader does not know (R10): reported, skipped."""
+
+    type: str
+    session_id: str = ""
+    seq: int | None = None
+    timestamp: int = 0
+    prev_hash: str = ""
+    replayed: bool = False
+    data: bytes = b""
+
+
+AnyEvent = (
+    DecisionFiled
+    | MiddlewareDecisionEvent
+    | TurnStarted
+    | TurnEnded
+    | LlmStarted
+    | LlmEnded
+    | StreamToken
+    | ToolStarted
+    | ToolEnded
+    | PauseRequested
+    | PauseResumed
+    | FatalError
+    | MessageCommitted
+    | ConversationSeeded
+    | ToolDispatched
+    | ToolOutcomeUnknown
+    | WindowCompacted
+)
+
+EVENT_CLASSES: tuple[type[Event], ...] = (
+    DecisionFiled,
+    MiddlewareDecisionEvent,
+    TurnStarted,
+    TurnEnded,
+    LlmStarted,
+    LlmEnded,
+    StreamToken,
+    ToolStarted,
+    ToolEnded,
+    PauseRequested,
+    PauseResumed,
+    FatalError,
+    MessageCommitted,
+    ConversationSeeded,
+    ToolDispatched,
+    ToolOutcomeUnknown,
+    WindowCompacted,
+)
+EVENT_TYPES: frozenset[str] = frozenset(c.type for c in EVENT_CLASSES)
+
+# Invariant: the only event type that is never appended (R12).
+TRANSIENT_TYPES: frozenset[str] = frozenset({StreamToken.type})
+
+# Watchers get every event but the filing, which carries the ledger's values.
+UNWATCHED_TYPES: frozenset[str] = frozenset({DecisionFiled.type})
+
+
+def fact_for(row: MiddlewareDecision) -> MiddlewareDecisionEvent:
+    """The value-free fact for one row (G49)."""
+    return MiddlewareDecisionEvent(
+        middleware=row.middleware,
+        moment=row.moment,
+        at=row.at,
+        iteration=row.iteration,
+        outcome=row.outcome,
+        changed=row.changed,
+        phase=row.phase,
+        tool_name=row.tool_name,
+        tool_call_id=row.tool_call_id,
+        why=row.why,
+        component_id=row.component_id,
+    )

@@ -1,0 +1,1 @@
+"""helmlog.gateway."""
