@@ -1,0 +1,105 @@
+"""The scripted provider: replies written in advance, for demos and tests.
+
+Pattern: a test double that is also a real adapter (the embedded default).
+Role:    runtime layer; ``helmlog demo`` and most tests drive the loop with it.
+Emits:   nothing itself; with ``stream=True`` it reports word chunks.
+
+Laws: G90 (one reply per call in order, a ``str`` is ``Reply(content=...)``,
+``RuntimeError`` containing ``exhausted`` when none is left; ``reply=`` repeats
+one; ``respond=`` computes each; ``stream=True`` gives word chunks, a word
+plus the whitespace after it), G89 (``requests`` holds deep copies).
+
+Why deep copies: a test asserts what the model was sent at the time; a later
+mutation anywhere must not rewrite that evidence.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Union
+
+from ._base import ProviderRequest, Reply, TokenSink
+
+ReplyLike = Union[Reply, str]
+Responder = Callable[[ProviderRequest], ReplyLike | Awaitable[ReplyLike]]
+
+_WORD = re.compile(r"\S+\s*|\s+")
+
+
+def _as_reply(value: object) -> Reply:
+    if isinstance(value, Reply):
+        return value
+    if isinstance(value, str):
+        return Reply(content=value)
+    raise TypeError(f"a scripted reply must be a Reply or a str, got {type(value).__name__}")
+
+
+def word_chunks(text: str) -> list[str]:
+    """Split text into chunks of a word plus the whitespace after it."""
+    return _WORD.findall(text)
+
+
+class ScriptedProvider:
+    """Replies from a script, a single repeated reply, or a function."""
+
+    def __init__(
+        self,
+        replies: Iterable[ReplyLike] | None = None,
+        *,
+        reply: ReplyLike | None = None,
+        respond: Responder | None = None,
+        stream: bool = False,
+    ) -> None:
+        given = sum(x is not None for x in (replies, reply, respond))
+        if given != 1:
+            raise ValueError("scripted() takes exactly one of: replies, reply=, respond=")
+        self._script = [_as_reply(r) for r in replies] if replies is not None else None
+        self._reply = _as_reply(reply) if reply is not None else None
+        self._respond = respond
+        self.stream = stream
+        self.requests: list[ProviderRequest] = []
+        self._next = 0
+
+    @property
+    def remaining(self) -> int | None:
+        """Replies left in the script (``None`` for ``reply=``/``respond=``)."""
+        return None if self._script is None else len(self._script) - self._next
+
+    async def call(
+        self, request: ProviderRequest, on_token: TokenSink | None = None
+    ) -> Reply:
+        self.requests.append(copy.deepcopy(request))
+        if self._script is not None:
+            if self._next >= len(self._script):
+                raise RuntimeError(
+                    f"scripted provider exhausted: all {len(self._script)} replies "
+                    f"were used and call {self._next + 1} asked for another"
+                )
+            out = self._script[self._next]
+            self._next += 1
+        elif self._reply is not None:
+            out = self._reply
+        else:
+            assert self._respond is not None
+            produced = self._respond(copy.deepcopy(request))
+            if inspect.isawaitable(produced):
+                produced = await produced
+            out = _as_reply(produced)
+        if self.stream and on_token is not None and out.content:
+            for chunk in word_chunks(out.content):
+                on_token(chunk)
+        return out
+
+
+def scripted(
+    replies: Iterable[ReplyLike] | None = None,
+    *,
+    reply: ReplyLike | None = None,
+    respond: Responder | None = None,
+    stream: bool = False,
+) -> ScriptedProvider:
+    """A provider that answers from a script (see ``ScriptedProvider``)."""
+    return ScriptedProvider(replies, reply=reply, respond=respond, stream=stream)
