@@ -7,9 +7,11 @@
 from helmlog.events import ToolCallRequest
 
 from ._base import Provider, ProviderRequest, Reply, TokenSink, ToolSpec
+from ._openai import OpenAIChatProvider, openai_chat
 from ._scripted import ScriptedProvider, scripted, word_chunks
 
 __all__ = [
+    "OpenAIChatProvider",
     "Provider",
     "ProviderRequest",
     "Reply",
@@ -17,6 +19,7 @@ __all__ = [
     "TokenSink",
     "ToolCallRequest",
     "ToolSpec",
+    "openai_chat",
     "scripted",
     "word_chunks",
 ]

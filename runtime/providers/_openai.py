@@ -1,0 +1,372 @@
+"""The OpenAI-compatible provider: Chat Completions over the ``openai`` SDK.
+
+Pattern: an adapter behind the provider port; translates a ``ProviderRequest``
+         to the Chat Completions wire format and the answer back to a
+         ``Reply``, streamed or complete.
+Role:    runtime layer; the real model for OpenAI, vLLM, Ollama and any other
+         server speaking ``POST /v1/chat/completions``.
+Emits:   nothing itself; with ``stream=True`` it reports content deltas
+         through ``on_token`` and the loop turns them into ``stream.token``.
+
+Laws: G89 (``.system`` becomes the one system message, sent first and only
+when non-empty; assistant tool-call turns carry compact-JSON arguments),
+G41 (``on_token`` is called only when the loop passes one), G91 (a failure
+is a ``ProviderError``, so the loop reports ``ERR_PROVIDER``).
+
+Why ``openai.*`` never escapes: the loop classifies failures by helmlog's
+tree, and an SDK error's text is the server's text, which may quote the
+prompt; the ``ProviderError`` names the endpoint and the status instead, and
+suppresses the SDK error as its context.
+
+Why invalid JSON arguments are passed on raw rather than raised: a model that
+writes broken arguments made a mistake it can correct; the loop's argument
+validation refuses the call with a reason the model reads, where a raise
+would end the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
+
+import openai
+from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
+
+from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
+
+# Invariant: a 4xx other than these says the request itself is wrong, and
+# sending it again cannot help.
+_RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425, 429})
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    if message.role == "user":
+        return {"role": "user", "content": message.content}
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": message.content,
+        }
+    if message.role == "assistant":
+        if not message.tool_calls:
+            return {"role": "assistant", "content": message.content}
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _arguments(call)},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    raise ValueError(
+        f"a provider request cannot carry a message with role {message.role!r} "
+        "(G89: the system prompt travels as .system)"
+    )
+
+
+def _arguments(call: ToolCallRequest) -> str:
+    # A raw string is what an earlier reply could not parse (see _parse_args);
+    # it goes back verbatim so the model sees what it wrote.
+    if isinstance(call.args, str):
+        return call.args
+    return compact_json(call.args)
+
+
+def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": dict(spec.input_schema),
+        },
+    }
+
+
+def _parse_args(raw: str | None) -> Any:
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _call_id(given: str | None) -> str:
+    # Some local servers omit ids; the loop keys results by id, so make one.
+    return given or f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {}
+    out: dict[str, int] = {}
+    if getattr(usage, "prompt_tokens", None) is not None:
+        out["input_tokens"] = int(usage.prompt_tokens)
+    if getattr(usage, "completion_tokens", None) is not None:
+        out["output_tokens"] = int(usage.completion_tokens)
+    return out
+
+
+def _endpoint(base_url: object) -> str:
+    # Userinfo and query strings can hold credentials; errors name the rest.
+    parts = urllib.parse.urlsplit(str(base_url))
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    path = parts.path.rstrip("/") + "/chat/completions"
+    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
+
+
+class _ToolCallDraft:
+    """One streamed tool call, assembled from its fragments."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name = ""
+        self.arguments: list[str] = []
+
+    def finish(self) -> ToolCallRequest:
+        return ToolCallRequest(
+            id=_call_id(self.id),
+            name=self.name,
+            args=_parse_args("".join(self.arguments)),
+        )
+
+
+class OpenAIChatProvider:
+    """A model behind an OpenAI-compatible Chat Completions endpoint.
+
+    Build one with ``openai_chat(...)``. Use it as an async context manager,
+    or call ``aclose()`` when done, to close the HTTP client it created; a
+    client passed in is the caller's to close.
+    """
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        model: str | None = None,
+        stream: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        self.model = model
+        self.stream = stream
+        self.endpoint = _endpoint(client.base_url)
+        self._client = client
+        self._extra_body = dict(extra_body) if extra_body else None
+        self._owns_client = owns_client
+
+    async def __aenter__(self) -> OpenAIChatProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this provider created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def call(
+        self, request: ProviderRequest, on_token: TokenSink | None = None
+    ) -> Reply:
+        """Make one Chat Completions call (streamed when built with ``stream``)."""
+        params = self._params(request)
+        if self.stream:
+            return await self._call_streamed(params, on_token)
+        return await self._call_complete(params)
+
+    def _params(self, request: ProviderRequest) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(_wire_message(m) for m in request.messages)
+        params: dict[str, Any] = {
+            "model": self.model or request.model,
+            "messages": messages,
+        }
+        if request.tools:
+            params["tools"] = [_wire_tool(t) for t in request.tools]
+        if self._extra_body:
+            params["extra_body"] = self._extra_body
+        return params
+
+    async def _call_complete(self, params: dict[str, Any]) -> Reply:
+        try:
+            completion = await self._client.chat.completions.create(**params)
+        except openai.OpenAIError as exc:
+            raise self._failure(exc) from None
+        if not completion.choices:
+            raise ProviderError(f"{self.endpoint} returned no choices")
+        choice = completion.choices[0]
+        calls: list[ToolCallRequest] = []
+        for tc in choice.message.tool_calls or ():
+            function = getattr(tc, "function", None)
+            if function is not None:
+                name, raw = function.name, function.arguments
+            else:  # a custom (free-text) tool call: its input is the raw args
+                name, raw = tc.custom.name, tc.custom.input
+            calls.append(
+                ToolCallRequest(id=_call_id(tc.id), name=name, args=_parse_args(raw))
+            )
+        return Reply(
+            content=choice.message.content or "",
+            tool_calls=calls,
+            usage=_usage(completion.usage),
+            stop_reason=choice.finish_reason,
+        )
+
+    async def _call_streamed(
+        self, params: dict[str, Any], on_token: TokenSink | None
+    ) -> Reply:
+        try:
+            stream = await self._client.chat.completions.create(
+                **params, stream=True, stream_options={"include_usage": True}
+            )
+        except openai.OpenAIError as exc:
+            raise self._failure(exc) from None
+        content: list[str] = []
+        drafts: dict[int, _ToolCallDraft] = {}
+        usage: dict[str, int] = {}
+        stop_reason: str | None = None
+        try:
+            async for chunk in self._chunks(stream):
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    if choice.index != 0:
+                        continue
+                    if choice.finish_reason is not None:
+                        stop_reason = choice.finish_reason
+                    delta = choice.delta
+                    if delta.content:
+                        content.append(delta.content)
+                        if on_token is not None:
+                            on_token(delta.content)
+                    for position, fragment in enumerate(delta.tool_calls or ()):
+                        index = fragment.index
+                        if index is None:  # lenient servers send whole calls
+                            index = len(drafts) + position
+                        draft = drafts.setdefault(index, _ToolCallDraft())
+                        if fragment.id:
+                            draft.id = fragment.id
+                        function = fragment.function
+                        if function is not None:
+                            if function.name and not draft.name:
+                                draft.name = function.name
+                            if function.arguments:
+                                draft.arguments.append(function.arguments)
+        finally:
+            await stream.close()
+        return Reply(
+            content="".join(content),
+            tool_calls=[drafts[i].finish() for i in sorted(drafts)],
+            usage=usage,
+            stop_reason=stop_reason,
+        )
+
+    async def _chunks(self, stream: Any) -> AsyncIterator[Any]:
+        # Only the SDK's reads are translated: an error raised by on_token
+        # or by assembly is the caller's and propagates as it is.
+        iterator = cast(AsyncIterator[Any], stream.__aiter__())
+        while True:
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except (openai.OpenAIError, json.JSONDecodeError) as exc:
+                raise self._failure(exc) from None
+            yield chunk
+
+    def _failure(self, exc: Exception) -> ProviderError:
+        kind = type(exc).__name__
+        if isinstance(exc, openai.APITimeoutError):
+            error = ProviderError(f"{self.endpoint} timed out ({kind})")
+        elif isinstance(exc, openai.APIConnectionError):
+            error = ProviderError(f"could not reach {self.endpoint} ({kind})")
+        elif isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            code = f", code {exc.code}" if isinstance(exc.code, str) else ""
+            error = ProviderError(
+                f"{self.endpoint} answered HTTP {status} ({kind}{code})"
+            )
+            if 400 <= status < 500 and status not in _RETRYABLE_CLIENT_STATUSES:
+                error.retryable = False
+        elif isinstance(exc, json.JSONDecodeError):
+            error = ProviderError(f"{self.endpoint} sent a malformed stream event")
+        else:
+            error = ProviderError(f"{self.endpoint} failed ({kind})")
+        return error
+
+
+def openai_chat(
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    client: openai.AsyncOpenAI | None = None,
+    stream: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    extra_body: Mapping[str, Any] | None = None,
+) -> OpenAIChatProvider:
+    """A provider for any OpenAI-compatible Chat Completions endpoint.
+
+    Args:
+        model: the model name sent; when ``None``, the loop's ``model=`` is.
+        base_url: the API root, e.g. ``http://localhost:8000/v1`` (vLLM) or
+            ``http://localhost:11434/v1`` (Ollama); default OpenAI's.
+        api_key: the key; default ``OPENAI_API_KEY``. A ``base_url`` without
+            a key sends a placeholder, as local servers need none.
+        client: an ``openai.AsyncOpenAI`` to use instead of building one; the
+            caller closes it. Excludes ``base_url`` and ``api_key``.
+        stream: stream the reply, reporting content deltas to ``on_token``.
+        timeout: seconds per HTTP request.
+        max_retries: the SDK's retries on connection errors, 408, 429, 5xx.
+        extra_body: extra JSON fields merged into every request body
+            (``temperature``, ``max_tokens``, server-specific options).
+
+    Raises:
+        ValueError: ``client`` given together with ``base_url`` or ``api_key``.
+        ProviderError: no key given or found and no ``base_url`` (not
+            retryable).
+    """
+    if client is not None:
+        if base_url is not None or api_key is not None:
+            raise ValueError(
+                "openai_chat() takes client= or base_url=/api_key=, not both"
+            )
+        return OpenAIChatProvider(
+            client, model=model, stream=stream, extra_body=extra_body
+        )
+    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+    if key is None and base_url is not None:
+        key = "not-needed"
+    if key is None:
+        error = ProviderError(
+            "openai_chat() found no API key: pass api_key= or set OPENAI_API_KEY"
+        )
+        error.retryable = False
+        raise error
+    created = openai.AsyncOpenAI(
+        api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+    )
+    return OpenAIChatProvider(
+        created, model=model, stream=stream, extra_body=extra_body, owns_client=True
+    )
