@@ -212,8 +212,9 @@ class OpenAIChatProvider:
             completion = await self._client.chat.completions.create(**params)
         except openai.OpenAIError as exc:
             raise self._failure(exc) from None
-        if not completion.choices:
-            raise ProviderError(f"{self.endpoint} returned no choices")
+        # The SDK builds replies leniently: a field a server left out is None.
+        if not completion.choices or completion.choices[0].message is None:
+            raise ProviderError(f"{self.endpoint} returned no message")
         choice = completion.choices[0]
         calls: list[ToolCallRequest] = []
         for tc in choice.message.tool_calls or ():
@@ -249,8 +250,9 @@ class OpenAIChatProvider:
             async for chunk in self._chunks(stream):
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
-                for choice in chunk.choices:
-                    if choice.index != 0:
+                for choice in chunk.choices or ():
+                    # Servers that send one choice may leave out its index.
+                    if choice.index not in (0, None) or choice.delta is None:
                         continue
                     if choice.finish_reason is not None:
                         stop_reason = choice.finish_reason
@@ -259,10 +261,10 @@ class OpenAIChatProvider:
                         content.append(delta.content)
                         if on_token is not None:
                             on_token(delta.content)
-                    for position, fragment in enumerate(delta.tool_calls or ()):
+                    for fragment in delta.tool_calls or ():
                         index = fragment.index
                         if index is None:  # lenient servers send whole calls
-                            index = len(drafts) + position
+                            index = max(drafts, default=-1) + 1
                         draft = drafts.setdefault(index, _ToolCallDraft())
                         if fragment.id:
                             draft.id = fragment.id

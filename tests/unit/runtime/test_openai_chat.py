@@ -412,6 +412,47 @@ async def test_streamed_invalid_json_arguments_are_passed_on_raw(
     )
 
 
+async def test_a_stream_without_choice_indexes_is_read_all_the_same(
+    server: ChatServer,
+) -> None:
+    """Lenient servers omit choice and tool-call indexes; nothing is dropped."""
+    bare = [
+        {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "Hi"}}]},
+        {
+            "object": "chat.completion.chunk",
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {"id": "c1", "function": {"name": "a", "arguments": "{}"}},
+                            {"id": "c2", "function": {"name": "b", "arguments": "{}"}},
+                        ]
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        },
+    ]
+    server.answer(SseAnswer(bare))
+    async with provider(server, stream=True) as model:
+        reply = await model.call(request())
+    assert reply.content == "Hi"
+    assert reply.tool_calls == (
+        ToolCallRequest(id="c1", name="a", args={}),
+        ToolCallRequest(id="c2", name="b", args={}),
+    )
+
+
+async def test_a_reply_without_a_message_becomes_a_provider_error(
+    server: ChatServer,
+) -> None:
+    """A body that is not a chat completion is a ProviderError, not a crash."""
+    server.answer(JsonAnswer({"object": "chat.completion", "choices": []}))
+    async with provider(server) as model:
+        with pytest.raises(ProviderError, match="returned no message"):
+            await model.call(request())
+
+
 # --- failures ---------------------------------------------------------------
 
 
