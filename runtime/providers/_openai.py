@@ -26,11 +26,12 @@ would end the run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
 import openai
@@ -148,6 +149,57 @@ class _ToolCallDraft:
         )
 
 
+class _StreamAssembly:
+    """One streamed reply, built chunk by chunk."""
+
+    def __init__(self, on_token: TokenSink | None) -> None:
+        self._on_token = on_token
+        self._content: list[str] = []
+        self._drafts: dict[int, _ToolCallDraft] = {}
+        self._usage: dict[str, int] = {}
+        self._stop_reason: str | None = None
+
+    def feed(self, chunk: Any) -> None:
+        if chunk.usage is not None:
+            self._usage = _usage(chunk.usage)
+        for choice in chunk.choices or ():
+            # Servers that send one choice may leave out its index.
+            if choice.index not in (0, None) or choice.delta is None:
+                continue
+            if choice.finish_reason is not None:
+                self._stop_reason = choice.finish_reason
+            if choice.delta.content:
+                self._content.append(choice.delta.content)
+                if self._on_token is not None:
+                    self._on_token(choice.delta.content)
+            for fragment in choice.delta.tool_calls or ():
+                self._feed_tool_call(fragment)
+
+    def _feed_tool_call(self, fragment: Any) -> None:
+        # Invariant: fragments of one call share an index; id and name come
+        # with the first, arguments arrive in pieces to be concatenated.
+        index = fragment.index
+        if index is None:  # lenient servers send whole calls without one
+            index = max(self._drafts, default=-1) + 1
+        draft = self._drafts.setdefault(index, _ToolCallDraft())
+        if fragment.id:
+            draft.id = fragment.id
+        function = fragment.function
+        if function is not None:
+            if function.name and not draft.name:
+                draft.name = function.name
+            if function.arguments:
+                draft.arguments.append(function.arguments)
+
+    def reply(self) -> Reply:
+        return Reply(
+            content="".join(self._content),
+            tool_calls=[self._drafts[i].finish() for i in sorted(self._drafts)],
+            usage=self._usage,
+            stop_reason=self._stop_reason,
+        )
+
+
 class OpenAIChatProvider:
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
@@ -242,48 +294,16 @@ class OpenAIChatProvider:
             )
         except openai.OpenAIError as exc:
             raise self._failure(exc) from None
-        content: list[str] = []
-        drafts: dict[int, _ToolCallDraft] = {}
-        usage: dict[str, int] = {}
-        stop_reason: str | None = None
+        assembly = _StreamAssembly(on_token)
         try:
-            async for chunk in self._chunks(stream):
-                if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
-                for choice in chunk.choices or ():
-                    # Servers that send one choice may leave out its index.
-                    if choice.index not in (0, None) or choice.delta is None:
-                        continue
-                    if choice.finish_reason is not None:
-                        stop_reason = choice.finish_reason
-                    delta = choice.delta
-                    if delta.content:
-                        content.append(delta.content)
-                        if on_token is not None:
-                            on_token(delta.content)
-                    for fragment in delta.tool_calls or ():
-                        index = fragment.index
-                        if index is None:  # lenient servers send whole calls
-                            index = max(drafts, default=-1) + 1
-                        draft = drafts.setdefault(index, _ToolCallDraft())
-                        if fragment.id:
-                            draft.id = fragment.id
-                        function = fragment.function
-                        if function is not None:
-                            if function.name and not draft.name:
-                                draft.name = function.name
-                            if function.arguments:
-                                draft.arguments.append(function.arguments)
+            async with contextlib.aclosing(self._chunks(stream)) as chunks:
+                async for chunk in chunks:
+                    assembly.feed(chunk)
         finally:
             await stream.close()
-        return Reply(
-            content="".join(content),
-            tool_calls=[drafts[i].finish() for i in sorted(drafts)],
-            usage=usage,
-            stop_reason=stop_reason,
-        )
+        return assembly.reply()
 
-    async def _chunks(self, stream: Any) -> AsyncIterator[Any]:
+    async def _chunks(self, stream: Any) -> AsyncGenerator[Any, None]:
         # Only the SDK's reads are translated: an error raised by on_token
         # or by assembly is the caller's and propagates as it is.
         iterator = cast(AsyncIterator[Any], stream.__aiter__())

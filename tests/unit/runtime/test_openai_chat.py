@@ -453,6 +453,20 @@ async def test_a_reply_without_a_message_becomes_a_provider_error(
             await model.call(request())
 
 
+async def test_an_error_in_the_token_sink_propagates_untranslated(
+    server: ChatServer,
+) -> None:
+    """Only SDK failures become ProviderError; the caller's own error is its own."""
+    server.answer(SseAnswer([chunk({"content": "a"}), chunk({"content": "b"})]))
+
+    def refuse(token: str) -> None:
+        raise LookupError(f"sink refused {token!r}")
+
+    async with provider(server, stream=True) as model:
+        with pytest.raises(LookupError, match="sink refused 'a'"):
+            await model.call(request(), refuse)
+
+
 # --- failures ---------------------------------------------------------------
 
 
