@@ -83,6 +83,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
         dispatched: calls recorded as dispatched whose result is not recorded.
         resolved_pauses: seqs of ``pause.request`` events already answered.
         conversation_seqs: seqs of accepted conversation checkpoints.
+        identity: the identity the current turn runs under.
     """
 
     session_id: str = ""
@@ -100,6 +101,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     dispatched: tuple[ToolDispatched, ...] = ()
     resolved_pauses: frozenset[int] = frozenset()
     conversation_seqs: frozenset[int] = frozenset()
+    identity: Any = None
 
 
 class Folder:
@@ -111,6 +113,7 @@ class Folder:
         "_history_at",
         "dispatched",
         "history",
+        "identity",
         "in_turn",
         "iteration",
         "last_seq",
@@ -139,6 +142,7 @@ class Folder:
         self.iteration = 0
         self.original_input: str | None = None
         self.in_turn = False
+        self.identity: Any = None
         self.dispatched: dict[str, ToolDispatched] = {}
         self.resolved_pauses: set[int] = set()
         self._history_at: dict[int, tuple[tuple[Message, ...], str | None]] = {}
@@ -197,6 +201,7 @@ class Folder:
             dispatched=tuple(self.dispatched.values()),
             resolved_pauses=frozenset(self.resolved_pauses),
             conversation_seqs=frozenset(self._history_at),
+            identity=self.identity,
         )
 
     # -- handlers ---------------------------------------------------------
@@ -221,6 +226,7 @@ class Folder:
         base = self._history_at.get(ev.base_seq)
         self.history = list(base[0]) if base is not None else []
         self.turn = ev.turn
+        self.identity = ev.identity
         self.iteration = 0
         self.original_input = None
         self.in_turn = True

@@ -69,6 +69,7 @@ class TurnStarted(Event, tag="agent.turn_start"):
     type: ClassVar[str] = "agent.turn_start"
     turn: int
     base_seq: int = 0
+    identity: Any = None
 
 
 class TurnEnded(Event, tag="agent.turn_end"):

@@ -1,1 +1,91 @@
-"""helmlog.runtime."""
+"""helmlog.runtime — the governed loop, in one process, with no Ray and no Redis.
+
+Verbs, links and their chains, the five moments, the ``Agent`` builder, tools,
+providers, the window, pause/checkpoint/resume and redaction. This is what a
+library user imports first (through ``helmlog``) and what most tests use.
+"""
+
+from helmlog.events import (
+    AgentBuildError,
+    Checkpoint,
+    CheckpointError,
+    DecisionRequiredError,
+    HelmlogError,
+    LedgerAppendError,
+    Message,
+    MessageDeniedError,
+    MiddlewareDecision,
+    NoConversationError,
+    SequenceConflictError,
+    SessionState,
+)
+
+from ._agent import Agent
+from ._builder import AgentBuilder, counter_ids, wall_clock_ms
+from ._context import MessageContext, ToolCallContext, ToolResultContext
+from ._links import MessageMiddleware, ToolMiddleware
+from ._moments import ACT_KEYS, LOOP_MOMENTS, ActOptions, act_key_for
+from ._pause import (
+    AskPause,
+    CheckInDecision,
+    MiddlewareAsk,
+    ask_human,
+    check_in_approved,
+    check_in_declined,
+    is_ask_pause,
+)
+from ._redaction import RedactionPolicy, conversation_redaction
+from ._tools import Tool, tool
+from ._verbs import Allow, Ask, Deny, allow, ask, deny
+from ._watchers import Watcher
+from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
+
+__all__ = [
+    "ACT_KEYS",
+    "LOOP_MOMENTS",
+    "ActOptions",
+    "Agent",
+    "AgentBuildError",
+    "AgentBuilder",
+    "Allow",
+    "Ask",
+    "AskPause",
+    "CheckInDecision",
+    "Checkpoint",
+    "CheckpointError",
+    "DecisionRequiredError",
+    "Deny",
+    "HelmlogError",
+    "LedgerAppendError",
+    "Message",
+    "MessageContext",
+    "MessageDeniedError",
+    "MessageMiddleware",
+    "MiddlewareAsk",
+    "MiddlewareDecision",
+    "NoConversationError",
+    "RedactionPolicy",
+    "SequenceConflictError",
+    "SessionState",
+    "SlidingWindow",
+    "Tool",
+    "ToolCallContext",
+    "ToolMiddleware",
+    "ToolResultContext",
+    "Watcher",
+    "WindowPlan",
+    "WindowStrategy",
+    "act_key_for",
+    "allow",
+    "ask",
+    "ask_human",
+    "check_in_approved",
+    "check_in_declined",
+    "conversation_redaction",
+    "counter_ids",
+    "deny",
+    "is_ask_pause",
+    "sliding_window",
+    "tool",
+    "wall_clock_ms",
+]

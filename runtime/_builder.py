@@ -1,0 +1,294 @@
+"""Assembling an agent: ``Agent.create(...)`` → ``AgentBuilder`` → ``build()``.
+
+Pattern: a builder whose every door checks everything before attaching
+         anything, so a refused call leaves it exactly as it was.
+Role:    runtime layer; produces the frozen ``AgentConfig`` the loop runs.
+Emits:   nothing.
+
+Laws: G9–G10 (the doors), G40 (which agents are output-governed), G72–G77
+(``.act()``: accepted keys, refusals in checking order, a refused bundle
+changes nothing, the forwarding order, phase wrappers, hooks decide), G79
+(one window strategy, two doors), G82–G83 (``.watch()``; ids must not
+collide).
+
+Why ``.act()`` forwards to the doors rather than building its own chains:
+there must be one way rules end up in a chain, so that the ledger, requests
+and window records of the two spellings are equal by construction (G75).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
+
+from ._config import AgentConfig, CredentialResolver
+from ._links import (
+    Link,
+    as_message_link,
+    as_tool_link,
+    hook,
+    link_name,
+    message_link_problem,
+    tool_link_problem,
+)
+from ._moments import ACT_KEYS
+from ._redaction import RedactionPolicy
+from ._tools import Tool
+from ._watchers import Listeners
+from ._window import WindowStrategy
+from .providers import Provider, ToolSpec
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+_BUCKET_HOOK = {
+    "input": "on_message",
+    "output": "on_message",
+    "before_tool": "on_tool_call",
+    "after_tool": "on_tool_result",
+}
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch (UTC)."""
+    return time.time_ns() // 1_000_000
+
+
+def uuid_ids() -> str:
+    """A fresh session id."""
+    return uuid.uuid4().hex
+
+
+class AgentBuilder:
+    """Collects an agent's parts; ``build()`` freezes them into an ``Agent``."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        model: str,
+        *,
+        redact: RedactionPolicy | None = None,
+        store: EventStore | None = None,
+        clock: Callable[[], int] | None = None,
+        ids: Callable[[], str] | None = None,
+        credentials: CredentialResolver | Mapping[str, str] | None = None,
+    ) -> None:
+        if not callable(getattr(provider, "call", None)):
+            raise AgentBuildError(
+                "Agent.create(provider=...) needs a provider with a call() method, "
+                "e.g. helmlog.runtime.providers.scripted([...])"
+            )
+        if not isinstance(model, str) or not model:
+            raise AgentBuildError("Agent.create(model=...) needs a non-empty model name")
+        if redact is not None and not isinstance(redact, RedactionPolicy):
+            raise AgentBuildError("redact= takes a RedactionPolicy (conversation_redaction())")
+        self._provider = provider
+        self._model = model
+        self._redact = redact
+        self._store = store
+        self._clock = clock or wall_clock_ms
+        self._ids = ids or uuid_ids
+        if isinstance(credentials, Mapping):
+            table = dict(credentials)
+            self._credentials: CredentialResolver | None = table.get
+        else:
+            self._credentials = credentials
+        self._system = ""
+        self._tools: dict[str, Tool] = {}
+        self._tool_links: list[Link] = []
+        self._message_links: list[Link] = []
+        self._window: WindowStrategy | None = None
+        self._window_door = ""
+        self._permissions: Callable[[Any], Any] | None = None
+        self._watchers: list[Any] = []
+        self._acted = False
+
+    # -- parts ------------------------------------------------------------
+
+    def system(self, prompt: str) -> AgentBuilder:
+        """Set the system prompt."""
+        if not isinstance(prompt, str):
+            raise AgentBuildError("system() takes a str")
+        self._system = prompt
+        return self
+
+    def tool(self, *tools: Tool) -> AgentBuilder:
+        """Register tools, in order; a name may be registered once."""
+        seen = set(self._tools)
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise AgentBuildError(f"tool() takes Tool values (@tool or Tool(...)), got {t!r}")
+            if t.name in seen:
+                raise AgentBuildError(f"a tool named '{t.name}' is already registered")
+            seen.add(t.name)
+        for t in tools:
+            self._tools[t.name] = t
+        return self
+
+    tools = tool
+
+    def permissions(self, checker: Callable[[Any], Any]) -> AgentBuilder:
+        """Install the permission gate (G54): ``checker(call) -> Allow | Deny``."""
+        if not callable(checker):
+            raise AgentBuildError("permissions() takes a callable checker")
+        self._permissions = checker
+        return self
+
+    # -- the doors ----------------------------------------------------------
+
+    def tool_middleware(self, *links: Any) -> AgentBuilder:
+        """Append tool links in order, after checking every one (G10)."""
+        for obj in links:
+            problem = tool_link_problem(obj)
+            if problem:
+                raise AgentBuildError(f"tool_middleware(): {problem}")
+        self._tool_links.extend(as_tool_link(obj) for obj in links)
+        return self
+
+    def message_middleware(self, *links: Any) -> AgentBuilder:
+        """Append message links in order, after checking every one (G10)."""
+        for obj in links:
+            problem = message_link_problem(obj)
+            if problem:
+                raise AgentBuildError(f"message_middleware(): {problem}")
+        self._message_links.extend(as_message_link(obj) for obj in links)
+        return self
+
+    def window(self, strategy: WindowStrategy) -> AgentBuilder:
+        """Set the window strategy (G79)."""
+        self._check_window(strategy, ".window()")
+        self._window, self._window_door = strategy, ".window()"
+        return self
+
+    def _check_window(self, strategy: Any, door: str) -> None:
+        if self._window is not None:
+            raise AgentBuildError(
+                f"this agent already has a window strategy ('{self._window.name}'), "
+                f"set by {self._window_door}"
+            )
+        name = getattr(strategy, "name", None)
+        if not isinstance(name, str) or not name or not callable(getattr(strategy, "plan", None)):
+            raise AgentBuildError(
+                f"{door} takes a window strategy with a non-empty name and a plan() "
+                f"method, e.g. sliding_window(keep_recent_turns=12); got {strategy!r}"
+            )
+
+    # -- .act() -------------------------------------------------------------
+
+    def act(self, **keys: Any) -> AgentBuilder:
+        """Declare the whole wheel in one place (G72–G77)."""
+        if self._acted:
+            raise AgentBuildError(
+                ".act() was already called on this builder; add more rules with "
+                ".tool_middleware(), .message_middleware() and .window()"
+            )
+        for key in keys:
+            if key not in ACT_KEYS:
+                raise AgentBuildError(
+                    f".act(): unknown key '{key}'; the keys are {', '.join(ACT_KEYS)}"
+                )
+        lists: dict[str, list[Any]] = {}
+        for key in ACT_KEYS:
+            if key == "window" or key not in keys:
+                continue
+            value = keys[key]
+            if not isinstance(value, list | tuple):
+                raise AgentBuildError(f".act(): '{key}' expects a list of links")
+            lists[key] = list(value)
+        for key, entries in lists.items():
+            for entry in entries:
+                self._check_entry(key, entry)
+        window = keys.get("window")
+        if window is not None:
+            self._check_window(window, ".act(window=...)")
+        # Every check passed: forward to the doors (G75).
+        self._acted = True
+        if window is not None:
+            self._window, self._window_door = window, ".act(window=...)"
+        inputs, outputs = lists.get("input", []), lists.get("output", [])
+        for entry in inputs:
+            both = any(entry is o for o in outputs)
+            self._message_links.append(as_message_link(entry, None if both else "input"))
+        for entry in outputs:
+            if not any(entry is i for i in inputs):
+                self._message_links.append(as_message_link(entry, "output"))
+        befores, afters = lists.get("before_tool", []), lists.get("after_tool", [])
+        attached: list[Any] = []
+        for entry in befores + afters:
+            if any(entry is a for a in attached):
+                continue
+            attached.append(entry)
+            self._tool_links.append(as_tool_link(entry))
+        return self
+
+    @staticmethod
+    def _check_entry(key: str, entry: Any) -> None:
+        name = link_name(entry)
+        if name is None:
+            raise AgentBuildError(f".act(): an entry under '{key}' needs a non-empty name")
+        needed = _BUCKET_HOOK[key]
+        if hook(entry, needed) is not None:
+            return
+        hint = ""
+        if key == "before_tool" and hook(entry, "on_tool_result"):
+            hint = "; it only has on_tool_result, so it belongs under 'after_tool'"
+        elif key == "after_tool" and hook(entry, "on_tool_call"):
+            hint = "; it only has on_tool_call, so it belongs under 'before_tool'"
+        raise AgentBuildError(
+            f".act(): '{name}' under '{key}' has no {needed} hook{hint}"
+        )
+
+    # -- watching -------------------------------------------------------------
+
+    def watch(self, *watchers: Any) -> AgentBuilder:
+        """Attach watchers at ``build()`` (G82); zero is allowed."""
+        self._watchers.extend(watchers)
+        return self
+
+    # -- build ----------------------------------------------------------------
+
+    def build(self) -> Agent:
+        """Freeze the configuration into an agent."""
+        from ._agent import Agent
+
+        listeners = Listeners()
+        for w in listeners.check_watchers(self._watchers):
+            listeners.attach(w)
+        tool_links = tuple(self._tool_links)
+        message_links = tuple(self._message_links)
+        config = AgentConfig(
+            provider=self._provider,
+            model=self._model,
+            system=self._system,
+            tools=dict(self._tools),
+            tool_links=tool_links,
+            message_links=message_links,
+            window=self._window,
+            permissions=self._permissions,
+            store=self._store if self._store is not None else MemoryEventStore(),
+            redact=self._redact,
+            clock=self._clock,
+            new_id=self._ids,
+            credentials=self._credentials,
+            tool_specs=tuple(
+                ToolSpec(t.name, t.description, t.input_schema) for t in self._tools.values()
+            ),
+            has_call_hooks=any(link.on_tool_call is not None for link in tool_links),
+            has_result_hooks=any(link.on_tool_result is not None for link in tool_links),
+            output_governed=any(link.only_phase != "input" for link in message_links),
+            policy_version=AgentConfig.posture_digest(
+                tool_links, message_links, self._window, self._permissions
+            ),
+        )
+        return Agent(config, listeners)
+
+
+def counter_ids(prefix: str = "session-") -> Callable[[], str]:
+    """Deterministic ids for tests: ``session-1``, ``session-2``, …"""
+    numbers = itertools.count(1)
+    return lambda: f"{prefix}{next(numbers)}"

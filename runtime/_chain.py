@@ -1,0 +1,313 @@
+"""Walk a middleware chain: before-tool forwards, after-tool in reverse, messages.
+
+Pattern: chain of responsibility whose outcome union has no "result" arm.
+Role:    runtime layer; the only walker of chains (the agent loop, resume,
+         and later MCP serving and the proxy all call these three functions).
+Emits:   nothing itself; returns decision rows for the caller to record.
+
+Laws: G6 (the union is enforced at runtime: anything else is a denial naming
+the middleware), G7 (a throw is a denial), G8 (each hook gets its own deep
+copy), G12 (declaration order; each call-link runs once per dispatch), G14
+(the first non-allow answer wins), G15–G17, G19–G24 (the after-tool onion,
+no ask after the tool ran), G26–G32 (the message chain), G64 (one human
+question per call's chain).
+
+Why rows are returned, not written: several callers must record the same fact
+the same way, so one place (the caller's journal) records them, and nothing a
+walker does can skip the ledger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from helmlog.events import Message, MiddlewareDecision, shape
+
+from ._context import MessageContext, ToolCallContext, ToolResultContext, clone
+from ._links import Link
+from ._verbs import Allow, Ask, Deny
+
+
+def _error_text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def thrown_reason(name: str, exc: BaseException) -> str:
+    """G7's reason for a hook that raised."""
+    return f"middleware '{name}' threw: {_error_text(exc)}"
+
+
+def no_pause_reason(name: str, question: str) -> str:
+    """G24/G64's reason for an ask where no pause can carry it."""
+    return (
+        f"middleware '{name}' asked a person to decide, and there is no pause "
+        f"here to carry that ask: {question}"
+    )
+
+
+async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | Ask:
+    """Call one hook and enforce the outcome union (G6, G7).
+
+    ``Exception`` becomes a denial; ``BaseException`` (cancellation, shutdown,
+    a tool's ``ask_human`` signal) propagates, as it must.
+    """
+    try:
+        out = fn(ctx)
+        if inspect.isawaitable(out):
+            out = await out
+    except Exception as exc:
+        return Deny(thrown_reason(name, exc))
+    if isinstance(out, Allow | Deny | Ask):
+        return out
+    return Deny(
+        f"middleware '{name}' returned {shape(out)}, which is not allow(), deny() or ask()"
+    )
+
+
+# -- before-tool ------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class CallVerdict:
+    """Where a before-tool walk stopped.
+
+    ``kind`` is ``"allow"`` (every link passed), ``"deny"`` or ``"ask"``.
+    ``args`` are the arguments as the walk left them (as they stood at the
+    asker, for an ask); ``link_index`` is the asker's index in ``links``.
+    """
+
+    kind: str
+    args: Any
+    rows: list[MiddlewareDecision]
+    reason: str | None = None
+    ask: Ask | None = None
+    middleware: str | None = None
+    link_index: int = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallSite:
+    """What every context of one call shares."""
+
+    tool_name: str
+    tool_source: str | None
+    tool_call_id: str
+    iteration: int
+    history: tuple[Message, ...]
+    identity: Mapping[str, Any] | None
+
+
+def _tool_row(site: CallSite, moment: str, name: str, **fields: Any) -> MiddlewareDecision:
+    return MiddlewareDecision(
+        middleware=name,
+        moment=moment,
+        at="tool",
+        iteration=site.iteration,
+        tool_name=site.tool_name,
+        tool_call_id=site.tool_call_id,
+        **fields,
+    )
+
+
+async def walk_tool_calls(
+    links: Sequence[Link],
+    site: CallSite,
+    args: Any,
+    *,
+    start: int = 0,
+    ask_allowed: bool = True,
+) -> CallVerdict:
+    """Walk ``on_tool_call`` hooks from ``links[start]`` forwards (G12–G17).
+
+    ``ask_allowed=False`` is the far side of an approval: an ask there is a
+    denial (G64).
+    """
+    rows: list[MiddlewareDecision] = []
+    for index in range(start, len(links)):
+        link = links[index]
+        fn = link.on_tool_call
+        if fn is None:
+            continue
+        ctx = ToolCallContext(
+            tool_name=site.tool_name,
+            tool_source=site.tool_source,
+            tool_call_id=site.tool_call_id,
+            iteration=site.iteration,
+            args=clone(args),
+            history=site.history,
+            identity=site.identity,
+        )
+        out = await invoke(link.name, fn, ctx)
+        if isinstance(out, Allow):
+            if out.value is None:
+                rows.append(
+                    _tool_row(site, "before-tool", link.name, outcome="allow",
+                              changed=False, why=out.why)
+                )
+            else:
+                value = clone(out.value)
+                rows.append(
+                    _tool_row(site, "before-tool", link.name, outcome="allow",
+                              changed=True, why=out.why, before=args, after=value)
+                )
+                args = value
+            continue
+        if isinstance(out, Ask) and not ask_allowed:
+            out = Deny(no_pause_reason(link.name, out.question))
+        if isinstance(out, Deny):
+            rows.append(
+                _tool_row(site, "before-tool", link.name, outcome="deny",
+                          changed=False, why=out.reason)
+            )
+            return CallVerdict("deny", args, rows, reason=out.reason,
+                               middleware=link.name, link_index=index)
+        rows.append(
+            _tool_row(site, "before-tool", link.name, outcome="ask", changed=False,
+                      why=out.question)
+        )
+        return CallVerdict("ask", args, rows, ask=out, middleware=link.name,
+                           link_index=index)
+    return CallVerdict("allow", args, rows)
+
+
+# -- after-tool -------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class ResultVerdict:
+    """What the after-tool walk let through: the result, or a refusal reason."""
+
+    result: Any
+    rows: list[MiddlewareDecision]
+    denied: bool = False
+    reason: str | None = None
+
+
+async def walk_tool_results(
+    links: Sequence[Link], site: CallSite, args: Any, result: Any, *, error: bool
+) -> ResultVerdict:
+    """Walk ``on_tool_result`` hooks in reverse chain order (G18–G24)."""
+    rows: list[MiddlewareDecision] = []
+    for link in reversed(links):
+        fn = link.on_tool_result
+        if fn is None:
+            continue
+        ctx = ToolResultContext(
+            tool_name=site.tool_name,
+            tool_source=site.tool_source,
+            tool_call_id=site.tool_call_id,
+            iteration=site.iteration,
+            args=clone(args),
+            history=site.history,
+            identity=site.identity,
+            result=clone(result),
+            error=error,
+        )
+        out = await invoke(link.name, fn, ctx)
+        if isinstance(out, Ask):
+            out = Deny(
+                f"middleware '{link.name}' asked a person to decide, and there is "
+                f"no pause here to carry that ask: {out.question}"
+            )
+        if isinstance(out, Deny):
+            rows.append(
+                _tool_row(site, "after-tool", link.name, outcome="deny", changed=True,
+                          why=out.reason, before=result, after=out.reason)
+            )
+            return ResultVerdict(result, rows, denied=True, reason=out.reason)
+        if out.value is None:
+            rows.append(
+                _tool_row(site, "after-tool", link.name, outcome="allow",
+                          changed=False, why=out.why)
+            )
+        else:
+            value = clone(out.value)
+            rows.append(
+                _tool_row(site, "after-tool", link.name, outcome="allow", changed=True,
+                          why=out.why, before=result, after=value)
+            )
+            result = value
+    return ResultVerdict(result, rows)
+
+
+# -- messages ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class MessageVerdict:
+    """What a message walk let through, or who refused it and why."""
+
+    content: str
+    rows: list[MiddlewareDecision]
+    denied: bool = False
+    reason: str | None = None
+    middleware: str | None = None
+
+
+def _message_row(name: str, phase: str, iteration: int, **fields: Any) -> MiddlewareDecision:
+    return MiddlewareDecision(
+        middleware=name, moment=phase, at="message", phase=phase, iteration=iteration,
+        **fields,
+    )
+
+
+async def walk_messages(
+    links: Sequence[Link],
+    phase: str,
+    content: str,
+    *,
+    history: tuple[Message, ...],
+    identity: Mapping[str, Any] | None,
+    iteration: int,
+) -> MessageVerdict:
+    """Walk ``on_message`` hooks in declaration order at one phase (G26–G32)."""
+    rows: list[MiddlewareDecision] = []
+    for link in links:
+        if link.only_phase is not None and link.only_phase != phase:
+            # G76: a phase-restricted rule passes through without being called.
+            rows.append(
+                _message_row(link.name, phase, iteration, outcome="allow", changed=False)
+            )
+            continue
+        assert link.on_message is not None
+        ctx = MessageContext(phase=phase, content=content, history=history,
+                             identity=identity)
+        out = await invoke(link.name, link.on_message, ctx)
+        if isinstance(out, Ask):
+            out = Deny(
+                f"middleware '{link.name}' asked a person to decide about the {phase} "
+                "message, and there is no pause at the message boundary to carry "
+                f"that ask: {out.question}. Ask at a tool moment (on_tool_call), "
+                "where a pause exists, or decide here with allow()/deny()."
+            )
+        elif isinstance(out, Allow) and out.value is not None and not isinstance(
+            out.value, str
+        ):
+            out = Deny(
+                f"middleware '{link.name}' returned allow({shape(out.value)}) at the "
+                f"{phase} message boundary, and a message is text. Return "
+                "allow(some_string, why) to rewrite it, allow() to pass it through "
+                "unchanged, or deny(reason) to refuse it."
+            )
+        if isinstance(out, Deny):
+            rows.append(
+                _message_row(link.name, phase, iteration, outcome="deny", changed=False,
+                             why=out.reason)
+            )
+            return MessageVerdict(content, rows, denied=True, reason=out.reason,
+                                  middleware=link.name)
+        if out.value is None:
+            rows.append(
+                _message_row(link.name, phase, iteration, outcome="allow",
+                             changed=False, why=out.why)
+            )
+        else:
+            rows.append(
+                _message_row(link.name, phase, iteration, outcome="allow", changed=True,
+                             why=out.why, before=content, after=out.value)
+            )
+            content = out.value
+    return MessageVerdict(content, rows)

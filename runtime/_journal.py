@@ -1,0 +1,181 @@
+"""The journal: the one place a session's state changes are recorded.
+
+Pattern: unit of work over an append-only stream: events are sealed and
+         folded as they are added, appended in atomic batches at the points
+         where an action would follow, then delivered to listeners.
+Role:    runtime layer; every state change of the loop goes through ``add``;
+         ``flush`` happens before every governed action (R5).
+Emits:   every event of the session, after it is appended; ``stream.token``
+         (transient) through ``token``.
+
+Laws: R1 (the live state is the fold of what was recorded — the folder applies
+the decoded stored bytes, not the live objects, so the two cannot drift), R2
+(appends carry the expected seq), R5 (an append that fails raises
+``LedgerAppendError`` and the action does not happen), R12 (tokens are never
+appended), G49 (facts are delivered after their rows are appended), G84.
+
+Why fold at ``add`` and not at ``flush``: the loop reads the history it has
+just committed (the next request, a later call's context) before the next
+flush point. If a flush then fails, the cached state is marked broken and the
+session is re-activated from the store, which holds only what was appended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from helmlog.events import (
+    UNWATCHED_TYPES,
+    Event,
+    EventStore,
+    Folder,
+    LedgerAppendError,
+    MiddlewareDecision,
+    StoredEvent,
+    StreamToken,
+    UnknownEvent,
+    decode_event,
+    encode_event,
+    fact_for,
+    hash_bytes,
+)
+from helmlog.events import DecisionFiled as _Filed
+
+from ._watchers import Listeners
+
+log = logging.getLogger("helmlog")
+
+Clock = Callable[[], int]
+Transform = Callable[[Any], Any]
+
+
+class Journal:
+    """Records one session's events in its store and tells its listeners."""
+
+    __slots__ = (
+        "_buffer",
+        "_served",
+        "_stored",
+        "broken",
+        "clock",
+        "flushed_seq",
+        "folder",
+        "last_hash",
+        "listeners",
+        "next_seq",
+        "session_id",
+        "store",
+    )
+
+    def __init__(
+        self,
+        store: EventStore,
+        session_id: str,
+        listeners: Listeners,
+        clock: Clock,
+        *,
+        stored_form: Transform | None = None,
+        served_form: Transform | None = None,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.listeners = listeners
+        self.clock = clock
+        self.folder = Folder(session_id)
+        self.flushed_seq = 0
+        self.next_seq = 1
+        self.last_hash = ""
+        self.broken = False
+        self._buffer: list[tuple[StoredEvent, Event | UnknownEvent]] = []
+        self._stored = stored_form
+        self._served = served_form
+
+    async def activate(self) -> None:
+        """Fold the session's stored stream silently (R6): no append, no event."""
+        records = await self.store.read(self.session_id)
+        for record in records:
+            self.folder.apply(record.decode())
+        if records:
+            self.flushed_seq = records[-1].seq
+            self.last_hash = records[-1].hash
+        self.next_seq = self.flushed_seq + 1
+
+    @property
+    def pending_count(self) -> int:
+        """Events added but not yet appended."""
+        return len(self._buffer)
+
+    def add(self, event: Event) -> Event | UnknownEvent:
+        """Seal and fold one event now; it is appended at the next ``flush``."""
+        if self._stored is not None:
+            event = self._stored(event)
+        stamped = msgspec.structs.replace(
+            event,
+            session_id=self.session_id,
+            seq=self.next_seq,
+            prev_hash=self.last_hash,
+            timestamp=event.timestamp or self.clock(),
+        )
+        data = encode_event(stamped)
+        digest = hash_bytes(data, self.store.chain_key)
+        recorded = decode_event(data)
+        self.folder.apply(recorded)
+        self._buffer.append((StoredEvent(seq=self.next_seq, data=data, hash=digest), recorded))
+        self.next_seq += 1
+        self.last_hash = digest
+        return recorded
+
+    def file(self, rows: list[MiddlewareDecision]) -> None:
+        """File ledger rows, each followed by its value-free fact (G49)."""
+        for row in rows:
+            self.add(_Filed(row=row))
+            self.add(fact_for(row))
+
+    async def flush(self) -> None:
+        """Append what was added, atomically; then deliver it (R5, G49).
+
+        Raises:
+            LedgerAppendError: the store refused or failed; nothing after this
+                point may happen, and the cached state is marked broken.
+        """
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        records = [record for record, _ in batch]
+        try:
+            await self.store.append_sealed(self.session_id, records, self.flushed_seq)
+        except Exception as exc:
+            # Translated, never swallowed: what was not recorded did not happen.
+            self.broken = True
+            raise LedgerAppendError(
+                session_id=self.session_id, store=self.store.url, cause=str(exc)
+            ) from exc
+        self.flushed_seq = records[-1].seq
+        if self.listeners:
+            for _, event in batch:
+                if event.type not in UNWATCHED_TYPES:
+                    self.deliver(event)
+
+    def deliver(self, event: Any) -> None:
+        """Hand one event to the listeners, in its served (redacted) form."""
+        if self._served is not None:
+            event = self._served(event)
+        self.listeners.deliver(event)
+
+    def token(self, content: str) -> None:
+        """Deliver a transient ``stream.token`` (never appended, ``seq=None``).
+
+        Callers flush first, so a token never overtakes a recorded event.
+        """
+        if self.listeners:
+            self.deliver(
+                StreamToken(session_id=self.session_id, content=content, timestamp=self.clock())
+            )
+
+    def discard(self) -> None:
+        """Drop events not yet appended (they did not happen)."""
+        self._buffer = []

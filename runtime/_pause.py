@@ -1,0 +1,137 @@
+"""Pauses: what a paused run returns, a person's decision, ``ask_human``.
+
+Pattern: a value returned (not raised) for an ask, and a ``BaseException``
+         signal for a tool that asks, so a tool's ``except Exception`` cannot
+         swallow it.
+Role:    runtime layer; the loop builds ``AskPause`` from its journal's
+         checkpoint, ``resume`` takes a ``CheckInDecision`` or an answer.
+Emits:   nothing itself (the loop appends ``pause.request``/``pause.resume``).
+
+Laws: G59 (``AskPause``; ``is_ask_pause``), G63 (decisions: ``by`` non-empty,
+an empty note stored as ``None``, ``at`` = now in ms), G69 (``ask_human``
+inside a running tool suspends it; anywhere else ``RuntimeError``).
+
+Why ``ask_human`` uses a context variable: the tool is user code called by
+the pipeline; the variable marks "a tool is running here" without threading a
+handle through every tool signature.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import time
+from typing import Any, NoReturn, TypeGuard
+
+from helmlog.events import Checkpoint
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MiddlewareAsk:
+    """The question a pause carries; ``middleware`` is ``None`` for a check-in
+    or an ``ask_human`` pause."""
+
+    question: str
+    detail: Any = None
+    middleware: str | None = None
+    component_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AskPause:
+    """A run waiting on a person: resume it with ``agent.resume(checkpoint, ...)``.
+
+    Attributes:
+        kind: ``"ask"``, ``"check-in"`` or ``"ask-human"``.
+        ask: the question, its detail and who asked.
+        tool_name: the paused call's tool.
+        tool_call_id: the paused call's id.
+        checkpoint: plain-JSON handle to resume with.
+    """
+
+    kind: str
+    ask: MiddlewareAsk
+    tool_name: str
+    tool_call_id: str
+    checkpoint: Checkpoint
+
+
+def is_ask_pause(value: object) -> TypeGuard[AskPause]:
+    """Whether a run's result is a pause (rather than the answer text)."""
+    return isinstance(value, AskPause)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckInDecision:
+    """A person's decision on an ask or check-in pause (G63)."""
+
+    approved: bool
+    by: str
+    at: int
+    note: str | None = None
+
+
+def _decision(approved: bool, by: str, note: str | None) -> CheckInDecision:
+    if not isinstance(by, str) or not by.strip():
+        raise ValueError("a decision needs a non-empty 'by' (who decided)")
+    if note is not None and not isinstance(note, str):
+        raise ValueError("a decision's note must be a str")
+    return CheckInDecision(
+        approved=approved, by=by, at=int(time.time() * 1000), note=note or None
+    )
+
+
+def check_in_approved(by: str, note: str | None = None) -> CheckInDecision:
+    """A person approved: the chain continues from the link after the asker."""
+    return _decision(True, by, note)
+
+
+def check_in_declined(by: str, note: str | None = None) -> CheckInDecision:
+    """A person declined: the call becomes a refusal the model reads."""
+    return _decision(False, by, note)
+
+
+def decision_why(decision: CheckInDecision) -> str:
+    """G46/G62's resume-side ``why``: ``approved by <by>[: <note>]``."""
+    verb = "approved" if decision.approved else "declined"
+    return f"{verb} by {decision.by}" + (f": {decision.note}" if decision.note else "")
+
+
+class AskHumanSignal(BaseException):
+    """Raised by ``ask_human`` inside a running tool; carries the question.
+
+    A ``BaseException`` so that a tool's ``except Exception`` cannot swallow
+    the pause (G69).
+    """
+
+    def __init__(self, question: str, detail: Any = None) -> None:
+        super().__init__(question)
+        self.question = question
+        self.detail = detail
+
+
+_running_tool: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "helmlog_running_tool", default=None
+)
+
+
+def ask_human(question: str, detail: Any = None) -> NoReturn:
+    """Ask a person from inside a tool; their answer becomes the tool's result.
+
+    Never returns to the tool: the run pauses, and ``resume(checkpoint, answer)``
+    hands the answer to the after-tool chain as this call's result (G69, G70).
+
+    Raises:
+        RuntimeError: when called anywhere but inside a running tool.
+        ValueError: for an empty question.
+    """
+    if _running_tool.get() is None:
+        raise RuntimeError("ask_human() can only be called inside a running tool")
+    if not isinstance(question, str) or not question:
+        raise ValueError("ask_human() needs a non-empty question")
+    raise AskHumanSignal(question, detail)
+
+
+def running_tool() -> contextvars.ContextVar[str | None]:
+    """The context variable the pipeline sets while a tool's ``execute`` runs."""
+    return _running_tool

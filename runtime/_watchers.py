@@ -1,0 +1,168 @@
+"""Listeners and watchers: who hears about a session's events, and how.
+
+Pattern: observer registry with identity de-duplication and per-handler
+         ordered delivery; nothing a listener does flows back into the run.
+Role:    runtime layer; the journal hands every recorded event (and each
+         transient token) to ``Listeners.deliver``.
+Emits:   nothing itself; delivers what the journal recorded.
+
+Laws: G82 (``.watch()``/``attach()``/``on()``; delivery in hand-over order;
+unsubscribe callables), G83 (one object handed over twice is one attachment;
+two different objects with one ``id`` are refused), G84 (watching never
+steers: a raise or a return value changes nothing, failures are logged under
+the ``helmlog`` logger; async handlers are not awaited by the run yet see
+events in stream order).
+
+Why a queue per async handler rather than a task per event: tasks per event
+would let a slow handler see event 7 before event 6.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from helmlog.events import AgentBuildError
+
+log = logging.getLogger("helmlog")
+
+Handler = Callable[[Any], Any]
+
+
+@runtime_checkable
+class Watcher(Protocol):
+    """Anything with ``on_event(event)`` (plain or async) and an optional ``id``."""
+
+    def on_event(self, event: Any) -> Any:
+        """Receive one event."""
+        ...
+
+
+class _Ordered:
+    """Delivers to one async handler in order, without the run awaiting it."""
+
+    __slots__ = ("_fn", "_pending", "_task")
+
+    def __init__(self, fn: Handler) -> None:
+        self._fn = fn
+        self._pending: deque[Any] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    def push(self, event: Any, first: Any) -> None:
+        self._pending.append((event, first))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._pending:
+            event, first = self._pending.popleft()
+            try:
+                await (first if first is not None else self._fn(event))
+            except Exception:
+                log.exception("helmlog watcher failed on %s", getattr(event, "type", event))
+
+    async def idle(self) -> None:
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+
+class _Subscription:
+    __slots__ = ("fn", "key", "ordered", "owner", "type")
+
+    def __init__(self, type_: str, fn: Handler, owner: object, key: int) -> None:
+        self.type = type_
+        self.fn = fn
+        self.owner = owner
+        self.key = key
+        self.ordered: _Ordered | None = None
+
+
+class Listeners:
+    """The subscriptions of one agent: ``on(type, fn)`` and watchers."""
+
+    def __init__(self) -> None:
+        self._subs: list[_Subscription] = []
+        self._next = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._subs)
+
+    def on(self, event_type: str, fn: Handler) -> Callable[[], None]:
+        """Subscribe ``fn`` to one event type (``"*"`` for all)."""
+        if not isinstance(event_type, str) or not event_type:
+            raise ValueError("on(): event_type must be a type string or '*'")
+        if not callable(fn):
+            raise ValueError("on(): the listener must be callable")
+        return self._add(event_type, fn, fn)
+
+    def check_watchers(self, watchers: list[Any]) -> list[Any]:
+        """De-duplicate by identity and refuse two different objects with one id."""
+        seen: list[Any] = []
+        for w in watchers:
+            if not callable(getattr(w, "on_event", None)):
+                raise AgentBuildError(f"a watcher needs an on_event method (got {w!r})")
+            if any(w is s for s in seen):
+                continue
+            seen.append(w)
+        present = [s.owner for s in self._subs if s.type == "*" and s.owner is not s.fn]
+        pool: list[Any] = []
+        for w in present + seen:
+            if not any(w is p for p in pool):
+                pool.append(w)
+        ids: dict[Any, Any] = {}
+        for w in pool:
+            wid = getattr(w, "id", None)
+            if wid is None:
+                continue
+            other = ids.get(wid)
+            if other is not None and other is not w:
+                raise AgentBuildError(f"two different watchers were given the id '{wid}'")
+            ids[wid] = w
+        return [w for w in seen if not any(w is p for p in present)]
+
+    def attach(self, watcher: Any) -> Callable[[], None]:
+        """Attach one watcher (after ``check_watchers``); returns unsubscribe."""
+        for sub in self._subs:
+            if sub.owner is watcher and sub.fn is not watcher:
+                return self._unsubscriber(sub.key)
+        return self._add("*", watcher.on_event, watcher)
+
+    def _add(self, type_: str, fn: Handler, owner: object) -> Callable[[], None]:
+        self._next += 1
+        sub = _Subscription(type_, fn, owner, self._next)
+        self._subs.append(sub)
+        return self._unsubscriber(sub.key)
+
+    def _unsubscriber(self, key: int) -> Callable[[], None]:
+        def unsubscribe() -> None:
+            self._subs = [s for s in self._subs if s.key != key]
+
+        return unsubscribe
+
+    def deliver(self, event: Any) -> None:
+        """Hand one event to every matching subscriber, in subscription order."""
+        etype = event.type
+        for sub in self._subs:
+            if sub.type != "*" and sub.type != etype:
+                continue
+            if sub.ordered is not None:
+                sub.ordered.push(event, None)
+                continue
+            try:
+                out = sub.fn(event)
+            except Exception:
+                log.exception("helmlog listener failed on %s", etype)
+                continue
+            if inspect.isawaitable(out):
+                sub.ordered = _Ordered(sub.fn)
+                sub.ordered.push(event, out)
+
+    async def idle(self) -> None:
+        """Wait until every async handler has caught up (for tests and shutdown)."""
+        for sub in list(self._subs):
+            if sub.ordered is not None:
+                await sub.ordered.idle()
