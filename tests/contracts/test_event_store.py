@@ -1,0 +1,732 @@
+"""The event-store contract: one suite, every adapter.
+
+Pattern: a contract suite (eventsourcing-style) parametrized over the
+         adapters of one port; the Redis run is the same suite on a real
+         server, plus the few laws only a remote store can break.
+Role:    tests/contracts; ``MemoryEventStore`` and ``RedisEventStore`` must
+         both pass every test not marked Redis-only.
+Emits:   nothing.
+
+Laws: R2 (seq, atomic appends, conflicts), R3 (the chain and its first broken
+seq, keyed chains), R4 (the facts stream), R5 (a failing store is a
+``StoreError``, never a driver error, and loses nothing it acknowledged),
+R10 (unknown types), R11 (URLs, hash-tagged keys).
+
+Why the tampering tests work on copies of what ``read`` returned: the store
+must hand back exactly what it keeps, so tampering with its output is
+tampering with the record as a verifier sees it, without needing a
+store-specific back door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+import pytest
+import redis
+import redis.asyncio as aioredis
+from helmlog.events import (
+    DecisionFiled,
+    Event,
+    EventStore,
+    FactRecord,
+    LlmStarted,
+    MemoryEventStore,
+    Message,
+    MessageCommitted,
+    MiddlewareDecision,
+    MiddlewareDecisionEvent,
+    SequenceConflictError,
+    StoredEvent,
+    StoreError,
+    TurnEnded,
+    TurnStarted,
+    UnknownEvent,
+    fact_for,
+    fold,
+    hash_bytes,
+    open_event_store,
+    seal,
+    verify_chain,
+)
+from helmlog.events._redis_store import RedisEventStore
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fixtures_redis import RedisServer
+
+# Invariant: tests and async fixtures share one loop, so a client opened in a
+# fixture is used and closed on the loop it connected on.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+StoreFactory = Callable[..., EventStore]
+KEY = b"chain-key-for-tests"
+_ids = itertools.count(1)
+
+
+def new_session() -> str:
+    """A session id no other test or example uses."""
+    return f"s-{next(_ids)}"
+
+
+def row(n: int, *, outcome: str = "allow") -> MiddlewareDecision:
+    return MiddlewareDecision(
+        middleware="guard",
+        moment="before-tool",
+        at="tool",
+        iteration=1,
+        outcome=outcome,
+        changed=False,
+        tool_name="search",
+        tool_call_id=f"call-{n}",
+    )
+
+
+def decision(n: int) -> list[Event]:
+    """A decision row and its fact: the batch a walker files."""
+    r = row(n)
+    return [DecisionFiled(row=r), fact_for(r)]
+
+
+def turn(n: int) -> list[Event]:
+    """A small turn with no decisions."""
+    return [
+        TurnStarted(turn=n),
+        MessageCommitted(message=Message(role="user", content=f"question {n}")),
+        LlmStarted(iteration=1, model="scripted"),
+        MessageCommitted(message=Message(role="assistant", content=f"answer {n}")),
+        TurnEnded(turn=n, final_content=f"answer {n}"),
+    ]
+
+
+def stamped(
+    events: Sequence[Event], records: Sequence[StoredEvent], session_id: str
+) -> list[Event]:
+    """``events`` as a store stamps them, given the records it kept."""
+    out: list[Event] = []
+    prev = records[0].decode().prev_hash if records else ""
+    for ev, rec in zip(events, records, strict=True):
+        out.append(
+            msgspec.structs.replace(
+                ev, session_id=session_id, seq=rec.seq, prev_hash=prev, replayed=False
+            )
+        )
+        prev = rec.hash
+    return out
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[Any]],
+    until: Callable[[Any], bool],
+    *,
+    timeout: float = 5.0,
+) -> Any:
+    """Poll ``probe`` until ``until(result)`` holds, or fail at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = await probe()
+        if until(result):
+            return result
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met in {timeout}s; last: {result!r}")
+        await asyncio.sleep(0.01)
+
+
+def unknown_record(
+    session_id: str, seq: int, prev_hash: str, key: bytes | None
+) -> StoredEvent:
+    """A record of a type this reader lacks, sealed as a newer writer would."""
+    data = msgspec.json.encode(
+        {
+            "type": "future.thing_happened",
+            "session_id": session_id,
+            "seq": seq,
+            "timestamp": 1_700_000_000_000,
+            "prev_hash": prev_hash,
+            "replayed": False,
+            "novelty": {"nested": [1, 2, 3]},
+        }
+    )
+    return StoredEvent(seq=seq, data=data, hash=hash_bytes(data, key))
+
+
+# -- fixtures ---------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a clean store of each kind."""
+    if request.param == "memory":
+        return "memory://"
+    url: str = request.getfixturevalue("redis_url")
+    return url
+
+
+@pytest.fixture
+async def make_store(store_url: str) -> AsyncIterator[StoreFactory]:
+    """Open stores on this test's URL; every one is closed at teardown."""
+    opened: list[EventStore] = []
+
+    def make(*, chain_key: bytes | None = None) -> EventStore:
+        store = open_event_store(store_url, chain_key=chain_key)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> EventStore:
+    """One store of each kind, without a chain key."""
+    return make_store()
+
+
+@pytest.fixture
+async def raw_redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain client on the test's Redis database, to look behind the store."""
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+# -- R2: sequence numbers and atomic appends ----------------------------------
+
+
+async def test_r2_seq_starts_at_one_without_gaps(store: EventStore) -> None:
+    """R2: seqs run 1, 2, 3 … across batches; append returns the new last seq."""
+    sid = new_session()
+    assert await store.head(sid) == (0, "")
+    assert await store.append(sid, turn(1), 0) == 5
+    assert await store.append(sid, decision(1), 5) == 7
+    records = await store.read(sid)
+    assert list(range(1, 8)) == [r.seq for r in records]
+    assert (7, records[-1].hash) == await store.head(sid)
+    events = [r.decode() for r in records]
+    assert [sid] * 7 == [e.session_id for e in events]
+    assert list(range(1, 8)) == [e.seq for e in events]
+    assert records[3:] == await store.read(sid, after_seq=3)
+    assert await store.read(sid, after_seq=7) == []
+
+
+async def test_r2_append_is_atomic_on_conflict(store: EventStore) -> None:
+    """R2: a batch with a wrong expected_seq appends nothing and says why."""
+    sid = new_session()
+    await store.append(sid, decision(1), 0)
+    before = await store.read(sid)
+    for wrong in (0, 1, 3, 99):
+        with pytest.raises(SequenceConflictError) as info:
+            await store.append(sid, turn(2), wrong)
+        err = info.value
+        assert (sid, wrong, 2) == (err.session_id, err.expected, err.actual)
+        assert err.code == "ERR_SEQUENCE_CONFLICT"
+        assert isinstance(err, StoreError)
+    _, records = seal(sid, turn(3), after_seq=1, prev_hash=before[0].hash)
+    with pytest.raises(SequenceConflictError):
+        await store.append_sealed(sid, records, 1)
+    assert before == await store.read(sid)
+
+
+async def test_r2_new_stream_expects_zero(store: EventStore) -> None:
+    """R2: the first append to a stream must expect 0."""
+    sid = new_session()
+    with pytest.raises(SequenceConflictError) as info:
+        await store.append(sid, turn(1), 1)
+    assert (info.value.expected, info.value.actual) == (1, 0)
+    assert await store.read(sid) == []
+    assert sid not in await store.sessions()
+
+
+async def test_r2_concurrent_writers_one_wins(store: EventStore) -> None:
+    """R2: two appends expecting the same seq: exactly one lands."""
+    sid = new_session()
+    await store.append(sid, turn(1), 0)
+    results = await asyncio.gather(
+        store.append(sid, decision(1), 5),
+        store.append(sid, turn(2), 5),
+        return_exceptions=True,
+    )
+    wins = [r for r in results if isinstance(r, int)]
+    losses = [r for r in results if isinstance(r, SequenceConflictError)]
+    assert (len(wins), len(losses)) == (1, 1)
+    records = await store.read(sid)
+    assert wins[0] == records[-1].seq
+    assert losses[0].expected == 5
+    assert None is verify_chain(records)
+
+
+async def test_r2_records_must_follow_expected_seq(store: EventStore) -> None:
+    """R2: sealed records that do not continue at expected_seq + 1 are refused."""
+    sid = new_session()
+    _, records = seal(sid, turn(1), after_seq=1, prev_hash="")
+    with pytest.raises(ValueError):
+        await store.append_sealed(sid, records, 0)
+    assert await store.read(sid) == []
+
+
+async def test_r2_sessions_are_independent(store: EventStore) -> None:
+    """R2: streams of different sessions interleave freely; sessions() lists them."""
+    a, b = new_session(), new_session()
+    seq_a = seq_b = 0
+    for n in range(3):
+        seq_a = await store.append(a, decision(n), seq_a)
+        seq_b = await store.append(b, turn(n), seq_b)
+    assert (seq_a, seq_b) == (6, 15)
+    assert {a, b} == set(await store.sessions())
+    assert None is verify_chain(await store.read(a))
+    assert None is verify_chain(await store.read(b))
+
+
+async def test_r2_long_stream_round_trips(store: EventStore) -> None:
+    """R2: 5,000 events read back exactly as appended, paging included."""
+    sid = new_session()
+    sealed: list[StoredEvent] = []
+    seq, prev = 0, ""
+    for n in range(500):
+        batch = turn(n) + decision(n) + decision(n + 1) + [TurnStarted(turn=n)]
+        _, records = seal(sid, batch, after_seq=seq, prev_hash=prev)
+        seq = await store.append_sealed(sid, records, seq)
+        prev = records[-1].hash
+        sealed.extend(records)
+    assert seq == 5_000
+    assert sealed == await store.read(sid)
+    assert sealed[4_321:] == await store.read(sid, after_seq=4_321)
+    assert None is verify_chain(sealed)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    batches=st.lists(
+        st.lists(
+            st.one_of(
+                st.builds(TurnStarted, turn=st.integers(0, 2**31)),
+                st.builds(
+                    MessageCommitted,
+                    message=st.builds(
+                        Message,
+                        role=st.sampled_from(["user", "assistant", "tool"]),
+                        content=st.text(max_size=200),
+                    ),
+                ),
+                st.builds(
+                    DecisionFiled,
+                    row=st.builds(
+                        row,
+                        st.integers(0, 10**6),
+                        outcome=st.sampled_from(["allow", "deny"]),
+                    ),
+                ),
+                st.integers(0, 10**6).map(lambda n: fact_for(row(n))),
+                st.builds(
+                    TurnEnded,
+                    turn=st.integers(0, 100),
+                    final_content=st.text(max_size=50),
+                    timestamp=st.integers(0, 2**50),
+                ),
+            ),
+            min_size=0,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+async def test_r2_r3_any_batches_read_back_equal_and_verify(
+    store: EventStore, batches: list[list[Event]]
+) -> None:
+    """R2/R3: for any batches, read() returns what was appended, and it verifies."""
+    sid = new_session()
+    seq = 0
+    appended: list[Event] = []
+    for batch in batches:
+        seq = await store.append(sid, batch, seq)
+        appended.extend(batch)
+    records = await store.read(sid)
+    assert len(appended) == seq == len(records)
+    assert stamped(appended, records, sid) == [r.decode() for r in records]
+    assert None is verify_chain(records)
+    assert [hash_bytes(r.data) for r in records] == [r.hash for r in records]
+
+
+# -- R3: the hash chain -----------------------------------------------------
+
+
+async def test_r3_chain_verifies_and_names_first_broken_seq(store: EventStore) -> None:
+    """R3: a chain verifies; an edit, deletion, insertion, reorder is named."""
+    sid = new_session()
+    seq = 0
+    for n in range(3):
+        seq = await store.append(sid, turn(n) + decision(n), seq)
+    records = await store.read(sid)
+    assert len(records) == 21
+    assert None is verify_chain(records)
+    assert [hash_bytes(r.data) for r in records] == [r.hash for r in records]
+
+    def edited(i: int, **changes: Any) -> list[StoredEvent]:
+        copy = list(records)
+        copy[i] = msgspec.structs.replace(copy[i], **changes)
+        return copy
+
+    edit = records[8].data.replace(b"question 1", b"question X")
+    assert edit != records[8].data
+    assert verify_chain(edited(8, data=edit)) == 9
+    assert verify_chain(edited(8, hash="0" * 64)) == 9
+    assert verify_chain(edited(8, seq=70)) == 70  # renumbered in the store only
+    deleted = records[:9] + records[10:]
+    assert verify_chain(deleted) == 11
+    assert verify_chain(records[:-2] + records[-1:]) == 21
+    reordered = list(records)
+    reordered[4], reordered[5] = reordered[5], reordered[4]
+    assert verify_chain(reordered) == 6
+    inserted = [*records[:12], records[11], *records[12:]]
+    assert verify_chain(inserted) == 12
+    # A renumbering that re-seals its own record still breaks at that seq:
+    # its body now disagrees with its position, or the next prev_hash does.
+    ev = records[8].decode()
+    assert isinstance(ev, MessageCommitted)
+    forged = msgspec.json.encode(msgspec.structs.replace(ev, seq=10))
+    assert verify_chain(edited(8, data=forged, hash=hash_bytes(forged))) == 9
+
+
+async def test_r3_keyed_chain_detects_recomputed_hashes(
+    make_store: StoreFactory,
+) -> None:
+    """R3: with a chain key, an attacker who recomputes SHA-256 hashes is caught."""
+    store = make_store(chain_key=KEY)
+    assert store.chain_key == KEY
+    sid = new_session()
+    seq = 0
+    for n in range(3):
+        seq = await store.append(sid, turn(n) + decision(n), seq)
+    records = await store.read(sid)
+    assert None is verify_chain(records, KEY)
+    assert [hash_bytes(r.data, KEY) for r in records] == [r.hash for r in records]
+    assert verify_chain(records) == 1  # HMAC hashes are not plain SHA-256
+    assert verify_chain(records, b"another key") == 1
+
+    # The attacker edits seq 9 and re-seals everything after it, consistently.
+    events = [r.decode() for r in records]
+    victim = events[8]
+    assert isinstance(victim, MessageCommitted)
+    events[8] = msgspec.structs.replace(
+        victim, message=Message(role="assistant", content="something else")
+    )
+    tail: list[Event] = [e for e in events[8:] if isinstance(e, Event)]
+    _, resealed = seal(sid, tail, after_seq=8, prev_hash=records[7].hash, key=None)
+    forged = records[:8] + resealed
+    assert verify_chain(forged, KEY) == 9
+
+    # The same forgery on an unkeyed chain passes: the key is what makes
+    # recomputing the hashes useless.
+    known = [e for e in (r.decode() for r in records) if isinstance(e, Event)]
+    _, plain = seal(sid, known, after_seq=0, prev_hash="", key=None)
+    _, replain = seal(sid, tail, after_seq=8, prev_hash=plain[7].hash, key=None)
+    assert plain[8] != replain[0]
+    assert None is verify_chain(plain[:8] + replain)
+
+
+# -- R4: the facts stream ---------------------------------------------------
+
+
+async def test_r4_facts_are_published_with_session_and_seq(store: EventStore) -> None:
+    """R4: each decision fact, and nothing else, reaches the facts stream."""
+    a, b = new_session(), new_session()
+    seq_a = await store.append(a, turn(1), 0)
+    seq_a = await store.append(a, decision(1), seq_a)
+    seq_b = await store.append(b, decision(2) + decision(3), 0)
+    facts: list[FactRecord] = await eventually(store.read_facts, lambda f: len(f) >= 3)
+    assert [(a, 7), (b, 2), (b, 4)] == [(f.session_id, f.seq) for f in facts]
+    stored = {(a, r.seq): r.data for r in await store.read(a)}
+    stored |= {(b, r.seq): r.data for r in await store.read(b)}
+    for fact in facts:
+        assert stored[(fact.session_id, fact.seq)] == fact.data
+        event = msgspec.json.decode(fact.data)
+        assert event["type"] == "middleware.decision"
+        assert not {"before", "after", "row"} & set(event)
+    assert len({f.id for f in facts}) == 3
+
+    assert await store.read_facts(after_id=facts[-1].id) == []
+    await store.append(b, decision(4), seq_b)
+    later = await eventually(
+        lambda: store.read_facts(after_id=facts[-1].id), lambda f: len(f) >= 1
+    )
+    assert [(b, 6)] == [(f.session_id, f.seq) for f in later]
+    assert isinstance(
+        msgspec.json.decode(later[0].data, type=MiddlewareDecisionEvent), Event
+    )
+
+
+@pytest.mark.redis
+async def test_r4_blocking_read_wakes_on_a_new_fact(redis_url: str) -> None:
+    """R4: read_facts(block_ms=...) returns as soon as a fact is published."""
+    store = RedisEventStore.from_url(redis_url)
+    try:
+        sid = new_session()
+        assert await store.read_facts(block_ms=50) == []
+        waiting = asyncio.ensure_future(store.read_facts("0-0", block_ms=5_000))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await store.append(sid, decision(1), 0)
+        facts = await asyncio.wait_for(waiting, timeout=5)
+        assert [(sid, 2)] == [(f.session_id, f.seq) for f in facts]
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_r4_failed_publication_never_fails_the_append(
+    redis_url: str, raw_redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R4/R5: a facts stream that refuses writes leaves the append intact; republish."""
+    await raw_redis.set("helmlog:facts", "not a stream")
+    store = RedisEventStore.from_url(redis_url)
+    sid = new_session()
+    try:
+        with caplog.at_level(logging.WARNING, logger="helmlog"):
+            seq = await store.append(sid, decision(1) + decision(2), 0)
+            assert seq == 4
+            await eventually(
+                lambda: asyncio.sleep(0, caplog.records),
+                lambda recs: any("not published" in r.getMessage() for r in recs),
+            )
+        assert len(await store.read(sid)) == 4
+        await raw_redis.delete("helmlog:facts")
+        assert await store.republish_facts(sid) == 2
+        assert await store.republish_facts(sid) == 0
+        facts = await store.read_facts()
+        assert [(sid, 2), (sid, 4)] == [(f.session_id, f.seq) for f in facts]
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_r4_close_publishes_queued_facts(redis_url: str) -> None:
+    """R4: facts still queued when the store closes are published, not dropped."""
+    sid = new_session()
+    store = RedisEventStore.from_url(redis_url)
+    await store.append(sid, decision(1), 0)
+    await store.close()
+    reader = RedisEventStore.from_url(redis_url)
+    try:
+        assert [(sid, 2)] == [(f.session_id, f.seq) for f in await reader.read_facts()]
+    finally:
+        await reader.close()
+
+
+# -- R5: a failing store ----------------------------------------------------
+
+
+@pytest.mark.redis
+async def test_r5_stopped_server_is_a_store_error_and_loses_nothing(
+    private_redis: RedisServer,
+) -> None:
+    """R5: Redis down: StoreError on every call, never redis.*; nothing is lost."""
+    store = RedisEventStore.from_url(private_redis.url)
+    sid = new_session()
+    try:
+        seq = await store.append(sid, turn(1) + decision(1), 0)
+        recorded = await store.read(sid)
+        private_redis.stop()
+
+        calls: list[Callable[[], Awaitable[Any]]] = [
+            lambda: store.append(sid, decision(2), seq),
+            lambda: store.read(sid),
+            store.sessions,
+            store.read_facts,
+            lambda: store.head(new_session()),
+        ]
+        for call in calls:
+            with pytest.raises(StoreError) as info:
+                await call()
+            assert not isinstance(info.value, redis.RedisError)
+            assert type(info.value) is StoreError
+            assert info.value.retryable
+            assert private_redis.url in str(info.value)
+
+        private_redis.start()
+        assert recorded == await store.read(sid)
+        # The restarted server lost its script cache; the store reloads it.
+        assert seq + 2 == await store.append(sid, decision(2), seq)
+        assert None is verify_chain(await store.read(sid))
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_r5_driver_errors_become_store_errors(
+    redis_url: str, raw_redis: aioredis.Redis
+) -> None:
+    """R5: a server-side error (a key of the wrong type) is a StoreError too."""
+    sid = new_session()
+    await raw_redis.set(f"helmlog:{{{sid}}}:events", "not a stream")
+    store = RedisEventStore.from_url(redis_url)
+    try:
+        for call in (
+            lambda: store.append(sid, turn(1), 0),
+            lambda: store.read(sid),
+        ):
+            with pytest.raises(StoreError) as info:
+                await call()
+            assert type(info.value) is StoreError
+            assert isinstance(info.value.__cause__, redis.RedisError)
+    finally:
+        await store.close()
+
+
+# -- R2/R3 on a shared server: stale heads ------------------------------------
+
+
+@pytest.mark.redis
+async def test_r2_stale_head_is_a_conflict_never_a_fork(redis_url: str) -> None:
+    """R2/R3: a writer with a stale cached head gets a conflict, never a fork."""
+    a = RedisEventStore.from_url(redis_url)
+    b = RedisEventStore.from_url(redis_url)
+    sid = new_session()
+    try:
+        assert await a.append(sid, decision(1), 0) == 2
+        assert await b.append(sid, decision(2), 2) == 4
+        with pytest.raises(SequenceConflictError) as info:
+            await a.append(sid, decision(3), 2)
+        assert (info.value.expected, info.value.actual) == (2, 4)
+        assert await a.append(sid, decision(3), 4) == 6
+
+        # The stream is deleted and rewritten to the same length under ``a``.
+        assert await a.append(sid, [], 6) == 6
+        client = aioredis.Redis.from_url(redis_url)
+        await client.delete(f"helmlog:{{{sid}}}:events")
+        await client.aclose()
+        assert (
+            await b.append(sid, turn(9)[:3] + decision(9) + [TurnStarted(turn=9)], 0)
+            == 6
+        )
+        with pytest.raises(SequenceConflictError):
+            await a.append(sid, decision(4), 6)
+        records = await a.read(sid)
+        assert len(records) == 6
+        assert None is verify_chain(records)
+        assert await a.append(sid, decision(4), 6) == 8
+        assert None is verify_chain(await a.read(sid))
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.redis
+async def test_r2_resent_batch_is_not_a_conflict(redis_url: str) -> None:
+    """R2: a batch sent again after a lost reply succeeds once, idempotently."""
+    store = RedisEventStore.from_url(redis_url)
+    sid = new_session()
+    try:
+        _, records = seal(sid, decision(1), after_seq=0, prev_hash="")
+        assert await store.append_sealed(sid, records, 0) == 2
+        assert await store.append_sealed(sid, records, 0) == 2
+        assert records == await store.read(sid)
+        _, other = seal(sid, turn(1)[:2], after_seq=0, prev_hash="")
+        with pytest.raises(SequenceConflictError):
+            await store.append_sealed(sid, other, 0)
+    finally:
+        await store.close()
+
+
+# -- R10: schema evolution --------------------------------------------------
+
+
+async def test_r10_unknown_event_type_is_reported_not_a_crash(
+    make_store: StoreFactory,
+) -> None:
+    """R10: an unknown type decodes to UnknownEvent, folds as reported, verifies."""
+    store = make_store(chain_key=KEY)
+    sid = new_session()
+    seq = await store.append(sid, turn(1), 0)
+    _, last_hash = await store.head(sid)
+    novel = unknown_record(sid, seq + 1, last_hash, KEY)
+    assert seq + 1 == await store.append_sealed(sid, [novel], seq)
+    assert seq + 3 == await store.append(sid, decision(1), seq + 1)
+
+    records = await store.read(sid)
+    assert novel == records[seq]
+    event = records[seq].decode()
+    assert isinstance(event, UnknownEvent)
+    assert ("future.thing_happened", seq + 1) == (event.type, event.seq)
+    assert novel.data == event.data
+    state = fold(r.decode() for r in records)
+    assert ((seq + 1, "future.thing_happened"),) == state.unknown_events
+    assert len(state.middleware_decisions) == 1
+    assert seq + 3 == state.last_seq
+    assert None is verify_chain(records, KEY)
+
+
+# -- R11: stores and keys ---------------------------------------------------
+
+
+async def test_r11_open_event_store_urls() -> None:
+    """R11: URLs pick the adapter without connecting; others are a ValueError."""
+    stores = [
+        open_event_store(None),
+        open_event_store("memory://"),
+        open_event_store("redis://127.0.0.1:1/0"),
+        open_event_store("rediss://alice:s3cret@cache.example:6380/2?password=x&db=2"),
+    ]
+    try:
+        kinds = [type(s) for s in stores]
+        assert [
+            MemoryEventStore,
+            MemoryEventStore,
+            RedisEventStore,
+            RedisEventStore,
+        ] == kinds
+        assert stores[2].url == "redis://127.0.0.1:1/0"
+        assert stores[3].url == "rediss://cache.example:6380/2?db=2"
+        assert "s3cret" not in stores[3].url
+        keyed = open_event_store("redis://127.0.0.1:1/0", chain_key=KEY)
+        stores.append(keyed)
+        assert keyed.chain_key == KEY
+        assert all(isinstance(s, EventStore) for s in stores)
+    finally:
+        for s in stores:
+            await s.close()
+    for bad in ("postgres://x", "", "redis:/nohost", "memory"):
+        with pytest.raises(ValueError):
+            open_event_store(bad)
+
+
+@pytest.mark.redis
+async def test_r11_session_keys_share_a_hash_tag(
+    redis_url: str, raw_redis: aioredis.Redis
+) -> None:
+    """R11: every per-session key carries {session_id}; facts live apart."""
+    store = RedisEventStore.from_url(redis_url)
+    sessions = [new_session(), "tenant:7/run{x", "ünïcode sess"]
+    try:
+        for sid in sessions:
+            seq = await store.append(sid, turn(1), 0)
+            seq = await store.append(sid, decision(1), seq)
+            await store.read(sid)
+            await store.head(sid)
+        await eventually(store.read_facts, lambda f: len(f) >= 3)
+        assert sorted(sessions) == sorted(await store.sessions())
+    finally:
+        await store.close()
+    keys = sorted(k.decode() for k in await raw_redis.keys("*"))
+    per_session = [k for k in keys if k != "helmlog:facts"]
+    assert "helmlog:facts" in keys
+    assert per_session
+    for key in per_session:
+        owners = [sid for sid in sessions if key.startswith(f"helmlog:{{{sid}}}:")]
+        assert len(owners) == 1, key
+    assert {f"helmlog:{{{sid}}}:events" for sid in sessions} <= set(per_session)
+    assert await raw_redis.type(f"helmlog:{{{sessions[0]}}}:events") == b"stream"
+    entries = await raw_redis.xrange(f"helmlog:{{{sessions[0]}}}:events")
+    assert [f"0-{n}".encode() for n in range(1, 8)] == [e[0] for e in entries]
+    assert {b"seq", b"data", b"hash"} == set(entries[0][1])
