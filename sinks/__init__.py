@@ -1,1 +1,9 @@
-"""helmlog.sinks."""
+"""helmlog.sinks — watchers that read the record and never drive the loop.
+
+Imports nothing of helmlog but ``helmlog.events`` (R16).
+"""
+
+from ._jsonl import ConsoleSink, JsonlSink
+from ._replay import replay
+
+__all__ = ["ConsoleSink", "JsonlSink", "replay"]

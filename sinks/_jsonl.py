@@ -1,0 +1,76 @@
+"""JSON-lines and console sinks: the simplest watchers.
+
+Pattern: idempotent sinks keyed by ``(session_id, seq)``.
+Role:    sinks layer; attach live (``.watch(JsonlSink(path))``) or replay into.
+Emits:   nothing into helmlog; writes lines to a file or a console.
+
+Laws: R4 (every sink is idempotent by ``(session_id, seq)``: a fact delivered
+twice has the effect of one), R16 (``JsonlSink(path)`` writes one JSON line
+per event, skipping a ``(session_id, seq)`` already written; ``ConsoleSink()``
+prints one line per event).
+
+Why the JSONL sink re-reads its file on open: idempotency must survive a
+restart, and the file itself is the only record of what it already wrote.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+_encoder = msgspec.json.Encoder(enc_hook=str)
+
+
+class _Key(msgspec.Struct):
+    session_id: str = ""
+    seq: int | None = None
+
+
+class JsonlSink:
+    """Append one JSON line per event to ``path``; transient tokens included."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._seen: set[tuple[str, int]] = set()
+        if self.path.exists():
+            decoder = msgspec.json.Decoder(_Key)
+            for line in self.path.read_bytes().splitlines():
+                if line.strip():
+                    key = decoder.decode(line)
+                    if key.seq is not None:
+                        self._seen.add((key.session_id, key.seq))
+
+    def on_event(self, event: Any) -> None:
+        seq = getattr(event, "seq", None)
+        if seq is not None:
+            key = (event.session_id, seq)
+            if key in self._seen:
+                return
+            self._seen.add(key)
+        with self.path.open("ab") as fh:
+            fh.write(_encoder.encode(event) + b"\n")
+
+
+class ConsoleSink:
+    """Print one line per event: seq, type, and its facts."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._seen: set[tuple[str, int]] = set()
+
+    def on_event(self, event: Any) -> None:
+        seq = getattr(event, "seq", None)
+        if seq is not None:
+            key = (event.session_id, seq)
+            if key in self._seen:
+                return
+            self._seen.add(key)
+        out = self._stream or sys.stdout
+        body = msgspec.json.decode(_encoder.encode(event))
+        for k in ("type", "session_id", "seq", "timestamp", "prev_hash", "replayed"):
+            body.pop(k, None)
+        mark = " (replayed)" if getattr(event, "replayed", False) else ""
+        out.write(f"{seq if seq is not None else '-':>5} {event.type}{mark} {body}\n")

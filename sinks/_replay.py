@@ -1,0 +1,54 @@
+"""Replay: re-emit a recorded stream to sinks, marked ``replayed=True``.
+
+Pattern: a read-only projection; sinks see a past run as if they had watched.
+Role:    sinks layer; ``helmlog replay --jsonl/--otlp`` and tests use it.
+Emits:   the recorded events, in seq order, each with ``replayed=True``.
+
+Laws: R6 (replay never appends and leaves stored events and hashes
+untouched), R10 (unknown events are delivered as ``UnknownEvent``), R16
+(sinks read; they never drive).
+
+Why ``replayed`` is set on a copy: the mark is a delivery fact, not part of
+the record; the stored bytes (and so the hash chain) never change.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from helmlog.events import UNWATCHED_TYPES, Event, StoredEvent, UnknownEvent
+
+log = logging.getLogger("helmlog")
+
+
+async def replay(
+    events: Iterable[StoredEvent | Event | UnknownEvent], *sinks: Any
+) -> int:
+    """Deliver recorded events to each sink's ``on_event`` in seq order.
+
+    Returns the number of events delivered. A sink that raises is logged and
+    skipped for that event; it never stops the replay of the others.
+    """
+    decoded: list[Event | UnknownEvent] = [
+        e.decode() if isinstance(e, StoredEvent) else e for e in events
+    ]
+    decoded.sort(key=lambda e: e.seq or 0)
+    count = 0
+    for event in decoded:
+        if event.type in UNWATCHED_TYPES:
+            continue
+        marked = msgspec.structs.replace(event, replayed=True)
+        for sink in sinks:
+            try:
+                out = sink.on_event(marked)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:
+                log.exception("sink %r failed on replayed %s", sink, event.type)
+        count += 1
+    return count

@@ -1,0 +1,187 @@
+"""Golden streams: record them, load them, and compare their folds.
+
+Pattern: recorded histories replayed in CI (Temporal-style replay tests).
+Role:    test helper; ``python -m tests.replay.streams`` re-records the
+         scenario fixtures under ``tests/fixtures/streams/``; the replay tests
+         load them.
+Emits:   files only when run as a script.
+
+Why the stored bytes are kept as text, not as parsed JSON: the hash chain is
+over the exact stored bytes (R3, R10); re-serializing them would prove
+nothing about what an older writer stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from helmlog.events import SessionState, StoredEvent, hash_bytes
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
+
+
+class ReplayDivergenceError(AssertionError):
+    """A recorded stream no longer folds to the state recorded with it."""
+
+
+def load_records(path: Path) -> list[StoredEvent]:
+    """Read a ``.jsonl`` fixture of stored records."""
+    records = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            records.append(
+                StoredEvent(seq=row["seq"], data=row["data"].encode(), hash=row["hash"])
+            )
+    return records
+
+
+def dump_records(path: Path, records: list[StoredEvent]) -> None:
+    """Write stored records as a ``.jsonl`` fixture."""
+    lines = [
+        json.dumps({"seq": r.seq, "hash": r.hash, "data": r.data.decode()}, ensure_ascii=False)
+        for r in records
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def state_json(state: SessionState) -> Any:
+    """A comparable JSON form of a folded state."""
+    return json.loads(msgspec.json.encode(state, order="sorted"))
+
+
+def check_fold(name: str, state: SessionState) -> None:
+    """Raise ``ReplayDivergenceError`` when ``state`` differs from the recording."""
+    expected = json.loads((FIXTURES / f"{name}.state.json").read_text())
+    got = state_json(state)
+    if expected != got:
+        diffs = sorted(k for k in set(expected) | set(got) if expected.get(k) != got.get(k))
+        raise ReplayDivergenceError(f"stream '{name}' folds differently in: {diffs}")
+
+
+def raw_record(seq: int, prev: str, body: dict[str, Any]) -> StoredEvent:
+    """A stored record built from a raw JSON body (for older or unknown types)."""
+    body = {**body, "seq": seq, "prev_hash": prev}
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return StoredEvent(seq=seq, data=data, hash=hash_bytes(data))
+
+
+async def _record_scenarios() -> dict[str, list[StoredEvent]]:
+    from helmlog import (
+        Agent,
+        MessageMiddleware,
+        ToolMiddleware,
+        allow,
+        ask,
+        check_in_approved,
+        deny,
+        is_ask_pause,
+        sliding_window,
+        tool,
+    )
+    from helmlog.runtime import counter_ids
+    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+
+    def clock() -> int:
+        return next(ticks)
+
+    @tool
+    def refund(order: int, amount: float) -> str:
+        """Refund an order."""
+        return f"refunded {amount:.2f} on order {order} for jo@example.com"
+
+    ceiling = ToolMiddleware(
+        name="refund-ceiling",
+        on_tool_call=lambda c: deny("over the ceiling") if c.args["amount"] > 10_000 else allow(),
+    )
+    four_eyes = ToolMiddleware(
+        name="four-eyes",
+        on_tool_call=lambda c: ask("Approve this refund?", c.args) if c.args["amount"] > 500 else allow(),
+    )
+    strip = ToolMiddleware(
+        name="strip-pii",
+        on_tool_result=lambda r: allow(r.result.replace("jo@example.com", "[email]"), "masked an email"),
+    )
+    codename = MessageMiddleware(
+        name="no-codenames",
+        on_message=lambda m: allow(m.content.replace("BLUEBIRD", "[codename]"), "scrubbed a codename")
+        if "BLUEBIRD" in m.content else allow(),
+    )
+    calls = [
+        ToolCallRequest(id="c1", name="refund", args={"order": 7, "amount": 900}),
+        ToolCallRequest(id="c2", name="refund", args={"order": 8, "amount": 20_000}),
+        ToolCallRequest(id="c3", name="nope", args={}),
+        ToolCallRequest(id="c4", name="refund", args={"order": "x"}),
+    ]
+    model = scripted([
+        Reply(tool_calls=calls), "Done under BLUEBIRD.",
+        Reply(tool_calls=[ToolCallRequest(id="c5", name="refund", args={"order": 9, "amount": 5})]),
+        "Second done.",
+    ])
+    agent = (
+        Agent.create(provider=model, model="m", clock=clock, ids=counter_ids("golden-"))
+        .system("You refund.")
+        .tool(refund)
+        .act(before_tool=[ceiling, four_eyes], after_tool=[strip], output=[codename],
+             window=sliding_window(keep_recent_turns=1))
+        .build()
+    )
+    out = await agent.run("Refund order 7")
+    assert is_ask_pause(out)
+    await agent.resume(out.checkpoint, check_in_approved(by="dana@ops", note="ok"))
+    await agent.follow_up("And order 9")
+    sid = agent.session_id
+    assert sid is not None
+    return {"v1_refund_desk": await agent.store.read(sid)}
+
+
+def _old_and_unknown() -> list[StoredEvent]:
+    """A stream as an older writer stored it, with one type this reader lacks."""
+    bodies: list[dict[str, Any]] = [
+        {"type": "agent.turn_start", "session_id": "old-1", "timestamp": 1, "turn": 1},
+        {"type": "message.committed", "session_id": "old-1", "timestamp": 2,
+         "message": {"role": "user", "content": "hi"}},
+        {"type": "agent.mood_changed", "session_id": "old-1", "timestamp": 3, "mood": "calm"},
+        {"type": "stream.llm_start", "session_id": "old-1", "timestamp": 4, "iteration": 1,
+         "model": "m"},
+        {"type": "stream.llm_end", "session_id": "old-1", "timestamp": 5, "iteration": 1,
+         "content": "hello"},
+        {"type": "message.committed", "session_id": "old-1", "timestamp": 6,
+         "message": {"role": "assistant", "content": "hello"}},
+        {"type": "agent.turn_end", "session_id": "old-1", "timestamp": 7, "turn": 1,
+         "final_content": "hello"},
+    ]
+    records: list[StoredEvent] = []
+    prev = ""
+    for seq, body in enumerate(bodies, start=1):
+        record = raw_record(seq, prev, body)
+        records.append(record)
+        prev = record.hash
+    return records
+
+
+def main() -> None:
+    """Re-record every fixture (run only when the format changes on purpose)."""
+    from helmlog.events import fold
+
+    streams = asyncio.run(_record_scenarios())
+    streams["v0_old_fields_and_unknown_type"] = _old_and_unknown()
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    for name, records in streams.items():
+        dump_records(FIXTURES / f"{name}.jsonl", records)
+        state = fold(r.decode() for r in records)
+        (FIXTURES / f"{name}.state.json").write_text(
+            json.dumps(state_json(state), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        )
+        print(f"recorded {name}: {len(records)} events")
+
+
+if __name__ == "__main__":
+    main()
