@@ -52,10 +52,10 @@ class Allow(_Frozen):
     why: str | None
 
     def __init__(self, value: Any = None, why: str | None = None) -> None:
+        if value is not None and (not isinstance(why, str) or not why):
+            raise ValueError("allow(value, why): a transform must say why (non-empty str why)")
         if why is not None and not isinstance(why, str):
             raise ValueError(f"allow(): why must be a str, got {type(why).__name__}")
-        if value is not None and not why:
-            raise ValueError("allow(value, why): a transform must say why (non-empty why)")
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "why", why or None)
 
