@@ -12,6 +12,8 @@ Why ``max_retries=0`` throughout: the SDK backs off between retries, and a
 test of a failure should see the first one, not wait for the third.
 """
 
+# ruff: noqa: SIM300 - the house style asserts `expected == actual`
+
 from __future__ import annotations
 
 import socket
@@ -92,8 +94,8 @@ async def test_plain_answer_comes_back_as_content(server: ChatServer) -> None:
     server.answer(JsonAnswer(completion("Hi there.")))
     async with provider(server) as model:
         reply = await model.call(request())
-    assert reply.content == "Hi there."
-    assert reply.tool_calls == ()
+    assert "Hi there." == reply.content
+    assert () == reply.tool_calls
 
 
 async def test_system_prompt_is_sent_first_then_the_messages(
@@ -103,10 +105,10 @@ async def test_system_prompt_is_sent_first_then_the_messages(
     server.answer(JsonAnswer(completion("ok")))
     async with provider(server) as model:
         await model.call(request(Message(role="user", content="Refund order 7")))
-    assert server.requests[0]["messages"] == [
+    assert [
         {"role": "system", "content": "You handle refunds."},
         {"role": "user", "content": "Refund order 7"},
-    ]
+    ] == server.requests[0]["messages"]
 
 
 async def test_empty_system_prompt_sends_no_system_message(
@@ -116,7 +118,7 @@ async def test_empty_system_prompt_sends_no_system_message(
     server.answer(JsonAnswer(completion("ok")))
     async with provider(server) as model:
         await model.call(request(system=""))
-    assert server.requests[0]["messages"] == [{"role": "user", "content": "Hello"}]
+    assert [{"role": "user", "content": "Hello"}] == server.requests[0]["messages"]
 
 
 async def test_request_model_is_sent_unless_the_provider_names_one(
@@ -127,7 +129,7 @@ async def test_request_model_is_sent_unless_the_provider_names_one(
     async with provider(server) as default, provider(server, model="pinned") as fixed:
         await default.call(request(model="loop-model"))
         await fixed.call(request(model="loop-model"))
-    assert [r["model"] for r in server.requests] == ["loop-model", "pinned"]
+    assert ["loop-model", "pinned"] == [r["model"] for r in server.requests]
 
 
 async def test_tools_are_sent_as_function_definitions_from_the_schema(
@@ -140,7 +142,7 @@ async def test_tools_are_sent_as_function_definitions_from_the_schema(
     )
     async with provider(server) as model:
         await model.call(request(tools=(spec,)))
-    assert server.requests[0]["tools"] == [
+    assert [
         {
             "type": "function",
             "function": {
@@ -149,7 +151,7 @@ async def test_tools_are_sent_as_function_definitions_from_the_schema(
                 "parameters": REFUND_SCHEMA,
             },
         }
-    ]
+    ] == server.requests[0]["tools"]
 
 
 async def test_no_tools_sends_no_tools_field(server: ChatServer) -> None:
@@ -176,7 +178,7 @@ async def test_tool_round_history_is_sent_in_wire_format(server: ChatServer) -> 
     )
     async with provider(server) as model:
         await model.call(request(*history))
-    assert server.requests[0]["messages"] == [
+    assert [
         {"role": "system", "content": "You handle refunds."},
         {"role": "user", "content": "Refund order 7 for €250"},
         {
@@ -195,7 +197,7 @@ async def test_tool_round_history_is_sent_in_wire_format(server: ChatServer) -> 
         },
         {"role": "tool", "tool_call_id": "c1", "content": "done"},
         {"role": "assistant", "content": "Anything else?"},
-    ]
+    ] == server.requests[0]["messages"]
 
 
 async def test_raw_string_arguments_go_back_verbatim(server: ChatServer) -> None:
@@ -209,8 +211,8 @@ async def test_raw_string_arguments_go_back_verbatim(server: ChatServer) -> None
     async with provider(server) as model:
         await model.call(request(Message(role="user", content="go"), turn))
     sent = server.requests[0]["messages"][2]
-    assert sent["content"] == "Trying."
-    assert sent["tool_calls"][0]["function"]["arguments"] == '{"order": 7'
+    assert "Trying." == sent["content"]
+    assert '{"order": 7' == sent["tool_calls"][0]["function"]["arguments"]
 
 
 async def test_api_key_and_extra_body_are_sent(server: ChatServer) -> None:
@@ -219,11 +221,11 @@ async def test_api_key_and_extra_body_are_sent(server: ChatServer) -> None:
     options = {"temperature": 0.0, "max_tokens": 64}
     async with provider(server, api_key="sk-local", extra_body=options) as model:
         await model.call(request())
-    assert server.headers[0]["authorization"] == "Bearer sk-local"
-    assert (
+    assert "Bearer sk-local" == server.headers[0]["authorization"]
+    assert (0.0, 64) == (
         server.requests[0]["temperature"],
         server.requests[0]["max_tokens"],
-    ) == (0.0, 64)
+    )
 
 
 # --- what comes back --------------------------------------------------------
@@ -251,7 +253,7 @@ async def test_tool_call_reply_is_parsed_into_requests_with_dict_args(
         ToolCallRequest(id="c1", name="refund", args={"order": 7, "amount": 250}),
         ToolCallRequest(id="c2", name="lookup", args={}),
     ) == reply.tool_calls
-    assert reply.content == ""
+    assert "" == reply.content
 
 
 async def test_usage_and_stop_reason_are_mapped(server: ChatServer) -> None:
@@ -265,8 +267,8 @@ async def test_usage_and_stop_reason_are_mapped(server: ChatServer) -> None:
     )
     async with provider(server) as model:
         reply = await model.call(request())
-    assert reply.usage == {"input_tokens": 11, "output_tokens": 2}
-    assert reply.stop_reason == "length"
+    assert {"input_tokens": 11, "output_tokens": 2} == reply.usage
+    assert "length" == reply.stop_reason
 
 
 async def test_invalid_json_arguments_are_passed_on_raw(server: ChatServer) -> None:
@@ -307,12 +309,12 @@ async def test_streamed_text_arrives_as_several_tokens(server: ChatServer) -> No
     tokens: list[str] = []
     async with provider(server, stream=True) as model:
         reply = await model.call(request(), tokens.append)
-    assert tokens == ["Refunded ", "order ", "7."]
+    assert ["Refunded ", "order ", "7."] == tokens
     assert "".join(tokens) == reply.content
-    assert (
+    assert (True, {"include_usage": True}) == (
         server.requests[0]["stream"],
         server.requests[0]["stream_options"],
-    ) == (True, {"include_usage": True})
+    )
 
 
 async def test_streamed_usage_and_stop_reason_are_mapped(server: ChatServer) -> None:
@@ -328,8 +330,8 @@ async def test_streamed_usage_and_stop_reason_are_mapped(server: ChatServer) -> 
     )
     async with provider(server, stream=True) as model:
         reply = await model.call(request())
-    assert reply.usage == {"input_tokens": 9, "output_tokens": 3}
-    assert reply.stop_reason == "stop"
+    assert {"input_tokens": 9, "output_tokens": 3} == reply.usage
+    assert "stop" == reply.stop_reason
 
 
 async def test_streaming_without_a_token_sink_still_returns_the_content(
@@ -339,7 +341,7 @@ async def test_streaming_without_a_token_sink_still_returns_the_content(
     server.answer(SseAnswer([chunk({"content": "Hel"}), chunk({"content": "lo"})]))
     async with provider(server, stream=True) as model:
         reply = await model.call(request(), None)
-    assert reply.content == "Hello"
+    assert "Hello" == reply.content
 
 
 async def test_streamed_tool_calls_are_assembled_across_chunks(
@@ -376,7 +378,7 @@ async def test_streamed_tool_calls_are_assembled_across_chunks(
         ToolCallRequest(id="c1", name="refund", args={"order": 7, "amount": 250}),
         ToolCallRequest(id="c2", name="lookup", args={"q": "order 7"}),
     ) == reply.tool_calls
-    assert (tokens, reply.content, reply.stop_reason) == ([], "", "tool_calls")
+    assert ([], "", "tool_calls") == (tokens, reply.content, reply.stop_reason)
 
 
 async def test_streamed_invalid_json_arguments_are_passed_on_raw(
@@ -436,11 +438,11 @@ async def test_a_stream_without_choice_indexes_is_read_all_the_same(
     server.answer(SseAnswer(bare))
     async with provider(server, stream=True) as model:
         reply = await model.call(request())
-    assert reply.content == "Hi"
-    assert reply.tool_calls == (
+    assert "Hi" == reply.content
+    assert (
         ToolCallRequest(id="c1", name="a", args={}),
         ToolCallRequest(id="c2", name="b", args={}),
-    )
+    ) == reply.tool_calls
 
 
 async def test_a_reply_without_a_message_becomes_a_provider_error(
@@ -481,7 +483,7 @@ async def test_http_500_becomes_a_provider_error_without_the_prompt(
             await model.call(request(Message(role="user", content=SECRET_PROMPT)))
     error = caught.value
     text = str(error)
-    assert (error.retryable, error.code) == (True, "ERR_PROVIDER")
+    assert (True, "ERR_PROVIDER") == (error.retryable, error.code)
     assert f"{server.base_url}/chat/completions" in text
     assert "500" in text
     assert SECRET_PROMPT not in text
@@ -508,7 +510,7 @@ async def test_http_400_is_a_provider_error_that_is_not_retryable(
     async with provider(server) as model:
         with pytest.raises(ProviderError) as caught:
             await model.call(request())
-    assert (caught.value.retryable, caught.value.code) == (False, "ERR_PROVIDER")
+    assert (False, "ERR_PROVIDER") == (caught.value.retryable, caught.value.code)
     assert "400" in str(caught.value)
 
 
@@ -551,7 +553,7 @@ async def test_aclose_closes_only_a_client_it_created(server: ChatServer) -> Non
         server.answer(JsonAnswer(completion("still open")))
         async with openai_chat(client=given) as model:
             reply = await model.call(request())
-        assert reply.content == "still open"
+        assert "still open" == reply.content
         assert not given.is_closed()
     finally:
         await given.close()
