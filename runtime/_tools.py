@@ -44,6 +44,7 @@ class _Param(msgspec.Struct, frozen=True):
     name: str
     annotation: Any
     required: bool
+    default: Any = None
 
 
 class Tool:
@@ -172,9 +173,22 @@ def _schema_issue(spec: Mapping[str, Any], value: Any) -> str | None:
     return None
 
 
+def _stated(default: Any) -> Any:
+    """G58: the schema states a parameter's default when JSON can hold it."""
+    try:
+        msgspec.json.encode(default)
+        msgspec.defstruct("_Default", [("value", Any, default)])
+    except (TypeError, msgspec.EncodeError):
+        # Not JSON, or a mutable default msgspec refuses: leave it unstated.
+        return msgspec.field(default_factory=lambda: None)
+    return default
+
+
 def _schema_for(params: tuple[_Param, ...], name: str) -> dict[str, Any]:
     fields = [
-        (p.name, p.annotation) if p.required else (p.name, p.annotation, None)
+        (p.name, p.annotation)
+        if p.required
+        else (p.name, p.annotation, _stated(p.default))
         for p in params
     ]
     struct = msgspec.defstruct(name, fields)  # type: ignore[arg-type]
@@ -209,7 +223,12 @@ def tool(
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
             params.append(
-                _Param(p.name, hints.get(p.name, Any), p.default is inspect.Parameter.empty)
+                _Param(
+                    p.name,
+                    hints.get(p.name, Any),
+                    p.default is inspect.Parameter.empty,
+                    None if p.default is inspect.Parameter.empty else p.default,
+                )
             )
         tool_name = name or func.__name__
         t = Tool(
