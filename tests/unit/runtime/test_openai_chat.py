@@ -6,7 +6,8 @@ Role:    unit tests for ``helmlog.runtime.providers.openai_chat``.
 Emits:   nothing.
 
 Laws: G89 (what the model is sent), G41 (chunks reach ``on_token``), G91
-(a failure is a ``ProviderError``, never an ``openai`` exception).
+(a failure is a ``ProviderError``, never an ``openai`` exception); the last
+section runs ``helmlog.Agent`` over the endpoint through a full tool round.
 
 Why ``max_retries=0`` throughout: the SDK backs off between retries, and a
 test of a failure should see the first one, not wait for the third.
@@ -31,6 +32,8 @@ from helmlog.runtime.providers import (
     ToolSpec,
     openai_chat,
 )
+
+from helmlog import Agent, tool
 
 from .chat_server import (
     ChatServer,
@@ -573,3 +576,132 @@ def test_missing_api_key_without_base_url_is_refused(
     with pytest.raises(ProviderError) as caught:
         openai_chat("gpt-4o-mini")
     assert not caught.value.retryable
+
+
+# --- through the agent ------------------------------------------------------
+
+
+def refund_agent(model: OpenAIChatProvider, ran: list[tuple[int, float]]) -> Agent:
+    """An agent with one refund tool that logs each run into ``ran``."""
+
+    @tool
+    def refund(order: int, amount: float) -> str:
+        """Refund an order."""
+        ran.append((order, amount))
+        return f"refunded {amount} on {order}"
+
+    return (
+        Agent.create(provider=model, model="served-model")
+        .system("You handle refunds.")
+        .tool(refund)
+        .build()
+    )
+
+
+async def test_an_agent_runs_a_full_tool_round_over_the_endpoint(
+    server: ChatServer,
+) -> None:
+    """G89: the agent's tool round crosses the wire and the answer comes back."""
+    server.answer(
+        JsonAnswer(
+            completion(
+                None,
+                tool_calls=[function_call("c1", "refund", '{"order":7,"amount":250}')],
+                finish_reason="tool_calls",
+            )
+        ),
+        JsonAnswer(completion("Refunded order 7.")),
+    )
+    ran: list[tuple[int, float]] = []
+    async with provider(server) as model:
+        agent = refund_agent(model, ran)
+        out = await agent.run("Refund order 7 for $250")
+    assert "Refunded order 7." == out
+    assert [(7, 250.0)] == ran
+    first, second = server.requests
+    assert ("served-model", ["refund"]) == (
+        first["model"],
+        [t["function"]["name"] for t in first["tools"]],
+    )
+    assert {"order", "amount"} == set(
+        first["tools"][0]["function"]["parameters"]["properties"]
+    )
+    assert [
+        {"role": "system", "content": "You handle refunds."},
+        {"role": "user", "content": "Refund order 7 for $250"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": "refund",
+                        "arguments": '{"order":7,"amount":250}',
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "refunded 250.0 on 7"},
+    ] == second["messages"]
+
+
+async def test_an_agent_streams_tokens_from_the_endpoint(server: ChatServer) -> None:
+    """G41: a streamed answer reaches listeners as stream.token events."""
+    server.answer(
+        SseAnswer(
+            [
+                chunk({"content": "Refunded "}),
+                chunk({"content": "order 7."}),
+                chunk({}, finish_reason="stop"),
+                usage_chunk(9, 3),
+            ]
+        )
+    )
+    async with provider(server, stream=True) as model:
+        agent = refund_agent(model, [])
+        tokens: list[str] = []
+        agent.on("stream.token", lambda event: tokens.append(event.content))
+        out = await agent.run("Refund order 7")
+    assert ("Refunded order 7.", ["Refunded ", "order 7."]) == (out, tokens)
+
+
+async def test_an_agent_refuses_invalid_json_arguments_with_a_reason(
+    server: ChatServer,
+) -> None:
+    """Broken arguments never run the tool; the model reads why and answers."""
+    server.answer(
+        JsonAnswer(
+            completion(
+                None,
+                tool_calls=[function_call("c1", "refund", '{"order": 7,')],
+                finish_reason="tool_calls",
+            )
+        ),
+        JsonAnswer(completion("Sorry, I could not refund that.")),
+    )
+    ran: list[tuple[int, float]] = []
+    async with provider(server) as model:
+        agent = refund_agent(model, ran)
+        out = await agent.run("Refund order 7")
+    tool_message = server.requests[1]["messages"][-1]
+    assert ("Sorry, I could not refund that.", []) == (out, ran)
+    assert ("tool", "c1") == (tool_message["role"], tool_message["tool_call_id"])
+    assert tool_message["content"].startswith("Invalid arguments for tool 'refund'")
+    resent = server.requests[1]["messages"][2]["tool_calls"][0]["function"]
+    assert '{"order": 7,' == resent["arguments"]
+
+
+async def test_an_endpoint_failure_fails_the_run_with_err_provider(
+    server: ChatServer,
+) -> None:
+    """G91: a 500 ends the run with ProviderError and one error.fatal ERR_PROVIDER."""
+    server.answer(JsonAnswer({"error": {"message": "overloaded"}}, status=500))
+    async with provider(server) as model:
+        agent = refund_agent(model, [])
+        fatal: list[Any] = []
+        agent.on("error.fatal", fatal.append)
+        with pytest.raises(ProviderError):
+            await agent.run(SECRET_PROMPT)
+    assert ["ERR_PROVIDER"] == [event.code for event in fatal]
