@@ -68,10 +68,18 @@ class RedactionPolicy:
 
     def served(self, value: Any) -> Any:
         """``value`` with every named field, at any depth, replaced (G86)."""
-        return _redact(value, self.fields, self.placeholder)
+        fields = self.fields
+        if "content" in fields:
+            # ``original_input`` is a copy of the user message's content (G33).
+            fields = fields | {"original_input"}
+        return _redact(value, fields, self.placeholder)
 
     def stored(self, event: Any) -> Any:
         """The form an event is kept in the stream (G87)."""
+        if isinstance(event, PauseRequested):
+            # G87: the pending call's arguments and question are computed on;
+            # the ask's detail is not, so it is kept only as the placeholder.
+            return _redact(event, self.fields & {"detail"}, self.placeholder)
         if isinstance(event, _KEPT_IN_STREAM):
             return event
         return _redact(event, self.fields, self.placeholder)
