@@ -1,24 +1,25 @@
 """The Redis adapter of the event-store port: one stream per session.
 
-Pattern: a port adapter (``EventStore``) over ``redis.asyncio``; appends go
-         through one Lua script, so the sequence check and the write are one
-         atomic step, and concurrent appends are group-committed (queued and
-         sent as one pipeline per round trip).
-Role:    events layer; the durable store behind hosts, the CLI's ``verify``,
-         ``replay`` and ``tail``. Passes ``tests/contracts/test_event_store.py``.
+Pattern: a port adapter (``EventStore``) over ``redis.asyncio``'s connection
+         pool; appends go through one Lua script, so the sequence check and
+         the write are one atomic step, and concurrent appends are
+         group-committed (queued, then sent as one pipeline per round trip).
+Role:    events layer; the durable store behind hosts and the CLI's
+         ``verify``, ``replay`` and ``tail``. Passes
+         ``tests/contracts/test_event_store.py``.
 Emits:   decision facts to the global stream ``helmlog:facts`` (R4).
 
 Laws: R2 (the script appends a batch only when the stream's last seq equals
 ``expected_seq``; stream ids are ``0-<seq>``, so Redis itself refuses a gap
-or a duplicate), R3 (the hash sits beside the data in each entry), R4 (facts
+or a duplicate), R3 (each entry keeps its hash beside its data), R4 (facts
 are published after the session append succeeded, best-effort, never failing
 it; ``republish_facts`` publishes from the session stream what was missed),
 R5 (every driver error becomes a retryable ``StoreError`` naming the store),
-R11 (``helmlog:{<session_id>}:events``: the one per-session key, hash-tagged).
+R11 (``helmlog:{<session_id>}:events`` is the only per-session key).
 
 Keys::
 
-    helmlog:{<session_id>}:events   stream; entry id 0-<seq>; fields seq, data, hash
+    helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
     helmlog:facts                   stream; fields session_id, seq, data
 
 Why the script also checks the stream's last hash against the batch's
@@ -26,29 +27,38 @@ Why the script also checks the stream's last hash against the batch's
 rewritten from the one the caller sealed against; checking the hash makes a
 stale head a ``SequenceConflictError``, never a fork. The same check makes a
 resent batch idempotent: when the stream already ends with exactly this batch
-(its last hash matches, and hashes chain), the script reports success, so the
-driver's retry after a lost reply cannot turn our own append into a conflict.
+(its last hash matches, and hashes chain), the script reports success, so a
+resend after a lost reply cannot turn our own append into a conflict.
 
 Why facts are published by the flusher and not awaited by ``append``: the
 facts stream is a global key (another cluster slot), so it cannot join the
 session's atomic script, and a slow or failing publisher must never change a
-run (R5). A batch's facts ride in the next pipeline the flusher sends, right
-after the append they belong to; ``read_facts`` can therefore lag an append
-by one round trip. ``close()`` flushes what is still queued.
+run (R5). A batch's facts ride at the head of the next pipeline the flusher
+sends; ``read_facts`` can lag an append by one round trip, and ``close()``
+publishes what is still queued.
+
+Why the store packs its own commands instead of calling redis-py's command
+methods: the ledger sits on every governed action, and redis-py's generic
+packing and reply callbacks cost more than the round trip itself. The store
+borrows the client's pool, connections, timeouts and TLS, and keeps nothing
+else of the driver; ``bench/ledger.py`` measures the difference.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from ._chain import StoredEvent, seal
 from ._codec import decode_envelope
@@ -62,16 +72,16 @@ FACTS_KEY: Final = "helmlog:facts"
 _READ_PAGE: Final = 2000
 _FACT_BACKLOG_MAX: Final = 100_000
 _HEAD_CACHE_MAX: Final = 65_536
-# Invariant: a blocking read never waits longer than this per call, so a
+# Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
 _BLOCK_SLICE_MS: Final = 1_000
 # Driver errors that mean "the store failed"; OSError covers sockets and
 # TimeoutError, which redis-py does not always wrap.
 _DRIVER_ERRORS: Final = (RedisError, OSError)
 
-# ARGV: expected_seq, prev_hash, then (data, hash) per record.
-# Returns {1, last_seq} on success, {0, actual_seq} on a conflict.
-_APPEND_LUA: Final = """
+# KEYS[1] the stream; ARGV expected_seq, prev_hash, then (data, hash) per record.
+# Returns {1, last_seq} when the batch is in the stream, {0, actual_seq} if not.
+_APPEND_LUA: Final = b"""
 local key = KEYS[1]
 local expected = tonumber(ARGV[1])
 local n = (#ARGV - 2) / 2
@@ -102,15 +112,19 @@ if n > 0 and actual == expected + n and last_hash == ARGV[#ARGV] then
 end
 return {0, actual}
 """
+_APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA).hexdigest()
+
+_FIELDS: Final = (b"seq", b"data", b"hash")
+_KEY_PREFIX: Final = "helmlog:{"
+_KEY_SUFFIX: Final = "}:events"
+
+Arg = bytes | str | int
+Command = Sequence[Arg]
 
 
 def stream_key(session_id: str) -> str:
     """The stream of one session; ``{session_id}`` is its cluster hash tag."""
-    return f"helmlog:{{{session_id}}}:events"
-
-
-_KEY_PREFIX: Final = "helmlog:{"
-_KEY_SUFFIX: Final = "}:events"
+    return f"{_KEY_PREFIX}{session_id}{_KEY_SUFFIX}"
 
 
 def public_url(url: str) -> str:
@@ -130,6 +144,57 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def _pack(commands: Sequence[Command]) -> bytes:
+    """RESP-encode commands (arguments are bytes, str or int) into one write."""
+    pack = hiredis.pack_command
+    # hiredis's stub types the argument as a 1-tuple; it takes any length.
+    return b"".join([pack(tuple(command)) for command in commands])  # type: ignore[arg-type]
+
+
+class _Wire:
+    """Round trips on a redis-py pool: our packing, hiredis-parsed replies.
+
+    Replies come back as the server sent them (no redis-py callbacks); an
+    error reply takes its command's place as a ``ResponseError``.
+    """
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._pool = client.connection_pool
+
+    async def call(self, commands: Sequence[Command]) -> list[Any]:
+        packed = _pack(commands)
+        for attempt in (1, 2):
+            conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            try:
+                await conn.send_packed_command(packed, check_health=False)
+                replies: list[Any] = []
+                for _ in commands:
+                    try:
+                        replies.append(await conn.read_response())
+                    except ResponseError as exc:
+                        replies.append(exc)
+                return replies
+            except RedisConnectionError:
+                await conn.disconnect()
+                # A pooled socket the server closed (a restart) fails once;
+                # sending again is safe: the append script is idempotent.
+                if attempt == 2:
+                    raise
+            except BaseException:
+                # Replies may be left unread: the socket must not be reused.
+                await conn.disconnect()
+                raise
+            finally:
+                await self._pool.release(conn)
+        raise AssertionError("unreachable")
+
+    async def one(self, *command: Arg) -> Any:
+        reply = (await self.call([command]))[0]
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
+
+
 class _Append:
     """One queued append: its script arguments and the caller's future."""
 
@@ -139,7 +204,7 @@ class _Append:
         self,
         session_id: str,
         expected: int,
-        args: list[Any],
+        args: list[Arg],
         last_hash: str,
         facts: list[StoredEvent],
         future: asyncio.Future[int],
@@ -156,10 +221,10 @@ class RedisEventStore(StoreBase):
     """Session streams in Redis (R11); see the module docstring for the keys.
 
     Args:
-        client: a ``redis.asyncio.Redis`` with ``decode_responses=False``;
-            the store owns it from now on and closes it in ``close()``.
+        client: a standalone ``redis.asyncio.Redis`` (not a cluster client);
+            the store borrows its pool and closes it in ``close()``.
         chain_key: HMAC key for the hash chain (R3); ``None`` for SHA-256.
-        url: the URL to name in errors; derived from the client when omitted.
+        url: the URL errors name; derived from the client when omitted.
     """
 
     def __init__(
@@ -172,7 +237,7 @@ class RedisEventStore(StoreBase):
         self.chain_key = chain_key
         self.url = public_url(url) if url else _url_of(client)
         self._client = client
-        self._script = client.register_script(_APPEND_LUA)
+        self._wire = _Wire(client)
         self._heads: dict[str, tuple[int, str]] = {}
         self._queue: list[_Append] = []
         self._facts: list[tuple[str, StoredEvent]] = []
@@ -241,17 +306,10 @@ class RedisEventStore(StoreBase):
         start = after_seq + 1
         try:
             while True:
-                page = await self._client.xrange(
-                    key, f"0-{start}", "+", count=_READ_PAGE
+                page = await self._wire.one(
+                    "XRANGE", key, f"0-{start}", "+", "COUNT", _READ_PAGE
                 )
-                for _id, fields in page:
-                    out.append(
-                        StoredEvent(
-                            seq=int(fields[b"seq"]),
-                            data=fields[b"data"],
-                            hash=fields[b"hash"].decode(),
-                        )
-                    )
+                _records_into(out, page)
                 if len(page) < _READ_PAGE:
                     return out
                 start = out[-1].seq + 1
@@ -260,15 +318,19 @@ class RedisEventStore(StoreBase):
 
     async def sessions(self) -> list[str]:
         found: set[str] = set()
+        cursor: bytes = b"0"
         try:
-            async for key in self._client.scan_iter(
-                match=f"{_KEY_PREFIX}*{_KEY_SUFFIX}", count=1000, _type="STREAM"
-            ):
-                name = key.decode() if isinstance(key, bytes) else str(key)
-                found.add(name[len(_KEY_PREFIX) : -len(_KEY_SUFFIX)])
+            while True:
+                cursor, keys = await self._wire.one(
+                    "SCAN", cursor, "MATCH", f"{_KEY_PREFIX}*{_KEY_SUFFIX}",
+                    "COUNT", 1000, "TYPE", "stream",
+                )  # fmt: skip
+                for key in keys:
+                    found.add(key.decode()[len(_KEY_PREFIX) : -len(_KEY_SUFFIX)])
+                if cursor == b"0":
+                    return sorted(found)
         except _DRIVER_ERRORS as exc:
-            raise self._error("list sessions of", exc) from exc
-        return sorted(found)
+            raise self._error("list the sessions of", exc) from exc
 
     async def read_facts(
         self, after_id: str | None = None, *, block_ms: int | None = None
@@ -280,18 +342,21 @@ class RedisEventStore(StoreBase):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + block_ms / 1000
             while True:
-                left_ms = max(1, int((deadline - loop.time()) * 1000))
-                reply = await self._client.xread(
-                    {FACTS_KEY: start}, block=min(left_ms, _BLOCK_SLICE_MS)
-                )
+                wait_ms = max(1, int((deadline - loop.time()) * 1000))
+                reply = await self._wire.one(
+                    "XREAD", "BLOCK", min(wait_ms, _BLOCK_SLICE_MS),
+                    "STREAMS", FACTS_KEY, start,
+                )  # fmt: skip
                 if reply or loop.time() >= deadline:
-                    return [
-                        _fact(entry_id, fields)
-                        for _key, entries in reply or []
-                        for entry_id, fields in entries
-                    ]
+                    # RESP3 replies with a map of streams, RESP2 with pairs.
+                    streams = (
+                        reply.values()
+                        if isinstance(reply, dict)
+                        else [entries for _key, entries in reply or ()]
+                    )
+                    return [_fact(e) for entries in streams for e in entries]
         except _DRIVER_ERRORS as exc:
-            raise self._error("read facts from", exc) from exc
+            raise self._error("read the facts of", exc) from exc
 
     async def close(self) -> None:
         if self._closed:
@@ -322,8 +387,8 @@ class RedisEventStore(StoreBase):
         recovery tool, not a hot path. Watchers are idempotent by
         ``(session_id, seq)`` (R4), so a fact published twice is harmless.
         """
-        missing = [r for r in await self.read(session_id) if is_fact_record(r)]
-        if not missing:
+        facts = [r for r in await self.read(session_id) if is_fact_record(r)]
+        if not facts:
             return 0
         try:
             published = {
@@ -331,12 +396,14 @@ class RedisEventStore(StoreBase):
                 for f in await self._range_facts("0-0")
                 if f.session_id == session_id
             }
-            todo = [r for r in missing if r.seq not in published]
+            todo = [r for r in facts if r.seq not in published]
             if todo:
-                pipe = self._client.pipeline(transaction=False)
-                for record in todo:
-                    pipe.xadd(FACTS_KEY, _fact_fields(session_id, record))
-                await pipe.execute()
+                replies = await self._wire.call(
+                    [_fact_command(session_id, r) for r in todo]
+                )
+                for reply in replies:
+                    if isinstance(reply, ResponseError):
+                        raise reply
         except _DRIVER_ERRORS as exc:
             raise self._error("republish facts to", exc) from exc
         return len(todo)
@@ -351,14 +418,16 @@ class RedisEventStore(StoreBase):
 
     async def _fetch_head(self, session_id: str) -> tuple[int, str]:
         try:
-            top = await self._client.xrevrange(stream_key(session_id), count=1)
+            top = await self._wire.one(
+                "XREVRANGE", stream_key(session_id), "+", "-", "COUNT", 1
+            )
         except _DRIVER_ERRORS as exc:
             raise self._error("read the head of", exc) from exc
         if not top:
             self._heads.pop(session_id, None)
             return 0, ""
-        _id, fields = top[0]
-        head = (int(fields[b"seq"]), fields[b"hash"].decode())
+        record = _records_into([], top)[0]
+        head = (record.seq, record.hash)
         self._remember(session_id, head)
         return head
 
@@ -378,7 +447,9 @@ class RedisEventStore(StoreBase):
     ) -> int:
         if self._closed:
             raise StoreError(f"the redis event store {self.url} is closed")
-        args: list[Any] = [expected_seq, prev_hash]
+        args: list[Arg] = [
+            "EVALSHA", _APPEND_SHA, 1, stream_key(session_id), expected_seq, prev_hash
+        ]  # fmt: skip
         facts: list[StoredEvent] = []
         seq = expected_seq
         for record in records:
@@ -423,10 +494,10 @@ class RedisEventStore(StoreBase):
     async def _send(
         self, batch: list[_Append], facts: list[tuple[str, StoredEvent]]
     ) -> bool:
-        """One pipeline: facts first, then the appends. Resolves every future."""
+        """One round trip: facts first, then the appends. Resolves every future."""
         try:
             try:
-                results = await self._pipeline(batch, facts)
+                replies = await self._round_trip(batch, facts)
             except _DRIVER_ERRORS as exc:
                 self._requeue_facts(facts, exc)
                 error = self._error("append to", exc)
@@ -435,8 +506,7 @@ class RedisEventStore(StoreBase):
                     if not item.future.done():
                         item.future.set_exception(error)
                 return False
-            fact_results = results[: len(facts)]
-            failed = [r for r in fact_results if isinstance(r, Exception)]
+            failed = [r for r in replies[: len(facts)] if isinstance(r, Exception)]
             if failed:
                 log.warning(
                     "redis event store %s: %d facts not published (%s); "
@@ -445,58 +515,42 @@ class RedisEventStore(StoreBase):
                     len(failed),
                     failed[0],
                 )
-            for item, result in zip(batch, results[len(facts) :], strict=True):
-                self._settle(item, result)
+            for item, reply in zip(batch, replies[len(facts) :], strict=True):
+                self._settle(item, reply)
             return True
         finally:
             # Cancelled mid-send: the outcome is unknown, and nobody may wait
             # on it forever. A retry is safe: the script is idempotent.
             self._fail(batch, f"an append to {self.url} was interrupted")
 
-    def _fail(self, items: list[_Append], why: str) -> None:
-        for item in items:
-            if not item.future.done():
-                self._heads.pop(item.session_id, None)
-                item.future.set_exception(StoreError(why))
-
-    async def _pipeline(
+    async def _round_trip(
         self, batch: list[_Append], facts: list[tuple[str, StoredEvent]]
     ) -> list[Any]:
-        pipe = self._client.pipeline(transaction=False)
-        for session_id, record in facts:
-            pipe.xadd(FACTS_KEY, _fact_fields(session_id, record))
-        for item in batch:
-            pipe.evalsha(self._script.sha, 1, stream_key(item.session_id), *item.args)
-        results: list[Any] = await pipe.execute(raise_on_error=False)
-        retry = [
+        commands: list[Command] = [_fact_command(sid, r) for sid, r in facts]
+        commands.extend(item.args for item in batch)
+        replies = await self._wire.call(commands)
+        lost = [
             i
-            for i, r in enumerate(results[len(facts) :], start=len(facts))
-            if isinstance(r, NoScriptError)
+            for i in range(len(facts), len(replies))
+            if isinstance(replies[i], NoScriptError)
         ]
-        if retry:
+        if lost:
             # The server lost its script cache (a restart): NOSCRIPT means the
             # script did not run, so sending those appends again is safe.
-            await self._client.script_load(_APPEND_LUA)
-            pipe = self._client.pipeline(transaction=False)
-            for i in retry:
-                item = batch[i - len(facts)]
-                pipe.evalsha(
-                    self._script.sha, 1, stream_key(item.session_id), *item.args
-                )
-            for i, r in zip(
-                retry, await pipe.execute(raise_on_error=False), strict=True
-            ):
-                results[i] = r
-        return results
+            await self._wire.one("SCRIPT", "LOAD", _APPEND_LUA)
+            again = await self._wire.call([commands[i] for i in lost])
+            for i, reply in zip(lost, again, strict=True):
+                replies[i] = reply
+        return replies
 
-    def _settle(self, item: _Append, result: Any) -> None:
+    def _settle(self, item: _Append, reply: Any) -> None:
         future = item.future
-        if isinstance(result, Exception):
+        if isinstance(reply, Exception):
             self._heads.pop(item.session_id, None)
             if not future.done():
-                future.set_exception(self._error("append to", result))
+                future.set_exception(self._error("append to", reply))
             return
-        ok, seq = int(result[0]), int(result[1])
+        ok, seq = reply
         if not ok:
             self._heads.pop(item.session_id, None)
             if not future.done():
@@ -512,13 +566,18 @@ class RedisEventStore(StoreBase):
         if not future.done():
             future.set_result(seq)
 
+    def _fail(self, items: list[_Append], why: str) -> None:
+        for item in items:
+            if not item.future.done():
+                self._heads.pop(item.session_id, None)
+                item.future.set_exception(StoreError(why))
+
     def _requeue_facts(
         self, facts: list[tuple[str, StoredEvent]], exc: BaseException
     ) -> None:
         if not facts:
             return
-        room = _FACT_BACKLOG_MAX - len(self._facts)
-        kept = facts[: max(0, room)]
+        kept = facts[: max(0, _FACT_BACKLOG_MAX - len(self._facts))]
         self._facts[:0] = kept
         log.warning(
             "redis event store %s: publishing %d facts failed (%s: %s); "
@@ -535,23 +594,51 @@ class RedisEventStore(StoreBase):
         out: list[FactRecord] = []
         start = f"({after_id}"
         while True:
-            page = await self._client.xrange(FACTS_KEY, start, "+", count=_READ_PAGE)
-            out.extend(_fact(entry_id, fields) for entry_id, fields in page)
+            page = await self._wire.one(
+                "XRANGE", FACTS_KEY, start, "+", "COUNT", _READ_PAGE
+            )
+            out.extend(_fact(entry) for entry in page)
             if len(page) < _READ_PAGE:
                 return out
             start = f"({out[-1].id}"
 
 
-def _fact_fields(session_id: str, record: StoredEvent) -> dict[str, Any]:
-    return {"session_id": session_id, "seq": record.seq, "data": record.data}
+def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
+    """Append the records of raw ``XRANGE`` entries to ``out``."""
+    push = out.append
+    for _id, fields in entries:
+        # Invariant: the script writes seq, data, hash in this order.
+        if len(fields) == 6 and (fields[0], fields[2], fields[4]) == _FIELDS:
+            push(
+                StoredEvent(seq=int(fields[1]), data=fields[3], hash=fields[5].decode())
+            )
+        else:
+            named = dict(zip(fields[::2], fields[1::2], strict=True))
+            push(
+                StoredEvent(
+                    seq=int(named[b"seq"]),
+                    data=named[b"data"],
+                    hash=named[b"hash"].decode(),
+                )
+            )
+    return out
 
 
-def _fact(entry_id: bytes, fields: dict[bytes, bytes]) -> FactRecord:
+def _fact_command(session_id: str, record: StoredEvent) -> Command:
+    return (
+        "XADD", FACTS_KEY, "*",
+        "session_id", session_id, "seq", record.seq, "data", record.data,
+    )  # fmt: skip
+
+
+def _fact(entry: Any) -> FactRecord:
+    entry_id, fields = entry
+    named = dict(zip(fields[::2], fields[1::2], strict=True))
     return FactRecord(
         id=entry_id.decode(),
-        session_id=fields[b"session_id"].decode(),
-        seq=int(fields[b"seq"]),
-        data=fields[b"data"],
+        session_id=named[b"session_id"].decode(),
+        seq=int(named[b"seq"]),
+        data=named[b"data"],
     )
 
 

@@ -718,7 +718,8 @@ async def test_r11_session_keys_share_a_hash_tag(
         assert sorted(sessions) == sorted(await store.sessions())
     finally:
         await store.close()
-    keys = sorted(k.decode() for k in await raw_redis.keys("*"))
+    raw_keys: list[bytes] = await raw_redis.keys("*")  # type: ignore[assignment]
+    keys = sorted(k.decode() for k in raw_keys)
     per_session = [k for k in keys if k != "helmlog:facts"]
     assert "helmlog:facts" in keys
     assert per_session
@@ -727,6 +728,31 @@ async def test_r11_session_keys_share_a_hash_tag(
         assert len(owners) == 1, key
     assert {f"helmlog:{{{sid}}}:events" for sid in sessions} <= set(per_session)
     assert await raw_redis.type(f"helmlog:{{{sessions[0]}}}:events") == b"stream"
-    entries = await raw_redis.xrange(f"helmlog:{{{sessions[0]}}}:events")
+    entries: Any = await raw_redis.xrange(f"helmlog:{{{sessions[0]}}}:events")
     assert [f"0-{n}".encode() for n in range(1, 8)] == [e[0] for e in entries]
     assert {b"seq", b"data", b"hash"} == set(entries[0][1])
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_r11_store_works_on_either_wire_protocol(
+    redis_url: str, protocol: int
+) -> None:
+    """R11: a client speaking RESP2 or RESP3 gives the same store behaviour."""
+    client = aioredis.Redis.from_url(redis_url, protocol=protocol)
+    store = RedisEventStore(client, url=redis_url)
+    sid = new_session()
+    try:
+        assert store.url == redis_url
+        seq = await store.append(sid, turn(1) + decision(1), 0)
+        assert await store.head(sid) == (seq, (await store.read(sid))[-1].hash)
+        assert [sid] == await store.sessions()
+        facts = await eventually(
+            lambda: store.read_facts(block_ms=100), lambda f: len(f) >= 1
+        )
+        assert [(sid, 7)] == [(f.session_id, f.seq) for f in facts]
+        assert None is verify_chain(await store.read(sid))
+        with pytest.raises(SequenceConflictError):
+            await store.append(sid, turn(2), 1)
+    finally:
+        await store.close()

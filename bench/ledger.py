@@ -1,0 +1,425 @@
+"""Benchmark the ledger: Redis appends and reads against raw redis-py, and fold.
+
+Pattern: one script, one run, its own ``redis-server`` on a free port; a human
+         summary, then exactly one JSON line for machines.
+Role:    bench; run as ``uv run python bench/ledger.py`` (``--quick`` for a
+         smoke run). Measures ``RedisEventStore.append``, ``store.read`` +
+         decode and ``fold``.
+Emits:   the summary on stdout, ending with
+         ``{"bench": "ledger", "append_rows_per_s": ..., ...}``.
+
+Laws: R2 (every measured append goes through the atomic script with its
+sequence check), R4 (the appends publish their facts), R1 (``fold`` over a
+realistic decoded stream).
+
+Targets: store appends ≥ 40 % of raw pipelined ``XADD`` of the same payloads;
+fold ≥ 300k events/s; ``read`` + decode ≥ 60 % of raw ``XRANGE``.
+
+Why the store is measured with many sessions at once: a host holds many
+sessions and serializes only the operations of one (R2), so appends from
+different sessions overlap; the store group-commits them into pipelines, the
+way the raw baseline pipelines its ``XADD``. One session appending alone is
+bound by one round trip per batch; the summary prints it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from helmlog.events import (
+    DecisionFiled,
+    Event,
+    LlmEnded,
+    LlmStarted,
+    Message,
+    MessageCommitted,
+    MiddlewareDecision,
+    ToolCallRequest,
+    ToolDispatched,
+    ToolEnded,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+    UnknownEvent,
+    decode_event,
+    fact_for,
+    fold,
+    seal,
+)
+from helmlog.events._redis_store import RedisEventStore
+
+TARGETS = {"append": 0.40, "fold": 300_000.0, "read": 0.60}
+
+
+def decision_row(n: int) -> MiddlewareDecision:
+    """A tool row like a permission link files for every call."""
+    return MiddlewareDecision(
+        middleware="permission-gate",
+        moment="before-tool",
+        at="tool",
+        iteration=1 + n % 5,
+        outcome="allow",
+        changed=False,
+        tool_name="search_documents",
+        tool_call_id=f"call_{n:08d}",
+        why="the caller may search",
+    )
+
+
+def decision_batch(n: int) -> list[Event]:
+    """One ledger row and its fact: the batch a walker appends per decision."""
+    row = decision_row(n)
+    return [DecisionFiled(row=row, timestamp=1_700_000_000_000 + n), fact_for(row)]
+
+
+def realistic_turn(t: int) -> list[Event]:
+    """One governed turn: a question, a tool call with its decision, an answer."""
+    call = f"call_{t:08d}"
+    ts = 1_700_000_000_000 + t * 1_000
+    row = decision_row(t)
+    return [
+        TurnStarted(turn=t, timestamp=ts),
+        MessageCommitted(
+            message=Message(role="user", content=f"What changed in release {t}?"),
+            timestamp=ts,
+        ),
+        LlmStarted(iteration=1, model="gpt-4o-mini", timestamp=ts),
+        LlmEnded(
+            iteration=1,
+            content="",
+            tool_call_count=1,
+            usage={"prompt_tokens": 812, "completion_tokens": 41},
+            stop_reason="tool_calls",
+            duration_ms=420,
+            timestamp=ts,
+        ),
+        MessageCommitted(
+            message=Message(
+                role="assistant",
+                tool_calls=(
+                    ToolCallRequest(
+                        id=call, name="search_documents", args={"query": f"release {t}"}
+                    ),
+                ),
+            ),
+            timestamp=ts,
+        ),
+        ToolStarted(
+            tool_name="search_documents",
+            tool_call_id=call,
+            iteration=1,
+            args={"query": f"release {t}"},
+            timestamp=ts,
+        ),
+        DecisionFiled(row=row, timestamp=ts),
+        fact_for(row),
+        ToolDispatched(
+            tool_name="search_documents",
+            tool_call_id=call,
+            args={"query": f"release {t}"},
+            timestamp=ts,
+        ),
+        ToolEnded(
+            tool_name="search_documents",
+            tool_call_id=call,
+            result={"hits": [f"notes/{t}.md", f"changelog/{t}.md"]},
+            duration_ms=35,
+            timestamp=ts,
+        ),
+        MessageCommitted(
+            message=Message(
+                role="tool",
+                content='{"hits": ["notes.md", "changelog.md"]}',
+                tool_call_id=call,
+                tool_name="search_documents",
+            ),
+            timestamp=ts,
+        ),
+        LlmStarted(iteration=2, model="gpt-4o-mini", timestamp=ts),
+        LlmEnded(
+            iteration=2,
+            content=f"Release {t} fixed the importer and added retries.",
+            usage={"prompt_tokens": 930, "completion_tokens": 58},
+            stop_reason="stop",
+            duration_ms=610,
+            timestamp=ts,
+        ),
+        MessageCommitted(
+            message=Message(
+                role="assistant",
+                content=f"Release {t} fixed the importer and added retries.",
+            ),
+            timestamp=ts,
+        ),
+        TurnEnded(
+            turn=t,
+            final_content=f"Release {t} fixed the importer and added retries.",
+            timestamp=ts,
+        ),
+    ]
+
+
+def best_of(runs: list[float]) -> float:
+    """The best rate of a few runs: the machine's noise only ever slows a run."""
+    return max(runs)
+
+
+async def timed(n: int, body: Callable[[], Awaitable[Any]]) -> float:
+    """``n`` units over the seconds ``body`` takes: units per second."""
+    gc.collect()
+    start = time.perf_counter()
+    await body()
+    return n / (time.perf_counter() - start)
+
+
+# -- appends -------------------------------------------------------------
+
+
+async def bench_store_append(
+    url: str, sessions: int, rows: int, tag: str
+) -> tuple[float, RedisEventStore]:
+    store = RedisEventStore.from_url(url)
+    batches = [decision_batch(n) for n in range(rows)]
+
+    async def one_session(s: int) -> None:
+        sid = f"{tag}-{s}"
+        seq = 0
+        for batch in batches:
+            seq = await store.append(sid, batch, seq)
+
+    async def body() -> None:
+        await asyncio.gather(*(one_session(s) for s in range(sessions)))
+
+    rate = await timed(sessions * rows, body)
+    return rate, store
+
+
+async def bench_raw_xadd(
+    client: aioredis.Redis, sessions: int, rows: int, tag: str, pipeline: int
+) -> float:
+    # The same stored bytes and hashes the store writes: two entries per row.
+    _, records = seal("bench", decision_batch(0), after_seq=0, prev_hash="")
+    fields = [{"seq": r.seq, "data": r.data, "hash": r.hash} for r in records]
+    total = sessions * rows * len(fields)
+
+    async def body() -> None:
+        pipe = client.pipeline(transaction=False)
+        queued = 0
+        for row in range(rows):
+            for s in range(sessions):
+                key = f"raw:{{{tag}-{s}}}:events"
+                for f in fields:
+                    pipe.xadd(key, f)  # type: ignore[arg-type]
+                    queued += 1
+                    if queued == pipeline:
+                        await pipe.execute()
+                        pipe = client.pipeline(transaction=False)
+                        queued = 0
+            del row
+        if queued:
+            await pipe.execute()
+
+    return await timed(total, body) / len(fields)
+
+
+# -- reads ---------------------------------------------------------------
+
+
+async def bench_store_read(store: RedisEventStore, sid: str, n: int) -> float:
+    async def body() -> None:
+        records = await store.read(sid)
+        events = [decode_event(r.data) for r in records]
+        assert len(events) == n, len(events)
+
+    return await timed(n, body)
+
+
+async def bench_raw_xrange(
+    client: aioredis.Redis, key: str, n: int, page: int
+) -> float:
+    async def body() -> None:
+        got = 0
+        start = "-"
+        while True:
+            entries: Any = await client.xrange(key, start, "+", count=page)
+            got += len(entries)
+            if len(entries) < page:
+                break
+            start = "(" + entries[-1][0].decode()
+        assert got == n, got
+
+    return await timed(n, body)
+
+
+# -- fold ----------------------------------------------------------------
+
+
+def fold_events(n: int) -> list[Event | UnknownEvent]:
+    events: list[Event] = []
+    t = 0
+    while len(events) < n:
+        t += 1
+        events.extend(realistic_turn(t))
+    _, records = seal("bench-fold", events[:n], after_seq=0, prev_hash="")
+    return [decode_event(r.data) for r in records]
+
+
+def bench_fold(events: list[Event | UnknownEvent], repeat: int) -> float:
+    rates = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        state = fold(events)
+        rates.append(len(events) / (time.perf_counter() - start))
+        assert state.last_seq == len(events)
+    return best_of(rates)
+
+
+# -- main ----------------------------------------------------------------
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    from tests.fixtures_redis import RedisServer
+
+    sessions = 16 if quick else 64
+    rows = 50 if quick else 300
+    read_n = 5_000 if quick else 50_000
+    fold_n = 20_000 if quick else 200_000
+    repeat = 1 if quick else 3
+
+    with RedisServer() as server:
+        client = aioredis.Redis.from_url(server.url)
+        try:
+            append_runs, raw_runs, single_runs = [], [], []
+            for r in range(repeat):
+                rate, store = await bench_store_append(
+                    server.url, sessions, rows, f"a{r}"
+                )
+                await store.close()
+                append_runs.append(rate)
+                raw_runs.append(
+                    await bench_raw_xadd(
+                        client, sessions, rows, f"x{r}", pipeline=1_000
+                    )
+                )
+                rate, store = await bench_store_append(
+                    server.url, 1, rows * 4, f"one{r}"
+                )
+                await store.close()
+                single_runs.append(rate)
+            facts = await client.xlen("helmlog:facts")
+            expected_facts = repeat * (sessions * rows + rows * 4)
+            assert facts == expected_facts, (facts, expected_facts)
+
+            store = RedisEventStore.from_url(server.url)
+            sid = "read-bench"
+            seq = 0
+            t = 0
+            while seq < read_n:
+                t += 1
+                batch = realistic_turn(t)[: read_n - seq]
+                seq = await store.append(sid, batch, seq)
+            key = f"helmlog:{{{sid}}}:events"
+            read_runs, xrange_runs = [], []
+            for _ in range(repeat):
+                read_runs.append(await bench_store_read(store, sid, read_n))
+                xrange_runs.append(await bench_raw_xrange(client, key, read_n, 2_000))
+            await store.close()
+        finally:
+            await client.aclose()
+
+    fold_rate = bench_fold(fold_events(fold_n), repeat)
+    append_rate, raw_rate = best_of(append_runs), best_of(raw_runs)
+    read_rate, xrange_rate = best_of(read_runs), best_of(xrange_runs)
+    return {
+        "sessions": sessions,
+        "rows_per_session": rows,
+        "single_session_rows_per_s": best_of(single_runs),
+        "append_runs": append_runs,
+        "raw_runs": raw_runs,
+        "read_runs": read_runs,
+        "xrange_runs": xrange_runs,
+        "median_append": statistics.median(append_runs),
+        "append_rows_per_s": append_rate,
+        "raw_xadd_per_s": raw_rate,
+        "fold_events_per_s": fold_rate,
+        "read_rows_per_s": read_rate,
+        "raw_xrange_per_s": xrange_rate,
+        "fold_events": fold_n,
+        "read_rows": read_n,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    args = parser.parse_args()
+    r = asyncio.run(run(args.quick))
+
+    append_ratio = r["append_rows_per_s"] / r["raw_xadd_per_s"]
+    read_ratio = r["read_rows_per_s"] / r["raw_xrange_per_s"]
+    ok = {
+        "append": append_ratio >= TARGETS["append"],
+        "fold": r["fold_events_per_s"] >= TARGETS["fold"],
+        "read": read_ratio >= TARGETS["read"],
+    }
+
+    def mark(name: str) -> str:
+        return "ok  " if ok[name] else "MISS"
+
+    print("helmlog ledger benchmark (best of runs; rows = a decision row + its fact)")
+    print(
+        f"  [{mark('append')}] append   {r['append_rows_per_s']:>11,.0f} rows/s  "
+        f"({r['sessions']} sessions x {r['rows_per_session']} rows, group-committed)"
+    )
+    print(
+        f"         raw xadd {r['raw_xadd_per_s']:>11,.0f} rows/s  "
+        f"(pipelined XADD of the same entries) -> {append_ratio:.0%} "
+        f"(target ≥ {TARGETS['append']:.0%})"
+    )
+    print(
+        f"         one session alone {r['single_session_rows_per_s']:,.0f} rows/s "
+        "(one round trip per batch)"
+    )
+    print(
+        f"  [{mark('read')}] read     {r['read_rows_per_s']:>11,.0f} rows/s  "
+        f"(store.read + decode, {r['read_rows']:,} events)"
+    )
+    print(
+        f"         raw xrange {r['raw_xrange_per_s']:>9,.0f} rows/s  "
+        f"-> {read_ratio:.0%} (target ≥ {TARGETS['read']:.0%})"
+    )
+    print(
+        f"  [{mark('fold')}] fold     {r['fold_events_per_s']:>11,.0f} events/s "
+        f"({r['fold_events']:,} decoded events; target ≥ {TARGETS['fold']:,.0f})"
+    )
+    line = {
+        "bench": "ledger",
+        "append_rows_per_s": round(r["append_rows_per_s"]),
+        "raw_xadd_per_s": round(r["raw_xadd_per_s"]),
+        "append_ratio": round(append_ratio, 3),
+        "single_session_rows_per_s": round(r["single_session_rows_per_s"]),
+        "fold_events_per_s": round(r["fold_events_per_s"]),
+        "read_rows_per_s": round(r["read_rows_per_s"]),
+        "raw_xrange_per_s": round(r["raw_xrange_per_s"]),
+        "read_ratio": round(read_ratio, 3),
+        "targets_met": all(ok.values()),
+    }
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
