@@ -63,6 +63,18 @@ from ._types import (
     fact_for,
 )
 
+
+
+def __getattr__(name: str) -> object:
+    # The Redis adapter is imported on first use, so `import helmlog` does not
+    # pay for redis-py in processes that never touch Redis.
+    if name == "RedisEventStore":
+        from ._redis_store import RedisEventStore
+
+        return RedisEventStore
+    raise AttributeError(f"module 'helmlog.events' has no attribute {name!r}")
+
+
 __all__ = [
     "CHECKPOINT_VERSION",
     "EVENT_CLASSES",
@@ -95,6 +107,7 @@ __all__ = [
     "PauseRequested",
     "PauseResumed",
     "PendingPause",
+    "RedisEventStore",
     "ProviderError",
     "SequenceConflictError",
     "SessionState",

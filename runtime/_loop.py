@@ -40,6 +40,7 @@ from helmlog.events import (
     MessageDeniedError,
     PauseRequested,
     ProviderError,
+    StoreError,
     ToolCallRequest,
     ToolDispatched,
     ToolEnded,
@@ -464,14 +465,17 @@ class Loop:
         elif isinstance(exc, LedgerAppendError):
             code, retryable = "ERR_LEDGER_APPEND", True
         elif s.in_provider or isinstance(exc, ProviderError):
-            code, retryable = "ERR_PROVIDER", True
+            code = "ERR_PROVIDER"
+            retryable = exc.retryable if isinstance(exc, ProviderError) else True
         else:
             code, retryable = "ERR_INTERNAL", False
         s.in_provider = False
         j = s.journal
         try:
             if j.broken:
-                return
+                # The cache holds events the store never accepted: record the
+                # failure on the stream as the store holds it (G91, R1).
+                j = await j.reopened()
             for call in outstanding_calls(j.folder.history):
                 if call.id in j.folder.dispatched:
                     continue
@@ -481,6 +485,6 @@ class Loop:
             j.add(FatalError(code=code, phase=phase, middleware=middleware,
                              retryable=retryable))
             await j.flush()
-        except LedgerAppendError:
+        except StoreError:
             log.warning("could not record error.fatal for session %s", s.session_id,
                         exc_info=True)
