@@ -104,6 +104,19 @@ class Journal:
             self.last_hash = records[-1].hash
         self.next_seq = self.flushed_seq + 1
 
+    async def reopened(self) -> Journal:
+        """A fresh journal over what the store holds, for use after a failed append."""
+        fresh = Journal(
+            self.store,
+            self.session_id,
+            self.listeners,
+            self.clock,
+            stored_form=self._stored,
+            served_form=self._served,
+        )
+        await fresh.activate()
+        return fresh
+
     @property
     def pending_count(self) -> int:
         """Events added but not yet appended."""
