@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -34,7 +34,15 @@ from helmlog._demo import (
     run_sessions,
     summary,
 )
+from helmlog._record import (
+    chain_key_from_env,
+    records_json,
+    tail as follow_facts,
+    timeline_table,
+    verify as verify_session,
+)
 from helmlog.events import open_event_store
+from helmlog.sinks import JsonlSink, replay as replay_events
 
 app = typer.Typer(
     name="helmlog",
@@ -113,6 +121,112 @@ async def _run_demo(
     finally:
         await store.close()
     return finished, time.perf_counter() - started, where
+
+
+SESSION_ARG = "The session id (``helmlog demo --store URL`` prints them)."
+READ_STORE_HELP = "Event store URL to read: redis://host:port/db (or memory://)."
+
+
+def _fail(err: Console, what: str, exc: BaseException) -> typer.Exit:
+    err.print(f"[bold red]helmlog {what} failed:[/] {escape(f'{type(exc).__name__}: {exc}')}")
+    return typer.Exit(2)
+
+
+@app.command()
+def replay(
+    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the events as JSON.")] = False,
+    jsonl: Annotated[
+        str | None, typer.Option(help="Re-emit the session into a JSON-lines file.")
+    ] = None,
+) -> None:
+    """Print a session as a timeline: turns, messages, tool calls, decisions."""
+    err = Console(stderr=True)
+
+    async def read() -> list[Any]:
+        opened = open_event_store(store)
+        try:
+            return await opened.read(session)
+        finally:
+            await opened.close()
+
+    try:
+        records = asyncio.run(read())
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "replay", exc) from None
+    if not records:
+        err.print(f"[bold red]no session '{escape(session)}' in {escape(store)}[/]")
+        raise typer.Exit(1)
+    if jsonl:
+        count = asyncio.run(replay_events(records, JsonlSink(jsonl)))
+        err.print(f"replayed {count} events into {escape(jsonl)}")
+    if as_json:
+        typer.echo(json.dumps(records_json(records), ensure_ascii=False))
+    elif not jsonl:
+        Console().print(timeline_table(session, records))
+
+
+@app.command()
+def verify(
+    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+) -> None:
+    """Check a session's hash chain; exit 1 naming the first broken seq.
+
+    With ``$HELMLOG_CHAIN_KEY`` set, the chain is checked as HMAC-SHA-256.
+    """
+    err = Console(stderr=True)
+
+    async def check() -> tuple[int, int | None]:
+        opened = open_event_store(store)
+        try:
+            return await verify_session(opened, session, chain_key_from_env())
+        finally:
+            await opened.close()
+
+    try:
+        count, broken = asyncio.run(check())
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "verify", exc) from None
+    if count == 0:
+        err.print(f"[bold red]no session '{escape(session)}' in {escape(store)}[/]")
+        raise typer.Exit(1)
+    if broken is not None:
+        typer.echo(f"broken: session {session} — the chain breaks at seq {broken}")
+        raise typer.Exit(1)
+    typer.echo(f"intact: session {session} — {count} events verify")
+
+
+@app.command()
+def tail(
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    from_start: Annotated[
+        bool, typer.Option("--from-start", help="Show facts already published.")
+    ] = False,
+    count: Annotated[int | None, typer.Option(help="Stop after this many facts.")] = None,
+    idle_exit: Annotated[
+        float | None, typer.Option(help="Stop after this many idle seconds.")
+    ] = None,
+) -> None:
+    """Follow ``middleware.decision`` facts live (facts only, never values)."""
+    err = Console(stderr=True)
+
+    async def follow() -> int:
+        opened = open_event_store(store)
+        try:
+            return await follow_facts(
+                opened, typer.echo, from_start=from_start, count=count, idle_exit_s=idle_exit
+            )
+        finally:
+            await opened.close()
+
+    try:
+        asyncio.run(follow())
+    except KeyboardInterrupt:
+        return
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "tail", exc) from None
 
 
 def main() -> None:

@@ -1,0 +1,180 @@
+"""Reading the record from the command line: replay, verify, tail.
+
+Pattern: read-only views over an event store; each returns data a test can
+         check and a renderer turns into a Rich table or JSON.
+Role:    the face; ``helmlog replay|verify|tail`` call these.
+Emits:   nothing into a session; ``replay --jsonl`` re-emits into a sink with
+         ``replayed=True`` (R6).
+
+Laws: R18 (``verify`` exits 0 for an intact chain and 1 naming the first
+broken seq; ``replay`` prints a timeline, ``--json`` for JSON, ``--jsonl``
+re-emits; ``tail`` follows the facts stream), R3, R4, R6.
+
+Why the timeline is built from events and not from the fold: an auditor reads
+the order things happened in — a decision, then the tool it let run — which
+the folded state has already flattened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from rich.table import Table
+from rich.text import Text
+
+from helmlog.events import (
+    EventStore,
+    FactRecord,
+    StoredEvent,
+    UnknownEvent,
+    decode_event,
+    verify_chain,
+)
+
+CHAIN_KEY_ENV = "HELMLOG_CHAIN_KEY"
+
+_encoder = msgspec.json.Encoder(enc_hook=str)
+
+
+def chain_key_from_env() -> bytes | None:
+    """The chain key from ``$HELMLOG_CHAIN_KEY``, if set."""
+    value = os.environ.get(CHAIN_KEY_ENV)
+    return value.encode() if value else None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else _encoder.encode(value).decode()
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def timeline_row(event: Any) -> tuple[str, str, str] | None:
+    """``(seq, what, detail)`` for one event; ``None`` for the value filing."""
+    t = event.type
+    seq = str(event.seq)
+    if t == "decision.filed":
+        return None
+    if t == "middleware.decision":
+        where = event.moment + (f" {event.tool_name}#{event.tool_call_id}" if event.tool_name else "")
+        changed = " (changed)" if event.changed else ""
+        why = f" — {event.why}" if event.why else ""
+        return seq, "decision", f"{event.middleware} @ {where}: {event.outcome}{changed}{why}"
+    if t == "message.committed":
+        m = event.message
+        if m.tool_calls:
+            calls = ", ".join(f"{c.name}#{c.id}({_short(c.args, 40)})" for c in m.tool_calls)
+            return seq, "assistant calls", calls
+        label = f"{m.role}" + (f" {m.tool_name}#{m.tool_call_id}" if m.role == "tool" else "")
+        return seq, label, _short(m.content)
+    if t == "agent.turn_start":
+        return seq, "turn start", f"turn {event.turn}"
+    if t == "agent.turn_end":
+        return seq, "turn end", f"turn {event.turn}: {_short(event.final_content)}"
+    if t == "stream.llm_start":
+        return seq, "model call", f"#{event.iteration} {event.model}"
+    if t == "stream.llm_end":
+        held = " (draft held)" if event.content_withheld else ""
+        return seq, "model reply", f"#{event.iteration}: {event.tool_call_count} tool calls{held}"
+    if t == "stream.tool_start":
+        return seq, "tool start", f"{event.tool_name}#{event.tool_call_id}({_short(event.args, 40)})"
+    if t == "stream.tool_end":
+        err = " (error)" if event.error else ""
+        return seq, "tool end", f"{event.tool_name}#{event.tool_call_id}{err}: {_short(event.result)}"
+    if t == "tool.dispatched":
+        return seq, "dispatched", f"{event.tool_name}#{event.tool_call_id} attempt {event.attempt}"
+    if t == "pause.request":
+        who = event.middleware or event.kind
+        return seq, "pause", f"{who} asks about {event.tool_name}#{event.tool_call_id}: {event.question}"
+    if t == "pause.resume":
+        verdict = {True: "approved", False: "declined", None: "answered"}[event.approved]
+        by = f" by {event.by}" if event.by else ""
+        return seq, "resume", f"{event.kind} {verdict}{by}" + (f": {event.note}" if event.note else "")
+    if t == "window.compacted":
+        return seq, "window", (
+            f"{event.strategy} at #{event.iteration}: {event.removed_message_count} "
+            f"messages out of view"
+        )
+    if t == "error.fatal":
+        return seq, "error", f"{event.code}" + (f" at {event.phase}" if event.phase else "")
+    if isinstance(event, UnknownEvent):
+        return seq, "unknown", f"event type '{t}' this reader does not know"
+    return seq, t, ""
+
+
+def timeline_table(session_id: str, records: list[StoredEvent]) -> Table:
+    """The session as a Rich table: turns, messages, tool calls, decisions."""
+    table = Table(title=f"session {session_id}", title_justify="left")
+    table.add_column("seq", justify="right")
+    table.add_column("what")
+    table.add_column("detail", overflow="fold")
+    for record in records:
+        row = timeline_row(record.decode())
+        if row is not None:
+            # Text, not markup: recorded values may contain "[...]".
+            table.add_row(*(Text(cell) for cell in row))
+    return table
+
+
+def records_json(records: list[StoredEvent]) -> list[Any]:
+    """Every stored event as JSON (the stored bytes, decoded as JSON)."""
+    return [json.loads(r.data) for r in records]
+
+
+async def verify(store: EventStore, session_id: str, key: bytes | None) -> tuple[int, int | None]:
+    """``(event count, first broken seq or None)``."""
+    records = await store.read(session_id)
+    return len(records), verify_chain(records, key)
+
+
+def fact_line(fact: FactRecord) -> str:
+    """One decision fact as a line: session, seq, who decided what, and why."""
+    ev = decode_event(fact.data)
+    where = getattr(ev, "moment", "?")
+    if getattr(ev, "tool_name", None):
+        where += f" {ev.tool_name}#{ev.tool_call_id}"  # type: ignore[union-attr]
+    why = getattr(ev, "why", None)
+    changed = " (changed)" if getattr(ev, "changed", False) else ""
+    return (
+        f"{fact.session_id} #{fact.seq} {getattr(ev, 'middleware', '?')} @ {where}: "
+        f"{getattr(ev, 'outcome', '?')}{changed}" + (f" — {why}" if why else "")
+    )
+
+
+async def tail(
+    store: EventStore,
+    emit: Callable[[str], None],
+    *,
+    from_start: bool,
+    count: int | None,
+    idle_exit_s: float | None,
+    block_ms: int = 500,
+) -> int:
+    """Follow the facts stream, printing each fact; return how many were shown."""
+    after: str | None = None
+    if not from_start:
+        existing = await store.read_facts(None)
+        after = existing[-1].id if existing else "0"
+    shown = 0
+    idle = 0.0
+    while count is None or shown < count:
+        facts = await store.read_facts(after, block_ms=block_ms)
+        if not facts:
+            idle += block_ms / 1000
+            if idle_exit_s is not None and idle >= idle_exit_s:
+                break
+            if store.url == "memory://":
+                await asyncio.sleep(block_ms / 1000)
+            continue
+        idle = 0.0
+        for fact in facts:
+            emit(fact_line(fact))
+            shown += 1
+            after = fact.id
+            if count is not None and shown >= count:
+                break
+    return shown

@@ -1,0 +1,105 @@
+"""The record from the command line: replay, verify, tail against real Redis (R18).
+
+``helmlog demo --store URL`` records sessions and prints their ids; ``helmlog
+verify`` exits 0 for an intact chain and 1 naming the first broken seq;
+``helmlog replay`` prints the timeline (or JSON, or re-emits into a JSON-lines
+sink with ``replayed=True``); ``helmlog tail`` follows decision facts, facts
+only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from helmlog.cli import app
+from helmlog.events._redis_store import stream_key
+
+pytestmark = pytest.mark.redis
+
+runner = CliRunner()
+
+
+def _demo_session(url: str) -> str:
+    result = runner.invoke(app, ["demo", "--store", url, "--json"])
+    assert 0 == result.exit_code, result.output
+    ids: list[str] = json.loads(result.stdout)["session_ids"]
+    return ids[0]
+
+
+def test_r18_verify_intact_session_exits_zero(redis_url: str) -> None:
+    """``verify`` on an untouched session exits 0 and says it is intact."""
+    sid = _demo_session(redis_url)
+    result = runner.invoke(app, ["verify", sid, "--store", redis_url])
+    assert 0 == result.exit_code, result.output
+    assert result.stdout.startswith(f"intact: session {sid}")
+
+
+def test_r18_verify_names_the_first_broken_seq(redis_url: str) -> None:
+    """An edited event makes ``verify`` exit 1 naming its seq."""
+    sid = _demo_session(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = stream_key(sid)
+        entries = client.xrange(key)
+        client.delete(key)
+        for entry_id, fields in entries:
+            if fields[b"seq"] == b"6":
+                fields[b"data"] = fields[b"data"].replace(b"Ana Ruiz", b"Bob Ruiz")
+            client.xadd(key, fields, id=entry_id)
+    finally:
+        client.close()
+    result = runner.invoke(app, ["verify", sid, "--store", redis_url])
+    assert 1 == result.exit_code
+    assert "breaks at seq 6" in result.stdout
+
+
+def test_r18_verify_unknown_session_exits_one(redis_url: str) -> None:
+    """A session the store lacks is reported, not verified as intact."""
+    result = runner.invoke(app, ["verify", "nope", "--store", redis_url])
+    assert 1 == result.exit_code
+
+
+def test_r18_replay_prints_the_timeline_and_json(redis_url: str) -> None:
+    """``replay`` shows turns, tool calls and each decision with its why."""
+    sid = _demo_session(redis_url)
+    table = runner.invoke(app, ["replay", sid, "--store", redis_url], env={"COLUMNS": "200"})
+    assert 0 == table.exit_code, table.output
+    for text in ("turn start", "four-eyes @ before-tool", "approved by dana@ops",
+                 "refund-ceiling @ before-tool", "deny", "turn end"):
+        assert text in table.stdout
+    as_json = runner.invoke(app, ["replay", sid, "--store", redis_url, "--json"])
+    events = json.loads(as_json.stdout)
+    assert list(range(1, len(events) + 1)) == [e["seq"] for e in events]
+    assert "pause.request" in {e["type"] for e in events}
+
+
+def test_r6_replay_jsonl_marks_events_replayed(redis_url: str, tmp_path: Path) -> None:
+    """``replay --jsonl`` re-emits every watched event once, ``replayed=True``;
+    a second replay into the same file adds nothing (the sink is idempotent)."""
+    sid = _demo_session(redis_url)
+    out = tmp_path / "events.jsonl"
+    for _ in range(2):
+        result = runner.invoke(app, ["replay", sid, "--store", redis_url, "--jsonl", str(out)])
+        assert 0 == result.exit_code, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(line["replayed"] for line in lines)
+    seqs = [line["seq"] for line in lines]
+    assert sorted(set(seqs)) == seqs
+    assert "decision.filed" not in {line["type"] for line in lines}
+
+
+def test_r4_tail_follows_facts_only(redis_url: str) -> None:
+    """``tail`` prints decision facts with session and seq, never a value."""
+    sid = _demo_session(redis_url)
+    result = runner.invoke(app, ["tail", "--store", redis_url, "--from-start", "--count", "5"])
+    assert 0 == result.exit_code, result.output
+    lines = result.stdout.splitlines()
+    assert 5 == len(lines)
+    assert all(line.startswith(f"{sid} #") for line in lines)
+    assert "ssn-scrub @ input: allow (changed) — masked a social security number" in lines[0]
+    assert "123-45-6789" not in result.stdout
