@@ -1,0 +1,406 @@
+"""The public surface, pinned: a new public name is a reviewed change.
+
+Pattern: snapshot tests of each package's ``__all__`` (httpx-style "a small
+         pinned public surface"), plus the ``.act()`` completeness lock.
+Role:    unit tests for ``helmlog``, ``helmlog.events``, ``helmlog.runtime``,
+         ``helmlog.runtime.providers`` and ``runtime/_moments.py``.
+Emits:   nothing.
+
+Laws: API.md (the face's names), G71 (the keys are derived from the moments),
+G72 (``.act()`` accepts exactly ``ACT_KEYS``; the typed declaration of its
+options is checked against them at import, naming a missing or extra key).
+
+Why the pins are literal lists: a test that derives the expected list from
+the module would pass for any change; the point is that adding, renaming or
+dropping a public name makes this file part of the diff.
+"""
+
+# ruff: noqa: SIM300 -- the house style asserts expected == actual
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helmlog.events import HelmlogError
+from helmlog.runtime import ActOptions, counter_ids
+from helmlog.runtime._moments import check_completeness
+from helmlog.runtime.providers import scripted
+
+import helmlog
+from helmlog import ACT_KEYS, LOOP_MOMENTS, Agent, AgentBuildError, sliding_window
+
+FACE = [
+    "ACT_KEYS",
+    "LOOP_MOMENTS",
+    "Agent",
+    "AgentBuildError",
+    "AgentBuilder",
+    "Allow",
+    "Ask",
+    "AskPause",
+    "CheckInDecision",
+    "Checkpoint",
+    "CheckpointError",
+    "DecisionRequiredError",
+    "Deny",
+    "HelmlogError",
+    "LedgerAppendError",
+    "Message",
+    "MessageContext",
+    "MessageDeniedError",
+    "MessageMiddleware",
+    "MiddlewareAsk",
+    "MiddlewareDecision",
+    "NoConversationError",
+    "ProviderError",
+    "RedactionPolicy",
+    "SequenceConflictError",
+    "SessionState",
+    "StoreError",
+    "Tool",
+    "ToolCallContext",
+    "ToolMiddleware",
+    "ToolResultContext",
+    "Watcher",
+    "WindowStrategy",
+    "__version__",
+    "act_key_for",
+    "allow",
+    "ask",
+    "ask_human",
+    "check_in_approved",
+    "check_in_declined",
+    "conversation_redaction",
+    "deny",
+    "is_ask_pause",
+    "sliding_window",
+    "tool",
+]
+
+EVENTS = [
+    "CHECKPOINT_VERSION",
+    "EVENT_CLASSES",
+    "EVENT_TYPES",
+    "TRANSIENT_TYPES",
+    "UNWATCHED_TYPES",
+    "AgentBuildError",
+    "AnyEvent",
+    "Checkpoint",
+    "CheckpointError",
+    "ConversationSeeded",
+    "DecisionFiled",
+    "DecisionRequiredError",
+    "Event",
+    "EventStore",
+    "FactRecord",
+    "FatalError",
+    "Folder",
+    "HelmlogError",
+    "LedgerAppendError",
+    "LlmEnded",
+    "LlmStarted",
+    "MemoryEventStore",
+    "Message",
+    "MessageCommitted",
+    "MessageDeniedError",
+    "MiddlewareDecision",
+    "MiddlewareDecisionEvent",
+    "NoConversationError",
+    "PauseRequested",
+    "PauseResumed",
+    "PendingPause",
+    "RedisEventStore",
+    "ProviderError",
+    "SequenceConflictError",
+    "SessionState",
+    "StoreError",
+    "StoredEvent",
+    "StreamToken",
+    "ToolCallRequest",
+    "ToolDispatched",
+    "ToolEnded",
+    "ToolOutcomeUnknown",
+    "ToolStarted",
+    "TurnEnded",
+    "TurnStarted",
+    "UnknownEvent",
+    "UnknownEventTypeError",
+    "WindowCompacted",
+    "WindowRefusal",
+    "binding_mac",
+    "canonical_json",
+    "compact_json",
+    "decode_event",
+    "decode_msgpack",
+    "digest",
+    "encode_event",
+    "encode_msgpack",
+    "fact_for",
+    "fold",
+    "hash_bytes",
+    "open_event_store",
+    "seal",
+    "shape",
+    "verify_chain",
+]
+
+RUNTIME = [
+    "ACT_KEYS",
+    "LOOP_MOMENTS",
+    "ActOptions",
+    "Agent",
+    "AgentBuildError",
+    "AgentBuilder",
+    "Allow",
+    "Ask",
+    "AskPause",
+    "CheckInDecision",
+    "Checkpoint",
+    "CheckpointError",
+    "DecisionRequiredError",
+    "Deny",
+    "HelmlogError",
+    "LedgerAppendError",
+    "Message",
+    "MessageContext",
+    "MessageDeniedError",
+    "MessageMiddleware",
+    "MiddlewareAsk",
+    "MiddlewareDecision",
+    "NoConversationError",
+    "RedactionPolicy",
+    "SequenceConflictError",
+    "SessionState",
+    "SlidingWindow",
+    "Tool",
+    "ToolCallContext",
+    "ToolMiddleware",
+    "ToolResultContext",
+    "Watcher",
+    "WindowPlan",
+    "WindowStrategy",
+    "act_key_for",
+    "allow",
+    "ask",
+    "ask_human",
+    "check_in_approved",
+    "check_in_declined",
+    "conversation_redaction",
+    "counter_ids",
+    "deny",
+    "is_ask_pause",
+    "sliding_window",
+    "tool",
+    "wall_clock_ms",
+]
+
+PROVIDERS = [
+    "OpenAIChatProvider",
+    "Provider",
+    "ProviderRequest",
+    "Reply",
+    "ScriptedProvider",
+    "TokenSink",
+    "ToolCallRequest",
+    "ToolSpec",
+    "openai_chat",
+    "scripted",
+    "word_chunks",
+]
+
+PINNED = {
+    "helmlog": FACE,
+    "helmlog.events": EVENTS,
+    "helmlog.runtime": RUNTIME,
+    "helmlog.runtime.providers": PROVIDERS,
+}
+
+
+# -- the pins ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", sorted(PINNED))
+def test_all_is_pinned(module: str) -> None:
+    """API: each package's __all__ equals its pinned list, in order."""
+    assert PINNED[module] == list(importlib.import_module(module).__all__)
+
+
+@pytest.mark.parametrize("module", sorted(PINNED))
+def test_every_public_name_resolves(module: str) -> None:
+    """API: every name in __all__ is an attribute of its package."""
+    mod = importlib.import_module(module)
+    assert [] == [name for name in mod.__all__ if not hasattr(mod, name)]
+
+
+def test_the_face_holds_the_names_api_md_pins() -> None:
+    """API: every name API.md and SPEC.md put on the face is importable from helmlog."""
+    contract = {
+        "Agent",
+        "AgentBuilder",
+        "AgentBuildError",
+        "allow",
+        "deny",
+        "ask",
+        "Message",
+        "Checkpoint",
+        "Allow",
+        "Deny",
+        "Ask",
+        "ToolMiddleware",
+        "MessageMiddleware",
+        "ToolCallContext",
+        "ToolResultContext",
+        "MessageContext",
+        "MiddlewareDecision",
+        "tool",
+        "Tool",
+        "AskPause",
+        "is_ask_pause",
+        "MiddlewareAsk",
+        "check_in_approved",
+        "check_in_declined",
+        "CheckInDecision",
+        "ask_human",
+        "sliding_window",
+        "WindowStrategy",
+        "LOOP_MOMENTS",
+        "ACT_KEYS",
+        "act_key_for",
+        "Watcher",
+        "conversation_redaction",
+        "RedactionPolicy",
+        "MessageDeniedError",
+        "NoConversationError",
+        "DecisionRequiredError",
+        "CheckpointError",
+        "SequenceConflictError",
+        "LedgerAppendError",
+    }
+    assert set() == contract - set(helmlog.__all__)
+
+
+def test_face_errors_carry_distinct_codes() -> None:
+    """API: every error on the face is a HelmlogError with its own code."""
+    errors = [
+        getattr(helmlog, n)
+        for n in helmlog.__all__
+        if isinstance(getattr(helmlog, n), type)
+        and issubclass(getattr(helmlog, n), Exception)
+    ]
+    assert [] == [e for e in errors if not issubclass(e, HelmlogError)]
+    codes = [e.code for e in errors]
+    assert len(codes) == len(set(codes))
+    assert [] == [c for c in codes if not (isinstance(c, str) and c.startswith("ERR_"))]
+
+
+# -- G72: .act() accepts exactly ACT_KEYS ---------------------------------
+
+
+def test_g72_act_options_declare_exactly_the_act_keys() -> None:
+    """G72: the ActOptions TypedDict declares ACT_KEYS, in order, nothing else."""
+    assert ACT_KEYS == tuple(ActOptions.__annotations__)
+
+
+def test_g72_act_takes_keywords_not_a_hand_written_list() -> None:
+    """G72: .act()'s signature is **keys; the accepted keys come from ACT_KEYS."""
+    params = list(inspect.signature(helmlog.AgentBuilder.act).parameters.values())
+    assert [("self", "POSITIONAL_OR_KEYWORD"), ("keys", "VAR_KEYWORD")] == [
+        (p.name, p.kind.name) for p in params
+    ]
+
+
+def empty_value(key: str) -> Any:
+    return sliding_window(keep_recent_turns=2) if key == "window" else []
+
+
+@pytest.mark.parametrize("key", ACT_KEYS)
+def test_g72_every_act_key_is_accepted(key: str) -> None:
+    """G72: .act() accepts each key of ACT_KEYS."""
+    builder = Agent.create(provider=scripted(reply="hi"), model="m", ids=counter_ids())
+    assert builder is builder.act(**{key: empty_value(key)})
+
+
+def test_g72_all_act_keys_are_accepted_together() -> None:
+    """G72: .act() accepts every key of ACT_KEYS in one call."""
+    builder = Agent.create(provider=scripted(reply="hi"), model="m")
+    assert builder is builder.act(**{key: empty_value(key) for key in ACT_KEYS})
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        *LOOP_MOMENTS[1:3],
+        "inputs",
+        "Input",
+        "windows",
+        "before",
+        "after",
+        "tools",
+        "messages",
+    ],
+)
+def test_g72_any_other_key_is_refused(key: str) -> None:
+    """G72: .act() refuses every key that is not in ACT_KEYS."""
+    builder = Agent.create(provider=scripted(reply="hi"), model="m")
+    with pytest.raises(AgentBuildError, match=f"unknown key '{key}'"):
+        builder.act(**{key: []})
+
+
+# -- G72: the completeness lock --------------------------------------------
+
+
+def test_g72_check_completeness_accepts_a_complete_declaration() -> None:
+    """G72: a declaration equal to ACT_KEYS passes the lock."""
+    assert None is check_completeness(ACT_KEYS, ACT_KEYS)
+
+
+def test_g72_check_completeness_names_a_missing_key() -> None:
+    """G72: a moment without a key fails, naming the key."""
+    with pytest.raises(ImportError) as caught:
+        check_completeness(ACT_KEYS[:-1], ACT_KEYS)
+    assert "moments without an .act() key: ['output']" in str(caught.value)
+
+
+def test_g72_check_completeness_names_an_extra_key() -> None:
+    """G72: a key without a moment fails, naming the key."""
+    with pytest.raises(ImportError) as caught:
+        check_completeness((*ACT_KEYS, "after_output"), ACT_KEYS)
+    assert ".act() keys without a moment: ['after_output']" in str(caught.value)
+
+
+MOMENTS_SOURCE = Path(inspect.getfile(check_completeness)).read_text(encoding="utf-8")
+
+
+def load_moments(source: str) -> dict[str, Any]:
+    """Execute a variant of runtime/_moments.py as a module body."""
+    namespace: dict[str, Any] = {"__name__": "moments_variant"}
+    exec(compile(source, "moments_variant.py", "exec"), namespace)
+    return namespace
+
+
+def test_g72_the_unchanged_module_passes_its_own_lock() -> None:
+    """G72: the shipped module body runs its lock and passes."""
+    assert ACT_KEYS == load_moments(MOMENTS_SOURCE)["ACT_KEYS"]
+
+
+def test_g72_a_moment_added_without_a_key_fails_at_import() -> None:
+    """G72: adding a moment to LOOP_MOMENTS alone fails the import, naming it."""
+    source = MOMENTS_SOURCE.replace(
+        '"window", "output")', '"window", "output", "audit-log")'
+    )
+    assert source != MOMENTS_SOURCE
+    with pytest.raises(ImportError, match="audit_log"):
+        load_moments(source)
+
+
+def test_g72_a_key_added_without_a_moment_fails_at_import() -> None:
+    """G72: adding a key to ActOptions alone fails the import, naming it."""
+    declared = "    output: list[Any] | tuple[Any, ...]\n"
+    source = MOMENTS_SOURCE.replace(declared, declared + "    tools: list[Any]\n")
+    assert source != MOMENTS_SOURCE
+    with pytest.raises(ImportError, match="tools"):
+        load_moments(source)
