@@ -341,6 +341,8 @@ async def test_g18_no_walk_for_a_call_whose_outcome_is_unknown() -> None:
     assert sid is not None
 
     # A second host over the same stream activates the session and drives it on.
+    # The runtime has no public failover door (hosts live in helmlog.actors), so
+    # this reaches for the same activate-then-drive a host performs.
     model = scripted(["I could not confirm it."])
     second = build(
         model, shelf.tool, links=(result_spy("audit", seen),), store=first.store

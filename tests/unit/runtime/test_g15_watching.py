@@ -137,6 +137,7 @@ async def test_g82_delivery_follows_hand_over_order() -> None:
 
     expected = [(t, n) for t in EXPECTED_TYPES for n in ("b", "a", "c")]
     assert expected == log
+    await assert_fold_matches(agent)
 
 
 async def test_g82_attach_at_runtime_returns_an_unsubscribe() -> None:
@@ -184,6 +185,7 @@ async def test_g82_on_subscribes_one_type_or_all_and_unsubscribes() -> None:
     assert [("stream.tool_end", "c1")] == [(e.type, e.tool_call_id) for e in ends]
     assert encoded(watcher.events[: len(EXPECTED_TYPES)]) == encoded(everything)
     assert 2 * len(EXPECTED_TYPES) == len(watcher.events)
+    await assert_fold_matches(agent)
 
 
 # -- G83: identity decides; ids must not collide -------------------------------------
@@ -199,6 +201,7 @@ async def test_g83_one_object_handed_over_twice_is_one_attachment() -> None:
 
     assert encoded(once.events) == encoded(twice.events)
     assert EXPECTED_TYPES == twice.types
+    await assert_fold_matches(agent)
 
 
 def test_g83_two_watchers_with_one_id_refuse_build() -> None:
@@ -222,6 +225,7 @@ async def test_g83_an_id_collision_at_attach_attaches_nothing() -> None:
 
     assert "two different watchers were given the id 'audit'" in str(error.value)
     assert ([], EXPECTED_TYPES) == (refused.events, kept.types)
+    await assert_fold_matches(agent)
 
 
 # -- G84: watching never steers ------------------------------------------------------

@@ -91,15 +91,21 @@ def fatal_fields(event: FatalError) -> dict[str, Any]:
 
 
 async def assert_one_fatal(
-    agent: Agent, watcher: Recorder, expected: dict[str, Any], *, absent: str = SECRET
+    agent: Agent,
+    watcher: Recorder,
+    expected: dict[str, Any],
+    *,
+    absent: str = SECRET,
+    earlier_turns: int = 0,
 ) -> None:
-    """G91: exactly one content-free error.fatal, stored and delivered; no turn_end."""
+    """G91: one content-free error.fatal, stored and delivered; no new turn_end."""
     events = await stored(agent)
     fatals = of_type(events, "error.fatal")
     assert [expected] == [fatal_fields(e) for e in fatals]
     assert [expected] == [fatal_fields(e) for e in watcher.of("error.fatal")]
-    assert [] == of_type(events, "agent.turn_end")
-    assert [] == watcher.of("agent.turn_end")
+    # Only turns that finished before the failed run ended with a turn_end.
+    assert earlier_turns == len(of_type(events, "agent.turn_end"))
+    assert earlier_turns == len(watcher.of("agent.turn_end"))
     assert False is (absent in encode_event(fatals[0]).decode())
 
 
@@ -449,6 +455,25 @@ async def test_g91_a_failed_resume_emits_one_fatal() -> None:
         agent,
         watcher,
         {"code": "ERR_PROVIDER", "phase": None, "middleware": None, "retryable": True},
+    )
+    await assert_fold_matches(agent)
+
+
+async def test_g91_a_failed_follow_up_emits_one_fatal() -> None:
+    """G91: a follow_up that ends by raising adds exactly one error.fatal."""
+    watcher = Recorder()
+    model = scripted(["Hello."])
+    agent = build(model, watcher=watcher)
+    assert "Hello." == await agent.run("hi")
+
+    with pytest.raises(RuntimeError, match="exhausted"):
+        await agent.follow_up("and again?")
+
+    await assert_one_fatal(
+        agent,
+        watcher,
+        {"code": "ERR_PROVIDER", "phase": None, "middleware": None, "retryable": True},
+        earlier_turns=1,
     )
     await assert_fold_matches(agent)
 
