@@ -644,6 +644,8 @@ def _fact(entry: Any) -> FactRecord:
 
 def _url_of(client: aioredis.Redis) -> str:
     kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
     host = kwargs.get("host", "localhost")
     port = kwargs.get("port", 6379)
     db = kwargs.get("db", 0)
