@@ -203,9 +203,9 @@ async def raw_redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 async def test_r2_seq_starts_at_one_without_gaps(store: EventStore) -> None:
     """R2: seqs run 1, 2, 3 … across batches; append returns the new last seq."""
     sid = new_session()
-    assert await store.head(sid) == (0, "")
-    assert await store.append(sid, turn(1), 0) == 5
-    assert await store.append(sid, decision(1), 5) == 7
+    assert (0, "") == await store.head(sid)
+    assert 5 == await store.append(sid, turn(1), 0)
+    assert 7 == await store.append(sid, decision(1), 5)
     records = await store.read(sid)
     assert list(range(1, 8)) == [r.seq for r in records]
     assert (7, records[-1].hash) == await store.head(sid)
@@ -213,7 +213,7 @@ async def test_r2_seq_starts_at_one_without_gaps(store: EventStore) -> None:
     assert [sid] * 7 == [e.session_id for e in events]
     assert list(range(1, 8)) == [e.seq for e in events]
     assert records[3:] == await store.read(sid, after_seq=3)
-    assert await store.read(sid, after_seq=7) == []
+    assert [] == await store.read(sid, after_seq=7)
 
 
 async def test_r2_append_is_atomic_on_conflict(store: EventStore) -> None:
@@ -226,7 +226,7 @@ async def test_r2_append_is_atomic_on_conflict(store: EventStore) -> None:
             await store.append(sid, turn(2), wrong)
         err = info.value
         assert (sid, wrong, 2) == (err.session_id, err.expected, err.actual)
-        assert err.code == "ERR_SEQUENCE_CONFLICT"
+        assert "ERR_SEQUENCE_CONFLICT" == err.code
         assert isinstance(err, StoreError)
     _, records = seal(sid, turn(3), after_seq=1, prev_hash=before[0].hash)
     with pytest.raises(SequenceConflictError):
@@ -239,8 +239,8 @@ async def test_r2_new_stream_expects_zero(store: EventStore) -> None:
     sid = new_session()
     with pytest.raises(SequenceConflictError) as info:
         await store.append(sid, turn(1), 1)
-    assert (info.value.expected, info.value.actual) == (1, 0)
-    assert await store.read(sid) == []
+    assert (1, 0) == (info.value.expected, info.value.actual)
+    assert [] == await store.read(sid)
     assert sid not in await store.sessions()
 
 
@@ -255,10 +255,10 @@ async def test_r2_concurrent_writers_one_wins(store: EventStore) -> None:
     )
     wins = [r for r in results if isinstance(r, int)]
     losses = [r for r in results if isinstance(r, SequenceConflictError)]
-    assert (len(wins), len(losses)) == (1, 1)
+    assert (1, 1) == (len(wins), len(losses))
     records = await store.read(sid)
     assert wins[0] == records[-1].seq
-    assert losses[0].expected == 5
+    assert 5 == losses[0].expected
     assert None is verify_chain(records)
 
 
@@ -268,7 +268,7 @@ async def test_r2_records_must_follow_expected_seq(store: EventStore) -> None:
     _, records = seal(sid, turn(1), after_seq=1, prev_hash="")
     with pytest.raises(ValueError):
         await store.append_sealed(sid, records, 0)
-    assert await store.read(sid) == []
+    assert [] == await store.read(sid)
 
 
 async def test_r2_sessions_are_independent(store: EventStore) -> None:
@@ -278,7 +278,7 @@ async def test_r2_sessions_are_independent(store: EventStore) -> None:
     for n in range(3):
         seq_a = await store.append(a, decision(n), seq_a)
         seq_b = await store.append(b, turn(n), seq_b)
-    assert (seq_a, seq_b) == (6, 15)
+    assert (6, 15) == (seq_a, seq_b)
     assert {a, b} == set(await store.sessions())
     assert None is verify_chain(await store.read(a))
     assert None is verify_chain(await store.read(b))
@@ -295,7 +295,7 @@ async def test_r2_long_stream_round_trips(store: EventStore) -> None:
         seq = await store.append_sealed(sid, records, seq)
         prev = records[-1].hash
         sealed.extend(records)
-    assert seq == 5_000
+    assert 5_000 == seq
     assert sealed == await store.read(sid)
     assert sealed[4_321:] == await store.read(sid, after_seq=4_321)
     assert None is verify_chain(sealed)
@@ -369,7 +369,7 @@ async def test_r3_chain_verifies_and_names_first_broken_seq(store: EventStore) -
     for n in range(3):
         seq = await store.append(sid, turn(n) + decision(n), seq)
     records = await store.read(sid)
-    assert len(records) == 21
+    assert 21 == len(records)
     assert None is verify_chain(records)
     assert [hash_bytes(r.data) for r in records] == [r.hash for r in records]
 
@@ -380,23 +380,23 @@ async def test_r3_chain_verifies_and_names_first_broken_seq(store: EventStore) -
 
     edit = records[8].data.replace(b"question 1", b"question X")
     assert edit != records[8].data
-    assert verify_chain(edited(8, data=edit)) == 9
-    assert verify_chain(edited(8, hash="0" * 64)) == 9
-    assert verify_chain(edited(8, seq=70)) == 70  # renumbered in the store only
+    assert 9 == verify_chain(edited(8, data=edit))
+    assert 9 == verify_chain(edited(8, hash="0" * 64))
+    assert 70 == verify_chain(edited(8, seq=70))  # renumbered in the store only
     deleted = records[:9] + records[10:]
-    assert verify_chain(deleted) == 11
-    assert verify_chain(records[:-2] + records[-1:]) == 21
+    assert 11 == verify_chain(deleted)
+    assert 21 == verify_chain(records[:-2] + records[-1:])
     reordered = list(records)
     reordered[4], reordered[5] = reordered[5], reordered[4]
-    assert verify_chain(reordered) == 6
+    assert 6 == verify_chain(reordered)
     inserted = [*records[:12], records[11], *records[12:]]
-    assert verify_chain(inserted) == 12
+    assert 12 == verify_chain(inserted)
     # A renumbering that re-seals its own record still breaks at that seq:
     # its body now disagrees with its position, or the next prev_hash does.
     ev = records[8].decode()
     assert isinstance(ev, MessageCommitted)
     forged = msgspec.json.encode(msgspec.structs.replace(ev, seq=10))
-    assert verify_chain(edited(8, data=forged, hash=hash_bytes(forged))) == 9
+    assert 9 == verify_chain(edited(8, data=forged, hash=hash_bytes(forged)))
 
 
 async def test_r3_keyed_chain_detects_recomputed_hashes(
@@ -404,7 +404,7 @@ async def test_r3_keyed_chain_detects_recomputed_hashes(
 ) -> None:
     """R3: with a chain key, an attacker who recomputes SHA-256 hashes is caught."""
     store = make_store(chain_key=KEY)
-    assert store.chain_key == KEY
+    assert KEY == store.chain_key
     sid = new_session()
     seq = 0
     for n in range(3):
@@ -412,8 +412,8 @@ async def test_r3_keyed_chain_detects_recomputed_hashes(
     records = await store.read(sid)
     assert None is verify_chain(records, KEY)
     assert [hash_bytes(r.data, KEY) for r in records] == [r.hash for r in records]
-    assert verify_chain(records) == 1  # HMAC hashes are not plain SHA-256
-    assert verify_chain(records, b"another key") == 1
+    assert 1 == verify_chain(records)  # HMAC hashes are not plain SHA-256
+    assert 1 == verify_chain(records, b"another key")
 
     # The attacker edits seq 9 and re-seals everything after it, consistently.
     events = [r.decode() for r in records]
@@ -425,7 +425,7 @@ async def test_r3_keyed_chain_detects_recomputed_hashes(
     tail: list[Event] = [e for e in events[8:] if isinstance(e, Event)]
     _, resealed = seal(sid, tail, after_seq=8, prev_hash=records[7].hash, key=None)
     forged = records[:8] + resealed
-    assert verify_chain(forged, KEY) == 9
+    assert 9 == verify_chain(forged, KEY)
 
     # The same forgery on an unkeyed chain passes: the key is what makes
     # recomputing the hashes useless.
@@ -452,11 +452,11 @@ async def test_r4_facts_are_published_with_session_and_seq(store: EventStore) ->
     for fact in facts:
         assert stored[(fact.session_id, fact.seq)] == fact.data
         event = msgspec.json.decode(fact.data)
-        assert event["type"] == "middleware.decision"
+        assert "middleware.decision" == event["type"]
         assert not {"before", "after", "row"} & set(event)
-    assert len({f.id for f in facts}) == 3
+    assert 3 == len({f.id for f in facts})
 
-    assert await store.read_facts(after_id=facts[-1].id) == []
+    assert [] == await store.read_facts(after_id=facts[-1].id)
     await store.append(b, decision(4), seq_b)
     later = await eventually(
         lambda: store.read_facts(after_id=facts[-1].id), lambda f: len(f) >= 1
@@ -473,7 +473,7 @@ async def test_r4_blocking_read_wakes_on_a_new_fact(redis_url: str) -> None:
     store = RedisEventStore.from_url(redis_url)
     try:
         sid = new_session()
-        assert await store.read_facts(block_ms=50) == []
+        assert [] == await store.read_facts(block_ms=50)
         waiting = asyncio.ensure_future(store.read_facts("0-0", block_ms=5_000))
         await asyncio.sleep(0.05)
         assert not waiting.done()
@@ -495,15 +495,15 @@ async def test_r4_failed_publication_never_fails_the_append(
     try:
         with caplog.at_level(logging.WARNING, logger="helmlog"):
             seq = await store.append(sid, decision(1) + decision(2), 0)
-            assert seq == 4
+            assert 4 == seq
             await eventually(
                 lambda: asyncio.sleep(0, caplog.records),
                 lambda recs: any("not published" in r.getMessage() for r in recs),
             )
-        assert len(await store.read(sid)) == 4
+        assert 4 == len(await store.read(sid))
         await raw_redis.delete("helmlog:facts")
-        assert await store.republish_facts(sid) == 2
-        assert await store.republish_facts(sid) == 0
+        assert 2 == await store.republish_facts(sid)
+        assert 0 == await store.republish_facts(sid)
         facts = await store.read_facts()
         assert [(sid, 2), (sid, 4)] == [(f.session_id, f.seq) for f in facts]
     finally:
@@ -594,15 +594,15 @@ async def test_r2_stale_head_is_a_conflict_never_a_fork(redis_url: str) -> None:
     b = RedisEventStore.from_url(redis_url)
     sid = new_session()
     try:
-        assert await a.append(sid, decision(1), 0) == 2
-        assert await b.append(sid, decision(2), 2) == 4
+        assert 2 == await a.append(sid, decision(1), 0)
+        assert 4 == await b.append(sid, decision(2), 2)
         with pytest.raises(SequenceConflictError) as info:
             await a.append(sid, decision(3), 2)
-        assert (info.value.expected, info.value.actual) == (2, 4)
-        assert await a.append(sid, decision(3), 4) == 6
+        assert (2, 4) == (info.value.expected, info.value.actual)
+        assert 6 == await a.append(sid, decision(3), 4)
 
         # The stream is deleted and rewritten to the same length under ``a``.
-        assert await a.append(sid, [], 6) == 6
+        assert 6 == await a.append(sid, [], 6)
         client = aioredis.Redis.from_url(redis_url)
         await client.delete(f"helmlog:{{{sid}}}:events")
         await client.aclose()
@@ -613,9 +613,9 @@ async def test_r2_stale_head_is_a_conflict_never_a_fork(redis_url: str) -> None:
         with pytest.raises(SequenceConflictError):
             await a.append(sid, decision(4), 6)
         records = await a.read(sid)
-        assert len(records) == 6
+        assert 6 == len(records)
         assert None is verify_chain(records)
-        assert await a.append(sid, decision(4), 6) == 8
+        assert 8 == await a.append(sid, decision(4), 6)
         assert None is verify_chain(await a.read(sid))
     finally:
         await a.close()
@@ -629,8 +629,8 @@ async def test_r2_resent_batch_is_not_a_conflict(redis_url: str) -> None:
     sid = new_session()
     try:
         _, records = seal(sid, decision(1), after_seq=0, prev_hash="")
-        assert await store.append_sealed(sid, records, 0) == 2
-        assert await store.append_sealed(sid, records, 0) == 2
+        assert 2 == await store.append_sealed(sid, records, 0)
+        assert 2 == await store.append_sealed(sid, records, 0)
         assert records == await store.read(sid)
         _, other = seal(sid, turn(1)[:2], after_seq=0, prev_hash="")
         with pytest.raises(SequenceConflictError):
@@ -662,7 +662,7 @@ async def test_r10_unknown_event_type_is_reported_not_a_crash(
     assert novel.data == event.data
     state = fold(r.decode() for r in records)
     assert ((seq + 1, "future.thing_happened"),) == state.unknown_events
-    assert len(state.middleware_decisions) == 1
+    assert 1 == len(state.middleware_decisions)
     assert seq + 3 == state.last_seq
     assert None is verify_chain(records, KEY)
 
@@ -686,12 +686,12 @@ async def test_r11_open_event_store_urls() -> None:
             RedisEventStore,
             RedisEventStore,
         ] == kinds
-        assert stores[2].url == "redis://127.0.0.1:1/0"
-        assert stores[3].url == "rediss://cache.example:6380/2?db=2"
+        assert "redis://127.0.0.1:1/0" == stores[2].url
+        assert "rediss://cache.example:6380/2?db=2" == stores[3].url
         assert "s3cret" not in stores[3].url
         keyed = open_event_store("redis://127.0.0.1:1/0", chain_key=KEY)
         stores.append(keyed)
-        assert keyed.chain_key == KEY
+        assert KEY == keyed.chain_key
         assert all(isinstance(s, EventStore) for s in stores)
     finally:
         for s in stores:
@@ -725,9 +725,9 @@ async def test_r11_session_keys_share_a_hash_tag(
     assert per_session
     for key in per_session:
         owners = [sid for sid in sessions if key.startswith(f"helmlog:{{{sid}}}:")]
-        assert len(owners) == 1, key
+        assert 1 == len(owners), key
     assert {f"helmlog:{{{sid}}}:events" for sid in sessions} <= set(per_session)
-    assert await raw_redis.type(f"helmlog:{{{sessions[0]}}}:events") == b"stream"
+    assert b"stream" == await raw_redis.type(f"helmlog:{{{sessions[0]}}}:events")
     entries: Any = await raw_redis.xrange(f"helmlog:{{{sessions[0]}}}:events")
     assert [f"0-{n}".encode() for n in range(1, 8)] == [e[0] for e in entries]
     assert {b"seq", b"data", b"hash"} == set(entries[0][1])
@@ -743,9 +743,9 @@ async def test_r11_store_works_on_either_wire_protocol(
     store = RedisEventStore(client, url=redis_url)
     sid = new_session()
     try:
-        assert store.url == redis_url
+        assert redis_url == store.url
         seq = await store.append(sid, turn(1) + decision(1), 0)
-        assert await store.head(sid) == (seq, (await store.read(sid))[-1].hash)
+        assert (seq, (await store.read(sid))[-1].hash) == await store.head(sid)
         assert [sid] == await store.sessions()
         facts = await eventually(
             lambda: store.read_facts(block_ms=100), lambda f: len(f) >= 1
