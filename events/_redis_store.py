@@ -170,14 +170,16 @@ class _Wire:
                 replies: list[Any] = []
                 for _ in commands:
                     try:
-                        replies.append(await conn.read_response())
+                        # Stored bytes stay bytes, whatever the client decodes.
+                        replies.append(await conn.read_response(disable_decoding=True))
                     except ResponseError as exc:
                         replies.append(exc)
                 return replies
             except RedisConnectionError:
                 await conn.disconnect()
-                # A pooled socket the server closed (a restart) fails once;
-                # sending again is safe: the append script is idempotent.
+                # A pooled socket the server closed (a restart) fails once.
+                # Sending again is safe: reads are reads, the append script is
+                # idempotent, and facts are at-least-once (R4).
                 if attempt == 2:
                     raise
             except BaseException:
@@ -259,6 +261,11 @@ class RedisEventStore(StoreBase):
     # -- the port ----------------------------------------------------------
 
     async def head(self, session_id: str) -> tuple[int, str]:
+        """The last head this store saw, else the stream's.
+
+        Another writer may have moved the stream since; an append against a
+        stale head is a ``SequenceConflictError``, which drops the cache.
+        """
         cached = self._heads.get(session_id)
         if cached is not None:
             return cached

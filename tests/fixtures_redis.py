@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 REDIS_SERVER = "redis-server"
+_USUAL_PATHS = ("/usr/bin/redis-server", "/usr/local/bin/redis-server")
 _START_TIMEOUT_S = 10.0
 
 
@@ -65,11 +66,14 @@ class RedisServer:
 
     def __init__(self, binary: str | None = None) -> None:
         found = binary or shutil.which(REDIS_SERVER)
+        for usual in _USUAL_PATHS:
+            if found is None and Path(usual).is_file():
+                found = usual
         if found is None:
             raise RuntimeError(
-                "redis-server is not installed (not on PATH): the Redis contract "
-                "suite needs a real server; install it, e.g. `apt-get install "
-                "redis-server`"
+                "redis-server is not installed (not on PATH, nor in "
+                f"{', '.join(_USUAL_PATHS)}): the Redis tests need a real server; "
+                "install it, e.g. `apt-get install redis-server`"
             )
         self.binary = found
         self._tmp = tempfile.TemporaryDirectory(prefix="helmlog-redis-")
@@ -194,7 +198,8 @@ def _server() -> RedisServer:
     try:
         return RedisServer()
     except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -738,8 +738,10 @@ async def test_r11_session_keys_share_a_hash_tag(
 async def test_r11_store_works_on_either_wire_protocol(
     redis_url: str, protocol: int
 ) -> None:
-    """R11: a client speaking RESP2 or RESP3 gives the same store behaviour."""
-    client = aioredis.Redis.from_url(redis_url, protocol=protocol)
+    """R11: any client (RESP2 or RESP3, decoding or not) gives the same store."""
+    client = aioredis.Redis.from_url(
+        redis_url, protocol=protocol, decode_responses=protocol == 2
+    )
     store = RedisEventStore(client, url=redis_url)
     sid = new_session()
     try:
