@@ -16,8 +16,6 @@ Why every runtime test reads ``model.requests``: "the model reads X" is the
 law's own definition of what a verdict did, so the tests look exactly there.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 import dataclasses

@@ -15,8 +15,6 @@ about equality with an agent that has no governance, so the test builds that
 agent and compares what both models were sent.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 from typing import Any

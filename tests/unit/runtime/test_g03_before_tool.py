@@ -15,8 +15,6 @@ Why a free-form ``note`` tool: it accepts any object, so the tests can see
 exactly which arguments reached ``execute`` after each transform.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 from typing import Any

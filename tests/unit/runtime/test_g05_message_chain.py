@@ -15,8 +15,6 @@ Why rows are compared encoded: G45's "absent fields are omitted" is part of
 what a message row is, so the tests read the row the way a store holds it.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 from typing import Any

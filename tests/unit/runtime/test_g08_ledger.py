@@ -16,8 +16,6 @@ two things in two places; the store says what it held at the moment the
 watcher heard the fact.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 import contextlib

@@ -16,8 +16,6 @@ phase restrictions and the window of a built agent, so two builders that
 agree on it attached exactly the same things.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 from typing import Any

@@ -15,8 +15,6 @@ Why no MCP client here: ``mcp_client`` tools are ``Tool`` values with
 end, these cover what the runtime does with any source.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 from typing import Any

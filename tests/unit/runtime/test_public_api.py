@@ -15,8 +15,6 @@ the module would pass for any change; the point is that adding, renaming or
 dropping a public name makes this file part of the diff.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 import importlib
