@@ -5,6 +5,8 @@ memory and Redis adapters, the hash chain, checkpoints and the pure fold.
 Imports nothing of helmlog: every other layer stands on this one.
 """
 
+from typing import TYPE_CHECKING
+
 from ._chain import StoredEvent, hash_bytes, seal, verify_chain
 from ._checkpoint import CHECKPOINT_VERSION, Checkpoint, binding_mac
 from ._codec import (
@@ -63,6 +65,9 @@ from ._types import (
     fact_for,
 )
 
+
+if TYPE_CHECKING:
+    from ._redis_store import RedisEventStore
 
 
 def __getattr__(name: str) -> object:
