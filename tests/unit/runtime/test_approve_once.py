@@ -140,10 +140,10 @@ async def test_approve_once_asks_first_then_passes_saying_who_approved() -> None
     agent = build(model, ledger, approvals)
     first = await agent.run("refund order 7")
     assert isinstance(first, AskPause)
-    assert (first.ask.question, first.ask.middleware) == (QUESTION, "approve-once")
-    assert await approve(agent, first) == "Refunded."
-    assert await agent.follow_up("and again") == "Again."
-    assert rows(agent) == [
+    assert (QUESTION, "approve-once") == (first.ask.question, first.ask.middleware)
+    assert "Refunded." == await approve(agent, first)
+    assert "Again." == await agent.follow_up("and again")
+    assert [
         ("approve-once", "c1", "ask", False, QUESTION),
         ("approve-once", "c1", "allow", False, "approved by dana@ops"),
         (
@@ -153,8 +153,8 @@ async def test_approve_once_asks_first_then_passes_saying_who_approved() -> None
             False,
             "approved earlier this session by dana@ops",
         ),
-    ]
-    assert ledger.ran == [{"order": 7, "amount": 25.0}] * 2
+    ] == rows(agent)
+    assert [{"order": 7, "amount": 25.0}] * 2 == ledger.ran
 
 
 async def test_approve_once_a_note_is_not_part_of_the_approver() -> None:
@@ -164,7 +164,7 @@ async def test_approve_once_a_note_is_not_part_of_the_approver() -> None:
     agent = build(model, ledger, approvals)
     await approve(agent, await agent.run("refund"), note="looks right: small amount")
     await agent.follow_up("again")
-    assert rows(agent)[-1][-1] == "approved earlier this session by dana@ops"
+    assert "approved earlier this session by dana@ops" == rows(agent)[-1][-1]
 
 
 async def test_approve_once_a_remembered_call_still_runs_the_real_tool() -> None:
@@ -184,7 +184,7 @@ async def test_approve_once_a_remembered_call_still_runs_the_real_tool() -> None
     )
     await approve(agent, await agent.run("refund"))
     await agent.follow_up("again")
-    assert seen == ["refunded 25.0 on 7"] * 2
+    assert ["refunded 25.0 on 7"] * 2 == seen
     reads = [m.content for m in model.requests[-1].messages if m.role == "tool"]
     assert reads == ["refunded 25.0 on 7"] * 2
 
@@ -194,13 +194,13 @@ async def test_approve_once_a_second_identical_call_in_the_batch_passes() -> Non
     ledger, approvals = Ledger(), ApproveOnce()
     model = scripted([turn(refund_call("c1"), refund_call("c2")), "Both done."])
     agent = build(model, ledger, approvals)
-    assert await approve(agent, await agent.run("refund twice")) == "Both done."
-    assert [(r[1], r[2], r[4]) for r in rows(agent)] == [
+    assert "Both done." == await approve(agent, await agent.run("refund twice"))
+    assert [
         ("c1", "ask", QUESTION),
         ("c1", "allow", "approved by dana@ops"),
         ("c2", "allow", "approved earlier this session by dana@ops"),
-    ]
-    assert len(ledger.ran) == 2
+    ] == [(r[1], r[2], r[4]) for r in rows(agent)]
+    assert 2 == len(ledger.ran)
 
 
 # -- asking again -------------------------------------------------------------
@@ -216,8 +216,8 @@ async def test_approve_once_different_arguments_ask_again() -> None:
     await approve(agent, await agent.run("refund"))
     second = await agent.follow_up("refund a lot")
     assert isinstance(second, AskPause)
-    assert second.tool_call_id == "c2"
-    assert ledger.ran == [{"order": 7, "amount": 25.0}]
+    assert "c2" == second.tool_call_id
+    assert [{"order": 7, "amount": 25.0}] == ledger.ran
 
 
 def test_approve_once_the_source_is_part_of_the_key() -> None:
@@ -261,7 +261,7 @@ async def test_approve_once_a_decline_is_not_remembered() -> None:
     assert isinstance(out, AskPause)
     await agent.resume(out.checkpoint, check_in_declined(by="dana@ops"))
     assert isinstance(await agent.follow_up("please"), AskPause)
-    assert ledger.ran == []
+    assert [] == ledger.ran
 
 
 async def test_approve_once_is_scoped_to_the_session() -> None:
@@ -274,7 +274,7 @@ async def test_approve_once_is_scoped_to_the_session() -> None:
     again = await agent.run("refund, new session")
     assert isinstance(again, AskPause)
     assert again.checkpoint.session_id != first_session
-    assert len(ledger.ran) == 1
+    assert 1 == len(ledger.ran)
 
 
 async def test_approve_once_without_its_hook_never_remembers() -> None:
@@ -321,12 +321,12 @@ async def test_approve_once_another_links_words_approve_nothing() -> None:
     )
     out = await agent.run("refund")
     assert isinstance(out, AskPause)
-    assert out.ask.middleware == "approve-once"
+    assert "approve-once" == out.ask.middleware
     await agent.resume(out.checkpoint, check_in_declined(by="dana@ops"))
     again = await agent.follow_up("please")
     assert isinstance(again, AskPause)
-    assert again.ask.middleware == "approve-once"
-    assert ledger.ran == []
+    assert "approve-once" == again.ask.middleware
+    assert [] == ledger.ran
 
 
 def test_approve_once_reads_a_fact_once_by_session_and_seq() -> None:
@@ -350,7 +350,7 @@ def test_approve_once_reads_a_fact_once_by_session_and_seq() -> None:
         why="approved by dana",
     )
     approvals.watcher.on_event(fact)
-    assert approvals.approved_by("s", ctx) == "dana"
+    assert "dana" == approvals.approved_by("s", ctx)
     # A later turn reuses the call id for another refund; the old fact arrives again.
     other = ToolCallContext(
         "refund", None, "c1", 1, {"order": 8}, (), {"session_id": "s"}
@@ -373,4 +373,4 @@ def test_approve_once_reads_a_fact_once_by_session_and_seq() -> None:
 )
 def test_approve_once_reads_the_approver_from_the_rows_why(why: Any, by: Any) -> None:
     """G46: 'approved by <by>[: <note>]' names <by>; anything else names no one."""
-    assert approve_once.approver(why) == by
+    assert by == approve_once.approver(why)

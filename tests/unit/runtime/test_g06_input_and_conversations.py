@@ -92,7 +92,7 @@ async def test_g33_input_rewrite_is_what_the_model_history_and_checkpoint_hold()
     assert cp is not None
     assert (Message(role="user", content=SCRUBBED),) == model.requests[0].messages
     assert Message(role="user", content=SCRUBBED) == agent.last_snapshot().history[0]
-    assert cp.original_input == SCRUBBED
+    assert SCRUBBED == cp.original_input
     assert Message(role="user", content=SCRUBBED) == cp.history[0]
 
 
@@ -104,11 +104,11 @@ async def test_g33_only_the_rows_before_keeps_the_original() -> None:
     tape = Tape(agent)
     await agent.run(RAW)
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.before, r.after) for r in rows if r.changed] == [(RAW, SCRUBBED)]
+    assert [(RAW, SCRUBBED)] == [(r.before, r.after) for r in rows if r.changed]
     records = await store.read(agent.session_id or "")
     holders = [r.decode().type for r in records if b"123-45-6789" in r.data]
-    assert holders == ["decision.filed"]
-    assert [e.type for e in tape.events if "123-45-6789" in encoded(e)] == []
+    assert ["decision.filed"] == holders
+    assert [] == [e.type for e in tape.events if "123-45-6789" in encoded(e)]
 
 
 async def test_g33_input_chain_runs_before_anything_is_committed() -> None:
@@ -126,10 +126,10 @@ async def test_g33_input_chain_runs_before_anything_is_committed() -> None:
     )
     tape = Tape(agent)
     await agent.run("hello")
-    assert seen == [[]]
+    assert [[]] == seen
     first_turn_start = tape.types().index("agent.turn_start")
-    assert tape.types()[first_turn_start - 1] == "middleware.decision"
-    assert tape.events[first_turn_start - 1].moment == "input"
+    assert "middleware.decision" == tape.types()[first_turn_start - 1]
+    assert "input" == tape.events[first_turn_start - 1].moment
 
 
 # -- G34 ----------------------------------------------------------------------
@@ -150,9 +150,9 @@ async def test_g34_follow_up_sends_checkpoint_history_plus_the_admitted_text() -
     ].messages
     cp2 = agent.checkpoint()
     assert cp2 is not None
-    assert cp2.original_input == SCRUBBED
+    assert SCRUBBED == cp2.original_input
     turn_two = tape.events[turn_two_from:]
-    assert [e.type for e in turn_two if "123-45-6789" in encoded(e)] == []
+    assert [] == [e.type for e in turn_two if "123-45-6789" in encoded(e)]
     assert all("123-45-6789" not in encoded(r) for r in model.requests[1].messages)
 
 
@@ -190,7 +190,7 @@ async def test_g34_continued_turn_input_link_sees_empty_history() -> None:
     agent = build(scripted(["a", "b"]), MessageMiddleware(name="look", on_message=look))
     await agent.run("one")
     await agent.follow_up("two")
-    assert seen == [((), "one"), ((), "two")]
+    assert [((), "one"), ((), "two")] == seen
 
 
 async def test_g34_without_a_message_chain_continued_turn_appends_unchanged() -> None:
@@ -206,7 +206,7 @@ async def test_g34_without_a_message_chain_continued_turn_appends_unchanged() ->
     ].messages
     cp2 = agent.checkpoint()
     assert cp2 is not None
-    assert cp2.original_input == RAW
+    assert RAW == cp2.original_input
 
 
 # -- G35 ----------------------------------------------------------------------
@@ -253,15 +253,15 @@ async def test_g35_input_refusal_reaches_no_model_and_starts_no_turn(form: str) 
         caught.value.middleware,
         caught.value.reason,
     )
-    assert model.requests == []
-    assert agent.last_snapshot().history == ()
-    assert tape.types() == ["middleware.decision", "error.fatal"]
+    assert [] == model.requests
+    assert () == agent.last_snapshot().history
+    assert ["middleware.decision", "error.fatal"] == tape.types()
     fatal = tape.of("error.fatal")[0]
-    assert (fatal.code, fatal.phase, fatal.middleware) == (
+    assert (
         "ERR_MESSAGE_DENIED",
         "input",
         "gate",
-    )
+    ) == (fatal.code, fatal.phase, fatal.middleware)
     rows = agent.last_snapshot().middleware_decisions
     assert [("gate", "input", "deny", False, reason)] == [
         (r.middleware, r.moment, r.outcome, r.changed, r.why) for r in rows
@@ -280,12 +280,12 @@ async def test_g35_rewrite_then_deny_records_both_rows() -> None:
     with pytest.raises(MessageDeniedError):
         await agent.run(RAW)
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.middleware, r.outcome, r.changed) for r in rows] == [
+    assert [
         ("scrub", "allow", True),
         ("guard", "deny", False),
-    ]
-    assert tape.types() == ["middleware.decision", "middleware.decision", "error.fatal"]
-    assert model.requests == []
+    ] == [(r.middleware, r.outcome, r.changed) for r in rows]
+    assert ["middleware.decision", "middleware.decision", "error.fatal"] == tape.types()
+    assert [] == model.requests
 
 
 async def test_g35_refused_continued_turn_commits_nothing() -> None:
@@ -302,9 +302,9 @@ async def test_g35_refused_continued_turn_commits_nothing() -> None:
     tape = Tape(agent)
     with pytest.raises(MessageDeniedError):
         await agent.follow_up("forbidden words")
-    assert len(model.requests) == 1
+    assert 1 == len(model.requests)
     assert cp.history == agent.last_snapshot().history
-    assert tape.types() == ["middleware.decision", "error.fatal"]
+    assert ["middleware.decision", "error.fatal"] == tape.types()
 
 
 # -- G36 ----------------------------------------------------------------------
@@ -335,7 +335,7 @@ async def test_g36_follow_up_after_refusal_raises_last_input_refused() -> None:
         await agent.run("forbidden")
     with pytest.raises(NoConversationError) as caught:
         await agent.follow_up("again")
-    assert caught.value.reason == "last-input-refused"
+    assert "last-input-refused" == caught.value.reason
     text = str(caught.value)
     assert "input middleware refused the last message" in text
     assert "run(message, continue_from=...)" in text
@@ -349,7 +349,7 @@ async def test_g36_refusal_without_an_earlier_admission_is_never_run() -> None:
         await agent.run("forbidden")
     with pytest.raises(NoConversationError) as caught:
         await agent.follow_up("again")
-    assert caught.value.reason == "never-run"
+    assert "never-run" == caught.value.reason
     assert "checkpoint" not in str(caught.value)
     assert "continue_from" not in str(caught.value)
 
@@ -366,7 +366,7 @@ async def test_g36_earlier_checkpoint_still_continues_without_the_refused_text()
     with pytest.raises(MessageDeniedError):
         await agent.follow_up("forbidden secret plan")
     answer = await agent.run(RAW, continue_from=cp)
-    assert answer == "third"
+    assert "third" == answer
     assert (*cp.history, Message(role="user", content=SCRUBBED)) == model.requests[
         1
     ].messages
@@ -386,7 +386,7 @@ async def test_g36_earlier_checkpoint_from_json_still_continues() -> None:
     kept = cp.to_json()
     with pytest.raises(MessageDeniedError):
         await agent.run("forbidden", continue_from=cp)
-    assert await agent.run("next", continue_from=Checkpoint.from_json(kept)) == "third"
+    assert "third" == await agent.run("next", continue_from=Checkpoint.from_json(kept))
     assert (*cp.history, Message(role="user", content="next")) == model.requests[
         1
     ].messages
@@ -426,7 +426,7 @@ async def test_g37_message_denied_error_attributes_and_text(phase: str) -> None:
     while link is not None:
         carried.append(repr(link.args))
         link = link.__context__
-    assert [c for c in carried if "BLUEBIRD" in c] == []
+    assert [] == [c for c in carried if "BLUEBIRD" in c]
 
 
 # -- G38 ----------------------------------------------------------------------
@@ -437,10 +437,10 @@ async def test_g38_no_conversation_error_never_run_on_a_fresh_agent() -> None:
     agent = build(scripted(["never"]))
     with pytest.raises(NoConversationError) as caught:
         await agent.follow_up("hi")
-    assert (caught.value.reason, caught.value.code) == (
+    assert (
         "never-run",
         "ERR_NO_CONVERSATION",
-    )
+    ) == (caught.value.reason, caught.value.code)
 
 
 async def test_g38_a_fresh_run_never_raises_no_conversation() -> None:
@@ -449,10 +449,10 @@ async def test_g38_a_fresh_run_never_raises_no_conversation() -> None:
     agent = build(model, _gate())
     with pytest.raises(MessageDeniedError):
         await agent.run("forbidden")
-    assert await agent.run("hello") == "fresh one"
+    assert "fresh one" == await agent.run("hello")
     with pytest.raises(MessageDeniedError):
         await agent.follow_up("forbidden")
-    assert await agent.run("hello again") == "fresh two"
+    assert "fresh two" == await agent.run("hello again")
     assert (Message(role="user", content="hello again"),) == model.requests[1].messages
 
 
@@ -463,11 +463,11 @@ async def test_g38_stored_stream_of_a_refused_input_has_no_turn() -> None:
     with pytest.raises(MessageDeniedError):
         await agent.run("forbidden")
     records = await store.read(agent.session_id or "")
-    assert [r.decode().type for r in records] == [
+    assert [
         "decision.filed",
         "middleware.decision",
         "error.fatal",
-    ]
+    ] == [r.decode().type for r in records]
     assert all(
         b"forbidden" not in encode_event(r.decode())
         for r in records

@@ -121,11 +121,11 @@ async def test_g39_output_chain_runs_once_on_the_final_answer_only() -> None:
         .build()
     )
     await agent.run("where is 7?")
-    assert seen == [("input", "where is 7?"), ("output", "done")]
+    assert [("input", "where is 7?"), ("output", "done")] == seen
     rows = [
         r for r in agent.last_snapshot().middleware_decisions if r.moment == "output"
     ]
-    assert [(r.middleware, r.iteration) for r in rows] == [("look", 2)]
+    assert [("look", 2)] == [(r.middleware, r.iteration) for r in rows]
 
 
 async def test_g39_the_verdict_is_the_answer_everywhere() -> None:
@@ -140,12 +140,12 @@ async def test_g39_the_verdict_is_the_answer_everywhere() -> None:
     answer = await agent.run("where is 7?")
     cp = agent.checkpoint()
     assert cp is not None
-    assert answer == "DONE"
-    assert [e.final_content for e in tape.of("agent.turn_end")] == ["DONE"]
-    assert agent.last_snapshot().history[-1] == Message(
-        role="assistant", content="DONE"
+    assert "DONE" == answer
+    assert ["DONE"] == [e.final_content for e in tape.of("agent.turn_end")]
+    assert (
+        Message(role="assistant", content="DONE") == agent.last_snapshot().history[-1]
     )
-    assert cp.history[-1] == Message(role="assistant", content="DONE")
+    assert Message(role="assistant", content="DONE") == cp.history[-1]
 
 
 async def test_g39_output_history_excludes_the_final_answer() -> None:
@@ -194,8 +194,8 @@ async def test_g40_which_agents_are_output_governed(posture: str) -> None:
     await agent.run("hi")
     tokens = [e.content for e in tape.of("stream.token")]
     expected = ["hello there friend"] if governed else ["hello ", "there ", "friend"]
-    assert tokens == expected
-    assert [e.content_withheld for e in tape.of("stream.llm_end")] == [governed]
+    assert expected == tokens
+    assert [governed] == [e.content_withheld for e in tape.of("stream.llm_end")]
 
 
 # -- G41 ----------------------------------------------------------------------
@@ -218,15 +218,15 @@ async def test_g41_drafts_are_held_for_the_whole_run() -> None:
     tape = Tape(agent)
     await agent.run("where is 7?")
     ends = tape.of("stream.llm_end")
-    assert [(e.iteration, e.content, e.content_withheld) for e in ends] == [
+    assert [
         (1, "", True),
         (2, "", True),
-    ]
-    assert [(e.tool_call_count, e.stop_reason, dict(e.usage)) for e in ends] == [
+    ] == [(e.iteration, e.content, e.content_withheld) for e in ends]
+    assert [
         (1, "tool_calls", {"input_tokens": 3}),
         (0, "stop", {"input_tokens": 5, "output_tokens": 4}),
-    ]
-    assert [e.content for e in tape.of("stream.token")] == ["all done"]
+    ] == [(e.tool_call_count, e.stop_reason, dict(e.usage)) for e in ends]
+    assert ["all done"] == [e.content for e in tape.of("stream.token")]
     first_token = tape.types().index("stream.token")
     assert "stream.llm_end" not in tape.types()[first_token:]
 
@@ -249,31 +249,31 @@ async def test_g41_ungoverned_streaming_emits_each_chunk_and_raw_llm_end() -> No
     agent = build(model).build()
     tape = Tape(agent)
     await agent.run("where is 7?")
-    assert [e.content for e in tape.of("stream.token")] == [
+    assert [
         "let ",
         "me ",
         "look ",
         "all ",
         "done",
-    ]
-    assert [(e.content, e.content_withheld) for e in tape.of("stream.llm_end")] == [
+    ] == [e.content for e in tape.of("stream.token")]
+    assert [
         ("let me look ", False),
         ("all done", False),
-    ]
+    ] == [(e.content, e.content_withheld) for e in tape.of("stream.llm_end")]
     # Tokens arrive between their call's start and end.
     types = tape.types()
     first_end = types.index("stream.llm_end")
-    assert types[first_end - 3 : first_end] == ["stream.token"] * 3
+    assert ["stream.token"] * 3 == types[first_end - 3 : first_end]
 
 
 async def test_g41_ungoverned_complete_only_provider_emits_no_token() -> None:
     """G41: a complete-only provider emits no token when drafts are not held."""
     agent = build(scripted([final("all done")])).build()
     tape = Tape(agent)
-    assert await agent.run("hi") == "all done"
-    assert tape.of("stream.token") == []
-    assert [(e.content, e.content_withheld) for e in tape.of("stream.llm_end")] == [
-        ("all done", False)
+    assert "all done" == await agent.run("hi")
+    assert [] == tape.of("stream.token")
+    assert [("all done", False)] == [
+        (e.content, e.content_withheld) for e in tape.of("stream.llm_end")
     ]
 
 
@@ -289,9 +289,9 @@ async def test_g42_acceptance_releases_one_token_after_facts_before_turn_end() -
         .build()
     )
     tape = Tape(agent)
-    assert await agent.run("hi") == "DONE"
+    assert "DONE" == await agent.run("hi")
     types = tape.types()
-    assert [e.content for e in tape.of("stream.token")] == ["DONE"]
+    assert ["DONE"] == [e.content for e in tape.of("stream.token")]
     token_at = types.index("stream.token")
     output_fact_at = max(
         i
@@ -319,7 +319,7 @@ async def test_g42_no_token_before_the_chain_decides() -> None:
     )
     agent.on("*", events.append)
     await agent.run("hi")
-    assert tokens_at_decision == [0]
+    assert [0] == tokens_at_decision
 
 
 async def test_g42_an_empty_accepted_answer_releases_no_token() -> None:
@@ -334,9 +334,9 @@ async def test_g42_an_empty_accepted_answer_releases_no_token() -> None:
         build(scripted([final("done")], stream=True)).message_middleware(blank).build()
     )
     tape = Tape(agent)
-    assert await agent.run("hi") == ""
-    assert tape.of("stream.token") == []
-    assert [e.final_content for e in tape.of("agent.turn_end")] == [""]
+    assert "" == await agent.run("hi")
+    assert [] == tape.of("stream.token")
+    assert [""] == [e.final_content for e in tape.of("agent.turn_end")]
 
 
 # -- G43 ----------------------------------------------------------------------
@@ -356,11 +356,11 @@ async def test_g43_output_refusal_releases_nothing_and_raises_directly() -> None
     with pytest.raises(MessageDeniedError) as caught:
         await agent.run("status?")
     assert type(caught.value) is MessageDeniedError
-    assert (caught.value.phase, caught.value.middleware) == ("output", "codenames")
-    assert tape.of("stream.token") == []
-    assert tape.of("agent.turn_end") == []
+    assert ("output", "codenames") == (caught.value.phase, caught.value.middleware)
+    assert [] == tape.of("stream.token")
+    assert [] == tape.of("agent.turn_end")
     history = agent.last_snapshot().history
-    assert [m.role for m in history] == ["user", "assistant", "tool"]
+    assert ["user", "assistant", "tool"] == [m.role for m in history]
     assert history[1].tool_calls == (call(),)
 
 
@@ -377,8 +377,8 @@ async def test_g43_output_refusal_emits_one_content_free_error_fatal() -> None:
     with pytest.raises(MessageDeniedError):
         await agent.run("status?")
     fatals = tape.of("error.fatal")
-    assert [(f.code, f.phase, f.middleware, f.retryable) for f in fatals] == [
-        ("ERR_MESSAGE_DENIED", "output", "codenames", False)
+    assert [("ERR_MESSAGE_DENIED", "output", "codenames", False)] == [
+        (f.code, f.phase, f.middleware, f.retryable) for f in fatals
     ]
     assert "codename" not in encoded(fatals[0]).replace("codenames", "")
     assert "PELICAN" not in encoded(fatals[0])
@@ -398,12 +398,12 @@ async def test_g43_the_draft_is_in_no_event_row_error_or_record() -> None:
     tape = Tape(agent)
     with pytest.raises(MessageDeniedError) as caught:
         await agent.run("status?")
-    assert [e.type for e in tape.events if "PELICAN" in encoded(e)] == []
+    assert [] == [e.type for e in tape.events if "PELICAN" in encoded(e)]
     rows = agent.last_snapshot().middleware_decisions
-    assert [r.middleware for r in rows if "PELICAN" in encoded(r)] == []
+    assert [] == [r.middleware for r in rows if "PELICAN" in encoded(r)]
     assert "PELICAN" not in repr(vars(caught.value)) + str(caught.value)
     records = await store.read(agent.session_id or "")
-    assert [r.decode().type for r in records if b"PELICAN" in r.data] == []
+    assert [] == [r.decode().type for r in records if b"PELICAN" in r.data]
 
 
 async def test_g43_a_rewrites_before_is_the_only_copy_of_the_draft() -> None:
@@ -429,11 +429,11 @@ async def test_g43_a_rewrites_before_is_the_only_copy_of_the_draft() -> None:
         await agent.run("status?")
     rows = agent.last_snapshot().middleware_decisions
     holders = [(r.middleware, r.before) for r in rows if DRAFT in encoded(r)]
-    assert holders == [("soften", DRAFT)]
-    assert [e.type for e in tape.events if "PELICAN" in encoded(e)] == []
+    assert [("soften", DRAFT)] == holders
+    assert [] == [e.type for e in tape.events if "PELICAN" in encoded(e)]
     records = await store.read(agent.session_id or "")
-    assert [r.decode().type for r in records if DRAFT.encode() in r.data] == [
-        "decision.filed"
+    assert ["decision.filed"] == [
+        r.decode().type for r in records if DRAFT.encode() in r.data
     ]
 
 
@@ -450,8 +450,8 @@ async def test_g43_refused_llm_end_is_still_emitted_with_its_usage() -> None:
     with pytest.raises(MessageDeniedError):
         await agent.run("status?")
     ends = tape.of("stream.llm_end")
-    assert [(e.iteration, e.content, dict(e.usage)) for e in ends] == [
-        (1, "", {"input_tokens": 5, "output_tokens": 4})
+    assert [(1, "", {"input_tokens": 5, "output_tokens": 4})] == [
+        (e.iteration, e.content, dict(e.usage)) for e in ends
     ]
 
 
@@ -494,9 +494,9 @@ async def test_g43_output_refusal_after_resume_is_raised_directly() -> None:
     with pytest.raises(MessageDeniedError) as caught:
         await agent.resume(paused.checkpoint, check_in_approved(by="dana"))
     assert type(caught.value) is MessageDeniedError
-    assert caught.value.phase == "output"
-    assert [(f.code, f.phase) for f in tape.of("error.fatal")] == [
-        ("ERR_MESSAGE_DENIED", "output")
+    assert "output" == caught.value.phase
+    assert [("ERR_MESSAGE_DENIED", "output")] == [
+        (f.code, f.phase) for f in tape.of("error.fatal")
     ]
-    assert tape.of("stream.token") == []
-    assert tape.of("agent.turn_end") == []
+    assert [] == tape.of("stream.token")
+    assert [] == tape.of("agent.turn_end")

@@ -193,10 +193,10 @@ async def test_g59_ask_returns_an_ask_pause_before_the_tool_runs() -> None:
         audit,
     )
     out = await paused_run(agent)
-    assert (out.kind, out.tool_name, out.tool_call_id) == ("ask", "refund", "c1")
-    assert out.ask == MiddlewareAsk("Refund $250?", {"limit": 100}, "four-eyes", "cmp")
-    assert out.checkpoint.kind == "pause"
-    assert (refunds.ran, after_seen) == ([], [])
+    assert ("ask", "refund", "c1") == (out.kind, out.tool_name, out.tool_call_id)
+    assert MiddlewareAsk("Refund $250?", {"limit": 100}, "four-eyes", "cmp") == out.ask
+    assert "pause" == out.checkpoint.kind
+    assert ([], []) == (refunds.ran, after_seen)
     assert is_ask_pause(out) is True
     assert is_ask_pause("an answer") is False
 
@@ -213,16 +213,16 @@ async def test_g59_ask_files_its_row_and_one_pause_request() -> None:
     tape = Tape(agent)
     await paused_run(agent)
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.middleware, r.outcome, r.changed, r.why, r.iteration) for r in rows] == [
+    assert [
         ("ceiling", "allow", False, None, 1),
         ("four-eyes", "ask", False, "Refund $250?", 1),
-    ]
-    assert len(tape.of("pause.request")) == 1
-    assert tape.types()[-1] == "pause.request"
-    assert [e.middleware for e in tape.of("middleware.decision")] == [
+    ] == [(r.middleware, r.outcome, r.changed, r.why, r.iteration) for r in rows]
+    assert 1 == len(tape.of("pause.request"))
+    assert "pause.request" == tape.types()[-1]
+    assert [
         "ceiling",
         "four-eyes",
-    ]
+    ] == [e.middleware for e in tape.of("middleware.decision")]
 
 
 async def test_g59_invalid_arguments_still_pause_before_validation() -> None:
@@ -231,8 +231,8 @@ async def test_g59_invalid_arguments_still_pause_before_validation() -> None:
     bad = ToolCallRequest(id="c1", name="refund", args={"order": "seven"})
     agent = build(scripted([calls(bad)]), refunds, links.asking("four-eyes"))
     out = await paused_run(agent)
-    assert out.tool_call_id == "c1"
-    assert tool_messages(agent.last_snapshot().history) == []
+    assert "c1" == out.tool_call_id
+    assert [] == tool_messages(agent.last_snapshot().history)
 
 
 async def test_g59_checkpoint_round_trips_through_a_string() -> None:
@@ -270,8 +270,8 @@ async def test_g59_checkpoint_survives_a_fresh_process_and_resumes() -> None:
     carried = Checkpoint.from_json(done.stdout)
     assert carried == out.checkpoint
     answer = await agent.resume(done.stdout, check_in_approved(by="dana@ops"))
-    assert answer == "Refunded."
-    assert refunds.ran == [{"order": 7, "amount": 250}]
+    assert "Refunded." == answer
+    assert [{"order": 7, "amount": 250}] == refunds.ran
 
 
 # -- G60 ----------------------------------------------------------------------
@@ -295,18 +295,18 @@ async def test_g60_pause_records_the_arguments_as_transformed_up_to_the_asker() 
     out = await paused_run(agent)
     pending = agent.last_snapshot().pending
     assert pending is not None
-    assert (pending.args, pending.middleware, pending.link_index) == (
+    assert (
         {"order": 7, "amount": 200},
         "four-eyes",
         2,
-    )
+    ) == (pending.args, pending.middleware, pending.link_index)
     await agent.resume(out.checkpoint, check_in_approved(by="dana"))
-    assert links.log == [
+    assert [
         ("first", {"order": 7, "amount": 250}, "crm"),
         ("four-eyes", {"order": 7, "amount": 200}, "crm"),
         ("last", {"order": 7, "amount": 200}, "crm"),
-    ]
-    assert refunds.ran == [{"order": 7, "amount": 200}]
+    ] == links.log
+    assert [{"order": 7, "amount": 200}] == refunds.ran
 
 
 # -- G61 ----------------------------------------------------------------------
@@ -335,21 +335,21 @@ async def test_g61_resume_without_a_decision_raises_before_anything_is_appended(
     with pytest.raises(DecisionRequiredError) as caught:
         await agent.resume(out.checkpoint, decision)
     e = caught.value
-    assert (e.code, e.gate, e.middleware, e.tool_name, e.received) == (
+    assert (
         "ERR_DECISION_REQUIRED",
         "ask",
         "four-eyes",
         "refund",
         received,
-    )
+    ) == (e.code, e.gate, e.middleware, e.tool_name, e.received)
     assert "check_in_approved" in str(e)
     assert repr(decision) not in str(e) or decision is None
     assert len(await store.read(sid)) == stored
-    assert tape.events == []
-    assert (
-        await agent.resume(out.checkpoint, check_in_approved(by="dana")) == "Refunded."
+    assert [] == tape.events
+    assert "Refunded." == await agent.resume(
+        out.checkpoint, check_in_approved(by="dana")
     )
-    assert refunds.ran == [{"order": 7, "amount": 250}]
+    assert [{"order": 7, "amount": 250}] == refunds.ran
 
 
 async def test_g61_decision_required_message_never_holds_the_value() -> None:
@@ -368,14 +368,14 @@ async def test_g61_check_in_pause_gate_is_check_in() -> None:
     refunds = Refunds(check_in=True)
     agent = build(scripted([calls(refund_call())]), refunds)
     out = await paused_run(agent)
-    assert out.kind == "check-in"
+    assert "check-in" == out.kind
     with pytest.raises(DecisionRequiredError) as caught:
         await agent.resume(out.checkpoint, None)
-    assert (caught.value.gate, caught.value.middleware, caught.value.tool_name) == (
+    assert (
         "check-in",
         None,
         "refund",
-    )
+    ) == (caught.value.gate, caught.value.middleware, caught.value.tool_name)
 
 
 async def test_g61_the_checkpoint_is_validated_before_the_decision() -> None:
@@ -392,7 +392,7 @@ async def test_g61_the_checkpoint_is_validated_before_the_decision() -> None:
     await agent.resume(out.checkpoint, check_in_approved(by="dana"))
     with pytest.raises(CheckpointError) as caught:
         await agent.resume(out.checkpoint, None)
-    assert caught.value.reason == "replayed"
+    assert "replayed" == caught.value.reason
 
 
 # -- G62 ----------------------------------------------------------------------
@@ -424,7 +424,7 @@ async def test_g62_approval_files_the_resume_row(note: str | None, why: str) -> 
         "changed": False,
         "why": why,
     }
-    assert msgspec.to_builtins(row) == expected
+    assert expected == msgspec.to_builtins(row)
 
 
 async def test_g62_component_id_rides_only_on_the_resume_row() -> None:
@@ -439,14 +439,14 @@ async def test_g62_component_id_rides_only_on_the_resume_row() -> None:
     out = await paused_run(agent)
     await agent.resume(out.checkpoint, check_in_approved(by="dana"))
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.outcome, r.component_id) for r in rows] == [
+    assert [
         ("ask", None),
         ("allow", "approve-card"),
-    ]
-    assert [e.component_id for e in tape.of("middleware.decision")] == [
+    ] == [(r.outcome, r.component_id) for r in rows]
+    assert [
         None,
         "approve-card",
-    ]
+    ] == [e.component_id for e in tape.of("middleware.decision")]
 
 
 async def test_g62_the_asker_is_not_rerun_and_the_walk_continues_after_it() -> None:
@@ -460,16 +460,16 @@ async def test_g62_the_asker_is_not_rerun_and_the_walk_continues_after_it() -> N
         links.passing("after"),
     )
     out = await paused_run(agent)
-    assert links.names() == ["before", "four-eyes"]
+    assert ["before", "four-eyes"] == links.names()
     await agent.resume(out.checkpoint, check_in_approved(by="dana"))
-    assert links.names() == ["before", "four-eyes", "after"]
+    assert ["before", "four-eyes", "after"] == links.names()
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.middleware, r.outcome, r.why) for r in rows] == [
+    assert [
         ("before", "allow", None),
         ("four-eyes", "ask", "approve?"),
         ("four-eyes", "allow", "approved by dana"),
         ("after", "allow", None),
-    ]
+    ] == [(r.middleware, r.outcome, r.why) for r in rows]
 
 
 async def test_g62_approved_call_runs_and_the_model_reads_the_walked_result() -> None:
@@ -482,8 +482,8 @@ async def test_g62_approved_call_runs_and_the_model_reads_the_walked_result() ->
     agent = build(model, refunds, links.asking("four-eyes"), shout)
     out = await paused_run(agent)
     await agent.resume(out.checkpoint, check_in_approved(by="dana", note="fine by me"))
-    assert refunds.ran == [{"order": 7, "amount": 250}]
-    assert tool_messages(model.requests[-1].messages) == [("c1", "REFUNDED 250 ON 7")]
+    assert [{"order": 7, "amount": 250}] == refunds.ran
+    assert [("c1", "REFUNDED 250 ON 7")] == tool_messages(model.requests[-1].messages)
 
 
 async def test_g62_approved_arguments_still_pass_validation() -> None:
@@ -495,18 +495,18 @@ async def test_g62_approved_arguments_still_pass_validation() -> None:
     model = scripted([calls(refund_call()), "Could not."])
     agent = build(model, refunds, links.asking("four-eyes"), breaker)
     out = await paused_run(agent)
-    assert (
-        await agent.resume(out.checkpoint, check_in_approved(by="dana")) == "Could not."
+    assert "Could not." == await agent.resume(
+        out.checkpoint, check_in_approved(by="dana")
     )
-    assert refunds.ran == []
-    assert tool_messages(model.requests[-1].messages) == [
+    assert [] == refunds.ran
+    assert [
         (
             "c1",
             "Invalid arguments for tool 'refund' — the call was not executed.\n"
             "- 'amount' is required but missing\n"
             "Fix the arguments to match the tool's input schema and call it again.",
         )
-    ]
+    ] == tool_messages(model.requests[-1].messages)
 
 
 # -- G63 ----------------------------------------------------------------------
@@ -518,8 +518,8 @@ def test_g63_decisions_are_frozen_and_stamped_now() -> None:
     yes = check_in_approved(by="dana", note="fine")
     no = check_in_declined(by="lee")
     after = int(time.time() * 1000)
-    assert (yes.approved, yes.by, yes.note) == (True, "dana", "fine")
-    assert (no.approved, no.by, no.note) == (False, "lee", None)
+    assert (True, "dana", "fine") == (yes.approved, yes.by, yes.note)
+    assert (False, "lee", None) == (no.approved, no.by, no.note)
     assert before <= yes.at <= after
     assert isinstance(yes, CheckInDecision)
     with pytest.raises(AttributeError):
@@ -555,22 +555,22 @@ async def test_g64_a_later_link_asking_after_approval_is_a_denial() -> None:
         links.asking("compliance", "second?"),
     )
     out = await paused_run(agent)
-    assert (
-        await agent.resume(out.checkpoint, check_in_approved(by="dana")) == "Stopped."
+    assert "Stopped." == await agent.resume(
+        out.checkpoint, check_in_approved(by="dana")
     )
     reason = (
         "middleware 'compliance' asked a person to decide, and there is no pause "
         "here to carry that ask: second?"
     )
     last = agent.last_snapshot().middleware_decisions[-1]
-    assert (last.middleware, last.outcome, last.changed, last.why) == (
+    assert (
         "compliance",
         "deny",
         False,
         reason,
-    )
-    assert refunds.ran == []
-    assert tool_messages(model.requests[-1].messages) == [("c1", reason)]
+    ) == (last.middleware, last.outcome, last.changed, last.why)
+    assert [] == refunds.ran
+    assert [("c1", reason)] == tool_messages(model.requests[-1].messages)
 
 
 @pytest.mark.parametrize(
@@ -595,17 +595,17 @@ async def test_g64_decline_is_a_denial_the_model_reads(
     )
     out = await paused_run(agent)
     answer = await agent.resume(out.checkpoint, check_in_declined(by="lee", note=note))
-    assert answer == "Okay, not refunded."
+    assert "Okay, not refunded." == answer
     last = agent.last_snapshot().middleware_decisions[-1]
-    assert (last.middleware, last.outcome, last.changed, last.why) == (
+    assert (
         "four-eyes",
         "deny",
         False,
         why,
-    )
-    assert (refunds.ran, after_seen) == ([], [])
-    assert links.names() == ["four-eyes"]
-    assert tool_messages(model.requests[-1].messages) == [("c1", reads)]
+    ) == (last.middleware, last.outcome, last.changed, last.why)
+    assert ([], []) == (refunds.ran, after_seen)
+    assert ["four-eyes"] == links.names()
+    assert [("c1", reads)] == tool_messages(model.requests[-1].messages)
 
 
 # -- G65 ----------------------------------------------------------------------
@@ -617,11 +617,11 @@ async def test_g65_two_gates_are_not_one() -> None:
     model = scripted([calls(refund_call()), "Could not."])
     agent = build(model, refunds, links.asking("four-eyes"))
     out = await paused_run(agent)
-    assert out.kind == "ask"
+    assert "ask" == out.kind
     result = await agent.resume(out.checkpoint, check_in_approved(by="dana"))
-    assert result == "Could not."
-    assert refunds.ran == []
-    assert tool_messages(model.requests[-1].messages) == [
+    assert "Could not." == result
+    assert [] == refunds.ran
+    assert [
         (
             "c1",
             "Tool 'refund' was not executed and cannot be retried this turn: it "
@@ -629,7 +629,7 @@ async def test_g65_two_gates_are_not_one() -> None:
             "and middleware 'four-eyes' already asked a person about this call. Ask "
             "through one gate, not two.",
         )
-    ]
+    ] == tool_messages(model.requests[-1].messages)
 
 
 async def test_g65_a_check_in_that_does_not_trip_lets_the_approved_call_run() -> None:
@@ -641,10 +641,10 @@ async def test_g65_a_check_in_that_does_not_trip_lets_the_approved_call_run() ->
         links.asking("four-eyes"),
     )
     out = await paused_run(agent)
-    assert (
-        await agent.resume(out.checkpoint, check_in_approved(by="dana")) == "Refunded."
+    assert "Refunded." == await agent.resume(
+        out.checkpoint, check_in_approved(by="dana")
     )
-    assert refunds.ran == [{"order": 7, "amount": 250}]
+    assert [{"order": 7, "amount": 250}] == refunds.ran
 
 
 # -- G66 ----------------------------------------------------------------------
@@ -670,21 +670,21 @@ async def test_g66_no_call_of_a_batch_is_dropped_and_a_later_ask_is_a_new_pause(
     )
     agent = build(model, refunds, big)
     first = await paused_run(agent)
-    assert first.tool_call_id == "c1"
+    assert "c1" == first.tool_call_id
     second = await agent.resume(first.checkpoint, check_in_approved(by="dana"))
     assert isinstance(second, AskPause)
-    assert second.tool_call_id == "c3"
+    assert "c3" == second.tool_call_id
     assert second.checkpoint != first.checkpoint
     assert second.checkpoint.seq > first.checkpoint.seq
-    assert [r["order"] for r in refunds.ran] == [1, 2]
+    assert [1, 2] == [r["order"] for r in refunds.ran]
     answer = await agent.resume(second.checkpoint, check_in_declined(by="dana"))
-    assert answer == "All handled."
-    assert tool_messages(model.requests[-1].messages) == [
+    assert "All handled." == answer
+    assert [
         ("c1", "refunded 500 on 1"),
         ("c2", "refunded 20 on 2"),
         ("c3", "declined by human"),
-    ]
-    assert len(model.requests) == 2
+    ] == tool_messages(model.requests[-1].messages)
+    assert 2 == len(model.requests)
 
 
 class Halt(BaseException):
@@ -720,7 +720,7 @@ async def test_g66_a_run_that_stops_mid_batch_answers_every_undispatched_call() 
     )
     with pytest.raises(Halt):
         await agent.run("refund three")
-    assert tool_messages(agent.last_snapshot().history) == [
+    assert [
         ("c1", "refunded 5 on 1"),
         (
             "c2",
@@ -732,7 +732,7 @@ async def test_g66_a_run_that_stops_mid_batch_answers_every_undispatched_call() 
             "Tool 'refund' (call c3) was not run: the run stopped before it was "
             "dispatched.",
         ),
-    ]
+    ] == tool_messages(agent.last_snapshot().history)
 
 
 # -- G67 ----------------------------------------------------------------------
@@ -760,26 +760,26 @@ async def test_g67_rows_and_facts_across_a_pause() -> None:
     await agent.resume(out.checkpoint, check_in_approved(by="dana"))
     rows = agent.last_snapshot().middleware_decisions
     assert rows[: len(pre)] == pre
-    assert row_view(rows) == [
+    assert [
         ("words", "input", None, "allow", None),
         ("ceiling", "before-tool", "c1", "allow", None),
         ("four-eyes", "before-tool", "c1", "ask", "approve?"),
         ("four-eyes", "before-tool", "c1", "allow", "approved by dana"),
         ("words", "output", None, "allow", None),
-    ]
+    ] == row_view(rows)
     facts = tape.of("middleware.decision")
     assert [(f.middleware, f.moment, f.outcome, f.why) for f in facts] == [
         (r.middleware, r.moment, r.outcome, r.why) for r in rows
     ]
-    assert watch_in == ["input", "output"]
-    assert len(tape.of("pause.resume")) == 1
+    assert ["input", "output"] == watch_in
+    assert 1 == len(tape.of("pause.resume"))
     resumed = tape.of("pause.resume")[0]
-    assert (resumed.kind, resumed.tool_call_id, resumed.approved, resumed.by) == (
+    assert (
         "ask",
         "c1",
         True,
         "dana",
-    )
+    ) == (resumed.kind, resumed.tool_call_id, resumed.approved, resumed.by)
 
 
 async def test_g67_resume_continues_the_iteration_numbering() -> None:
@@ -794,14 +794,14 @@ async def test_g67_resume_continues_the_iteration_numbering() -> None:
     tape = Tape(agent)
     out = await paused_run(agent)
     await agent.resume(out.checkpoint, check_in_approved(by="dana"))
-    assert [e.iteration for e in tape.of("stream.llm_start")] == [1, 2]
+    assert [1, 2] == [e.iteration for e in tape.of("stream.llm_start")]
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.moment, r.iteration) for r in rows] == [
+    assert [
         ("input", 0),
         ("before-tool", 1),
         ("before-tool", 1),
         ("output", 2),
-    ]
+    ] == [(r.moment, r.iteration) for r in rows]
 
 
 # -- G68 ----------------------------------------------------------------------
@@ -827,10 +827,10 @@ async def test_g68_a_pending_question_blocks_follow_up() -> None:
     await paused_run(agent)
     with pytest.raises(NoConversationError) as caught:
         await agent.follow_up("and another")
-    assert (caught.value.reason, caught.value.code) == (
+    assert (
         "pending-question",
         "ERR_NO_CONVERSATION",
-    )
+    ) == (caught.value.reason, caught.value.code)
 
 
 async def test_g68_continue_from_any_checkpoint_of_a_paused_session_is_blocked() -> (
@@ -848,8 +848,8 @@ async def test_g68_continue_from_any_checkpoint_of_a_paused_session_is_blocked()
     for cp in (earlier, out.checkpoint):
         with pytest.raises(NoConversationError) as caught:
             await agent.run("something else", continue_from=cp)
-        assert caught.value.reason == "pending-question"
-    assert len(model.requests) == 2
+        assert "pending-question" == caught.value.reason
+    assert 2 == len(model.requests)
 
 
 async def test_g68_a_fresh_run_starts_a_new_session_and_the_pause_stays_resumable() -> (
@@ -860,13 +860,13 @@ async def test_g68_a_fresh_run_starts_a_new_session_and_the_pause_stays_resumabl
     model = scripted([calls(refund_call()), "Other answer.", "Refunded."])
     agent = build(model, refunds, links.asking("four-eyes"))
     out = await paused_run(agent)
-    assert await agent.run("unrelated question") == "Other answer."
+    assert "Other answer." == await agent.run("unrelated question")
     other = agent.checkpoint()
     assert other is not None
     assert other.session_id != out.checkpoint.session_id
-    assert model.requests[1].messages == (
-        Message(role="user", content="unrelated question"),
-    )
+    assert (Message(role="user", content="unrelated question"),) == model.requests[
+        1
+    ].messages
     answer = await agent.resume(out.checkpoint, check_in_approved(by="dana"))
-    assert answer == "Refunded."
-    assert refunds.ran == [{"order": 7, "amount": 250}]
+    assert "Refunded." == answer
+    assert [{"order": 7, "amount": 250}] == refunds.ran

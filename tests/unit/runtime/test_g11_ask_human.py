@@ -123,11 +123,12 @@ async def test_g69_ask_human_pauses_and_never_returns_to_the_tool(
     agent = build(scripted([book_call()]), desk.make(catch=catch, is_async=is_async))
     out = await agent.run("book me to Paris")
     assert isinstance(out, AskPause)
-    assert (out.kind, out.tool_name, out.tool_call_id) == ("ask-human", "book", "c1")
-    assert out.ask == MiddlewareAsk(
-        "Which airport in Paris?", {"city": "Paris"}, None, None
+    assert ("ask-human", "book", "c1") == (out.kind, out.tool_name, out.tool_call_id)
+    assert (
+        MiddlewareAsk("Which airport in Paris?", {"city": "Paris"}, None, None)
+        == out.ask
     )
-    assert (desk.entered, desk.after_ask) == (1, 0)
+    assert (1, 0) == (desk.entered, desk.after_ask)
     assert Checkpoint.from_json(out.checkpoint.to_json()) == out.checkpoint
 
 
@@ -139,12 +140,12 @@ async def test_g69_before_tool_rows_are_filed_before_the_pause() -> None:
     tape = Tape(agent)
     await agent.run("book me to Paris")
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.middleware, r.moment, r.outcome, r.why) for r in rows] == [
-        ("policy", "before-tool", "allow", "looked")
+    assert [("policy", "before-tool", "allow", "looked")] == [
+        (r.middleware, r.moment, r.outcome, r.why) for r in rows
     ]
     requests = tape.of("pause.request")
-    assert [(p.kind, p.middleware, p.question) for p in requests] == [
-        ("ask-human", None, "Which airport in Paris?")
+    assert [("ask-human", None, "Which airport in Paris?")] == [
+        (p.kind, p.middleware, p.question) for p in requests
     ]
     assert [e.type for e in tape.events].index("middleware.decision") < [
         e.type for e in tape.events
@@ -168,12 +169,12 @@ async def test_g69_ask_human_inside_a_link_is_not_inside_a_tool() -> None:
     agent = build(
         model, desk.make(), ToolMiddleware(name="sneaky", on_tool_call=sneaky)
     )
-    assert await agent.run("book") == "Could not."
+    assert "Could not." == await agent.run("book")
     rows = agent.last_snapshot().middleware_decisions
-    assert [(r.middleware, r.outcome) for r in rows] == [("sneaky", "deny")]
+    assert [("sneaky", "deny")] == [(r.middleware, r.outcome) for r in rows]
     assert rows[0].why is not None
     assert rows[0].why.startswith("middleware 'sneaky' threw: ")
-    assert desk.entered == 0
+    assert 0 == desk.entered
 
 
 # -- G70 ----------------------------------------------------------------------
@@ -187,12 +188,12 @@ async def test_g70_none_is_not_an_answer() -> None:
     assert is_ask_pause(out)
     with pytest.raises(DecisionRequiredError) as caught:
         await agent.resume(out.checkpoint, None)
-    assert (caught.value.gate, caught.value.received, caught.value.tool_name) == (
+    assert (
         "ask-human",
         "nothing",
         "book",
-    )
-    assert await agent.resume(out.checkpoint, "CDG") == "Booked."
+    ) == (caught.value.gate, caught.value.received, caught.value.tool_name)
+    assert "Booked." == await agent.resume(out.checkpoint, "CDG")
 
 
 @pytest.mark.parametrize(
@@ -214,15 +215,15 @@ async def test_g70_the_answer_becomes_the_result(answer: Any, reads: str) -> Non
     tape = Tape(agent)
     out = await agent.run("book")
     assert is_ask_pause(out)
-    assert await agent.resume(out.checkpoint, answer) == "Booked."
-    assert (desk.entered, desk.after_ask) == (1, 0)
-    assert tool_reads(model) == [reads]
-    assert agent.last_snapshot().middleware_decisions == ()
+    assert "Booked." == await agent.resume(out.checkpoint, answer)
+    assert (1, 0) == (desk.entered, desk.after_ask)
+    assert [reads] == tool_reads(model)
+    assert () == agent.last_snapshot().middleware_decisions
     ends = tape.of("stream.tool_end")
-    assert [(e.tool_call_id, e.result, e.error) for e in ends] == [
-        ("c1", answer, False)
+    assert [("c1", answer, False)] == [
+        (e.tool_call_id, e.result, e.error) for e in ends
     ]
-    assert len(tape.of("pause.resume")) == 1
+    assert 1 == len(tape.of("pause.resume"))
 
 
 async def test_g70_the_after_tool_walk_decides_what_history_holds() -> None:
@@ -245,19 +246,19 @@ async def test_g70_the_after_tool_walk_decides_what_history_holds() -> None:
     tape = Tape(agent)
     out = await agent.run("book")
     assert isinstance(out, AskPause)
-    assert out.ask.question == "Which airport in Paris?"
+    assert "Which airport in Paris?" == out.ask.question
     await agent.resume(out.checkpoint, "cdg")
-    assert seen == [({"city": "Paris"}, "cdg", False)]
-    assert tool_reads(model) == ["CDG"]
-    assert [e.result for e in tape.of("stream.tool_end")] == ["cdg"]
+    assert [({"city": "Paris"}, "cdg", False)] == seen
+    assert ["CDG"] == tool_reads(model)
+    assert ["cdg"] == [e.result for e in tape.of("stream.tool_end")]
     last = agent.last_snapshot().middleware_decisions[-1]
-    assert (last.middleware, last.moment, last.changed, last.before, last.after) == (
+    assert (
         "upper",
         "after-tool",
         True,
         "cdg",
         "CDG",
-    )
+    ) == (last.middleware, last.moment, last.changed, last.before, last.after)
 
 
 async def test_g70_an_after_tool_denial_hides_the_answer() -> None:
@@ -271,4 +272,4 @@ async def test_g70_an_after_tool_denial_hides_the_answer() -> None:
     out = await agent.run("book")
     assert is_ask_pause(out)
     await agent.resume(out.checkpoint, "CDG")
-    assert tool_reads(model) == ["airport withheld"]
+    assert ["airport withheld"] == tool_reads(model)

@@ -181,7 +181,7 @@ async def test_g80_an_engaged_visit_files_one_exact_record() -> None:
     agent = builder(model).window(sliding_window(keep_recent_turns=1)).build()
     tape = Tape(agent)
     await agent.run("aa")
-    assert agent.last_snapshot().window_records == ()
+    assert () == agent.last_snapshot().window_records
     await agent.follow_up("bbbb")
     records = agent.last_snapshot().window_records
     expected = (
@@ -196,7 +196,7 @@ async def test_g80_an_engaged_visit_files_one_exact_record() -> None:
         (),
         (),
     )
-    assert [
+    assert [expected] == [
         (
             r.strategy,
             r.iteration,
@@ -210,9 +210,9 @@ async def test_g80_an_engaged_visit_files_one_exact_record() -> None:
             r.dropped_observations,
         )
         for r in records
-    ] == [expected]
-    assert [e.type for e in tape.of("window.compacted")] == ["window.compacted"]
-    assert model.requests[1].messages == (Message(role="user", content="bbbb"),)
+    ]
+    assert ["window.compacted"] == [e.type for e in tape.of("window.compacted")]
+    assert (Message(role="user", content="bbbb"),) == model.requests[1].messages
 
 
 async def test_g80_the_window_runs_before_the_model_call_of_its_iteration() -> None:
@@ -228,9 +228,9 @@ async def test_g80_the_window_runs_before_the_model_call_of_its_iteration() -> N
     types = tape.types()
     for record in tape.of("window.compacted"):
         at = tape.events.index(record)
-        assert types[at + 1] == "stream.llm_start"
+        assert "stream.llm_start" == types[at + 1]
         assert tape.events[at + 1].iteration == record.iteration
-    assert [r.iteration for r in tape.of("window.compacted")] == [1, 2]
+    assert [1, 2] == [r.iteration for r in tape.of("window.compacted")]
 
 
 async def test_g80_the_window_never_files_a_row() -> None:
@@ -246,12 +246,12 @@ async def test_g80_the_window_never_files_a_row() -> None:
     await conversation(agent)
     rows = agent.last_snapshot().middleware_decisions
     assert agent.last_snapshot().window_records != ()
-    assert sorted({r.moment for r in rows}) == ["before-tool", "input", "output"]
-    assert {f.moment for f in tape.of("middleware.decision")} == {
+    assert ["before-tool", "input", "output"] == sorted({r.moment for r in rows})
+    assert {
         "before-tool",
         "input",
         "output",
-    }
+    } == {f.moment for f in tape.of("middleware.decision")}
 
 
 async def test_g80_a_visit_that_does_not_engage_files_nothing() -> None:
@@ -261,8 +261,8 @@ async def test_g80_a_visit_that_does_not_engage_files_nothing() -> None:
     )
     tape = Tape(agent)
     await conversation(agent)
-    assert agent.last_snapshot().window_records == ()
-    assert tape.of("window.compacted") == []
+    assert () == agent.last_snapshot().window_records
+    assert [] == tape.of("window.compacted")
 
 
 # -- G81 ----------------------------------------------------------------------
@@ -306,7 +306,7 @@ async def test_g81_history_checkpoints_and_stream_keep_every_message(keep: int) 
             ]
         )
     assert committed[0] == committed[1]
-    assert len(windowed.last_snapshot().history) == 12
+    assert 12 == len(windowed.last_snapshot().history)
 
 
 @pytest.mark.parametrize("keep", [1, 2, 3, 4])
@@ -315,7 +315,7 @@ async def test_g81_never_splits_a_tool_call_from_its_results(keep: int) -> None:
     model = scripted(script())
     agent = builder(model).window(sliding_window(keep_recent_turns=keep)).build()
     await conversation(agent)
-    assert len(model.requests) == 6
+    assert 6 == len(model.requests)
     for request in model.requests:
         assert_calls_travel_with_results(request.messages)
         assert request.messages[-1].role in ("user", "tool")
@@ -328,14 +328,14 @@ async def test_g81_the_current_request_is_never_removed() -> None:
     await agent.run("one")
     await agent.follow_up("look up 1")
     second_call = model.requests[-1].messages
-    assert second_call[0] == Message(role="user", content="look up 1")
-    assert [m.role for m in second_call] == ["user", "assistant", "tool"]
+    assert Message(role="user", content="look up 1") == second_call[0]
+    assert ["user", "assistant", "tool"] == [m.role for m in second_call]
     last = agent.last_snapshot().window_records[-1]
-    assert (last.iteration, last.refusals, last.removed_message_count) == (
+    assert (
         2,
         (WindowRefusal(reason="current-request", turn_index=2, message_index=2),),
         2,
-    )
+    ) == (last.iteration, last.refusals, last.removed_message_count)
 
 
 async def test_g81_dropped_observations_name_the_tools_whose_results_left() -> None:
@@ -361,16 +361,16 @@ def test_g81_plan_keeps_an_unresolved_tool_call_and_a_paused_one() -> None:
         Message(role="user", content="q3"),
     )
     plan = sliding_window(keep_recent_turns=1).plan(unresolved, iteration=3)
-    assert [m.content for m in plan.messages] == ["", "q3"]
+    assert ["", "q3"] == [m.content for m in plan.messages]
     assert isinstance(plan.record, WindowCompacted)
-    assert plan.record.refusals == (
+    assert (
         WindowRefusal(reason="unresolved-tool-call", turn_index=1, message_index=1),
-    )
+    ) == plan.record.refusals
     paused = sliding_window(keep_recent_turns=1).plan(
         unresolved, iteration=3, paused_call_ids=frozenset({"c1"})
     )
     assert paused.record is not None
-    assert [r.reason for r in paused.record.refusals] == ["paused-tool"]
+    assert ["paused-tool"] == [r.reason for r in paused.record.refusals]
 
 
 def test_g81_plan_engages_only_above_n_turns() -> None:

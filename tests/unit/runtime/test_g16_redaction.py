@@ -194,17 +194,17 @@ SECRETS = (SSN, RESULT_SECRET, DRAFT_SECRET, ARG_SECRET, DETAIL_SECRET, "ok, che
 
 def test_g85_conversation_redaction_names_the_conversation_fields_plus_extras() -> None:
     """G85: conversation_redaction(*extra) names the ten fields plus extra."""
-    assert conversation_redaction().fields == CONVERSATION_FIELDS
-    assert conversation_redaction("identity").fields == CONVERSATION_FIELDS | {
-        "identity"
-    }
-    assert conversation_redaction().placeholder == PLACEHOLDER
+    assert CONVERSATION_FIELDS == conversation_redaction().fields
+    assert (
+        CONVERSATION_FIELDS | {"identity"} == conversation_redaction("identity").fields
+    )
+    assert PLACEHOLDER == conversation_redaction().placeholder
 
 
 def test_g85_a_policy_takes_fields_and_a_placeholder() -> None:
     """G85: RedactionPolicy(fields, placeholder) holds a set of names."""
     policy = RedactionPolicy(["args", "result"], placeholder="***")
-    assert (policy.fields, policy.placeholder) == ({"args", "result"}, "***")
+    assert ({"args", "result"}, "***") == (policy.fields, policy.placeholder)
 
 
 @pytest.mark.parametrize(
@@ -247,7 +247,7 @@ async def test_g86_rows_survive_with_every_non_value_field_intact() -> None:
     for plain_row, kept in zip(plain_rows, kept_rows, strict=True):
         for name in ("why", "before", "after"):
             expected = None if getattr(plain_row, name) is None else PLACEHOLDER
-            assert getattr(kept, name) == expected
+            assert expected == getattr(kept, name)
 
 
 async def test_g86_the_snapshot_holds_no_named_value() -> None:
@@ -255,8 +255,8 @@ async def test_g86_the_snapshot_holds_no_named_value() -> None:
     run = await Run(conversation_redaction()).go()
     snapshot = run.agent.last_snapshot()
     text = encoded(snapshot)
-    assert [s for s in SECRETS if s in text] == []
-    assert {m.content for m in snapshot.history} == {PLACEHOLDER}
+    assert [] == [s for s in SECRETS if s in text]
+    assert {PLACEHOLDER} == {m.content for m in snapshot.history}
     assert [m.role for m in snapshot.history] == [
         m.role for m in (await Run(None).go()).agent.last_snapshot().history
     ]
@@ -267,15 +267,15 @@ async def test_g86_delivered_events_carry_no_named_value() -> None:
     run = await Run(conversation_redaction()).go()
     assert run.events == run.watched
     leaks = [(e.type, s) for e in run.events for s in SECRETS if s in encoded(e)]
-    assert leaks == []
+    assert [] == leaks
     for e in run.events:
         for name in CONVERSATION_FIELDS & set(e.__struct_fields__):
             assert getattr(e, name) in (None, PLACEHOLDER), (e.type, name)
     ends = [e for e in run.events if e.type == "stream.tool_end"]
-    assert [(e.tool_call_id, e.result) for e in ends] == [
+    assert [
         ("c1", PLACEHOLDER),
         ("c2", PLACEHOLDER),
-    ]
+    ] == [(e.tool_call_id, e.result) for e in ends]
 
 
 async def test_g86_facts_keep_their_shape_under_a_policy() -> None:
@@ -302,7 +302,7 @@ async def test_g87_scrubbed_input_hidden_result_and_draft_survive_nowhere() -> N
     run = await Run(conversation_redaction()).go()
     records = await run.records()
     for secret in (SSN, RESULT_SECRET, DRAFT_SECRET):
-        assert [r.decode().type for r in records if secret.encode() in r.data] == []
+        assert [] == [r.decode().type for r in records if secret.encode() in r.data]
 
 
 async def test_g87_the_stream_keeps_values_only_where_the_session_computes() -> None:
@@ -312,38 +312,38 @@ async def test_g87_the_stream_keeps_values_only_where_the_session_computes() -> 
     holders = sorted(
         {r.decode().type for r in records if ARG_SECRET.encode() in r.data}
     )
-    assert holders == ["message.committed", "pause.request", "tool.dispatched"]
+    assert ["message.committed", "pause.request", "tool.dispatched"] == holders
     by_type: dict[str, list[Any]] = {}
     for r in records:
         event = r.decode()
         by_type.setdefault(event.type, []).append(event)
     assert {e.row.why for e in by_type["decision.filed"]} <= {None, PLACEHOLDER}
-    assert [e.args for e in by_type["stream.tool_start"]] == [PLACEHOLDER] * 2
-    assert [e.result for e in by_type["stream.tool_end"]] == [PLACEHOLDER] * 2
-    assert [e.content for e in by_type["stream.llm_end"]] == [PLACEHOLDER] * 2
-    assert [e.final_content for e in by_type["agent.turn_end"]] == [PLACEHOLDER]
-    assert [e.note for e in by_type["pause.resume"]] == [PLACEHOLDER]
+    assert [PLACEHOLDER] * 2 == [e.args for e in by_type["stream.tool_start"]]
+    assert [PLACEHOLDER] * 2 == [e.result for e in by_type["stream.tool_end"]]
+    assert [PLACEHOLDER] * 2 == [e.content for e in by_type["stream.llm_end"]]
+    assert [PLACEHOLDER] == [e.final_content for e in by_type["agent.turn_end"]]
+    assert [PLACEHOLDER] == [e.note for e in by_type["pause.resume"]]
     (pause,) = by_type["pause.request"]
-    assert (pause.args, pause.question) == (
+    assert (
         {"account": ARG_SECRET},
         "Show this balance?",
-    )
+    ) == (pause.args, pause.question)
 
 
 async def test_g87_the_asks_detail_is_not_kept_in_the_stream() -> None:
     """G87: a pause keeps its arguments and question; its detail is a placeholder."""
     run = await Run(conversation_redaction()).go()
     records = await run.records()
-    assert [r.decode().type for r in records if DETAIL_SECRET.encode() in r.data] == []
+    assert [] == [r.decode().type for r in records if DETAIL_SECRET.encode() in r.data]
 
 
 async def test_g87_without_a_policy_the_stream_keeps_every_value() -> None:
     """G87: with no policy, the stream keeps values (the rows' before included)."""
     run = await Run(None).go()
     data = b"".join(r.data for r in await run.records())
-    assert [
+    assert [] == [
         s for s in (SSN, RESULT_SECRET, DRAFT_SECRET) if s.encode() not in data
-    ] == []
+    ]
 
 
 # -- G88 ----------------------------------------------------------------------
@@ -355,15 +355,15 @@ async def test_g88_what_the_agent_computes_on_or_hands_back_stays_real() -> None
     run = await Run(conversation_redaction()).go()
     assert run.model.requests == plain.model.requests
     assert run.bank.ran == plain.bank.ran
-    assert run.bank.ran == [
+    assert [
         ("balance", {"account": ARG_SECRET}),
         ("vault", {"account": ARG_SECRET}),
-    ]
+    ] == run.bank.ran
     assert run.answer == plain.answer == "All done; the bird says hi."
     assert run.agent.checkpoint() == plain.agent.checkpoint()
     assert run.pause is not None
     assert run.pause == plain.pause
-    assert run.pause.ask.detail == {"note": DETAIL_SECRET}
+    assert {"note": DETAIL_SECRET} == run.pause.ask.detail
     tool_reads = [m for m in run.model.requests[-1].messages if m.role == "tool"]
     assert [(m.tool_call_id, m.content) for m in tool_reads] == [
         ("c1", f"BALANCE OF {ARG_SECRET.upper()} IS 10"),
@@ -382,11 +382,12 @@ async def test_g88_a_fresh_agent_on_the_store_resumes_with_real_values() -> None
     model = scripted(script()[1:])
     second = build(model, bank, store, policy)
     answer = await second.resume(out.checkpoint.to_json(), check_in_approved(by="dana"))
-    assert answer == "All done; the bird says hi."
-    assert bank.ran == [
+    assert "All done; the bird says hi." == answer
+    assert [
         ("balance", {"account": ARG_SECRET}),
         ("vault", {"account": ARG_SECRET}),
-    ]
-    assert model.requests[0].messages[0] == Message(
-        role="user", content=f"show account {ARG_SECRET}, my ssn is [ssn]"
+    ] == bank.ran
+    assert (
+        Message(role="user", content=f"show account {ARG_SECRET}, my ssn is [ssn]")
+        == model.requests[0].messages[0]
     )

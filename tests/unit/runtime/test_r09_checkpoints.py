@@ -131,16 +131,16 @@ class Paused:
         before = await self.stream()
         with pytest.raises(CheckpointError) as caught:
             await self.agent.resume(checkpoint, check_in_approved(by="dana"))
-        assert (caught.value.reason, caught.value.code) == (reason, "ERR_CHECKPOINT")
+        assert (reason, "ERR_CHECKPOINT") == (caught.value.reason, caught.value.code)
         assert await self.stream() == before
-        assert self.events == []
-        assert self.refunds.ran == []
+        assert [] == self.events
+        assert [] == self.refunds.ran
         return caught.value
 
     async def still_resumes(self) -> None:
         answer = await self.agent.resume(self.checkpoint, check_in_approved(by="dana"))
-        assert answer == "Refunded."
-        assert self.refunds.ran == [{"order": 7, "amount": 250}]
+        assert "Refunded." == answer
+        assert [{"order": 7, "amount": 250}] == self.refunds.ran
 
 
 def altered(cp: Checkpoint, **changes: Any) -> Checkpoint:
@@ -168,7 +168,7 @@ async def test_r09_text_that_is_not_a_checkpoint_is_malformed(text: str) -> None
     await paused.refuse(text, "malformed")
     with pytest.raises(CheckpointError) as caught:
         Checkpoint.from_json(text)
-    assert caught.value.reason == "malformed"
+    assert "malformed" == caught.value.reason
     await paused.still_resumes()
 
 
@@ -178,7 +178,7 @@ async def test_r09_a_value_that_is_not_a_checkpoint_is_malformed() -> None:
     await paused.refuse(msgspec.to_builtins(paused.checkpoint), "malformed")
     with pytest.raises(CheckpointError) as caught:
         await paused.agent.run("hello", continue_from="{not a checkpoint")
-    assert caught.value.reason == "malformed"
+    assert "malformed" == caught.value.reason
 
 
 # -- unknown-session ------------------------------------------------------------
@@ -193,7 +193,7 @@ async def test_r09_a_checkpoint_of_a_session_the_store_lacks_is_unknown() -> Non
     other = build(scripted(["x"]), Refunds(), MemoryEventStore())
     with pytest.raises(CheckpointError) as caught:
         await other.resume(paused.checkpoint, check_in_approved(by="dana"))
-    assert caught.value.reason == "unknown-session"
+    assert "unknown-session" == caught.value.reason
     await paused.still_resumes()
 
 
@@ -260,9 +260,9 @@ async def test_r09_a_resolved_pause_is_replayed() -> None:
     before = await paused.stream()
     with pytest.raises(CheckpointError) as caught:
         await paused.agent.resume(paused.checkpoint, check_in_approved(by="dana"))
-    assert caught.value.reason == "replayed"
+    assert "replayed" == caught.value.reason
     assert await paused.stream() == before
-    assert paused.refunds.ran == [{"order": 7, "amount": 250}]
+    assert [{"order": 7, "amount": 250}] == paused.refunds.ran
 
 
 async def test_r09_a_replayed_checkpoint_from_json_is_still_replayed() -> None:
@@ -272,7 +272,7 @@ async def test_r09_a_replayed_checkpoint_from_json_is_still_replayed() -> None:
     await paused.still_resumes()
     with pytest.raises(CheckpointError) as caught:
         await paused.agent.resume(kept, check_in_approved(by="lee"))
-    assert caught.value.reason == "replayed"
+    assert "replayed" == caught.value.reason
 
 
 async def test_r09_of_two_concurrent_resumes_exactly_one_proceeds() -> None:
@@ -285,10 +285,10 @@ async def test_r09_of_two_concurrent_resumes_exactly_one_proceeds() -> None:
     )
     answers = [o for o in outcomes if isinstance(o, str)]
     refusals = [o.reason for o in outcomes if isinstance(o, CheckpointError)]
-    assert (answers, refusals) == (["Refunded."], ["replayed"])
-    assert paused.refunds.ran == [{"order": 7, "amount": 250}]
+    assert (["Refunded."], ["replayed"]) == (answers, refusals)
+    assert [{"order": 7, "amount": 250}] == paused.refunds.ran
     resumes = [e for e in paused.events if e.type == "pause.resume"]
-    assert len(resumes) == 1
+    assert 1 == len(resumes)
 
 
 # -- stale ----------------------------------------------------------------------
@@ -302,11 +302,11 @@ async def test_r09_a_conversation_checkpoint_cannot_be_resumed() -> None:
     await agent.run("hi")
     cp = agent.checkpoint()
     assert cp is not None
-    assert cp.kind == "conversation"
+    assert "conversation" == cp.kind
     before = [r.data for r in await store.read(cp.session_id)]
     with pytest.raises(CheckpointError) as caught:
         await agent.resume(cp, check_in_approved(by="dana"))
-    assert caught.value.reason == "stale"
+    assert "stale" == caught.value.reason
     assert [r.data for r in await store.read(cp.session_id)] == before
 
 
@@ -316,8 +316,8 @@ async def test_r09_a_spent_pause_checkpoint_cannot_be_continued_from() -> None:
     await paused.still_resumes()
     with pytest.raises(CheckpointError) as caught:
         await paused.agent.run("more", continue_from=paused.checkpoint)
-    assert caught.value.reason == "stale"
-    assert len(paused.model.requests) == 2
+    assert "stale" == caught.value.reason
+    assert 2 == len(paused.model.requests)
 
 
 async def test_r09_an_earlier_pause_of_a_batch_is_replayed() -> None:
@@ -337,9 +337,9 @@ async def test_r09_an_earlier_pause_of_a_batch_is_replayed() -> None:
     assert isinstance(second, AskPause)
     with pytest.raises(CheckpointError) as caught:
         await agent.resume(first.checkpoint, check_in_approved(by="dana"))
-    assert caught.value.reason == "replayed"
-    assert (
-        await agent.resume(second.checkpoint, check_in_approved(by="dana")) == "Done."
+    assert "replayed" == caught.value.reason
+    assert "Done." == await agent.resume(
+        second.checkpoint, check_in_approved(by="dana")
     )
 
 
@@ -385,7 +385,7 @@ async def test_r09_a_changed_governance_posture_is_policy_changed(posture: str) 
     before = await paused.stream()
     with pytest.raises(CheckpointError) as caught:
         await other.resume(paused.checkpoint, check_in_approved(by="dana"))
-    assert caught.value.reason == "policy-changed"
+    assert "policy-changed" == caught.value.reason
     assert await paused.stream() == before
     await paused.still_resumes()
 
@@ -399,8 +399,8 @@ async def test_r09_the_same_posture_on_another_agent_resumes() -> None:
     answer = await other.resume(
         paused.checkpoint.to_json(), check_in_approved(by="dana")
     )
-    assert answer == "Refunded."
-    assert refunds.ran == [{"order": 7, "amount": 250}]
+    assert "Refunded." == answer
+    assert [{"order": 7, "amount": 250}] == refunds.ran
 
 
 # -- conversation checkpoints (R14) ---------------------------------------------
@@ -419,10 +419,10 @@ async def test_r14_a_conversation_checkpoint_that_disagrees_with_the_stream() ->
         before = [r.data for r in await store.read(cp.session_id)]
         with pytest.raises(CheckpointError) as caught:
             await agent.run("go on", continue_from=forged)
-        assert caught.value.reason == "tampered"
+        assert "tampered" == caught.value.reason
         assert [r.data for r in await store.read(cp.session_id)] == before
-    assert len(model.requests) == 1
-    assert await agent.run("go on", continue_from=cp) == "Again."
+    assert 1 == len(model.requests)
+    assert "Again." == await agent.run("go on", continue_from=cp)
 
 
 async def test_r14_a_checkpoint_of_a_session_the_store_lacks_seeds_a_new_one() -> None:
@@ -434,7 +434,7 @@ async def test_r14_a_checkpoint_of_a_session_the_store_lacks_seeds_a_new_one() -
     model = scripted(["Welcome back."])
     store = MemoryEventStore()
     second = build(model, Refunds(), store)
-    assert await second.run("again", continue_from=cp.to_json()) == "Welcome back."
+    assert "Welcome back." == await second.run("again", continue_from=cp.to_json())
     assert model.requests[0].messages == (
         *cp.history,
         Message(role="user", content="again"),
