@@ -6,7 +6,8 @@ Role:    runtime layer; built by the walkers, handed to links.
 Emits:   nothing.
 
 Laws: G8 (contexts are frozen; each hook gets its own deep copy of ``args``,
-``result`` and ``detail``), G13 (the call context), G21 (the result context),
+``result`` and ``detail``, and of the tool-call arguments in its ``history``
+and its ``identity``), G13 (the call context), G21 (the result context),
 G28 (the message context).
 
 Why a hand-rolled clone: most values are JSON-shaped, and cloning those
@@ -21,6 +22,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 from helmlog.events import Message
 
 _ATOMS = (str, int, float, bool, type(None))
@@ -37,6 +39,36 @@ def clone(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def clone_history(history: tuple[Message, ...]) -> tuple[Message, ...]:
+    """A copy of committed messages a hook may mutate without effect (G8).
+
+    Invariant: a ``Message`` is frozen except the ``args`` of its tool calls,
+    which are the very objects the dispatch pipeline runs and the session's
+    cache holds; only those are copied.
+    """
+    return tuple(
+        msgspec.structs.replace(
+            m,
+            tool_calls=tuple(
+                msgspec.structs.replace(c, args=clone(c.args)) for c in m.tool_calls
+            ),
+        )
+        if m.tool_calls
+        else m
+        for m in history
+    )
+
+
+def _own_copies(ctx: Any) -> None:
+    # G8: each hook gets its own history and identity, so mutating them in
+    # place cannot reach the tool, later links, the model or the record.
+    object.__setattr__(ctx, "history", clone_history(ctx.history))
+    identity = ctx.identity
+    if isinstance(identity, Mapping) and type(identity) is not dict:
+        identity = dict(identity)
+    object.__setattr__(ctx, "identity", clone(identity))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolCallContext:
     """One proposed tool call, as a before-tool hook sees it (G13)."""
@@ -48,6 +80,9 @@ class ToolCallContext:
     args: Any
     history: tuple[Message, ...]
     identity: Mapping[str, Any] | None
+
+    def __post_init__(self) -> None:
+        _own_copies(self)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,6 +99,9 @@ class ToolResultContext:
     result: Any
     error: bool
 
+    def __post_init__(self) -> None:
+        _own_copies(self)
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MessageContext:
@@ -73,3 +111,6 @@ class MessageContext:
     content: str
     history: tuple[Message, ...]
     identity: Mapping[str, Any] | None
+
+    def __post_init__(self) -> None:
+        _own_copies(self)
