@@ -27,6 +27,8 @@ from helmlog.events import HelmlogError
 from helmlog.runtime import ActOptions, counter_ids
 from helmlog.runtime._moments import check_completeness
 from helmlog.runtime.providers import scripted
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import helmlog
 from helmlog import ACT_KEYS, LOOP_MOMENTS, Agent, AgentBuildError, sliding_window
@@ -346,6 +348,17 @@ def test_g72_any_other_key_is_refused(key: str) -> None:
     builder = Agent.create(provider=scripted(reply="hi"), model="m")
     with pytest.raises(AgentBuildError, match=f"unknown key '{key}'"):
         builder.act(**{key: []})
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.text(min_size=1, max_size=20).filter(lambda k: k not in ACT_KEYS))
+def test_g72_every_key_outside_act_keys_is_refused(key: str) -> None:
+    """G72: whatever the spelling, a key that is not in ACT_KEYS is refused."""
+    builder = Agent.create(provider=scripted(reply="hi"), model="m")
+    with pytest.raises(AgentBuildError) as caught:
+        builder.act(**{key: []})
+    assert f"unknown key '{key}'" in str(caught.value)
+    assert builder is builder.act()
 
 
 # -- G72: the completeness lock --------------------------------------------
