@@ -68,6 +68,12 @@ class ToolMiddleware(metaclass=_StructuralMeta):
             raise ValueError(
                 f"ToolMiddleware '{name}' needs on_tool_call and/or on_tool_result"
             )
+        for attr, fn in (
+            ("on_tool_call", on_tool_call),
+            ("on_tool_result", on_tool_result),
+        ):
+            if fn is not None and not callable(fn):
+                raise ValueError(f"ToolMiddleware '{name}': {attr} must be callable")
         self.name = name
         self.on_tool_call = on_tool_call
         self.on_tool_result = on_tool_result

@@ -429,3 +429,20 @@ async def test_g11_one_tool_chain_answers_at_both_tool_moments() -> None:
         ("inner", "after-tool", "c1"),
         ("outer", "after-tool", "c1"),
     ] == tool_rows(agent)
+
+
+@pytest.mark.parametrize(
+    "hooks",
+    [
+        {"on_tool_call": 5},
+        {"on_tool_result": "scrub"},
+        {"on_tool_call": noop, "on_tool_result": "scrub"},
+        {"on_tool_call": ["not", "callable"], "on_tool_result": noop},
+    ],
+)
+def test_g09_tool_middleware_refuses_a_hook_that_is_not_callable(
+    hooks: dict[str, Any],
+) -> None:
+    """G9: a hook that cannot be called is no hook: ValueError, not a dead link."""
+    with pytest.raises(ValueError):
+        ToolMiddleware(name="broken", **hooks)
