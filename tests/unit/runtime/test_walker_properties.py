@@ -392,7 +392,7 @@ def test_g05_the_model_reads_the_real_output_or_a_refusal(
     # G5 stated directly: a call that did not run reads no hook's value.
     if not seen.ran:
         assert "HOOK-" not in seen.reads
-        assert seen.reads not in hook_values(plans) or seen.reads == ""
+        assert seen.reads not in hook_values(plans)
         assert [] == [r for r in seen.rows if r[1] == "after-tool"]
 
     # G12/G14: the call-links invoked are exactly a prefix of the call-links,
