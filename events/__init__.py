@@ -31,7 +31,6 @@ from ._errors import (
     ProviderError,
     SequenceConflictError,
     StoreError,
-    UnknownEventTypeError,
 )
 from ._fold import Folder, PendingPause, SessionState, fold
 from ._messages import Message, ToolCallRequest
@@ -127,7 +126,6 @@ __all__ = [
     "TurnEnded",
     "TurnStarted",
     "UnknownEvent",
-    "UnknownEventTypeError",
     "WindowCompacted",
     "WindowRefusal",
     "binding_mac",

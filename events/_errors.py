@@ -172,9 +172,3 @@ class AgentBuildError(HelmlogError, ValueError):
     """An agent was assembled wrongly; nothing was attached (G10, G73)."""
 
     code = "ERR_AGENT_BUILD"
-
-
-class UnknownEventTypeError(HelmlogError):
-    """An event type this reader does not know, where one had to be decoded."""
-
-    code = "ERR_UNKNOWN_EVENT"

@@ -128,7 +128,6 @@ EVENTS = [
     "TurnEnded",
     "TurnStarted",
     "UnknownEvent",
-    "UnknownEventTypeError",
     "WindowCompacted",
     "WindowRefusal",
     "binding_mac",
