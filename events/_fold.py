@@ -109,7 +109,6 @@ class Folder:
 
     __slots__ = (
         "_conversation",
-        "_dispatch",
         "_history_at",
         "dispatched",
         "history",
@@ -146,21 +145,6 @@ class Folder:
         self.dispatched: dict[str, ToolDispatched] = {}
         self.resolved_pauses: set[int] = set()
         self._history_at: dict[int, tuple[tuple[Message, ...], str | None]] = {}
-        self._dispatch: dict[type[Any], Callable[[Any], None]] = {
-            ConversationSeeded: self._seeded,
-            DecisionFiled: self._filed,
-            TurnStarted: self._turn_started,
-            TurnEnded: self._turn_ended,
-            LlmStarted: self._llm_started,
-            MessageCommitted: self._committed,
-            PauseRequested: self._pause_requested,
-            PauseResumed: self._pause_resumed,
-            ToolDispatched: self._dispatched,
-            ToolEnded: self._tool_ended,
-            ToolOutcomeUnknown: self._tool_ended,
-            WindowCompacted: self._window,
-            UnknownEvent: self._unknown,
-        }
 
     @property
     def checkpoint(self) -> Checkpoint | None:
@@ -179,9 +163,9 @@ class Folder:
             self.last_seq = event.seq
         if not self.session_id:
             self.session_id = event.session_id
-        handler = self._dispatch.get(type(event))
+        handler = _HANDLERS.get(type(event))
         if handler is not None:
-            handler(event)
+            handler(self, event)
 
     def state(self) -> SessionState:
         """A frozen snapshot of what has been folded so far."""
@@ -301,6 +285,25 @@ class Folder:
 
     def _unknown(self, ev: UnknownEvent) -> None:
         self.unknown.append((ev.seq or 0, ev.type))
+
+
+# One table for every folder: a per-instance table of bound methods would be
+# thirteen objects and a reference cycle for every session a host holds.
+_HANDLERS: dict[type[Any], Callable[[Folder, Any], None]] = {
+    ConversationSeeded: Folder._seeded,
+    DecisionFiled: Folder._filed,
+    TurnStarted: Folder._turn_started,
+    TurnEnded: Folder._turn_ended,
+    LlmStarted: Folder._llm_started,
+    MessageCommitted: Folder._committed,
+    PauseRequested: Folder._pause_requested,
+    PauseResumed: Folder._pause_resumed,
+    ToolDispatched: Folder._dispatched,
+    ToolEnded: Folder._tool_ended,
+    ToolOutcomeUnknown: Folder._tool_ended,
+    WindowCompacted: Folder._window,
+    UnknownEvent: Folder._unknown,
+}
 
 
 def fold(events: Iterable[Event | UnknownEvent]) -> SessionState:

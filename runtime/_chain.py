@@ -48,6 +48,9 @@ def no_pause_reason(name: str, question: str) -> str:
     )
 
 
+_OUTCOME_TYPES = frozenset((Allow, Deny, Ask))
+
+
 async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | Ask:
     """Call one hook and enforce the outcome union (G6, G7).
 
@@ -56,7 +59,8 @@ async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | 
     """
     try:
         out = fn(ctx)
-        if inspect.isawaitable(out):
+        # The exact outcome types are never awaitable: skip the ABC check.
+        if type(out) not in _OUTCOME_TYPES and inspect.isawaitable(out):
             out = await out
     except Exception as exc:
         return Deny(thrown_reason(name, exc))

@@ -59,10 +59,46 @@ def clone_history(history: tuple[Message, ...]) -> tuple[Message, ...]:
     )
 
 
+class _Uncopied:
+    """A context's history before its hook first reads it (see ``_OwnHistory``)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, messages: tuple[Message, ...]) -> None:
+        self.messages = messages
+
+
+class _OwnHistory:
+    """The ``history`` field of a context, copied for its hook on first read (G8).
+
+    Why on first read: most hooks never look at history, and copying the
+    tool-call arguments of every committed message for every hook made a batch
+    of N calls cost O(N²). A hook that reads it still gets its own copy, taken
+    from messages nothing mutates (the session's cache only ever appends).
+    """
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: Any) -> None:
+        self.slot = slot
+
+    def __get__(self, ctx: Any, owner: Any = None) -> Any:
+        if ctx is None:
+            return self
+        value = self.slot.__get__(ctx, owner)
+        if type(value) is _Uncopied:
+            value = clone_history(value.messages)
+            self.slot.__set__(ctx, value)
+        return value
+
+    def __set__(self, ctx: Any, value: Any) -> None:
+        self.slot.__set__(ctx, _Uncopied(value))
+
+
 def _own_copies(ctx: Any) -> None:
-    # G8: each hook gets its own history and identity, so mutating them in
-    # place cannot reach the tool, later links, the model or the record.
-    object.__setattr__(ctx, "history", clone_history(ctx.history))
+    # G8: each hook gets its own history (on first read) and identity, so
+    # mutating them in place cannot reach the tool, later links, the model or
+    # the record.
     identity = ctx.identity
     if isinstance(identity, Mapping) and type(identity) is not dict:
         identity = dict(identity)
@@ -114,3 +150,7 @@ class MessageContext:
 
     def __post_init__(self) -> None:
         _own_copies(self)
+
+
+for _context in (ToolCallContext, ToolResultContext, MessageContext):
+    type.__setattr__(_context, "history", _OwnHistory(vars(_context)["history"]))
