@@ -1,0 +1,214 @@
+"""Benchmark the in-process governed loop: turns per second, cost per call.
+
+Pattern: a micro-benchmark in one process: warm up, then the median of several
+         timed repetitions (``time.perf_counter``), each turn a fresh
+         ``agent.run`` on one long-lived agent whose in-memory store grows, as
+         a real one does. The configurations take turns within every
+         repetition, so a burst of load elsewhere on the machine lands on all
+         of them alike.
+Role:    bench; run as ``uv run python bench/turns.py``. Not part of the test
+         suite: it prints a short summary and ends with one JSON line.
+Emits:   nothing of helmlog's; stdout only.
+
+Measures: (a) a governed one-tool-call turn: 3 ``allow()`` links at
+before-tool and 1 ``allow(value, why)`` transform at after-tool; (b) the same
+turn with no links (G11: nothing walked, no row); (c) microseconds per call of
+one governed turn whose reply proposes N = 1, 10 or 100 calls.
+
+Targets: at most 500 µs per governed one-tool turn; the per-call cost at N=100
+within 1.3x of N=10, so the loop's work per call does not grow with the batch.
+
+Why a ``respond=`` provider: it never runs out, and it answers from the
+request alone (the tool calls for a fresh user message, a final answer once
+the tool messages are in), so every run is exactly one turn of two model
+calls. Its deep copies of each request (G89) are part of every number here;
+the summary reports their share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from helmlog.runtime.providers import (
+    ProviderRequest,
+    Reply,
+    ScriptedProvider,
+    ToolCallRequest,
+    scripted,
+)
+
+from helmlog import Agent, ToolMiddleware, allow, tool
+
+REPETITIONS = 9
+TURN_WORK = 300  # tool calls per timed repetition, whatever the batch size
+WARMUP_TURN_WORK = 200
+BATCH_SIZES = (1, 10, 100)
+TARGET_US_PER_TURN = 500.0
+TARGET_RATIO = 1.3
+ANSWER = "Done."
+
+
+@tool
+def lookup(order: int) -> dict[str, int]:
+    """Look an order up."""
+    return {"order": order, "status": 1}
+
+
+def responder(n_calls: int) -> Callable[[ProviderRequest], Reply]:
+    """The N tool calls for a fresh user message, else the final answer."""
+    calls = Reply(
+        tool_calls=[
+            ToolCallRequest(id=f"c{i}", name="lookup", args={"order": i})
+            for i in range(n_calls)
+        ]
+    )
+    final = Reply(content=ANSWER)
+
+    def respond(request: ProviderRequest) -> Reply:
+        return calls if request.messages[-1].role == "user" else final
+
+    return respond
+
+
+def governed_links() -> list[ToolMiddleware]:
+    """Three pass-throughs at before-tool, one transform at after-tool."""
+    passes = [
+        ToolMiddleware(name=f"pass-{i}", on_tool_call=lambda call: allow())
+        for i in range(3)
+    ]
+    stamp = ToolMiddleware(
+        name="stamp",
+        on_tool_result=lambda res: allow({**res.result, "checked": True}, "stamped"),
+    )
+    return [*passes, stamp]
+
+
+class TimedProvider:
+    """Delegates to a provider and adds up the time spent inside it."""
+
+    def __init__(self, inner: ScriptedProvider) -> None:
+        self.inner = inner
+        self.requests = inner.requests
+        self.seconds = 0.0
+
+    async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
+        started = time.perf_counter()
+        try:
+            return await self.inner.call(request, on_token)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+class Case:
+    """One agent, its provider, and the samples taken of it."""
+
+    def __init__(
+        self, label: str, n_calls: int, *, governed: bool, timed: bool = False
+    ):
+        self.label = label
+        self.n_calls = n_calls
+        self.turns = max(1, TURN_WORK // n_calls)
+        inner = scripted(respond=responder(n_calls))
+        self.model: ScriptedProvider | TimedProvider = (
+            TimedProvider(inner) if timed else inner
+        )
+        builder = Agent.create(provider=self.model, model="bench").system("Look up.")
+        builder = builder.tool(lookup)
+        if governed:
+            builder = builder.tool_middleware(*governed_links())
+        self.agent = builder.build()
+        self.samples: list[float] = []
+
+    async def run(self, turns: int) -> float:
+        """Seconds for ``turns`` fresh runs, each one turn."""
+        agent, requests = self.agent, self.model.requests
+        started = time.perf_counter()
+        for _ in range(turns):
+            out = await agent.run("Look my orders up.")
+            # The scripted provider keeps a deep copy of every request as test
+            # evidence; a real provider keeps none.
+            requests.clear()
+            if out != ANSWER:
+                raise RuntimeError(f"{self.label}: unexpected answer {out!r}")
+        return time.perf_counter() - started
+
+    async def warm_up(self) -> None:
+        await self.run(max(1, WARMUP_TURN_WORK // self.n_calls))
+
+    async def sample(self) -> None:
+        self.samples.append(await self.run(self.turns) / self.turns * 1e6)
+
+    @property
+    def us_per_turn(self) -> float:
+        return statistics.median(self.samples)
+
+
+async def measure() -> tuple[dict[str, Any], float]:
+    """Every case, interleaved; returns the JSON result and the provider share."""
+    governed = Case("governed", 1, governed=True)
+    bare = Case("bare", 1, governed=False)
+    batches = [Case(f"N={n}", n, governed=True) for n in BATCH_SIZES]
+    probe = Case("provider share", 1, governed=True, timed=True)
+    cases = [governed, bare, *batches, probe]
+    for case in cases:
+        await case.warm_up()
+    assert isinstance(probe.model, TimedProvider)
+    probe.model.seconds = 0.0
+    for _ in range(REPETITIONS):
+        for case in cases:
+            gc.collect()
+            await case.sample()
+    provider_us = probe.model.seconds / (REPETITIONS * probe.turns) * 1e6
+    per_call = {str(c.n_calls): c.us_per_turn / c.n_calls for c in batches}
+    result = {
+        "bench": "turns",
+        "governed_us_per_turn": round(governed.us_per_turn, 1),
+        "bare_us_per_turn": round(bare.us_per_turn, 1),
+        "us_per_call": {n: round(us, 1) for n, us in per_call.items()},
+        "ratio_100_vs_10": round(per_call["100"] / per_call["10"], 3),
+        "governed_vs_bare": round(governed.us_per_turn / bare.us_per_turn, 3),
+    }
+    return result, provider_us
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def summary(result: dict[str, Any], provider_us: float) -> str:
+    gov = result["governed_us_per_turn"]
+    bare = result["bare_us_per_turn"]
+    ratio = result["ratio_100_vs_10"]
+    lines = [
+        f"helmlog governed loop: in-process, memory store, scripted provider, "
+        f"median of {REPETITIONS}",
+        f"  governed one-tool turn  {gov:8.1f} us  ({1e6 / gov:,.0f} turns/s)  "
+        f"target <= {TARGET_US_PER_TURN:.0f}: {verdict(gov <= TARGET_US_PER_TURN)}",
+        f"  bare one-tool turn      {bare:8.1f} us  ({1e6 / bare:,.0f} turns/s)  "
+        f"governed/bare {result['governed_vs_bare']}x",
+        f"  of a turn, in the scripted provider (two calls, deep copies) "
+        f"~{provider_us:.0f} us",
+    ]
+    for n, us in result["us_per_call"].items():
+        lines.append(f"  per call, N={n:<3}        {us:8.1f} us")
+    lines.append(
+        f"  N=100 vs N=10 per call  {ratio:8.3f}x  target <= {TARGET_RATIO}: "
+        f"{verdict(ratio <= TARGET_RATIO)}"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    result, provider_us = asyncio.run(measure())
+    print(summary(result, provider_us))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
