@@ -15,15 +15,17 @@ mutation anywhere must not rewrite that evidence.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Union
 
-from ._base import ProviderRequest, Reply, TokenSink
+from helmlog.events import Message
 
-ReplyLike = Union[Reply, str]
+from .._context import clone
+from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+
+ReplyLike = Reply | str
 Responder = Callable[[ProviderRequest], ReplyLike | Awaitable[ReplyLike]]
 
 _WORD = re.compile(r"\S+\s*|\s+")
@@ -35,6 +37,38 @@ def _as_reply(value: object) -> Reply:
     if isinstance(value, str):
         return Reply(content=value)
     raise TypeError(f"a scripted reply must be a Reply or a str, got {type(value).__name__}")
+
+
+def _copy_message(m: Message) -> Message:
+    if not m.tool_calls:
+        return m  # frozen all the way down: sharing it is copying it
+    calls = tuple(
+        type(c)(id=c.id, name=c.name, args=clone(c.args)) for c in m.tool_calls
+    )
+    return Message(
+        role=m.role,
+        content=m.content,
+        tool_calls=calls,
+        tool_call_id=m.tool_call_id,
+        tool_name=m.tool_name,
+    )
+
+
+def copy_request(request: ProviderRequest) -> ProviderRequest:
+    """A deep copy of a request: every mutable part (arguments, schemas) cloned.
+
+    Messages are frozen; only a tool call's ``args`` and a tool's schema can
+    be mutated, so only those are copied — several times cheaper than
+    ``copy.deepcopy`` of the whole request on every model call.
+    """
+    return dataclasses.replace(
+        request,
+        messages=tuple(_copy_message(m) for m in request.messages),
+        tools=tuple(
+            ToolSpec(t.name, t.description, clone(dict(t.input_schema)))
+            for t in request.tools
+        ),
+    )
 
 
 def word_chunks(text: str) -> list[str]:
@@ -71,7 +105,7 @@ class ScriptedProvider:
     async def call(
         self, request: ProviderRequest, on_token: TokenSink | None = None
     ) -> Reply:
-        self.requests.append(copy.deepcopy(request))
+        self.requests.append(copy_request(request))
         if self._script is not None:
             if self._next >= len(self._script):
                 raise RuntimeError(
@@ -84,7 +118,7 @@ class ScriptedProvider:
             out = self._reply
         else:
             assert self._respond is not None
-            produced = self._respond(copy.deepcopy(request))
+            produced = self._respond(copy_request(request))
             if inspect.isawaitable(produced):
                 produced = await produced
             out = _as_reply(produced)
