@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+
 from helmlog.events import (
     DecisionFiled,
     Event,

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from helmlog import Agent, ToolMiddleware, allow, tool
 from helmlog.runtime.providers import (
     ProviderRequest,
     Reply,
@@ -42,8 +43,6 @@ from helmlog.runtime.providers import (
     ToolCallRequest,
     scripted,
 )
-
-from helmlog import Agent, ToolMiddleware, allow, tool
 
 REPETITIONS = 9
 TURN_WORK = 300  # tool calls per timed repetition, whatever the batch size

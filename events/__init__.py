@@ -64,7 +64,6 @@ from ._types import (
     fact_for,
 )
 
-
 if TYPE_CHECKING:
     from ._redis_store import RedisEventStore
 
@@ -111,8 +110,8 @@ __all__ = [
     "PauseRequested",
     "PauseResumed",
     "PendingPause",
-    "RedisEventStore",
     "ProviderError",
+    "RedisEventStore",
     "SequenceConflictError",
     "SessionState",
     "StoreError",

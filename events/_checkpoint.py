@@ -71,7 +71,8 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             raise CheckpointError("malformed", str(exc)) from None
         if cp.version != CHECKPOINT_VERSION or cp.kind not in ("conversation", "pause"):
             raise CheckpointError(
-                "malformed", f"unsupported checkpoint version/kind {cp.version}/{cp.kind}"
+                "malformed",
+                f"unsupported checkpoint version/kind {cp.version}/{cp.kind}",
             )
         return cp
 
@@ -95,4 +96,6 @@ def binding_mac(
             "policy_version": policy_version,
         }
     )
-    return hmac.new(key, b"helmlog/v1/checkpoint\x00" + body, hashlib.sha256).hexdigest()
+    return hmac.new(
+        key, b"helmlog/v1/checkpoint\x00" + body, hashlib.sha256
+    ).hexdigest()

@@ -26,6 +26,8 @@ where and why; the record holds the rest, under the redaction policy.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class HelmlogError(Exception):
     """Root of every error helmlog raises on purpose."""
@@ -51,7 +53,7 @@ class NoConversationError(HelmlogError):
 
     code = "ERR_NO_CONVERSATION"
 
-    _MESSAGES = {
+    _MESSAGES: ClassVar[dict[str, str]] = {
         "never-run": (
             "There is no conversation to continue: no run of this agent has "
             "passed input admission yet. Start one with run(message)."

@@ -152,9 +152,8 @@ class MemoryEventStore(StoreBase):
             )
         for offset, record in enumerate(records, start=1):
             if record.seq != expected_seq + offset:
-                raise ValueError(
-                    f"record seq {record.seq} does not follow {expected_seq + offset - 1}"
-                )
+                previous = expected_seq + offset - 1
+                raise ValueError(f"record seq {record.seq} does not follow {previous}")
         stream.extend(records)
         for record in records:
             if is_fact_record(record):
@@ -186,7 +185,9 @@ class MemoryEventStore(StoreBase):
         return None
 
 
-def open_event_store(url: str | None = None, *, chain_key: bytes | None = None) -> EventStore:
+def open_event_store(
+    url: str | None = None, *, chain_key: bytes | None = None
+) -> EventStore:
     """The store a URL names: ``None``/``memory://`` or ``redis://``/``rediss://``."""
     if url is None or url == "memory://":
         return MemoryEventStore(chain_key=chain_key)

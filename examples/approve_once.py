@@ -185,9 +185,8 @@ class _RowWatcher:
 
 async def main() -> None:
     """Two refunds of order 7 in one session: the first asks, the second does not."""
-    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
-
     from helmlog import Agent, check_in_approved, is_ask_pause, tool
+    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
     @tool
     def refund(order: int, amount: float) -> str:

@@ -60,16 +60,26 @@ def timeline_row(event: Any) -> tuple[str, str, str] | None:
     if t == "decision.filed":
         return None
     if t == "middleware.decision":
-        where = event.moment + (f" {event.tool_name}#{event.tool_call_id}" if event.tool_name else "")
+        where = event.moment + (
+            f" {event.tool_name}#{event.tool_call_id}" if event.tool_name else ""
+        )
         changed = " (changed)" if event.changed else ""
         why = f" — {event.why}" if event.why else ""
-        return seq, "decision", f"{event.middleware} @ {where}: {event.outcome}{changed}{why}"
+        return (
+            seq,
+            "decision",
+            f"{event.middleware} @ {where}: {event.outcome}{changed}{why}",
+        )
     if t == "message.committed":
         m = event.message
         if m.tool_calls:
-            calls = ", ".join(f"{c.name}#{c.id}({_short(c.args, 40)})" for c in m.tool_calls)
+            calls = ", ".join(
+                f"{c.name}#{c.id}({_short(c.args, 40)})" for c in m.tool_calls
+            )
             return seq, "assistant calls", calls
-        label = f"{m.role}" + (f" {m.tool_name}#{m.tool_call_id}" if m.role == "tool" else "")
+        label = f"{m.role}" + (
+            f" {m.tool_name}#{m.tool_call_id}" if m.role == "tool" else ""
+        )
         return seq, label, _short(m.content)
     if t == "agent.turn_start":
         return seq, "turn start", f"turn {event.turn}"
@@ -79,28 +89,63 @@ def timeline_row(event: Any) -> tuple[str, str, str] | None:
         return seq, "model call", f"#{event.iteration} {event.model}"
     if t == "stream.llm_end":
         held = " (draft held)" if event.content_withheld else ""
-        return seq, "model reply", f"#{event.iteration}: {event.tool_call_count} tool calls{held}"
+        return (
+            seq,
+            "model reply",
+            f"#{event.iteration}: {event.tool_call_count} tool calls{held}",
+        )
     if t == "stream.tool_start":
-        return seq, "tool start", f"{event.tool_name}#{event.tool_call_id}({_short(event.args, 40)})"
+        return (
+            seq,
+            "tool start",
+            f"{event.tool_name}#{event.tool_call_id}({_short(event.args, 40)})",
+        )
     if t == "stream.tool_end":
         err = " (error)" if event.error else ""
-        return seq, "tool end", f"{event.tool_name}#{event.tool_call_id}{err}: {_short(event.result)}"
+        return (
+            seq,
+            "tool end",
+            f"{event.tool_name}#{event.tool_call_id}{err}: {_short(event.result)}",
+        )
     if t == "tool.dispatched":
-        return seq, "dispatched", f"{event.tool_name}#{event.tool_call_id} attempt {event.attempt}"
+        return (
+            seq,
+            "dispatched",
+            f"{event.tool_name}#{event.tool_call_id} attempt {event.attempt}",
+        )
     if t == "pause.request":
         who = event.middleware or event.kind
-        return seq, "pause", f"{who} asks about {event.tool_name}#{event.tool_call_id}: {event.question}"
+        return (
+            seq,
+            "pause",
+            f"{who} asks about {event.tool_name}#{event.tool_call_id}: "
+            f"{event.question}",
+        )
     if t == "pause.resume":
-        verdict = {True: "approved", False: "declined", None: "answered"}[event.approved]
+        verdict = {True: "approved", False: "declined", None: "answered"}[
+            event.approved
+        ]
         by = f" by {event.by}" if event.by else ""
-        return seq, "resume", f"{event.kind} {verdict}{by}" + (f": {event.note}" if event.note else "")
+        return (
+            seq,
+            "resume",
+            f"{event.kind} {verdict}{by}" + (f": {event.note}" if event.note else ""),
+        )
     if t == "window.compacted":
-        return seq, "window", (
-            f"{event.strategy} at #{event.iteration}: {event.removed_message_count} "
-            f"messages out of view"
+        return (
+            seq,
+            "window",
+            (
+                f"{event.strategy} at #{event.iteration}: "
+                f"{event.removed_message_count} messages out of view"
+            ),
         )
     if t == "error.fatal":
-        return seq, "error", f"{event.code}" + (f" at {event.phase}" if event.phase else "")
+        return (
+            seq,
+            "error",
+            f"{event.code}" + (f" at {event.phase}" if event.phase else ""),
+        )
     if isinstance(event, UnknownEvent):
         return seq, "unknown", f"event type '{t}' this reader does not know"
     return seq, t, ""
@@ -125,7 +170,9 @@ def records_json(records: list[StoredEvent]) -> list[Any]:
     return [json.loads(r.data) for r in records]
 
 
-async def verify(store: EventStore, session_id: str, key: bytes | None) -> tuple[int, int | None]:
+async def verify(
+    store: EventStore, session_id: str, key: bytes | None
+) -> tuple[int, int | None]:
     """``(event count, first broken seq or None)``."""
     records = await store.read(session_id)
     return len(records), verify_chain(records, key)

@@ -37,12 +37,17 @@ from helmlog._demo import (
 from helmlog._record import (
     chain_key_from_env,
     records_json,
-    tail as follow_facts,
     timeline_table,
+)
+from helmlog._record import (
+    tail as follow_facts,
+)
+from helmlog._record import (
     verify as verify_session,
 )
 from helmlog.events import open_event_store
-from helmlog.sinks import JsonlSink, replay as replay_events
+from helmlog.sinks import JsonlSink
+from helmlog.sinks import replay as replay_events
 
 app = typer.Typer(
     name="helmlog",
@@ -128,7 +133,9 @@ READ_STORE_HELP = "Event store URL to read: redis://host:port/db (or memory://).
 
 
 def _fail(err: Console, what: str, exc: BaseException) -> typer.Exit:
-    err.print(f"[bold red]helmlog {what} failed:[/] {escape(f'{type(exc).__name__}: {exc}')}")
+    err.print(
+        f"[bold red]helmlog {what} failed:[/] {escape(f'{type(exc).__name__}: {exc}')}"
+    )
     return typer.Exit(2)
 
 
@@ -136,7 +143,9 @@ def _fail(err: Console, what: str, exc: BaseException) -> typer.Exit:
 def replay(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the events as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the events as JSON.")
+    ] = False,
     jsonl: Annotated[
         str | None, typer.Option(help="Re-emit the session into a JSON-lines file.")
     ] = None,
@@ -204,7 +213,9 @@ def tail(
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Show facts already published.")
     ] = False,
-    count: Annotated[int | None, typer.Option(help="Stop after this many facts.")] = None,
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many facts.")
+    ] = None,
     idle_exit: Annotated[
         float | None, typer.Option(help="Stop after this many idle seconds.")
     ] = None,
@@ -216,7 +227,11 @@ def tail(
         opened = open_event_store(store)
         try:
             return await follow_facts(
-                opened, typer.echo, from_start=from_start, count=count, idle_exit_s=idle_exit
+                opened,
+                typer.echo,
+                from_start=from_start,
+                count=count,
+                idle_exit_s=idle_exit,
             )
         finally:
             await opened.close()

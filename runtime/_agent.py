@@ -188,7 +188,8 @@ class Agent:
         held = f.history_at(cp.seq)
         if held is None or held[0] != cp.history:
             raise CheckpointError(
-                "tampered", f"seq {cp.seq} and history do not match session '{cp.session_id}'"
+                "tampered",
+                f"seq {cp.seq} and history do not match session '{cp.session_id}'",
             )
         return cp.seq
 
@@ -206,7 +207,12 @@ class Agent:
         admitted = message
         if cfg.message_links:
             verdict = await walk_messages(
-                cfg.message_links, "input", message, history=(), identity=ident, iteration=0
+                cfg.message_links,
+                "input",
+                message,
+                history=(),
+                identity=ident,
+                iteration=0,
             )
             j.file(verdict.rows)
             if verdict.denied:
@@ -224,7 +230,9 @@ class Agent:
         self._last_input_refused = False
         if seed is not None:
             seeded = j.add(
-                ConversationSeeded(history=seed.history, original_input=seed.original_input)
+                ConversationSeeded(
+                    history=seed.history, original_input=seed.original_input
+                )
             )
             base_seq = seeded.seq or 0
         j.add(TurnStarted(turn=j.folder.turn + 1, base_seq=base_seq, identity=ident))
@@ -251,7 +259,9 @@ class Agent:
             out: str | AskPause = await body
         except MessageRefused as refused:
             err = refused.error
-            await self._loop.fail(s, refused, phase=err.phase, middleware=err.middleware)
+            await self._loop.fail(
+                s, refused, phase=err.phase, middleware=err.middleware
+            )
             await self._after(s, refused=err.phase == "input")
             raise err from None
         except BaseException as exc:
@@ -286,12 +296,16 @@ class Agent:
 
     # -- resume -------------------------------------------------------------
 
-    async def resume(self, checkpoint: Checkpoint | str, decision: Any = None) -> str | AskPause:
+    async def resume(
+        self, checkpoint: Checkpoint | str, decision: Any = None
+    ) -> str | AskPause:
         """Answer a pause and continue the run (G59–G70)."""
         cp = _coerce(checkpoint)
         session = await self._activate(cp.session_id)
         if session is None:
-            raise CheckpointError("unknown-session", f"no session '{cp.session_id}' in the store")
+            raise CheckpointError(
+                "unknown-session", f"no session '{cp.session_id}' in the store"
+            )
         async with session.lock:
             f = session.journal.folder
             self._check_pause(f, cp)
@@ -307,7 +321,9 @@ class Agent:
                     )
             elif decision is None:
                 raise DecisionRequiredError(
-                    gate="ask-human", middleware=None, tool_name=pending.tool_name,
+                    gate="ask-human",
+                    middleware=None,
+                    tool_name=pending.tool_name,
                     received="nothing",
                 )
             self._last_session_id = session.session_id
@@ -316,14 +332,20 @@ class Agent:
     def _check_pause(self, f: Folder, cp: Checkpoint) -> None:
         """R9: refuse a checkpoint before anything is appended."""
         if cp.kind != "pause":
-            raise CheckpointError("stale", "a conversation checkpoint cannot be resumed")
+            raise CheckpointError(
+                "stale", "a conversation checkpoint cannot be resumed"
+            )
         if cp.seq in f.resolved_pauses:
-            raise CheckpointError("replayed", f"the pause at seq {cp.seq} was already resolved")
+            raise CheckpointError(
+                "replayed", f"the pause at seq {cp.seq} was already resolved"
+            )
         p = f.pending
         if p is None or p.seq != cp.seq:
             if p is not None and cp.seq > p.seq:
                 raise CheckpointError("tampered", f"no pause at seq {cp.seq}")
-            raise CheckpointError("stale", f"the session moved past the pause at seq {cp.seq}")
+            raise CheckpointError(
+                "stale", f"the session moved past the pause at seq {cp.seq}"
+            )
         stored = f.pause_checkpoint
         assert stored is not None
         if (
@@ -334,15 +356,23 @@ class Agent:
             or cp.history != stored.history
             or (cp.mac or None) != (stored.mac or None)
         ):
-            raise CheckpointError("tampered", "a binding disagrees with the session stream")
+            raise CheckpointError(
+                "tampered", "a binding disagrees with the session stream"
+            )
         key = self._config.store.chain_key
         if key:
             expected = binding_mac(
-                key, session_id=cp.session_id, seq=cp.seq, tool_call_id=cp.tool_call_id,
-                args_digest=cp.args_digest, policy_version=cp.policy_version,
+                key,
+                session_id=cp.session_id,
+                seq=cp.seq,
+                tool_call_id=cp.tool_call_id,
+                args_digest=cp.args_digest,
+                policy_version=cp.policy_version,
             )
             if not cp.mac or not hmac.compare_digest(cp.mac, expected):
-                raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
+                raise CheckpointError(
+                    "tampered", "the checkpoint's MAC does not verify"
+                )
         if p.policy_version != self._config.policy_version:
             raise CheckpointError(
                 "policy-changed",
@@ -360,7 +390,9 @@ class Agent:
         call = find_call(f.history, p.tool_call_id)
         tool = cfg.tools.get(p.tool_name)
         if call is None or tool is None:
-            raise CheckpointError("tampered", f"call {p.tool_call_id} is not in the session")
+            raise CheckpointError(
+                "tampered", f"call {p.tool_call_id} is not in the session"
+            )
         approved = decision.approved if isinstance(decision, CheckInDecision) else None
         j.add(
             PauseResumed(
@@ -373,8 +405,14 @@ class Agent:
                 component_id=p.component_id,
             )
         )
-        site = CallSite(p.tool_name, tool.source, p.tool_call_id, p.iteration,
-                        tuple(f.history), loop.identity(s))
+        site = CallSite(
+            p.tool_name,
+            tool.source,
+            p.tool_call_id,
+            p.iteration,
+            tuple(f.history),
+            loop.identity(s),
+        )
         pause: AskPause | None = None
         if p.kind == "ask":
             assert isinstance(decision, CheckInDecision) and p.middleware is not None
@@ -383,7 +421,11 @@ class Agent:
                 loop.refuse(s, call, _declined_text(decision))
             else:
                 verdict = await walk_tool_calls(
-                    cfg.tool_links, site, p.args, start=p.link_index + 1, ask_allowed=False
+                    cfg.tool_links,
+                    site,
+                    p.args,
+                    start=p.link_index + 1,
+                    ask_allowed=False,
                 )
                 j.file(verdict.rows)
                 if verdict.kind != "allow":
@@ -435,5 +477,6 @@ def _coerce(checkpoint: Any) -> Checkpoint:
         return checkpoint
     if isinstance(checkpoint, str | bytes):
         return Checkpoint.from_json(checkpoint)
-    raise CheckpointError("malformed", f"expected a Checkpoint or its JSON, got {shape(checkpoint)}")
-
+    raise CheckpointError(
+        "malformed", f"expected a Checkpoint or its JSON, got {shape(checkpoint)}"
+    )

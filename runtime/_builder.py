@@ -84,9 +84,13 @@ class AgentBuilder:
                 "e.g. helmlog.runtime.providers.scripted([...])"
             )
         if not isinstance(model, str) or not model:
-            raise AgentBuildError("Agent.create(model=...) needs a non-empty model name")
+            raise AgentBuildError(
+                "Agent.create(model=...) needs a non-empty model name"
+            )
         if redact is not None and not isinstance(redact, RedactionPolicy):
-            raise AgentBuildError("redact= takes a RedactionPolicy (conversation_redaction())")
+            raise AgentBuildError(
+                "redact= takes a RedactionPolicy (conversation_redaction())"
+            )
         self._provider = provider
         self._model = model
         self._redact = redact
@@ -122,7 +126,9 @@ class AgentBuilder:
         seen = set(self._tools)
         for t in tools:
             if not isinstance(t, Tool):
-                raise AgentBuildError(f"tool() takes Tool values (@tool or Tool(...)), got {t!r}")
+                raise AgentBuildError(
+                    f"tool() takes Tool values (@tool or Tool(...)), got {t!r}"
+                )
             if t.name in seen:
                 raise AgentBuildError(f"a tool named '{t.name}' is already registered")
             seen.add(t.name)
@@ -172,7 +178,11 @@ class AgentBuilder:
                 f"set by {self._window_door}"
             )
         name = getattr(strategy, "name", None)
-        if not isinstance(name, str) or not name or not callable(getattr(strategy, "plan", None)):
+        if (
+            not isinstance(name, str)
+            or not name
+            or not callable(getattr(strategy, "plan", None))
+        ):
             raise AgentBuildError(
                 f"{door} takes a window strategy with a non-empty name and a plan() "
                 f"method, e.g. sliding_window(keep_recent_turns=12); got {strategy!r}"
@@ -213,7 +223,9 @@ class AgentBuilder:
         inputs, outputs = lists.get("input", []), lists.get("output", [])
         for entry in inputs:
             both = any(entry is o for o in outputs)
-            self._message_links.append(as_message_link(entry, None if both else "input"))
+            self._message_links.append(
+                as_message_link(entry, None if both else "input")
+            )
         for entry in outputs:
             if not any(entry is i for i in inputs):
                 self._message_links.append(as_message_link(entry, "output"))
@@ -230,7 +242,9 @@ class AgentBuilder:
     def _check_entry(key: str, entry: Any) -> None:
         name = link_name(entry)
         if name is None:
-            raise AgentBuildError(f".act(): an entry under '{key}' needs a non-empty name")
+            raise AgentBuildError(
+                f".act(): an entry under '{key}' needs a non-empty name"
+            )
         needed = _BUCKET_HOOK[key]
         if hook(entry, needed) is not None:
             return
@@ -276,10 +290,13 @@ class AgentBuilder:
             new_id=self._ids,
             credentials=self._credentials,
             tool_specs=tuple(
-                ToolSpec(t.name, t.description, t.input_schema) for t in self._tools.values()
+                ToolSpec(t.name, t.description, t.input_schema)
+                for t in self._tools.values()
             ),
             has_call_hooks=any(link.on_tool_call is not None for link in tool_links),
-            has_result_hooks=any(link.on_tool_result is not None for link in tool_links),
+            has_result_hooks=any(
+                link.on_tool_result is not None for link in tool_links
+            ),
             output_governed=any(link.only_phase != "input" for link in message_links),
             policy_version=AgentConfig.posture_digest(
                 tool_links, message_links, self._window, self._permissions

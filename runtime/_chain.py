@@ -62,12 +62,13 @@ async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | 
         # The exact outcome types are never awaitable: skip the ABC check.
         if type(out) not in _OUTCOME_TYPES and inspect.isawaitable(out):
             out = await out
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — G7: a rule that raises is a denial
         return Deny(thrown_reason(name, exc))
     if isinstance(out, Allow | Deny | Ask):
         return out
     return Deny(
-        f"middleware '{name}' returned {shape(out)}, which is not allow(), deny() or ask()"
+        f"middleware '{name}' returned {shape(out)}, "
+        "which is not allow(), deny() or ask()"
     )
 
 
@@ -104,7 +105,9 @@ class CallSite:
     identity: Mapping[str, Any] | None
 
 
-def _tool_row(site: CallSite, moment: str, name: str, **fields: Any) -> MiddlewareDecision:
+def _tool_row(
+    site: CallSite, moment: str, name: str, **fields: Any
+) -> MiddlewareDecision:
     return MiddlewareDecision(
         middleware=name,
         moment=moment,
@@ -148,14 +151,28 @@ async def walk_tool_calls(
         if isinstance(out, Allow):
             if out.value is None:
                 rows.append(
-                    _tool_row(site, "before-tool", link.name, outcome="allow",
-                              changed=False, why=out.why)
+                    _tool_row(
+                        site,
+                        "before-tool",
+                        link.name,
+                        outcome="allow",
+                        changed=False,
+                        why=out.why,
+                    )
                 )
             else:
                 value = clone(out.value)
                 rows.append(
-                    _tool_row(site, "before-tool", link.name, outcome="allow",
-                              changed=True, why=out.why, before=args, after=value)
+                    _tool_row(
+                        site,
+                        "before-tool",
+                        link.name,
+                        outcome="allow",
+                        changed=True,
+                        why=out.why,
+                        before=args,
+                        after=value,
+                    )
                 )
                 args = value
             continue
@@ -163,17 +180,36 @@ async def walk_tool_calls(
             out = Deny(no_pause_reason(link.name, out.question))
         if isinstance(out, Deny):
             rows.append(
-                _tool_row(site, "before-tool", link.name, outcome="deny",
-                          changed=False, why=out.reason)
+                _tool_row(
+                    site,
+                    "before-tool",
+                    link.name,
+                    outcome="deny",
+                    changed=False,
+                    why=out.reason,
+                )
             )
-            return CallVerdict("deny", args, rows, reason=out.reason,
-                               middleware=link.name, link_index=index)
+            return CallVerdict(
+                "deny",
+                args,
+                rows,
+                reason=out.reason,
+                middleware=link.name,
+                link_index=index,
+            )
         rows.append(
-            _tool_row(site, "before-tool", link.name, outcome="ask", changed=False,
-                      why=out.question)
+            _tool_row(
+                site,
+                "before-tool",
+                link.name,
+                outcome="ask",
+                changed=False,
+                why=out.question,
+            )
         )
-        return CallVerdict("ask", args, rows, ask=out, middleware=link.name,
-                           link_index=index)
+        return CallVerdict(
+            "ask", args, rows, ask=out, middleware=link.name, link_index=index
+        )
     return CallVerdict("allow", args, rows)
 
 
@@ -218,20 +254,42 @@ async def walk_tool_results(
             )
         if isinstance(out, Deny):
             rows.append(
-                _tool_row(site, "after-tool", link.name, outcome="deny", changed=True,
-                          why=out.reason, before=result, after=out.reason)
+                _tool_row(
+                    site,
+                    "after-tool",
+                    link.name,
+                    outcome="deny",
+                    changed=True,
+                    why=out.reason,
+                    before=result,
+                    after=out.reason,
+                )
             )
             return ResultVerdict(result, rows, denied=True, reason=out.reason)
         if out.value is None:
             rows.append(
-                _tool_row(site, "after-tool", link.name, outcome="allow",
-                          changed=False, why=out.why)
+                _tool_row(
+                    site,
+                    "after-tool",
+                    link.name,
+                    outcome="allow",
+                    changed=False,
+                    why=out.why,
+                )
             )
         else:
             value = clone(out.value)
             rows.append(
-                _tool_row(site, "after-tool", link.name, outcome="allow", changed=True,
-                          why=out.why, before=result, after=value)
+                _tool_row(
+                    site,
+                    "after-tool",
+                    link.name,
+                    outcome="allow",
+                    changed=True,
+                    why=out.why,
+                    before=result,
+                    after=value,
+                )
             )
             result = value
     return ResultVerdict(result, rows)
@@ -251,9 +309,15 @@ class MessageVerdict:
     middleware: str | None = None
 
 
-def _message_row(name: str, phase: str, iteration: int, **fields: Any) -> MiddlewareDecision:
+def _message_row(
+    name: str, phase: str, iteration: int, **fields: Any
+) -> MiddlewareDecision:
     return MiddlewareDecision(
-        middleware=name, moment=phase, at="message", phase=phase, iteration=iteration,
+        middleware=name,
+        moment=phase,
+        at="message",
+        phase=phase,
+        iteration=iteration,
         **fields,
     )
 
@@ -273,12 +337,15 @@ async def walk_messages(
         if link.only_phase is not None and link.only_phase != phase:
             # G76: a phase-restricted rule passes through without being called.
             rows.append(
-                _message_row(link.name, phase, iteration, outcome="allow", changed=False)
+                _message_row(
+                    link.name, phase, iteration, outcome="allow", changed=False
+                )
             )
             continue
         assert link.on_message is not None
-        ctx = MessageContext(phase=phase, content=content, history=history,
-                             identity=identity)
+        ctx = MessageContext(
+            phase=phase, content=content, history=history, identity=identity
+        )
         out = await invoke(link.name, link.on_message, ctx)
         if isinstance(out, Ask):
             out = Deny(
@@ -287,8 +354,10 @@ async def walk_messages(
                 f"that ask: {out.question}. Ask at a tool moment (on_tool_call), "
                 "where a pause exists, or decide here with allow()/deny()."
             )
-        elif isinstance(out, Allow) and out.value is not None and not isinstance(
-            out.value, str
+        elif (
+            isinstance(out, Allow)
+            and out.value is not None
+            and not isinstance(out.value, str)
         ):
             out = Deny(
                 f"middleware '{link.name}' returned allow({shape(out.value)}) at the "
@@ -298,20 +367,41 @@ async def walk_messages(
             )
         if isinstance(out, Deny):
             rows.append(
-                _message_row(link.name, phase, iteration, outcome="deny", changed=False,
-                             why=out.reason)
+                _message_row(
+                    link.name,
+                    phase,
+                    iteration,
+                    outcome="deny",
+                    changed=False,
+                    why=out.reason,
+                )
             )
-            return MessageVerdict(content, rows, denied=True, reason=out.reason,
-                                  middleware=link.name)
+            return MessageVerdict(
+                content, rows, denied=True, reason=out.reason, middleware=link.name
+            )
         if out.value is None:
             rows.append(
-                _message_row(link.name, phase, iteration, outcome="allow",
-                             changed=False, why=out.why)
+                _message_row(
+                    link.name,
+                    phase,
+                    iteration,
+                    outcome="allow",
+                    changed=False,
+                    why=out.why,
+                )
             )
         else:
             rows.append(
-                _message_row(link.name, phase, iteration, outcome="allow", changed=True,
-                             why=out.why, before=content, after=out.value)
+                _message_row(
+                    link.name,
+                    phase,
+                    iteration,
+                    outcome="allow",
+                    changed=True,
+                    why=out.why,
+                    before=content,
+                    after=out.value,
+                )
             )
             content = out.value
     return MessageVerdict(content, rows)

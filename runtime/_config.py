@@ -63,7 +63,11 @@ class AgentConfig:
         return digest(
             {
                 "tool": [
-                    [link.name, link.on_tool_call is not None, link.on_tool_result is not None]
+                    [
+                        link.name,
+                        link.on_tool_call is not None,
+                        link.on_tool_result is not None,
+                    ]
                     for link in tool_links
                 ],
                 "message": [[link.name, link.only_phase] for link in message_links],

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+
 from helmlog.events import Message
 
 _ATOMS = (str, int, float, bool, type(None))

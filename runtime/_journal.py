@@ -137,7 +137,9 @@ class Journal:
         digest = hash_bytes(data, self.store.chain_key)
         recorded = decode_event(data)
         self.folder.apply(recorded)
-        self._buffer.append((StoredEvent(seq=self.next_seq, data=data, hash=digest), recorded))
+        self._buffer.append(
+            (StoredEvent(seq=self.next_seq, data=data, hash=digest), recorded)
+        )
         self.next_seq += 1
         self.last_hash = digest
         return recorded
@@ -186,7 +188,9 @@ class Journal:
         """
         if self.listeners:
             self.deliver(
-                StreamToken(session_id=self.session_id, content=content, timestamp=self.clock())
+                StreamToken(
+                    session_id=self.session_id, content=content, timestamp=self.clock()
+                )
             )
 
     def discard(self) -> None:

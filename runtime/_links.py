@@ -116,7 +116,9 @@ def tool_link_problem(obj: Any) -> str | None:
     if link_name(obj) is None:
         return f"a tool link needs a non-empty name (got {obj!r})"
     if not any(hook(obj, h) for h in TOOL_HOOKS):
-        return f"tool link '{link_name(obj)}' has neither on_tool_call nor on_tool_result"
+        return (
+            f"tool link '{link_name(obj)}' has neither on_tool_call nor on_tool_result"
+        )
     return None
 
 

@@ -51,7 +51,7 @@ from helmlog.events import (
     digest,
 )
 
-from ._chain import CallSite, invoke, walk_messages, walk_tool_calls, walk_tool_results
+from ._chain import CallSite, walk_messages, walk_tool_calls, walk_tool_results
 from ._config import AgentConfig
 from ._context import ToolCallContext, clone
 from ._journal import Journal
@@ -62,7 +62,9 @@ from .providers import ProviderRequest
 
 log = logging.getLogger("helmlog")
 
-NOT_RUN = "Tool '{name}' (call {id}) was not run: the run stopped before it was dispatched."
+NOT_RUN = (
+    "Tool '{name}' (call {id}) was not run: the run stopped before it was dispatched."
+)
 OUTCOME_UNKNOWN = (
     "The outcome of tool '{name}' (call {id}) is unknown: it was dispatched, but the "
     "host running it stopped before its result was recorded. It was not run again; "
@@ -108,7 +110,9 @@ def outstanding_calls(history: list[Message]) -> list[ToolCallRequest]:
         if msg.role == "assistant":
             if not msg.tool_calls:
                 return []
-            answered = {m.tool_call_id for m in history[index + 1 :] if m.role == "tool"}
+            answered = {
+                m.tool_call_id for m in history[index + 1 :] if m.role == "tool"
+            }
             return [c for c in msg.tool_calls if c.id not in answered]
         if msg.role == "user":
             return []
@@ -152,7 +156,10 @@ class Loop:
             j.add(LlmStarted(iteration=iteration, model=cfg.model))
             await j.flush()
             request = ProviderRequest(
-                model=cfg.model, system=cfg.system, messages=messages, tools=cfg.tool_specs
+                model=cfg.model,
+                system=cfg.system,
+                messages=messages,
+                tools=cfg.tool_specs,
             )
             started = cfg.clock()
             s.in_provider = True
@@ -241,13 +248,25 @@ class Loop:
         """One call through the fixed pipeline (G51)."""
         cfg = self.config
         j = s.journal
-        j.add(ToolStarted(tool_name=call.name, tool_call_id=call.id, iteration=iteration,
-                          args=call.args))
+        j.add(
+            ToolStarted(
+                tool_name=call.name,
+                tool_call_id=call.id,
+                iteration=iteration,
+                args=call.args,
+            )
+        )
         tool = cfg.tools.get(call.name)
         if tool is None:
             return self.refuse(s, call, unknown_tool_text(call.name, cfg.tools))
-        site = CallSite(call.name, tool.source, call.id, iteration,
-                        tuple(j.folder.history), self.identity(s))
+        site = CallSite(
+            call.name,
+            tool.source,
+            call.id,
+            iteration,
+            tuple(j.folder.history),
+            self.identity(s),
+        )
         if cfg.permissions is not None:
             refusal = await self.gate(site, call)
             if refusal is not None:
@@ -261,9 +280,17 @@ class Loop:
             if verdict.kind == "ask":
                 assert verdict.ask is not None
                 return await self.pause(
-                    s, "ask", call, site, verdict.args,
-                    MiddlewareAsk(verdict.ask.question, verdict.ask.detail,
-                                  verdict.middleware, verdict.ask.component_id),
+                    s,
+                    "ask",
+                    call,
+                    site,
+                    verdict.args,
+                    MiddlewareAsk(
+                        verdict.ask.question,
+                        verdict.ask.detail,
+                        verdict.middleware,
+                        verdict.ask.component_id,
+                    ),
                     link_index=verdict.link_index,
                 )
             args = verdict.args
@@ -273,14 +300,23 @@ class Loop:
         """The permission gate (G54): ``None`` to pass, else what the model reads."""
         checker = self.config.permissions
         assert checker is not None
-        ctx = ToolCallContext(site.tool_name, site.tool_source, site.tool_call_id,
-                              site.iteration, clone(call.args), site.history, site.identity)
+        ctx = ToolCallContext(
+            site.tool_name,
+            site.tool_source,
+            site.tool_call_id,
+            site.iteration,
+            clone(call.args),
+            site.history,
+            site.identity,
+        )
         try:
             out = checker(ctx)
             if inspect.isawaitable(out):
                 out = await out
         except Exception:
-            log.warning("permission checker failed for tool %s", call.name, exc_info=True)
+            log.warning(
+                "permission checker failed for tool %s", call.name, exc_info=True
+            )
             return PERMISSION_FAILED.format(name=call.name)
         if isinstance(out, Allow):
             return None
@@ -304,10 +340,18 @@ class Loop:
             return self.refuse(s, call, invalid_arguments_text(tool.name, issues))
         if tool.check_in is not None and self.check_in_trips(tool, kwargs):
             if asked_by is not None:
-                return self.refuse(s, call, TWO_GATES.format(tool=tool.name, asker=asked_by))
+                return self.refuse(
+                    s, call, TWO_GATES.format(tool=tool.name, asker=asked_by)
+                )
             return await self.pause(
-                s, "check-in", call, site, args,
-                MiddlewareAsk(f"Approve a call to '{tool.name}'?", clone(args), None, None),
+                s,
+                "check-in",
+                call,
+                site,
+                args,
+                MiddlewareAsk(
+                    f"Approve a call to '{tool.name}'?", clone(args), None, None
+                ),
             )
         return await self.run_tool(s, call, tool, site, args, kwargs)
 
@@ -318,8 +362,8 @@ class Loop:
         assert callable(tool.check_in)
         try:
             return bool(tool.check_in(clone(kwargs)))
-        except Exception:
-            # G56: a predicate that raises trips — a person decides.
+        except Exception:  # noqa: BLE001 — G56: a raising predicate trips
+            # A person decides; failing open would skip the consent gate.
             return True
 
     async def run_tool(
@@ -342,14 +386,18 @@ class Loop:
                 value = cfg.credentials(name) if cfg.credentials is not None else None
                 if value is None:
                     return self.refuse(
-                        s, call,
+                        s,
+                        call,
                         f"Tool '{tool.name}' was not executed: its credential "
                         f"'{name}' could not be resolved.",
                     )
                 secrets[name] = value
             kwargs = {**kwargs, "credentials": secrets}
-        j.add(ToolDispatched(tool_name=tool.name, tool_call_id=call.id, args=args,
-                             attempt=attempt))
+        j.add(
+            ToolDispatched(
+                tool_name=tool.name, tool_call_id=call.id, args=args, attempt=attempt
+            )
+        )
         await j.flush()
         started = cfg.clock()
         token = running_tool().set(call.id)
@@ -360,26 +408,46 @@ class Loop:
                 result = await result
         except AskHumanSignal as signal:
             return await self.pause(
-                s, "ask-human", call, site, args,
+                s,
+                "ask-human",
+                call,
+                site,
+                args,
                 MiddlewareAsk(signal.question, signal.detail, None, None),
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
             result, error = str(exc) or type(exc).__name__, True
         finally:
             running_tool().reset(token)
-        await self.complete(s, call, site, args, result, error=error,
-                            duration_ms=max(0, cfg.clock() - started))
+        await self.complete(
+            s,
+            call,
+            site,
+            args,
+            result,
+            error=error,
+            duration_ms=max(0, cfg.clock() - started),
+        )
         return None
 
     async def complete(
-        self, s: Session, call: ToolCallRequest, site: CallSite, args: Any, result: Any,
-        *, error: bool, duration_ms: int = 0,
+        self,
+        s: Session,
+        call: ToolCallRequest,
+        site: CallSite,
+        args: Any,
+        result: Any,
+        *,
+        error: bool,
+        duration_ms: int = 0,
     ) -> None:
         """After-tool walk over a result, then record what the model reads."""
         cfg = self.config
         verdict_text: str
         if cfg.has_result_hooks:
-            verdict = await walk_tool_results(cfg.tool_links, site, args, result, error=error)
+            verdict = await walk_tool_results(
+                cfg.tool_links, site, args, result, error=error
+            )
             s.journal.file(verdict.rows)
             if verdict.denied:
                 verdict_text = verdict.reason or ""
@@ -390,14 +458,34 @@ class Loop:
         self.record_result(s, call, result, error, duration_ms, verdict_text)
 
     def record_result(
-        self, s: Session, call: ToolCallRequest, result: Any, error: bool,
-        duration_ms: int, content: str,
+        self,
+        s: Session,
+        call: ToolCallRequest,
+        result: Any,
+        error: bool,
+        duration_ms: int,
+        content: str,
     ) -> None:
         j = s.journal
-        j.add(ToolEnded(tool_name=call.name, tool_call_id=call.id, result=result,
-                        error=error, duration_ms=duration_ms))
-        j.add(MessageCommitted(message=Message(role="tool", content=content,
-                                               tool_call_id=call.id, tool_name=call.name)))
+        j.add(
+            ToolEnded(
+                tool_name=call.name,
+                tool_call_id=call.id,
+                result=result,
+                error=error,
+                duration_ms=duration_ms,
+            )
+        )
+        j.add(
+            MessageCommitted(
+                message=Message(
+                    role="tool",
+                    content=content,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                )
+            )
+        )
 
     def refuse(self, s: Session, call: ToolCallRequest, text: str) -> None:
         """A call that did not execute: the model reads ``text`` (G51)."""
@@ -405,8 +493,15 @@ class Loop:
         return None
 
     async def pause(
-        self, s: Session, kind: str, call: ToolCallRequest, site: CallSite, args: Any,
-        ask: MiddlewareAsk, *, link_index: int = -1,
+        self,
+        s: Session,
+        kind: str,
+        call: ToolCallRequest,
+        site: CallSite,
+        args: Any,
+        ask: MiddlewareAsk,
+        *,
+        link_index: int = -1,
     ) -> AskPause:
         """Record the pause and hand back its checkpoint (G59)."""
         cfg = self.config
@@ -415,24 +510,44 @@ class Loop:
         args_digest = digest(args)
         key = cfg.store.chain_key
         mac = (
-            binding_mac(key, session_id=s.session_id, seq=seq, tool_call_id=call.id,
-                        args_digest=args_digest, policy_version=cfg.policy_version)
-            if key else None
+            binding_mac(
+                key,
+                session_id=s.session_id,
+                seq=seq,
+                tool_call_id=call.id,
+                args_digest=args_digest,
+                policy_version=cfg.policy_version,
+            )
+            if key
+            else None
         )
         j.add(
             PauseRequested(
-                kind=kind, tool_name=call.name, tool_call_id=call.id,
-                middleware=ask.middleware, link_index=link_index, question=ask.question,
-                detail=ask.detail, component_id=ask.component_id, args=args,
-                args_digest=args_digest, policy_version=cfg.policy_version,
-                iteration=site.iteration, mac=mac,
+                kind=kind,
+                tool_name=call.name,
+                tool_call_id=call.id,
+                middleware=ask.middleware,
+                link_index=link_index,
+                question=ask.question,
+                detail=ask.detail,
+                component_id=ask.component_id,
+                args=args,
+                args_digest=args_digest,
+                policy_version=cfg.policy_version,
+                iteration=site.iteration,
+                mac=mac,
             )
         )
         await j.flush()
         checkpoint = j.folder.pause_checkpoint
         assert checkpoint is not None
-        return AskPause(kind=kind, ask=ask, tool_name=call.name, tool_call_id=call.id,
-                        checkpoint=checkpoint)
+        return AskPause(
+            kind=kind,
+            ask=ask,
+            tool_name=call.name,
+            tool_call_id=call.id,
+            checkpoint=checkpoint,
+        )
 
     async def recover(self, s: Session, call: ToolCallRequest) -> AskPause | None:
         """A call dispatched on a host that stopped before its result (R7)."""
@@ -440,22 +555,38 @@ class Loop:
         record = j.folder.dispatched[call.id]
         tool = self.config.tools.get(call.name)
         if tool is not None and tool.idempotent:
-            site = CallSite(call.name, tool.source, call.id, j.folder.iteration,
-                            tuple(j.folder.history), self.identity(s))
-            kwargs, issues = tool.validate(record.args)
+            site = CallSite(
+                call.name,
+                tool.source,
+                call.id,
+                j.folder.iteration,
+                tuple(j.folder.history),
+                self.identity(s),
+            )
+            kwargs, _issues = tool.validate(record.args)
             if kwargs is not None:
-                return await self.run_tool(s, call, tool, site, record.args, kwargs,
-                                           attempt=record.attempt + 1)
+                return await self.run_tool(
+                    s, call, tool, site, record.args, kwargs, attempt=record.attempt + 1
+                )
         text = OUTCOME_UNKNOWN.format(name=call.name, id=call.id)
         j.add(ToolOutcomeUnknown(tool_name=call.name, tool_call_id=call.id))
-        j.add(MessageCommitted(message=Message(role="tool", content=text,
-                                               tool_call_id=call.id, tool_name=call.name)))
+        j.add(
+            MessageCommitted(
+                message=Message(
+                    role="tool", content=text, tool_call_id=call.id, tool_name=call.name
+                )
+            )
+        )
         return None
 
     # -- failure -----------------------------------------------------------
 
     async def fail(
-        self, s: Session, exc: BaseException, *, phase: str | None = None,
+        self,
+        s: Session,
+        exc: BaseException,
+        *,
+        phase: str | None = None,
         middleware: str | None = None,
     ) -> None:
         """Record a run that ends by raising: missing tool messages, one
@@ -479,12 +610,25 @@ class Loop:
             for call in outstanding_calls(j.folder.history):
                 if call.id in j.folder.dispatched:
                     continue
-                j.add(MessageCommitted(message=Message(
-                    role="tool", content=NOT_RUN.format(name=call.name, id=call.id),
-                    tool_call_id=call.id, tool_name=call.name)))
-            j.add(FatalError(code=code, phase=phase, middleware=middleware,
-                             retryable=retryable))
+                j.add(
+                    MessageCommitted(
+                        message=Message(
+                            role="tool",
+                            content=NOT_RUN.format(name=call.name, id=call.id),
+                            tool_call_id=call.id,
+                            tool_name=call.name,
+                        )
+                    )
+                )
+            j.add(
+                FatalError(
+                    code=code, phase=phase, middleware=middleware, retryable=retryable
+                )
+            )
             await j.flush()
         except StoreError:
-            log.warning("could not record error.fatal for session %s", s.session_id,
-                        exc_info=True)
+            log.warning(
+                "could not record error.fatal for session %s",
+                s.session_id,
+                exc_info=True,
+            )

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-LOOP_MOMENTS: tuple[str, ...] = ("input", "before-tool", "after-tool", "window", "output")
+LOOP_MOMENTS: tuple[str, ...] = (
+    "input",
+    "before-tool",
+    "after-tool",
+    "window",
+    "output",
+)
 
 
 def act_key_for(moment: str) -> str:

@@ -57,14 +57,17 @@ class RedactionPolicy:
         names = frozenset(fields)
         for name in names:
             if not isinstance(name, str):
-                raise ValueError(f"RedactionPolicy: field names must be str, got {name!r}")
+                raise ValueError(
+                    f"RedactionPolicy: field names must be str, got {name!r}"
+                )
         if not isinstance(placeholder, str) or not placeholder:
             raise ValueError("RedactionPolicy: the placeholder must be a non-empty str")
         self.fields = names
         self.placeholder = placeholder
 
     def __repr__(self) -> str:
-        return f"RedactionPolicy(fields={sorted(self.fields)!r}, placeholder={self.placeholder!r})"
+        fields = sorted(self.fields)
+        return f"RedactionPolicy(fields={fields!r}, placeholder={self.placeholder!r})"
 
     def served(self, value: Any) -> Any:
         """``value`` with every named field, at any depth, replaced (G86)."""
@@ -106,5 +109,9 @@ def _redact(value: Any, fields: frozenset[str], placeholder: str) -> Any:
         return msgspec.structs.replace(value, **changes) if changes else value
     if isinstance(value, tuple) and value and isinstance(value[0], msgspec.Struct):
         items = tuple(_redact(v, fields, placeholder) for v in value)
-        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        return (
+            items
+            if any(a is not b for a, b in zip(items, value, strict=True))
+            else value
+        )
     return value

@@ -81,9 +81,13 @@ class Tool:
         if not callable(execute):
             raise ValueError(f"Tool '{name}': execute must be callable")
         if not isinstance(input_schema, Mapping):
-            raise ValueError(f"Tool '{name}': input_schema must be a JSON schema object")
+            raise ValueError(
+                f"Tool '{name}': input_schema must be a JSON schema object"
+            )
         if check_in is not None and check_in is not True and not callable(check_in):
-            raise ValueError(f"Tool '{name}': check_in must be None, True or a predicate")
+            raise ValueError(
+                f"Tool '{name}': check_in must be None, True or a predicate"
+            )
         self.name = name
         self.description = description or ""
         self.input_schema: Mapping[str, Any] = dict(input_schema)
@@ -107,7 +111,9 @@ class Tool:
             return self._validate_typed(args)
         return self._validate_schema(args)
 
-    def _validate_typed(self, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    def _validate_typed(
+        self, args: Mapping[str, Any]
+    ) -> tuple[dict[str, Any] | None, list[str]]:
         assert self._params is not None
         issues: list[str] = []
         out: dict[str, Any] = {}
@@ -126,7 +132,9 @@ class Tool:
                 issues.append(f"'{extra}' is not a parameter of this tool")
         return (None, issues) if issues else (out, [])
 
-    def _validate_schema(self, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    def _validate_schema(
+        self, args: Mapping[str, Any]
+    ) -> tuple[dict[str, Any] | None, list[str]]:
         issues: list[str] = []
         schema = self.input_schema
         props: Mapping[str, Any] = schema.get("properties") or {}

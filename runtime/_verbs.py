@@ -53,7 +53,9 @@ class Allow(_Frozen):
 
     def __init__(self, value: Any = None, why: str | None = None) -> None:
         if value is not None and (not isinstance(why, str) or not why):
-            raise ValueError("allow(value, why): a transform must say why (non-empty str why)")
+            raise ValueError(
+                "allow(value, why): a transform must say why (non-empty str why)"
+            )
         if why is not None and not isinstance(why, str):
             raise ValueError(f"allow(): why must be a str, got {type(why).__name__}")
         object.__setattr__(self, "value", value)
@@ -81,7 +83,9 @@ class Deny(_Frozen):
 
     def __init__(self, reason: str) -> None:
         if not isinstance(reason, str) or not reason:
-            raise ValueError("deny(reason): a refusal must carry a reason (non-empty str)")
+            raise ValueError(
+                "deny(reason): a refusal must carry a reason (non-empty str)"
+            )
         object.__setattr__(self, "reason", reason)
 
     def _key(self) -> tuple[Any, ...]:

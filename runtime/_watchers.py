@@ -63,7 +63,9 @@ class _Ordered:
             try:
                 await (first if first is not None else self._fn(event))
             except Exception:
-                log.exception("helmlog watcher failed on %s", getattr(event, "type", event))
+                log.exception(
+                    "helmlog watcher failed on %s", getattr(event, "type", event)
+                )
 
     async def idle(self) -> None:
         while self._task is not None and not self._task.done():
@@ -120,7 +122,9 @@ class Listeners:
                 continue
             other = ids.get(wid)
             if other is not None and other is not w:
-                raise AgentBuildError(f"two different watchers were given the id '{wid}'")
+                raise AgentBuildError(
+                    f"two different watchers were given the id '{wid}'"
+                )
             ids[wid] = w
         return [w for w in seen if not any(w is p for p in present)]
 

@@ -87,7 +87,9 @@ class SlidingWindow:
         n = self.keep_recent_turns
         if len(turns) <= n:
             return WindowPlan(messages)
-        current = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        current = max(
+            (i for i, m in enumerate(messages) if m.role == "user"), default=-1
+        )
         keep: set[int] = set()
         refusals: list[WindowRefusal] = []
         for t_index, turn in enumerate(turns):
@@ -108,14 +110,21 @@ class SlidingWindow:
             if reason is not None:
                 keep.update(turn)
                 refusals.append(
-                    WindowRefusal(reason=reason, turn_index=t_index, message_index=turn[0])
+                    WindowRefusal(
+                        reason=reason, turn_index=t_index, message_index=turn[0]
+                    )
                 )
         if len(keep) == len(messages):
             return WindowPlan(messages)
         kept = tuple(m for i, m in enumerate(messages) if i in keep)
         dropped: list[str] = []
         for i, m in enumerate(messages):
-            if i not in keep and m.role == "tool" and m.tool_name and m.tool_name not in dropped:
+            if (
+                i not in keep
+                and m.role == "tool"
+                and m.tool_name
+                and m.tool_name not in dropped
+            ):
                 dropped.append(m.tool_name)
         record = WindowCompacted(
             strategy=self.name,

@@ -62,7 +62,9 @@ class Reply:
         stop_reason: str | None = None,
     ) -> None:
         if not isinstance(content, str):
-            raise TypeError(f"Reply.content must be a str, got {type(content).__name__}")
+            raise TypeError(
+                f"Reply.content must be a str, got {type(content).__name__}"
+            )
         calls = tuple(tool_calls)
         for call in calls:
             if not isinstance(call, ToolCallRequest):

@@ -35,6 +35,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
 import openai
+
 from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
 
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec

@@ -36,7 +36,9 @@ def _as_reply(value: object) -> Reply:
         return value
     if isinstance(value, str):
         return Reply(content=value)
-    raise TypeError(f"a scripted reply must be a Reply or a str, got {type(value).__name__}")
+    raise TypeError(
+        f"a scripted reply must be a Reply or a str, got {type(value).__name__}"
+    )
 
 
 def _copy_message(m: Message) -> Message:
@@ -89,7 +91,9 @@ class ScriptedProvider:
     ) -> None:
         given = sum(x is not None for x in (replies, reply, respond))
         if given != 1:
-            raise ValueError("scripted() takes exactly one of: replies, reply=, respond=")
+            raise ValueError(
+                "scripted() takes exactly one of: replies, reply=, respond="
+            )
         self._script = [_as_reply(r) for r in replies] if replies is not None else None
         self._reply = _as_reply(reply) if reply is not None else None
         self._respond = respond

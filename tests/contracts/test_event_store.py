@@ -30,6 +30,9 @@ import msgspec
 import pytest
 import redis
 import redis.asyncio as aioredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from helmlog.events import (
     DecisionFiled,
     Event,
@@ -55,9 +58,6 @@ from helmlog.events import (
     verify_chain,
 )
 from helmlog.events._redis_store import RedisEventStore
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.fixtures_redis import RedisServer
 
 # Invariant: tests and async fixtures share one loop, so a client opened in a

@@ -8,8 +8,6 @@ one store. It is driven the three ways a user can: ``python -m helmlog.cli``,
 the installed ``helmlog`` script, and in-process through Typer's runner.
 """
 
-# ruff: noqa: SIM300 -- the house style asserts expected == actual
-
 from __future__ import annotations
 
 import asyncio
@@ -21,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helmlog.events import MemoryEventStore, fold
 from typer.testing import CliRunner
 
 from helmlog import LOOP_MOMENTS
 from helmlog import _demo as demo_module
 from helmlog import cli as cli_module
 from helmlog.cli import app
+from helmlog.events import MemoryEventStore, fold
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDE = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}

@@ -67,10 +67,18 @@ def test_r18_verify_unknown_session_exits_one(redis_url: str) -> None:
 def test_r18_replay_prints_the_timeline_and_json(redis_url: str) -> None:
     """``replay`` shows turns, tool calls and each decision with its why."""
     sid = _demo_session(redis_url)
-    table = runner.invoke(app, ["replay", sid, "--store", redis_url], env={"COLUMNS": "200"})
+    table = runner.invoke(
+        app, ["replay", sid, "--store", redis_url], env={"COLUMNS": "200"}
+    )
     assert 0 == table.exit_code, table.output
-    for text in ("turn start", "four-eyes @ before-tool", "approved by dana@ops",
-                 "refund-ceiling @ before-tool", "deny", "turn end"):
+    for text in (
+        "turn start",
+        "four-eyes @ before-tool",
+        "approved by dana@ops",
+        "refund-ceiling @ before-tool",
+        "deny",
+        "turn end",
+    ):
         assert text in table.stdout
     as_json = runner.invoke(app, ["replay", sid, "--store", redis_url, "--json"])
     events = json.loads(as_json.stdout)
@@ -84,7 +92,9 @@ def test_r6_replay_jsonl_marks_events_replayed(redis_url: str, tmp_path: Path) -
     sid = _demo_session(redis_url)
     out = tmp_path / "events.jsonl"
     for _ in range(2):
-        result = runner.invoke(app, ["replay", sid, "--store", redis_url, "--jsonl", str(out)])
+        result = runner.invoke(
+            app, ["replay", sid, "--store", redis_url, "--jsonl", str(out)]
+        )
         assert 0 == result.exit_code, result.output
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(line["replayed"] for line in lines)
@@ -96,10 +106,15 @@ def test_r6_replay_jsonl_marks_events_replayed(redis_url: str, tmp_path: Path) -
 def test_r4_tail_follows_facts_only(redis_url: str) -> None:
     """``tail`` prints decision facts with session and seq, never a value."""
     sid = _demo_session(redis_url)
-    result = runner.invoke(app, ["tail", "--store", redis_url, "--from-start", "--count", "5"])
+    result = runner.invoke(
+        app, ["tail", "--store", redis_url, "--from-start", "--count", "5"]
+    )
     assert 0 == result.exit_code, result.output
     lines = result.stdout.splitlines()
     assert 5 == len(lines)
     assert all(line.startswith(f"{sid} #") for line in lines)
-    assert "ssn-scrub @ input: allow (changed) — masked a social security number" in lines[0]
+    assert (
+        "ssn-scrub @ input: allow (changed) — masked a social security number"
+        in lines[0]
+    )
     assert "123-45-6789" not in result.stdout

@@ -46,17 +46,25 @@ def test_wheel_imports_the_same_names_as_the_editable_install(tmp_path: Path) ->
     dist = tmp_path / "dist"
     subprocess.run(
         [uv, "build", "--wheel", "--out-dir", str(dist), str(ROOT)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     (wheel,) = dist.glob("helmlog-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([uv, "venv", "--python", sys.executable, str(venv)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [uv, "venv", "--python", sys.executable, str(venv)],
+        check=True,
+        capture_output=True,
+    )
     python = venv / "bin" / "python"
-    subprocess.run([uv, "pip", "install", "--python", str(python), str(wheel)],
-                   check=True, capture_output=True)
-    out = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
-                         cwd=tmp_path)
+    subprocess.run(
+        [uv, "pip", "install", "--python", str(python), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [str(python), "-c", PROBE], capture_output=True, text=True, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert str(venv) in got["file"], "the probe imported the repo, not the wheel"

@@ -34,8 +34,12 @@ def _agent(store: EventStore, executed: list[int], **links: list[object]) -> Age
         return f"refunded {order}"
 
     model = scripted(
-        [Reply(tool_calls=[ToolCallRequest(id="c1", name="refund", args={"order": 7})]),
-         "Refunded."]
+        [
+            Reply(
+                tool_calls=[ToolCallRequest(id="c1", name="refund", args={"order": 7})]
+            ),
+            "Refunded.",
+        ]
     )
     return (
         Agent.create(provider=model, model="m", store=store)
@@ -56,8 +60,11 @@ async def test_r5_tool_not_executed_when_the_dispatch_record_fails(
         private_redis.stop()
         return allow()
 
-    agent = _agent(store, executed,
-                   before_tool=[ToolMiddleware(name="stopper", on_tool_call=stop_redis)])
+    agent = _agent(
+        store,
+        executed,
+        before_tool=[ToolMiddleware(name="stopper", on_tool_call=stop_redis)],
+    )
     with pytest.raises(LedgerAppendError) as info:
         await agent.run("Refund order 7")
     assert [] == executed
@@ -73,7 +80,9 @@ async def test_r5_tool_not_executed_when_the_dispatch_record_fails(
     assert "tool.dispatched" not in types
     assert ["agent.turn_start", "message.committed", "stream.llm_start"] == types[:3]
     state = fold(r.decode() for r in records)
-    assert ("user",) == tuple(m.role for m in state.history)  # the reply was never recorded
+    assert ("user",) == tuple(
+        m.role for m in state.history
+    )  # the reply was never recorded
     await store.close()
 
 
@@ -90,8 +99,11 @@ async def test_r5_answer_not_released_when_the_output_record_fails(
             private_redis.stop()
         return allow()
 
-    agent = _agent(store, executed,
-                   output=[MessageMiddleware(name="stopper", on_message=stop_at_output)])
+    agent = _agent(
+        store,
+        executed,
+        output=[MessageMiddleware(name="stopper", on_message=stop_at_output)],
+    )
     agent.on("stream.token", lambda ev: tokens.append(ev.content))
     with pytest.raises(LedgerAppendError):
         await agent.run("Refund order 7")

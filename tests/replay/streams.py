@@ -44,7 +44,9 @@ def load_records(path: Path) -> list[StoredEvent]:
 def dump_records(path: Path, records: list[StoredEvent]) -> None:
     """Write stored records as a ``.jsonl`` fixture."""
     lines = [
-        json.dumps({"seq": r.seq, "hash": r.hash, "data": r.data.decode()}, ensure_ascii=False)
+        json.dumps(
+            {"seq": r.seq, "hash": r.hash, "data": r.data.decode()}, ensure_ascii=False
+        )
         for r in records
     ]
     path.write_text("\n".join(lines) + "\n")
@@ -60,7 +62,9 @@ def check_fold(name: str, state: SessionState) -> None:
     expected = json.loads((FIXTURES / f"{name}.state.json").read_text())
     got = state_json(state)
     if expected != got:
-        diffs = sorted(k for k in set(expected) | set(got) if expected.get(k) != got.get(k))
+        diffs = sorted(
+            k for k in set(expected) | set(got) if expected.get(k) != got.get(k)
+        )
         raise ReplayDivergenceError(f"stream '{name}' folds differently in: {diffs}")
 
 
@@ -99,20 +103,29 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
 
     ceiling = ToolMiddleware(
         name="refund-ceiling",
-        on_tool_call=lambda c: deny("over the ceiling") if c.args["amount"] > 10_000 else allow(),
+        on_tool_call=lambda c: (
+            deny("over the ceiling") if c.args["amount"] > 10_000 else allow()
+        ),
     )
     four_eyes = ToolMiddleware(
         name="four-eyes",
-        on_tool_call=lambda c: ask("Approve this refund?", c.args) if c.args["amount"] > 500 else allow(),
+        on_tool_call=lambda c: (
+            ask("Approve this refund?", c.args) if c.args["amount"] > 500 else allow()
+        ),
     )
     strip = ToolMiddleware(
         name="strip-pii",
-        on_tool_result=lambda r: allow(r.result.replace("jo@example.com", "[email]"), "masked an email"),
+        on_tool_result=lambda r: allow(
+            r.result.replace("jo@example.com", "[email]"), "masked an email"
+        ),
     )
     codename = MessageMiddleware(
         name="no-codenames",
-        on_message=lambda m: allow(m.content.replace("BLUEBIRD", "[codename]"), "scrubbed a codename")
-        if "BLUEBIRD" in m.content else allow(),
+        on_message=lambda m: (
+            allow(m.content.replace("BLUEBIRD", "[codename]"), "scrubbed a codename")
+            if "BLUEBIRD" in m.content
+            else allow()
+        ),
     )
     calls = [
         ToolCallRequest(id="c1", name="refund", args={"order": 7, "amount": 900}),
@@ -120,17 +133,30 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
         ToolCallRequest(id="c3", name="nope", args={}),
         ToolCallRequest(id="c4", name="refund", args={"order": "x"}),
     ]
-    model = scripted([
-        Reply(tool_calls=calls), "Done under BLUEBIRD.",
-        Reply(tool_calls=[ToolCallRequest(id="c5", name="refund", args={"order": 9, "amount": 5})]),
-        "Second done.",
-    ])
+    model = scripted(
+        [
+            Reply(tool_calls=calls),
+            "Done under BLUEBIRD.",
+            Reply(
+                tool_calls=[
+                    ToolCallRequest(
+                        id="c5", name="refund", args={"order": 9, "amount": 5}
+                    )
+                ]
+            ),
+            "Second done.",
+        ]
+    )
     agent = (
         Agent.create(provider=model, model="m", clock=clock, ids=counter_ids("golden-"))
         .system("You refund.")
         .tool(refund)
-        .act(before_tool=[ceiling, four_eyes], after_tool=[strip], output=[codename],
-             window=sliding_window(keep_recent_turns=1))
+        .act(
+            before_tool=[ceiling, four_eyes],
+            after_tool=[strip],
+            output=[codename],
+            window=sliding_window(keep_recent_turns=1),
+        )
         .build()
     )
     out = await agent.run("Refund order 7")
@@ -146,17 +172,45 @@ def _old_and_unknown() -> list[StoredEvent]:
     """A stream as an older writer stored it, with one type this reader lacks."""
     bodies: list[dict[str, Any]] = [
         {"type": "agent.turn_start", "session_id": "old-1", "timestamp": 1, "turn": 1},
-        {"type": "message.committed", "session_id": "old-1", "timestamp": 2,
-         "message": {"role": "user", "content": "hi"}},
-        {"type": "agent.mood_changed", "session_id": "old-1", "timestamp": 3, "mood": "calm"},
-        {"type": "stream.llm_start", "session_id": "old-1", "timestamp": 4, "iteration": 1,
-         "model": "m"},
-        {"type": "stream.llm_end", "session_id": "old-1", "timestamp": 5, "iteration": 1,
-         "content": "hello"},
-        {"type": "message.committed", "session_id": "old-1", "timestamp": 6,
-         "message": {"role": "assistant", "content": "hello"}},
-        {"type": "agent.turn_end", "session_id": "old-1", "timestamp": 7, "turn": 1,
-         "final_content": "hello"},
+        {
+            "type": "message.committed",
+            "session_id": "old-1",
+            "timestamp": 2,
+            "message": {"role": "user", "content": "hi"},
+        },
+        {
+            "type": "agent.mood_changed",
+            "session_id": "old-1",
+            "timestamp": 3,
+            "mood": "calm",
+        },
+        {
+            "type": "stream.llm_start",
+            "session_id": "old-1",
+            "timestamp": 4,
+            "iteration": 1,
+            "model": "m",
+        },
+        {
+            "type": "stream.llm_end",
+            "session_id": "old-1",
+            "timestamp": 5,
+            "iteration": 1,
+            "content": "hello",
+        },
+        {
+            "type": "message.committed",
+            "session_id": "old-1",
+            "timestamp": 6,
+            "message": {"role": "assistant", "content": "hello"},
+        },
+        {
+            "type": "agent.turn_end",
+            "session_id": "old-1",
+            "timestamp": 7,
+            "turn": 1,
+            "final_content": "hello",
+        },
     ]
     records: list[StoredEvent] = []
     prev = ""
@@ -178,7 +232,8 @@ def main() -> None:
         dump_records(FIXTURES / f"{name}.jsonl", records)
         state = fold(r.decode() for r in records)
         (FIXTURES / f"{name}.state.json").write_text(
-            json.dumps(state_json(state), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+            json.dumps(state_json(state), indent=1, sort_keys=True, ensure_ascii=False)
+            + "\n"
         )
         print(f"recorded {name}: {len(records)} events")
 

@@ -60,8 +60,10 @@ def test_replay_divergence_is_a_named_error() -> None:
         check_fold("v1_refund_desk", fold(r.decode() for r in records[:-1]))
 
 
-async def test_r6_replay_marks_events_and_never_changes_the_record(tmp_path: Path) -> None:
-    """Replay delivers each recorded event once with ``replayed=True``; bytes unchanged."""
+async def test_r6_replay_marks_events_and_never_changes_the_record(
+    tmp_path: Path,
+) -> None:
+    """Replay delivers each event once, ``replayed=True``; bytes unchanged."""
     records = load_records(FIXTURES / "v1_refund_desk.jsonl")
     before = [(r.seq, r.data, r.hash) for r in records]
     seen: list[object] = []

@@ -28,9 +28,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helmlog.events import MemoryEventStore, MiddlewareDecisionEvent
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -43,6 +40,9 @@ from helmlog import (
     conversation_redaction,
     tool,
 )
+from helmlog.events import MemoryEventStore, MiddlewareDecisionEvent
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "approve_once.py"
 

@@ -22,8 +22,6 @@ import dataclasses
 from typing import Any
 
 import pytest
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -40,6 +38,8 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from .helpers import assert_fold_matches
 

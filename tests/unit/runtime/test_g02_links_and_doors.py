@@ -20,9 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helmlog.events import HelmlogError
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -34,6 +31,9 @@ from helmlog import (
     allow,
     tool,
 )
+from helmlog.events import HelmlogError
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from .helpers import Recorder, stored_types
 

@@ -21,8 +21,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -37,6 +35,8 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from .helpers import Recorder
 

@@ -16,16 +16,12 @@ the live session holds but the stream lacks would be a decision that did not
 happen as far as any other host can tell (R1).
 """
 
-# ruff: noqa: SIM300 - the house style asserts `expected == actual`
-
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from helmlog.events import Message, ToolCallRequest
-from helmlog.runtime.providers import scripted
 
 from helmlog import (
     Agent,
@@ -42,6 +38,8 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.events import Message, ToolCallRequest
+from helmlog.runtime.providers import scripted
 
 from .helpers import Recorder, assert_fold_matches, call, calls, of_type, stored
 

@@ -21,8 +21,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -36,6 +34,8 @@ from helmlog import (
     deny,
     tool,
 )
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 
 @tool

@@ -22,9 +22,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MemoryEventStore, encode_event
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import scripted
 
 from helmlog import (
     Agent,
@@ -37,6 +34,9 @@ from helmlog import (
     ask,
     deny,
 )
+from helmlog.events import MemoryEventStore, encode_event
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import scripted
 
 RAW = "my ssn is 123-45-6789"
 SCRUBBED = "my ssn is [ssn]"

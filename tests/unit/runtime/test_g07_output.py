@@ -20,9 +20,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -37,6 +34,9 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.events import MemoryEventStore
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 DRAFT = "the PELICAN protocol is live"
 

@@ -24,14 +24,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import (
-    MemoryEventStore,
-    MiddlewareDecision,
-    MiddlewareDecisionEvent,
-    StoredEvent,
-)
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -50,6 +42,14 @@ from helmlog import (
     sliding_window,
     tool,
 )
+from helmlog.events import (
+    MemoryEventStore,
+    MiddlewareDecision,
+    MiddlewareDecisionEvent,
+    StoredEvent,
+)
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from .helpers import Recorder
 

@@ -17,8 +17,6 @@ after each append, so their order says when a batch was flushed; the stream
 says in which order things were recorded.
 """
 
-# ruff: noqa: SIM300 - the house style asserts `expected == actual`
-
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,8 +24,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MemoryEventStore, Message, ToolCallRequest, encode_event
-from helmlog.runtime.providers import ToolSpec, scripted
 
 from helmlog import (
     Agent,
@@ -43,6 +39,8 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.events import MemoryEventStore, Message, ToolCallRequest, encode_event
+from helmlog.runtime.providers import ToolSpec, scripted
 
 from .helpers import Recorder, assert_fold_matches, call, calls, of_type, stored
 

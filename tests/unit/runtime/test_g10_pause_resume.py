@@ -29,9 +29,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -51,6 +48,9 @@ from helmlog import (
     check_in_declined,
     is_ask_pause,
 )
+from helmlog.events import MemoryEventStore
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 REFUND_SCHEMA = {
     "type": "object",

@@ -21,9 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -38,6 +35,9 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.events import MemoryEventStore
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 
 class Desk:

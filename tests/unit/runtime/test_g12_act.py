@@ -22,8 +22,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     ACT_KEYS,
@@ -38,6 +36,8 @@ from helmlog import (
     sliding_window,
     tool,
 )
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 
 @tool

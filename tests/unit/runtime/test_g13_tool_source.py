@@ -21,9 +21,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MiddlewareDecision, MiddlewareDecisionEvent
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -36,6 +33,9 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
+from helmlog.events import MiddlewareDecision, MiddlewareDecisionEvent
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 from .helpers import Recorder
 

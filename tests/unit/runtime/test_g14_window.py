@@ -23,9 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helmlog.events import MemoryEventStore, WindowCompacted, WindowRefusal
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -37,6 +34,9 @@ from helmlog import (
     sliding_window,
     tool,
 )
+from helmlog.events import MemoryEventStore, WindowCompacted, WindowRefusal
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 
 @tool

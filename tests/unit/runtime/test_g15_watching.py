@@ -17,8 +17,6 @@ Why ``asyncio.wait_for`` around runs with a blocked async watcher: if the run
 awaited its watchers, the test would otherwise hang until the suite timeout.
 """
 
-# ruff: noqa: SIM300 - the house style asserts `expected == actual`
-
 from __future__ import annotations
 
 import asyncio
@@ -26,9 +24,6 @@ import logging
 from typing import Any
 
 import pytest
-from helmlog.events import encode_event
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import scripted
 
 from helmlog import (
     Agent,
@@ -38,6 +33,9 @@ from helmlog import (
     deny,
     tool,
 )
+from helmlog.events import encode_event
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import scripted
 
 from .helpers import Recorder, assert_fold_matches, call, calls
 

@@ -25,9 +25,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -44,6 +41,9 @@ from helmlog import (
     deny,
     is_ask_pause,
 )
+from helmlog.events import MemoryEventStore
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 SSN = "123-45-6789"  # pre-scrub input: survives in no kept record
 RESULT_SECRET = "VAULT-CODE-8841"  # real result behind an after-tool refusal

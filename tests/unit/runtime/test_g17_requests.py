@@ -18,8 +18,6 @@ recorded (when the store accepts it) and told to watchers, and a fatal that
 carried the refused text would leak it through either.
 """
 
-# ruff: noqa: SIM300 - the house style asserts `expected == actual`
-
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,15 +25,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import (
-    FatalError,
-    MemoryEventStore,
-    StoredEvent,
-    ToolCallRequest,
-    encode_event,
-)
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import ProviderRequest, Reply, scripted
 
 from helmlog import (
     Agent,
@@ -55,6 +44,15 @@ from helmlog import (
     sliding_window,
     tool,
 )
+from helmlog.events import (
+    FatalError,
+    MemoryEventStore,
+    StoredEvent,
+    ToolCallRequest,
+    encode_event,
+)
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import ProviderRequest, Reply, scripted
 
 from .helpers import Recorder, assert_fold_matches, call, calls, of_type, stored
 

@@ -13,8 +13,6 @@ Why ``max_retries=0`` throughout: the SDK backs off between retries, and a
 test of a failure should see the first one, not wait for the third.
 """
 
-# ruff: noqa: SIM300 - the house style asserts `expected == actual`
-
 from __future__ import annotations
 
 import socket
@@ -23,6 +21,8 @@ from typing import Any
 
 import openai
 import pytest
+
+from helmlog import Agent, tool
 from helmlog.events import Message, ProviderError
 from helmlog.runtime.providers import (
     OpenAIChatProvider,
@@ -32,8 +32,6 @@ from helmlog.runtime.providers import (
     ToolSpec,
     openai_chat,
 )
-
-from helmlog import Agent, tool
 
 from .chat_server import (
     ChatServer,

@@ -27,9 +27,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from helmlog.events import MemoryEventStore, binding_mac
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 from helmlog import (
     Agent,
@@ -45,6 +42,9 @@ from helmlog import (
     check_in_approved,
     sliding_window,
 )
+from helmlog.events import MemoryEventStore, binding_mac
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 KEY = b"operator-secret-key"
 SCHEMA = {

@@ -31,9 +31,6 @@ import dataclasses
 from typing import Any
 
 import msgspec
-from helmlog.events import MiddlewareDecisionEvent, compact_json, shape
-from helmlog.runtime import counter_ids
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +45,9 @@ from helmlog import (
     deny,
     is_ask_pause,
 )
+from helmlog.events import MiddlewareDecisionEvent, compact_json, shape
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 ORIGINAL = {"n": 1}
 REAL = "REAL-OUTPUT"
