@@ -39,14 +39,14 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     replayed: bool = False
 
 
-class DecisionFiled(Event, tag="decision.filed"):
+class DecisionFiled(Event, tag="decision.filed", frozen=True):
     """A ledger row, with its values, filed in the session stream."""
 
     type: ClassVar[str] = "decision.filed"
     row: MiddlewareDecision
 
 
-class MiddlewareDecisionEvent(Event, tag="middleware.decision"):
+class MiddlewareDecisionEvent(Event, tag="middleware.decision", frozen=True):
     """The decision fact: who decided what, where, and why — never a value."""
 
     type: ClassVar[str] = "middleware.decision"
@@ -63,7 +63,7 @@ class MiddlewareDecisionEvent(Event, tag="middleware.decision"):
     component_id: str | None = None
 
 
-class TurnStarted(Event, tag="agent.turn_start"):
+class TurnStarted(Event, tag="agent.turn_start", frozen=True):
     """A turn began; ``base_seq`` is the seq of the checkpoint it continues."""
 
     type: ClassVar[str] = "agent.turn_start"
@@ -72,7 +72,7 @@ class TurnStarted(Event, tag="agent.turn_start"):
     identity: Any = None
 
 
-class TurnEnded(Event, tag="agent.turn_end"):
+class TurnEnded(Event, tag="agent.turn_end", frozen=True):
     """A turn finished with an accepted answer."""
 
     type: ClassVar[str] = "agent.turn_end"
@@ -80,7 +80,7 @@ class TurnEnded(Event, tag="agent.turn_end"):
     final_content: str
 
 
-class LlmStarted(Event, tag="stream.llm_start"):
+class LlmStarted(Event, tag="stream.llm_start", frozen=True):
     """A model call began."""
 
     type: ClassVar[str] = "stream.llm_start"
@@ -88,7 +88,7 @@ class LlmStarted(Event, tag="stream.llm_start"):
     model: str
 
 
-class LlmEnded(Event, tag="stream.llm_end"):
+class LlmEnded(Event, tag="stream.llm_end", frozen=True):
     """A model call returned; ``content`` is ``""`` while drafts are held."""
 
     type: ClassVar[str] = "stream.llm_end"
@@ -101,14 +101,14 @@ class LlmEnded(Event, tag="stream.llm_end"):
     duration_ms: int = 0
 
 
-class StreamToken(Event, tag="stream.token"):
+class StreamToken(Event, tag="stream.token", frozen=True):
     """A chunk of text for listeners; transient, never appended (R12)."""
 
     type: ClassVar[str] = "stream.token"
     content: str
 
 
-class ToolStarted(Event, tag="stream.tool_start"):
+class ToolStarted(Event, tag="stream.tool_start", frozen=True):
     """A proposed call entered the pipeline, with the arguments as proposed."""
 
     type: ClassVar[str] = "stream.tool_start"
@@ -118,7 +118,7 @@ class ToolStarted(Event, tag="stream.tool_start"):
     args: Any = None
 
 
-class ToolEnded(Event, tag="stream.tool_end"):
+class ToolEnded(Event, tag="stream.tool_end", frozen=True):
     """A call left the pipeline: what the tool really returned, or the refusal."""
 
     type: ClassVar[str] = "stream.tool_end"
@@ -129,7 +129,7 @@ class ToolEnded(Event, tag="stream.tool_end"):
     duration_ms: int = 0
 
 
-class PauseRequested(Event, tag="pause.request"):
+class PauseRequested(Event, tag="pause.request", frozen=True):
     """The run paused for a person (ask, check-in or ask_human)."""
 
     type: ClassVar[str] = "pause.request"
@@ -148,7 +148,7 @@ class PauseRequested(Event, tag="pause.request"):
     mac: str | None = None
 
 
-class PauseResumed(Event, tag="pause.resume"):
+class PauseResumed(Event, tag="pause.resume", frozen=True):
     """A person answered a pause."""
 
     type: ClassVar[str] = "pause.resume"
@@ -161,7 +161,7 @@ class PauseResumed(Event, tag="pause.resume"):
     component_id: str | None = None
 
 
-class FatalError(Event, tag="error.fatal"):
+class FatalError(Event, tag="error.fatal", frozen=True):
     """A run ended by raising; content-free by construction (G91)."""
 
     type: ClassVar[str] = "error.fatal"
@@ -171,14 +171,14 @@ class FatalError(Event, tag="error.fatal"):
     retryable: bool = False
 
 
-class MessageCommitted(Event, tag="message.committed"):
+class MessageCommitted(Event, tag="message.committed", frozen=True):
     """A message joined the session's history."""
 
     type: ClassVar[str] = "message.committed"
     message: Message
 
 
-class ConversationSeeded(Event, tag="conversation.seeded"):
+class ConversationSeeded(Event, tag="conversation.seeded", frozen=True):
     """A new session started from a checkpoint whose session the store lacks."""
 
     type: ClassVar[str] = "conversation.seeded"
@@ -186,7 +186,7 @@ class ConversationSeeded(Event, tag="conversation.seeded"):
     original_input: str | None = None
 
 
-class ToolDispatched(Event, tag="tool.dispatched"):
+class ToolDispatched(Event, tag="tool.dispatched", frozen=True):
     """Recorded immediately before ``execute`` (R7)."""
 
     type: ClassVar[str] = "tool.dispatched"
@@ -196,7 +196,7 @@ class ToolDispatched(Event, tag="tool.dispatched"):
     attempt: int = 1
 
 
-class ToolOutcomeUnknown(Event, tag="tool.outcome_unknown"):
+class ToolOutcomeUnknown(Event, tag="tool.outcome_unknown", frozen=True):
     """A dispatched call whose result was never recorded (R7)."""
 
     type: ClassVar[str] = "tool.outcome_unknown"
@@ -212,7 +212,7 @@ class WindowRefusal(msgspec.Struct, frozen=True, kw_only=True):
     message_index: int
 
 
-class WindowCompacted(Event, tag="window.compacted"):
+class WindowCompacted(Event, tag="window.compacted", frozen=True):
     """The window strategy engaged at one iteration (G80)."""
 
     type: ClassVar[str] = "window.compacted"

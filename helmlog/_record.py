@@ -181,9 +181,10 @@ async def verify(
 def fact_line(fact: FactRecord) -> str:
     """One decision fact as a line: session, seq, who decided what, and why."""
     ev = decode_event(fact.data)
-    where = getattr(ev, "moment", "?")
-    if getattr(ev, "tool_name", None):
-        where += f" {ev.tool_name}#{ev.tool_call_id}"  # type: ignore[union-attr]
+    where = str(getattr(ev, "moment", "?"))
+    tool_name = getattr(ev, "tool_name", None)
+    if tool_name:
+        where += f" {tool_name}#{getattr(ev, 'tool_call_id', '?')}"
     why = getattr(ev, "why", None)
     changed = " (changed)" if getattr(ev, "changed", False) else ""
     return (

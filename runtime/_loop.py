@@ -487,8 +487,12 @@ class Loop:
             )
         )
 
-    def refuse(self, s: Session, call: ToolCallRequest, text: str) -> None:
-        """A call that did not execute: the model reads ``text`` (G51)."""
+    def refuse(self, s: Session, call: ToolCallRequest, text: str) -> AskPause | None:
+        """A call that did not execute: the model reads ``text`` (G51).
+
+        Returns ``None`` (the call is resolved; nothing waits on a person), so
+        a pipeline step can end with ``return self.refuse(...)``.
+        """
         self.record_result(s, call, text, False, 0, text)
         return None
 

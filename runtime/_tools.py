@@ -199,7 +199,7 @@ def _schema_for(params: tuple[_Param, ...], name: str) -> dict[str, Any]:
         else (p.name, p.annotation, _stated(p.default))
         for p in params
     ]
-    struct = msgspec.defstruct(name, fields)  # type: ignore[arg-type]
+    struct = msgspec.defstruct(name, fields)
     schema = msgspec.json.schema(struct)
     defs = schema.pop("$defs", {})
     body = dict(defs.pop(name, schema))

@@ -35,7 +35,7 @@ class _Frozen:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
         try:
