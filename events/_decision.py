@@ -18,7 +18,9 @@ from typing import Any
 import msgspec
 
 
-class MiddlewareDecision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class MiddlewareDecision(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False
+):
     """One decision a rule made, pass-throughs included.
 
     Attributes:

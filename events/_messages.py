@@ -16,7 +16,9 @@ from typing import Any
 import msgspec
 
 
-class ToolCallRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ToolCallRequest(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False
+):
     """One tool call the model proposed: its id, the tool's name, the arguments."""
 
     id: str
@@ -24,7 +26,7 @@ class ToolCallRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     args: Any = msgspec.field(default_factory=dict)
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One committed message.
 
     Attributes:

@@ -11,6 +11,10 @@ Laws: R12 (the envelope; ``stream.token`` is the one transient type), R13
 ignored, never ``forbid_unknown_fields``), G49 (the decision fact carries no
 value field at all, by schema).
 
+Why ``gc=False``: a stream is read as tens of thousands of small immutable
+records; untracked by the cycle collector, they decode without triggering
+collections. They cannot form cycles: they are frozen and hold only values.
+
 Why two decision events: the stream must keep the ledger's values (a row's
 ``before``/``after``) so that ``fold`` can rebuild the ledger, while watchers
 must get facts that cannot carry a value. ``decision.filed`` holds the row;
@@ -28,7 +32,7 @@ from ._decision import MiddlewareDecision
 from ._messages import Message
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
     """The envelope every event carries (R12)."""
 
     type: ClassVar[str]
@@ -204,7 +208,7 @@ class ToolOutcomeUnknown(Event, tag="tool.outcome_unknown", frozen=True):
     tool_call_id: str
 
 
-class WindowRefusal(msgspec.Struct, frozen=True, kw_only=True):
+class WindowRefusal(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A message the window strategy would not remove, and why (G81)."""
 
     reason: str
