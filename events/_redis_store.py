@@ -60,11 +60,10 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from ._chain import StoredEvent, seal
+from ._chain import StoredEvent
 from ._codec import decode_envelope
 from ._errors import SequenceConflictError, StoreError
 from ._store import FactRecord, StoreBase, is_fact_record
-from ._types import Event
 
 log = logging.getLogger("helmlog.events")
 
@@ -271,40 +270,33 @@ class RedisEventStore(StoreBase):
             return cached
         return await self._fetch_head(session_id)
 
-    async def append(
-        self, session_id: str, events: Sequence[Event], expected_seq: int
-    ) -> int:
+    async def head_for_append(
+        self, session_id: str, expected_seq: int
+    ) -> tuple[int, str]:
         cached = self._heads.get(session_id)
         # A cached head is only a guess; the script's check is the truth, and a
         # cache that disagrees with the caller is refreshed, never believed.
         if cached is not None and cached[0] == expected_seq:
-            last_seq, last_hash = cached
-        else:
-            last_seq, last_hash = await self._fetch_head(session_id)
-        if last_seq != expected_seq:
-            raise SequenceConflictError(
-                session_id=session_id, expected=expected_seq, actual=last_seq
-            )
-        _stamped, records = seal(
-            session_id,
-            events,
-            after_seq=expected_seq,
-            prev_hash=last_hash,
-            key=self.chain_key,
-        )
-        return await self._append(session_id, records, expected_seq, last_hash)
+            return cached
+        return await self._fetch_head(session_id)
 
     async def append_sealed(
         self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
     ) -> int:
-        prev_hash = ""
-        if records:
-            try:
-                prev_hash = decode_envelope(records[0].data)[2]
-            except ValueError as exc:  # msgspec.DecodeError is a ValueError
-                raise ValueError(
-                    f"record seq {records[0].seq} is not a stored event: {exc}"
-                ) from exc
+        if not records:
+            # Nothing to append; still a seq check, answered by the stream.
+            last_seq, _hash = await self._fetch_head(session_id)
+            if last_seq != expected_seq:
+                raise SequenceConflictError(
+                    session_id=session_id, expected=expected_seq, actual=last_seq
+                )
+            return last_seq
+        try:
+            prev_hash = decode_envelope(records[0].data)[2]
+        except ValueError as exc:  # msgspec.DecodeError is a ValueError
+            raise ValueError(
+                f"record seq {records[0].seq} is not a stored event: {exc}"
+            ) from exc
         return await self._append(session_id, records, expected_seq, prev_hash)
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:

@@ -95,14 +95,22 @@ class StoreBase:
     ) -> int:
         raise NotImplementedError
 
+    async def head_for_append(
+        self, session_id: str, expected_seq: int
+    ) -> tuple[int, str]:
+        """The head to seal a batch against; an adapter may answer from a cache."""
+        return await self.head(session_id)
+
     async def append(
         self, session_id: str, events: Sequence[Event], expected_seq: int
     ) -> int:
-        last_seq, last_hash = await self.head(session_id)
+        last_seq, last_hash = await self.head_for_append(session_id, expected_seq)
         if last_seq != expected_seq:
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=last_seq
             )
+        if not events:
+            return last_seq
         _stamped, records = seal(
             session_id,
             events,

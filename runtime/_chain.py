@@ -119,6 +119,31 @@ def _tool_row(
     )
 
 
+def _tool_allow_row(
+    site: CallSite, moment: str, name: str, out: Allow, current: Any
+) -> tuple[MiddlewareDecision, Any]:
+    """The row for an allow at a tool moment, and the value that flows on.
+
+    A pass-through files ``changed=False`` (G17, G22); a transform replaces the
+    value wholesale and files it with the value it replaced (G16, G22).
+    """
+    if out.value is None:
+        row = _tool_row(site, moment, name, outcome="allow", changed=False, why=out.why)
+        return row, current
+    value = clone(out.value)
+    row = _tool_row(
+        site,
+        moment,
+        name,
+        outcome="allow",
+        changed=True,
+        why=out.why,
+        before=current,
+        after=value,
+    )
+    return row, value
+
+
 async def walk_tool_calls(
     links: Sequence[Link],
     site: CallSite,
@@ -149,32 +174,8 @@ async def walk_tool_calls(
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Allow):
-            if out.value is None:
-                rows.append(
-                    _tool_row(
-                        site,
-                        "before-tool",
-                        link.name,
-                        outcome="allow",
-                        changed=False,
-                        why=out.why,
-                    )
-                )
-            else:
-                value = clone(out.value)
-                rows.append(
-                    _tool_row(
-                        site,
-                        "before-tool",
-                        link.name,
-                        outcome="allow",
-                        changed=True,
-                        why=out.why,
-                        before=args,
-                        after=value,
-                    )
-                )
-                args = value
+            row, args = _tool_allow_row(site, "before-tool", link.name, out, args)
+            rows.append(row)
             continue
         if isinstance(out, Ask) and not ask_allowed:
             out = Deny(no_pause_reason(link.name, out.question))
@@ -248,10 +249,8 @@ async def walk_tool_results(
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Ask):
-            out = Deny(
-                f"middleware '{link.name}' asked a person to decide, and there is "
-                f"no pause here to carry that ask: {out.question}"
-            )
+            # G24: the tool already ran; no pause can carry this ask.
+            out = Deny(no_pause_reason(link.name, out.question))
         if isinstance(out, Deny):
             rows.append(
                 _tool_row(
@@ -266,32 +265,8 @@ async def walk_tool_results(
                 )
             )
             return ResultVerdict(result, rows, denied=True, reason=out.reason)
-        if out.value is None:
-            rows.append(
-                _tool_row(
-                    site,
-                    "after-tool",
-                    link.name,
-                    outcome="allow",
-                    changed=False,
-                    why=out.why,
-                )
-            )
-        else:
-            value = clone(out.value)
-            rows.append(
-                _tool_row(
-                    site,
-                    "after-tool",
-                    link.name,
-                    outcome="allow",
-                    changed=True,
-                    why=out.why,
-                    before=result,
-                    after=value,
-                )
-            )
-            result = value
+        row, result = _tool_allow_row(site, "after-tool", link.name, out, result)
+        rows.append(row)
     return ResultVerdict(result, rows)
 
 
