@@ -163,6 +163,7 @@ class Agent:
         if not isinstance(message, str):
             raise TypeError(f"run() takes the message as a str, got {shape(message)}")
         seed: Checkpoint | None = None
+        cp: Checkpoint | None = None
         base_seq = 0
         if continue_from is None:
             session = self._new_session(self._config.new_id())
@@ -170,11 +171,13 @@ class Agent:
             cp = _coerce(continue_from)
             found = await self._activate(cp.session_id)
             if found is None:
-                session, seed = self._new_session(cp.session_id), cp
+                session, seed, cp = self._new_session(cp.session_id), cp, None
             else:
                 session = found
-                base_seq = self._check_continuation(session.journal.folder, cp)
         async with session.lock:
+            if cp is not None:
+                await session.journal.activate()  # catch up with other hosts
+                base_seq = self._check_continuation(session.journal.folder, cp)
             self._last_session_id = session.session_id
             return await self._guard(
                 session, self._start_turn(session, message, identity, base_seq, seed)
@@ -307,6 +310,7 @@ class Agent:
                 "unknown-session", f"no session '{cp.session_id}' in the store"
             )
         async with session.lock:
+            await session.journal.activate()  # catch up with other hosts
             f = session.journal.folder
             self._check_pause(f, cp)
             pending = f.pending

@@ -95,8 +95,14 @@ class Journal:
         self._served = served_form
 
     async def activate(self) -> None:
-        """Fold the session's stored stream silently (R6): no append, no event."""
-        records = await self.store.read(self.session_id)
+        """Fold the session's stored stream silently (R6): no append, no event.
+
+        Called again on a cached session, it catches up with what other hosts
+        appended since (the cache is only a cache). Only between operations:
+        never while events are buffered.
+        """
+        assert not self._buffer, "catch-up would interleave with unflushed events"
+        records = await self.store.read(self.session_id, self.flushed_seq)
         for record in records:
             self.folder.apply(record.decode())
         if records:
