@@ -226,3 +226,38 @@ async def tail(
             if count is not None and shown >= count:
                 break
     return shown
+
+
+async def replay_to_otlp(records: list[StoredEvent], endpoint: str) -> int:
+    """Re-emit a session to an OTLP/HTTP collector (``--otlp URL``); flushes.
+
+    Spans go to ``<endpoint>/v1/traces`` and decision records to
+    ``<endpoint>/v1/logs``; facts only (``values=False``).
+    """
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter,
+    )
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from helmlog.sinks import OtelSink, replay
+
+    base = endpoint.rstrip("/")
+    resource = Resource.create({"service.name": "helmlog"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces"))
+    )
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(
+        SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"{base}/v1/logs"))
+    )
+    try:
+        return await replay(records, OtelSink(tracer_provider, logger_provider))
+    finally:
+        tracer_provider.shutdown()
+        logger_provider.shutdown()

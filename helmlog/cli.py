@@ -37,6 +37,7 @@ from helmlog._demo import (
 from helmlog._record import (
     chain_key_from_env,
     records_json,
+    replay_to_otlp,
     timeline_table,
 )
 from helmlog._record import (
@@ -149,6 +150,10 @@ def replay(
     jsonl: Annotated[
         str | None, typer.Option(help="Re-emit the session into a JSON-lines file.")
     ] = None,
+    otlp: Annotated[
+        str | None,
+        typer.Option(help="Re-emit the session to an OTLP/HTTP collector at this URL."),
+    ] = None,
 ) -> None:
     """Print a session as a timeline: turns, messages, tool calls, decisions."""
     err = Console(stderr=True)
@@ -170,9 +175,12 @@ def replay(
     if jsonl:
         count = asyncio.run(replay_events(records, JsonlSink(jsonl)))
         err.print(f"replayed {count} events into {escape(jsonl)}")
+    if otlp:
+        count = asyncio.run(replay_to_otlp(records, otlp))
+        err.print(f"replayed {count} events to {escape(otlp)}")
     if as_json:
         typer.echo(json.dumps(records_json(records), ensure_ascii=False))
-    elif not jsonl:
+    elif not (jsonl or otlp):
         Console().print(timeline_table(session, records))
 
 

@@ -4,6 +4,7 @@ Imports nothing of helmlog but ``helmlog.events`` (R16).
 """
 
 from ._jsonl import ConsoleSink, JsonlSink
+from ._otel import OtelSink
 from ._replay import replay
 
-__all__ = ["ConsoleSink", "JsonlSink", "replay"]
+__all__ = ["ConsoleSink", "JsonlSink", "OtelSink", "replay"]

@@ -118,3 +118,57 @@ def test_r4_tail_follows_facts_only(redis_url: str) -> None:
         in lines[0]
     )
     assert "123-45-6789" not in result.stdout
+
+
+class _Collector:
+    """A minimal OTLP/HTTP collector on loopback: records each POST's path and body."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        received = self.received = []  # type: ignore[var-annotated]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append((self.path, body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def test_r18_replay_otlp_sends_spans_and_decision_records(redis_url: str) -> None:
+    """``replay --otlp URL`` exports turn and tool spans and the decision records."""
+    sid = _demo_session(redis_url)
+    collector = _Collector()
+    try:
+        result = runner.invoke(
+            app, ["replay", sid, "--store", redis_url, "--otlp", collector.url]
+        )
+    finally:
+        collector.close()
+    assert 0 == result.exit_code, result.output
+    paths = {path for path, _ in collector.received}
+    assert {"/v1/traces", "/v1/logs"} == paths
+    traces = b"".join(body for path, body in collector.received if path == "/v1/traces")
+    logs = b"".join(body for path, body in collector.received if path == "/v1/logs")
+    assert b"invoke_agent" in traces
+    assert b"execute_tool refund" in traces
+    assert b"helmlog.middleware.decision" in logs
+    assert b"four-eyes" in logs
+    assert b"ana.ruiz@example.com" not in traces + logs  # facts only, no values

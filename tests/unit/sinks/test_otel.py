@@ -1,0 +1,143 @@
+"""OtelSink: spans per turn and tool call, a log record per fact, no values (R16).
+
+Fed live as a watcher and after the fact through ``replay``, the sink yields
+the same spans and records (R6), timed by the recorded timestamps, once per
+``(session_id, seq)`` however often an event is delivered (R4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    InMemoryLogRecordExporter,
+    SimpleLogRecordProcessor,
+)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from helmlog import Agent, ToolMiddleware, allow, deny, tool
+from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.sinks import OtelSink, replay
+
+SECRET_ARG = "order-7734"
+SECRET_RESULT = "card ending 4242"
+
+
+@tool
+def refund(order: str) -> str:
+    """Refund an order."""
+    return f"refunded {order} to {SECRET_RESULT}"
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.logs = InMemoryLogRecordExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        logger_provider = LoggerProvider()
+        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
+        self.tracer_provider = tracer_provider
+        self.logger_provider = logger_provider
+
+    def sink(self, *, values: bool = False) -> OtelSink:
+        return OtelSink(self.tracer_provider, self.logger_provider, values=values)
+
+    def span_shape(self) -> list[tuple[str, int, int]]:
+        return sorted(
+            (s.name, s.start_time or 0, s.end_time or 0)
+            for s in self.spans.get_finished_spans()
+        )
+
+    def records(self) -> list[Any]:
+        return [d.log_record for d in self.logs.get_finished_logs()]
+
+    def everything(self) -> str:
+        spans = [
+            (s.name, dict(s.attributes or {}), [e.attributes for e in s.events])
+            for s in self.spans.get_finished_spans()
+        ]
+        records = [(r.body, dict(r.attributes or {})) for r in self.records()]
+        return repr((spans, records))
+
+
+def _agent(*watchers: object) -> Agent:
+    model = scripted(
+        [
+            Reply(
+                tool_calls=[
+                    ToolCallRequest(id="c1", name="refund", args={"order": SECRET_ARG}),
+                    ToolCallRequest(id="c2", name="refund", args={"order": "big"}),
+                ]
+            ),
+            "Done.",
+        ]
+    )
+    ceiling = ToolMiddleware(
+        name="ceiling",
+        on_tool_call=lambda c: deny("too big") if c.args["order"] == "big" else allow(),
+    )
+    return (
+        Agent.create(provider=model, model="m", clock=FakeClock(step=3))
+        .tool(refund)
+        .act(before_tool=[ceiling])
+        .watch(*watchers)
+        .build()
+    )
+
+
+async def test_r16_spans_per_turn_and_tool_call_and_one_record_per_fact() -> None:
+    """R16: a span per turn, one per tool call, and a log record per row."""
+    telemetry = Telemetry()
+    agent = _agent(telemetry.sink())
+    assert "Done." == await agent.run("refund please")
+    spans = telemetry.spans.get_finished_spans()
+    names = sorted(s.name for s in spans)
+    assert ["execute_tool refund", "execute_tool refund", "invoke_agent"] == names
+    (turn,) = [s for s in spans if s.name == "invoke_agent"]
+    for span in spans:
+        if span.name != "invoke_agent":
+            assert span.parent is not None
+            assert turn.context.span_id == span.parent.span_id
+    rows = agent.last_snapshot().middleware_decisions
+    records = telemetry.records()
+    assert len(rows) == len(records)
+    assert {"helmlog.middleware.decision"} == {r.event_name for r in records}
+    assert [(r.middleware, r.outcome, r.why) for r in rows] == [
+        (
+            r.attributes["helmlog.middleware"],
+            r.attributes["helmlog.outcome"],
+            r.attributes.get("helmlog.why"),
+        )
+        for r in records
+    ]
+
+
+async def test_r16_no_values_unless_configured() -> None:
+    """R16: arguments and results appear only with ``values=True``."""
+    quiet, loud = Telemetry(), Telemetry()
+    await _agent(quiet.sink(), loud.sink(values=True)).run("refund please")
+    assert SECRET_ARG not in quiet.everything()
+    assert SECRET_RESULT not in quiet.everything()
+    assert SECRET_ARG in loud.everything()
+    assert SECRET_RESULT in loud.everything()
+
+
+async def test_r6_replay_gives_the_spans_a_watcher_saw_and_r4_only_once() -> None:
+    """R6/R4: replaying the stored stream (twice) yields the watched spans, once."""
+    live = Telemetry()
+    agent = _agent(live.sink())
+    await agent.run("refund please")
+    assert agent.session_id is not None
+    records = await agent.store.read(agent.session_id)
+
+    later = Telemetry()
+    sink = later.sink()
+    await replay(records, sink)
+    await replay(records, sink)
+    assert live.span_shape() == later.span_shape()
+    assert len(live.records()) == len(later.records())
+    assert all(r.attributes["helmlog.replayed"] for r in later.records())
