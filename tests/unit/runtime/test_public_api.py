@@ -211,8 +211,22 @@ PROVIDERS = [
     "word_chunks",
 ]
 
+SINKS = ["ConsoleSink", "JsonlSink", "OtelSink", "replay"]
+TESTING = [
+    "FakeClock",
+    "Recorder",
+    "Reply",
+    "ScriptedProvider",
+    "ToolCallRequest",
+    "counter_ids",
+    "fold_of_last_session",
+    "scripted",
+]
+
 PINNED = {
     "helmlog": FACE,
+    "helmlog.sinks": SINKS,
+    "helmlog.runtime.testing": TESTING,
     "helmlog.events": EVENTS,
     "helmlog.runtime": RUNTIME,
     "helmlog.runtime.providers": PROVIDERS,
