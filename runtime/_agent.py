@@ -49,6 +49,7 @@ from ._config import AgentConfig
 from ._journal import Journal
 from ._loop import Loop, MessageRefused, Session, find_call
 from ._pause import AskPause, CheckInDecision, decision_why
+from ._tools import invalid_arguments_text
 from ._watchers import Listeners
 from .providers import Provider
 
@@ -445,7 +446,7 @@ class Agent:
             else:
                 kwargs, issues = tool.validate(p.args)
                 if kwargs is None:
-                    loop.refuse(s, call, "; ".join(issues))
+                    loop.refuse(s, call, invalid_arguments_text(tool.name, issues))
                 else:
                     pause = await loop.run_tool(s, call, tool, site, p.args, kwargs)
         else:

@@ -287,7 +287,7 @@ class Loop:
                     verdict.args,
                     MiddlewareAsk(
                         verdict.ask.question,
-                        verdict.ask.detail,
+                        clone(verdict.ask.detail),  # G8: the hook keeps its own
                         verdict.middleware,
                         verdict.ask.component_id,
                     ),
@@ -355,6 +355,27 @@ class Loop:
             )
         return await self.run_tool(s, call, tool, site, args, kwargs)
 
+    def resolve_credential(self, tool: Tool, name: str) -> str | None:
+        """One declared secret, or ``None`` when it cannot be resolved (G57).
+
+        A resolver that raises resolves nothing: the call is refused, never
+        run without its credential, and the run goes on.
+        """
+        resolver = self.config.credentials
+        if resolver is None:
+            return None
+        try:
+            value = resolver(name)
+        except Exception:  # fail closed: an unresolved credential refuses the call
+            log.warning(
+                "credential resolver failed for %r of tool %s",
+                name,
+                tool.name,
+                exc_info=True,
+            )
+            return None
+        return value if isinstance(value, str) and value else None
+
     @staticmethod
     def check_in_trips(tool: Tool, kwargs: dict[str, Any]) -> bool:
         if tool.check_in is True:
@@ -383,7 +404,7 @@ class Loop:
         if tool.credentials:
             secrets: dict[str, str] = {}
             for name in tool.credentials:
-                value = cfg.credentials(name) if cfg.credentials is not None else None
+                value = self.resolve_credential(tool, name)
                 if value is None:
                     return self.refuse(
                         s,
