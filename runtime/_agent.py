@@ -145,7 +145,10 @@ class Agent:
         if session is not None and not session.journal.broken:
             return session
         session = self._new_session(session_id)
-        await session.journal.activate()
+        # R9, R2: a caller that finds this session cached meanwhile waits on its
+        # lock, so the stream is never folded twice into one cache.
+        async with session.lock:
+            await session.journal.activate()
         if session.journal.folder.last_seq == 0:
             del self._sessions[session_id]
             return None
@@ -316,6 +319,14 @@ class Agent:
             self._check_pause(f, cp)
             pending = f.pending
             assert pending is not None
+            if (
+                find_call(f.history, pending.tool_call_id) is None
+                or pending.tool_name not in self._config.tools
+            ):
+                # G91, R9: refused before anything is appended.
+                raise CheckpointError(
+                    "tampered", f"call {pending.tool_call_id} is not in the session"
+                )
             if pending.kind in ("ask", "check-in"):
                 if not isinstance(decision, CheckInDecision):
                     raise DecisionRequiredError(

@@ -230,8 +230,9 @@ class AgentBuilder:
             if not any(entry is i for i in inputs):
                 self._message_links.append(as_message_link(entry, "output"))
         befores, afters = lists.get("before_tool", []), lists.get("after_tool", [])
-        attached: list[Any] = []
-        for entry in befores + afters:
+        self._tool_links.extend(as_tool_link(entry) for entry in befores)
+        attached: list[Any] = list(befores)
+        for entry in afters:
             if any(entry is a for a in attached):
                 continue
             attached.append(entry)

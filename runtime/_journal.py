@@ -177,9 +177,11 @@ class Journal:
             ) from exc
         self.flushed_seq = records[-1].seq
         if self.listeners:
-            for _, event in batch:
+            for record, event in batch:
                 if event.type not in UNWATCHED_TYPES:
-                    self.deliver(event)
+                    # G84, G60: listeners get their own copy; the folded objects
+                    # (history, the pending call's args) stay the session's.
+                    self.deliver(decode_event(record.data))
 
     def deliver(self, event: Any) -> None:
         """Hand one event to the listeners, in its served (redacted) form."""

@@ -54,12 +54,13 @@ class RedactionPolicy:
     __slots__ = ("fields", "placeholder")
 
     def __init__(self, fields: Iterable[str], placeholder: str = "[redacted]") -> None:
-        names = frozenset(fields)
-        for name in names:
+        given = tuple(fields)
+        for name in given:
             if not isinstance(name, str):
                 raise ValueError(
                     f"RedactionPolicy: field names must be str, got {name!r}"
                 )
+        names = frozenset(given)
         if not isinstance(placeholder, str) or not placeholder:
             raise ValueError("RedactionPolicy: the placeholder must be a non-empty str")
         self.fields = names
