@@ -67,7 +67,8 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         """Read a checkpoint; anything else raises ``CheckpointError("malformed")``."""
         try:
             cp = msgspec.json.decode(text, type=cls)
-        except (msgspec.DecodeError, TypeError) as exc:
+        # UnicodeError: a str holding lone surrogates is not UTF-8 JSON text.
+        except (msgspec.DecodeError, TypeError, UnicodeError) as exc:
             raise CheckpointError("malformed", str(exc)) from None
         if cp.version != CHECKPOINT_VERSION or cp.kind not in ("conversation", "pause"):
             raise CheckpointError(

@@ -118,6 +118,7 @@ class Folder:
         "last_seq",
         "original_input",
         "pause_checkpoint",
+        "pause_seqs",
         "pending",
         "resolved_pauses",
         "rows",
@@ -144,6 +145,8 @@ class Folder:
         self.identity: Any = None
         self.dispatched: dict[str, ToolDispatched] = {}
         self.resolved_pauses: set[int] = set()
+        # Every pause.request seq, so a checkpoint naming another seq is known forged.
+        self.pause_seqs: set[int] = set()
         self._history_at: dict[int, tuple[tuple[Message, ...], str | None]] = {}
 
     @property
@@ -239,6 +242,7 @@ class Folder:
 
     def _pause_requested(self, ev: PauseRequested) -> None:
         seq = ev.seq or 0
+        self.pause_seqs.add(seq)
         self.pending = PendingPause(
             kind=ev.kind,
             tool_name=ev.tool_name,

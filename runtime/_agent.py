@@ -355,6 +355,9 @@ class Agent:
             raise CheckpointError(
                 "replayed", f"the pause at seq {cp.seq} was already resolved"
             )
+        if cp.seq not in f.pause_seqs:
+            # R9: the seq binding names no pause.request in the stream.
+            raise CheckpointError("tampered", f"no pause at seq {cp.seq}")
         p = f.pending
         if p is None or p.seq != cp.seq:
             if p is not None and cp.seq > p.seq:

@@ -1,0 +1,230 @@
+"""An audit of section R: one test per departure found, each named for its law.
+
+Pattern: pause a governed run, then hand the agent (or ``Checkpoint``) the
+         input that exposed the departure, and compare the refusal, the
+         stored stream and what ran with what the law says.
+Role:    unit tests; every one failed before its fix landed.
+Emits:   nothing.
+
+Laws: R9 (``resume`` refuses before appending anything; ``tampered`` when a
+binding disagrees with the stream; of two concurrent resumes of one checkpoint
+exactly one proceeds), R14 (text that is not a checkpoint is
+``CheckpointError(reason="malformed")``).
+
+Why a store whose reads yield: every networked store (Redis) gives the event
+loop a turn while it reads; an in-memory store that never yields hides races
+that activation on a real host runs into.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helmlog import (
+    Agent,
+    AskPause,
+    Checkpoint,
+    CheckpointError,
+    Tool,
+    ToolMiddleware,
+    allow,
+    ask,
+    check_in_approved,
+)
+from helmlog.events import MemoryEventStore, StoredEvent
+from helmlog.runtime import counter_ids
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+KEY = b"audit-chain-key"
+SCHEMA = {
+    "type": "object",
+    "properties": {"order": {"type": "integer"}},
+    "required": ["order"],
+}
+
+
+class YieldingStore(MemoryEventStore):
+    """A memory store whose reads give the event loop turns, as Redis's do.
+
+    ``lags`` sets how many turns each next read takes (one when none is left),
+    so a test can make an earlier read return after a later one.
+    """
+
+    def __init__(self, *lags: int) -> None:
+        super().__init__()
+        self.lags = list(lags)
+
+    async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        lag = self.lags.pop(0) if self.lags else 1
+        records = await super().read(session_id, after_seq)
+        for _ in range(lag):
+            await asyncio.sleep(0)
+        return records
+
+
+class Refunds:
+    """The refund tool and what it was run with."""
+
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+        self.tool = Tool("refund", "Refund an order.", SCHEMA, self.execute)
+
+    async def execute(self, order: int) -> str:
+        await asyncio.sleep(0)
+        self.ran.append(order)
+        return f"refunded {order}"
+
+
+four_eyes = ToolMiddleware(name="four-eyes", on_tool_call=lambda c: ask("approve?"))
+
+
+async def yielding(c: Any) -> Any:
+    await asyncio.sleep(0)
+    return allow()
+
+
+after = ToolMiddleware(name="after", on_tool_call=yielding)
+
+
+def agent_on(store: MemoryEventStore, refunds: Refunds | None, *replies: Any) -> Agent:
+    builder = (
+        Agent.create(
+            provider=scripted(list(replies)), model="m", ids=counter_ids(), store=store
+        )
+        .system("You refund.")
+        .tool_middleware(four_eyes, after)
+    )
+    if refunds is not None:
+        builder = builder.tool(refunds.tool)
+    return builder.build()
+
+
+async def paused_on(store: MemoryEventStore) -> AskPause:
+    call = ToolCallRequest(id="c1", name="refund", args={"order": 7})
+    turn = Reply(tool_calls=[call])
+    out = await agent_on(store, Refunds(), turn, "unused").run("refund order 7")
+    assert isinstance(out, AskPause)
+    return out
+
+
+async def stored(store: MemoryEventStore, session_id: str) -> list[bytes]:
+    return [r.data for r in await store.read(session_id)]
+
+
+async def test_r9_a_refused_resume_appends_nothing_for_a_tool_the_agent_lacks() -> None:
+    """R9: "`resume` refuses before appending anything with `CheckpointError`"."""
+    store = MemoryEventStore()
+    pause = await paused_on(store)
+    cp = pause.checkpoint
+    before = await stored(store, cp.session_id)
+    toolless = agent_on(store, None, "unused")
+    with pytest.raises(CheckpointError) as caught:
+        await toolless.resume(cp, check_in_approved(by="dana"))
+    assert ("tampered", before) == (
+        caught.value.reason,
+        await stored(store, cp.session_id),
+    )
+    refunds = Refunds()
+    answer = await agent_on(store, refunds, "Refunded.").resume(
+        cp, check_in_approved(by="dana")
+    )
+    assert ("Refunded.", [7]) == (answer, refunds.ran)
+
+
+@pytest.mark.parametrize("lag", range(1, 9))
+async def test_r9_two_concurrent_resumes_on_a_fresh_host_exactly_one_proceeds(
+    lag: int,
+) -> None:
+    """R9: "Of two concurrent resumes of one checkpoint exactly one proceeds"."""
+    store = YieldingStore()
+    pause = await paused_on(store)
+    store.lags = [lag, 1]  # the first activation's read may return last
+    refunds = Refunds()
+    host = agent_on(store, refunds, "Refunded.", "Refunded.")
+    outcomes = await asyncio.gather(
+        host.resume(pause.checkpoint, check_in_approved(by="dana")),
+        host.resume(pause.checkpoint, check_in_approved(by="lee")),
+        return_exceptions=True,
+    )
+    answers = [o for o in outcomes if isinstance(o, str)]
+    refusals = [o.reason for o in outcomes if isinstance(o, CheckpointError)]
+    assert (["Refunded."], ["replayed"], [7]) == (answers, refusals, refunds.ran)
+
+
+@pytest.mark.parametrize("chain_key", [None, KEY], ids=["no-key", "keyed"])
+@pytest.mark.parametrize("delta", [-1, -3])
+async def test_r9_a_seq_that_names_no_pause_is_tampered(
+    chain_key: bytes | None, delta: int
+) -> None:
+    """R9: "`"tampered"` (a binding or the MAC disagrees with the stream)"."""
+    store = MemoryEventStore(chain_key=chain_key)
+    pause = await paused_on(store)
+    cp = pause.checkpoint
+    forged = msgspec.structs.replace(cp, seq=cp.seq + delta)
+    before = await stored(store, cp.session_id)
+    host = agent_on(store, Refunds(), "Refunded.")
+    with pytest.raises(CheckpointError) as caught:
+        await host.resume(forged, check_in_approved(by="dana"))
+    assert ("tampered", before) == (
+        caught.value.reason,
+        await stored(store, cp.session_id),
+    )
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_near_checkpoints = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["pause", "conversation"]), "session_id": st.text()},
+    optional={"seq": _json, "history": _json, "version": _json, "mac": _json},
+).map(json.dumps)
+_garbage = st.one_of(
+    st.text(),
+    st.binary(),
+    _json.map(json.dumps),
+    _near_checkpoints,
+    # Text a str can hold but UTF-8 cannot: lone surrogates, bare or quoted.
+    st.text(st.characters(categories=["Cs"]), min_size=1),
+    st.text(st.characters(categories=["Cs"]), min_size=1).map(
+        lambda s: '{"kind":"pause","session_id":"' + s + '","seq":1}'
+    ),
+)
+
+
+def _is_checkpoint(text: str | bytes) -> bool:
+    try:
+        value = json.loads(text)
+    except (ValueError, UnicodeError):
+        return False
+    return (
+        isinstance(value, dict)
+        and value.get("kind") in ("pause", "conversation")
+        and isinstance(value.get("session_id"), str)
+        and type(value.get("seq")) is int
+        and value.get("version", 1) == 1
+        and isinstance(value.get("history", []), list)
+        and not value.get("history")
+        and isinstance(value.get("mac"), str | None)
+    )
+
+
+@given(_garbage)
+def test_r14_text_that_is_not_a_checkpoint_is_malformed(text: str | bytes) -> None:
+    """R14: "text that is not a checkpoint raises `CheckpointError(...malformed)`"."""
+    if _is_checkpoint(text):
+        return
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint.from_json(text)
+    assert "malformed" == caught.value.reason
