@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 import msgspec
 
 from ._codec import decode_envelope, decode_event, encode_event
-from ._types import Event, UnknownEvent
+from ._types import TRANSIENT_TYPES, Event, UnknownEvent
 
 
 class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,6 +62,8 @@ def seal(
     records: list[StoredEvent] = []
     seq = after_seq
     for event in events:
+        if event.type in TRANSIENT_TYPES:
+            raise ValueError(f"'{event.type}' is transient and is never appended (R12)")
         seq += 1
         ev = msgspec.structs.replace(
             event, session_id=session_id, seq=seq, prev_hash=prev_hash, replayed=False

@@ -9,6 +9,10 @@ Laws: R14 (fields, ``from_json(c.to_json()) == c``, malformed text is
 ``CheckpointError(reason="malformed")``), R9 (what a pause checkpoint binds;
 ``binding_mac``).
 
+Why every field is written, defaults included: a reader of a later format
+version must see which version wrote the text; an omitted ``version`` would
+read as its own.
+
 Why the checkpoint carries history although the stream has it too: a caller
 may continue a conversation on a machine whose store lacks the session (R14
 seeds a new one); the bindings and the MAC keep that from being a way around
@@ -29,7 +33,7 @@ from ._messages import Message
 CHECKPOINT_VERSION = 1
 
 
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     """Where a session stands: a finished turn, or a pause waiting on a person.
 
     Attributes:

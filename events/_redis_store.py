@@ -122,7 +122,11 @@ Command = Sequence[Arg]
 
 
 def stream_key(session_id: str) -> str:
-    """The stream of one session; ``{session_id}`` is its cluster hash tag."""
+    """The stream of one session; ``{session_id}`` is its cluster hash tag.
+
+    An id holding a brace moves where Redis Cluster reads the tag, but every
+    key of the session starts the same way, so they still share one slot.
+    """
     return f"{_KEY_PREFIX}{session_id}{_KEY_SUFFIX}"
 
 
@@ -612,12 +616,19 @@ def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
                 StoredEvent(seq=int(fields[1]), data=fields[3], hash=fields[5].decode())
             )
         else:
-            named = dict(zip(fields[::2], fields[1::2], strict=True))
+            # A damaged entry still yields a record, so verification names
+            # its seq (the stream id is the seq) instead of crashing.
+            named = dict(zip(fields[::2], fields[1::2], strict=False))
+            id_seq = int(bytes(_id).rsplit(b"-", 1)[-1])
+            try:
+                seq = int(named.get(b"seq", id_seq))
+            except ValueError:
+                seq = id_seq
             push(
                 StoredEvent(
-                    seq=int(named[b"seq"]),
-                    data=named[b"data"],
-                    hash=named[b"hash"].decode(),
+                    seq=seq,
+                    data=bytes(named.get(b"data", b"")),
+                    hash=bytes(named.get(b"hash", b"")).decode(errors="replace"),
                 )
             )
     return out

@@ -45,7 +45,6 @@ class OtelSink:
         self,
         tracer_provider: TracerProvider | None = None,
         logger_provider: LoggerProvider | None = None,
-        *,
         values: bool = False,
     ) -> None:
         provider = tracer_provider or trace.get_tracer_provider()

@@ -27,12 +27,16 @@ log = logging.getLogger("helmlog")
 
 
 async def replay(
-    events: Iterable[StoredEvent | Event | UnknownEvent], *sinks: Any
+    events: Iterable[StoredEvent | Event | UnknownEvent],
+    *sinks: Any,
+    redact: Any = None,
 ) -> int:
     """Deliver recorded events to each sink's ``on_event`` in seq order.
 
-    Returns the number of events delivered. A sink that raises is logged and
-    skipped for that event; it never stops the replay of the others.
+    ``redact`` is the agent's redaction policy (anything with ``served(event)``):
+    a replayed run is then served as a watcher saw it live (G86). Returns the
+    number of events delivered. A sink that raises is logged and skipped for
+    that event; it never stops the replay of the others.
     """
     decoded: list[Event | UnknownEvent] = [
         e.decode() if isinstance(e, StoredEvent) else e for e in events
@@ -43,6 +47,8 @@ async def replay(
         if event.type in UNWATCHED_TYPES:
             continue
         marked = msgspec.structs.replace(event, replayed=True)
+        if redact is not None:
+            marked = redact.served(marked)
         for sink in sinks:
             try:
                 out = sink.on_event(marked)

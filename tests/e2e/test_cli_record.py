@@ -172,3 +172,22 @@ def test_r18_replay_otlp_sends_spans_and_decision_records(redis_url: str) -> Non
     assert b"helmlog.middleware.decision" in logs
     assert b"four-eyes" in logs
     assert b"ana.ruiz@example.com" not in traces + logs  # facts only, no values
+
+
+def test_r18_verify_names_a_damaged_entry_instead_of_crashing(redis_url: str) -> None:
+    """An entry that lost its hash field is a broken link at its seq, not a crash."""
+    sid = _demo_session(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = stream_key(sid)
+        entries = client.xrange(key)
+        client.delete(key)
+        for entry_id, fields in entries:
+            if fields[b"seq"] == b"9":
+                del fields[b"hash"]
+            client.xadd(key, fields, id=entry_id)
+    finally:
+        client.close()
+    result = runner.invoke(app, ["verify", sid, "--store", redis_url])
+    assert 1 == result.exit_code, result.output
+    assert "breaks at seq 9" in result.stdout
