@@ -10,6 +10,7 @@ only.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,22 @@ def _demo_session(url: str) -> str:
     return ids[0]
 
 
+def _rewrite_stream(
+    url: str, session_id: str, edit: Callable[[dict[bytes, bytes]], None]
+) -> None:
+    """Rewrite a session's stream behind the store's back, as an attacker would."""
+    client = redis.Redis.from_url(url)
+    try:
+        key = stream_key(session_id)
+        entries = client.xrange(key)
+        client.delete(key)
+        for entry_id, fields in entries:
+            edit(fields)
+            client.xadd(key, fields, id=entry_id)
+    finally:
+        client.close()
+
+
 def test_r18_verify_intact_session_exits_zero(redis_url: str) -> None:
     """``verify`` on an untouched session exits 0 and says it is intact."""
     sid = _demo_session(redis_url)
@@ -42,17 +59,12 @@ def test_r18_verify_intact_session_exits_zero(redis_url: str) -> None:
 def test_r18_verify_names_the_first_broken_seq(redis_url: str) -> None:
     """An edited event makes ``verify`` exit 1 naming its seq."""
     sid = _demo_session(redis_url)
-    client = redis.Redis.from_url(redis_url)
-    try:
-        key = stream_key(sid)
-        entries = client.xrange(key)
-        client.delete(key)
-        for entry_id, fields in entries:
-            if fields[b"seq"] == b"6":
-                fields[b"data"] = fields[b"data"].replace(b"Ana Ruiz", b"Bob Ruiz")
-            client.xadd(key, fields, id=entry_id)
-    finally:
-        client.close()
+
+    def edit(fields: dict[bytes, bytes]) -> None:
+        if fields[b"seq"] == b"6":
+            fields[b"data"] = fields[b"data"].replace(b"Ana Ruiz", b"Bob Ruiz")
+
+    _rewrite_stream(redis_url, sid, edit)
     result = runner.invoke(app, ["verify", sid, "--store", redis_url])
     assert 1 == result.exit_code
     assert "breaks at seq 6" in result.stdout
@@ -177,17 +189,12 @@ def test_r18_replay_otlp_sends_spans_and_decision_records(redis_url: str) -> Non
 def test_r18_verify_names_a_damaged_entry_instead_of_crashing(redis_url: str) -> None:
     """An entry that lost its hash field is a broken link at its seq, not a crash."""
     sid = _demo_session(redis_url)
-    client = redis.Redis.from_url(redis_url)
-    try:
-        key = stream_key(sid)
-        entries = client.xrange(key)
-        client.delete(key)
-        for entry_id, fields in entries:
-            if fields[b"seq"] == b"9":
-                del fields[b"hash"]
-            client.xadd(key, fields, id=entry_id)
-    finally:
-        client.close()
+
+    def edit(fields: dict[bytes, bytes]) -> None:
+        if fields[b"seq"] == b"9":
+            del fields[b"hash"]
+
+    _rewrite_stream(redis_url, sid, edit)
     result = runner.invoke(app, ["verify", sid, "--store", redis_url])
     assert 1 == result.exit_code, result.output
     assert "breaks at seq 9" in result.stdout
