@@ -1,10 +1,15 @@
-"""helmlog.actors — the Ray layer: session hosts, tool executors, policy actors.
+"""helmlog.actors — the Ray layer: session hosts and the cluster client.
 
-Composes ``runtime`` + ``events`` + ``sinks`` (ARCHITECTURE.md). Nothing is
-exported yet: ``SessionHost``, ``ToolExecutor``, ``PolicyActor`` and the
-``Cluster`` client (R8, R17) land with their own issue. Until then a session
-runs in process (``helmlog.runtime``) on any event store, and another process
-can activate and resume it from the stream.
+Composes ``runtime`` + ``events`` + ``sinks`` (ARCHITECTURE.md). A fixed
+number of ``SessionHost`` actors host many sessions each, placed by a stable
+hash of the session id (R8); the ``Cluster`` client gives agents with the
+in-process ``Agent``'s shape whose sessions run there, recording the same
+stream as they would in process (R17). ``ToolExecutor`` and ``PolicyActor``
+are not built yet.
 """
 
-__all__: list[str] = []
+from ._cluster import Cluster, ClusterAgent
+from ._host import AgentFactory, SessionHost
+from ._placement import host_for
+
+__all__ = ["AgentFactory", "Cluster", "ClusterAgent", "SessionHost", "host_for"]

@@ -26,7 +26,7 @@ where and why; the record holds the rest, under the redaction policy.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class HelmlogError(Exception):
@@ -34,6 +34,20 @@ class HelmlogError(Exception):
 
     code: str = "ERR_HELMLOG"
     retryable: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors cross process boundaries (Ray actors): rebuild them with their
+        # data, without calling an __init__ whose keywords pickle cannot know.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(
+    cls: type[HelmlogError], args: tuple[Any, ...], state: dict[str, Any]
+) -> HelmlogError:
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class MessageDeniedError(HelmlogError):

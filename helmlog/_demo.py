@@ -238,9 +238,22 @@ TIMELINE_KINDS = {
 }
 
 
-async def run_session(store: EventStore) -> DemoSession:
-    """Run the whole conversation once, as a new session in ``store``."""
-    agent = build_agent(store, [reply for turn in TURNS for reply in turn.model])
+def demo_agent(store: EventStore) -> Agent:
+    """The refund-desk agent with the whole script, on ``store``.
+
+    Module-level so a cluster can ship it to its session hosts (R17).
+    """
+    return build_agent(store, [reply for turn in TURNS for reply in turn.model])
+
+
+async def run_session(store: EventStore, agent: Any = None) -> DemoSession:
+    """Run the whole conversation once, as a new session in ``store``.
+
+    ``agent`` is anything with ``Agent``'s shape — a cluster's agent runs the
+    same conversation on its hosts; by default an in-process one.
+    """
+    if agent is None:
+        agent = demo_agent(store)
     transcript: list[tuple[str, str]] = []
     for number, turn in enumerate(TURNS, start=1):
         transcript.append(("customer", turn.customer))
@@ -281,11 +294,17 @@ async def run_sessions(
     count: int,
     store: EventStore,
     on_done: Callable[[DemoSession], Any] | None = None,
+    cluster_agent: Any = None,
 ) -> list[DemoSession]:
-    """Run ``count`` independent sessions concurrently on one store."""
+    """Run ``count`` independent sessions concurrently on one store.
+
+    With ``cluster_agent`` (from ``Cluster.agent(demo_agent)``) the sessions
+    run on the cluster's hosts; each gets its own client view of them.
+    """
 
     async def one() -> DemoSession:
-        session = await run_session(store)
+        agent = cluster_agent.client() if cluster_agent is not None else None
+        session = await run_session(store, agent)
         if on_done is not None:
             on_done(session)
         return session

@@ -67,6 +67,10 @@ def _root() -> None:
 SESSIONS_HELP = "How many independent sessions to run concurrently."
 STORE_HELP = "Event store URL to record into: memory:// or redis://host:port/db."
 JSON_HELP = "Print a machine-readable summary instead of tables."
+CLUSTER_HELP = (
+    "Run the sessions on a local Ray cluster of session hosts "
+    "(needs a shared store: --store redis://...)."
+)
 
 
 @app.command()
@@ -74,12 +78,13 @@ def demo(
     sessions: Annotated[int, typer.Option(min=1, help=SESSIONS_HELP)] = 1,
     store: Annotated[str, typer.Option(help=STORE_HELP)] = "memory://",
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    cluster: Annotated[bool, typer.Option("--cluster", help=CLUSTER_HELP)] = False,
 ) -> None:
     """Run the governed refund-desk scenario on a scripted model (no network)."""
     out = Console()
     err = Console(stderr=True)
     try:
-        run = _run_demo(sessions, store, err, progress=not as_json)
+        run = _run_demo(sessions, store, err, progress=not as_json, cluster=cluster)
         finished, elapsed, where = asyncio.run(run)
     except (HelmlogError, DemoError, ValueError, OSError) as exc:
         reason = escape(f"{type(exc).__name__}: {exc}")
@@ -105,15 +110,21 @@ def demo(
 
 
 async def _run_demo(
-    count: int, url: str, err: Console, *, progress: bool
+    count: int, url: str, err: Console, *, progress: bool, cluster: bool = False
 ) -> tuple[list[DemoSession], float, str]:
     """Run the sessions; return them, the time taken and where they were
     recorded (the store's own URL, which a Redis store keeps free of
     credentials)."""
     store = open_event_store(url)
     where = str(getattr(store, "url", url))
+    hosts = None
     started = time.perf_counter()
     try:
+        if cluster:
+            from helmlog._demo import demo_agent
+            from helmlog.actors import Cluster
+
+            hosts = Cluster.local(url, n_hosts=2)
         with Progress(
             TextColumn("sessions"),
             BarColumn(),
@@ -123,9 +134,16 @@ async def _run_demo(
             disable=not progress,
         ) as bar:
             task = bar.add_task("sessions", total=count)
-            finished = await run_sessions(count, store, lambda _: bar.advance(task))
+            finished = await run_sessions(
+                count,
+                store,
+                lambda _: bar.advance(task),
+                cluster_agent=None if hosts is None else hosts.agent(demo_agent),
+            )
     finally:
         await store.close()
+        if hosts is not None:
+            await hosts.shutdown()
     return finished, time.perf_counter() - started, where
 
 

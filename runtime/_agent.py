@@ -162,14 +162,28 @@ class Agent:
         *,
         continue_from: Checkpoint | str | None = None,
         identity: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> str | AskPause:
-        """Run one turn: admit the message, loop, return the answer or a pause."""
+        """Run one turn: admit the message, loop, return the answer or a pause.
+
+        ``session_id`` names a fresh session (a cluster places a session before
+        it exists); it must be new to the store.
+        """
         if not isinstance(message, str):
             raise TypeError(f"run() takes the message as a str, got {shape(message)}")
         seed: Checkpoint | None = None
         cp: Checkpoint | None = None
         base_seq = 0
-        if continue_from is None:
+        if continue_from is None and session_id is not None:
+            if not isinstance(session_id, str) or not session_id:
+                raise ValueError("run(session_id=...) takes a non-empty str")
+            if await self._activate(session_id) is not None:
+                raise ValueError(
+                    f"session '{session_id}' already exists: continue it with "
+                    "run(message, continue_from=checkpoint)"
+                )
+            session = self._new_session(session_id)
+        elif continue_from is None:
             session = self._new_session(self._config.new_id())
         else:
             cp = _coerce(continue_from)

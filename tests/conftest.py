@@ -4,4 +4,4 @@ Redis fixtures live in ``tests/fixtures_redis.py`` (a real ``redis-server`` on
 a free loopback port); Ray fixtures, when they land, share one local Ray.
 """
 
-pytest_plugins = ["tests.fixtures_redis"]
+pytest_plugins = ["tests.fixtures_redis", "tests.fixtures_ray"]

@@ -57,8 +57,9 @@ def test_wheel_imports_the_same_names_as_the_editable_install(tmp_path: Path) ->
         capture_output=True,
     )
     python = venv / "bin" / "python"
+    # The [cluster] extra brings Ray, which helmlog.actors needs.
     subprocess.run(
-        [uv, "pip", "install", "--python", str(python), str(wheel)],
+        [uv, "pip", "install", "--python", str(python), f"{wheel}[cluster]"],
         check=True,
         capture_output=True,
     )

@@ -223,8 +223,11 @@ TESTING = [
     "scripted",
 ]
 
+ACTORS = ["AgentFactory", "Cluster", "ClusterAgent", "SessionHost", "host_for"]
+
 PINNED = {
     "helmlog": FACE,
+    "helmlog.actors": ACTORS,
     "helmlog.sinks": SINKS,
     "helmlog.runtime.testing": TESTING,
     "helmlog.events": EVENTS,

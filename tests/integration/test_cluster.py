@@ -1,0 +1,163 @@
+"""The cluster changes where, not what (R8, R17), on a real local Ray and Redis.
+
+A fixed number of session hosts hosts many sessions, each on the host a stable
+hash of its id names; a session run through the cluster appends the same event
+types, rows and facts, in the same order, as the same agent run in process on
+the same store; errors raised on a host reach the caller as themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from helmlog import DecisionRequiredError, is_ask_pause
+from helmlog._demo import demo_agent, run_session
+from helmlog.actors import Cluster, ClusterAgent, host_for
+from helmlog.events import EventStore, open_event_store, verify_chain
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+]
+_on_session_loop = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture
+async def cluster(ray_local: None, redis_url: str) -> AsyncIterator[Cluster]:
+    c = Cluster.local(redis_url, n_hosts=2)
+    yield c
+    await c.shutdown()
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[EventStore]:
+    s = open_event_store(redis_url)
+    yield s
+    await s.close()
+
+
+def _shape(events: list[Any]) -> list[tuple[Any, ...]]:
+    """What R17 compares: types in order, and each row's and fact's content."""
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if e.type == "decision.filed":
+            r = e.row
+            out.append((e.type, r.middleware, r.moment, r.outcome, r.changed, r.why))
+        elif e.type == "middleware.decision":
+            out.append((e.type, e.middleware, e.moment, e.outcome, e.changed, e.why))
+        else:
+            out.append((e.type,))
+    return out
+
+
+def test_r8_placement_is_the_same_in_every_process() -> None:
+    """R8: host_for is sha256-based, not Python's salted hash()."""
+    ids = [f"session-{i}" for i in range(50)]
+    here = [host_for(sid, 3) for sid in ids]
+    code = (
+        f"from helmlog.actors import host_for; print([host_for(s, 3) for s in {ids!r}])"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    there = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert repr(here) == there.stdout.strip()
+    assert {0, 1, 2} == set(here)
+
+
+@_on_session_loop
+async def test_r17_a_session_on_the_cluster_records_what_it_would_in_process(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """R17: same event types, rows and facts, in the same order, as in process."""
+    in_process = await run_session(store)
+    on_cluster = await run_session(store, cluster.agent(demo_agent).client())
+    assert in_process.session_id != on_cluster.session_id
+    local = [r.decode() for r in await store.read(in_process.session_id)]
+    remote_records = await store.read(on_cluster.session_id)
+    assert verify_chain(remote_records) is None
+    assert _shape(local) == _shape([r.decode() for r in remote_records])
+    assert in_process.transcript == on_cluster.transcript
+    assert [
+        (r.middleware, r.moment, r.outcome, r.why)
+        for r in in_process.state.middleware_decisions
+    ] == [
+        (r.middleware, r.moment, r.outcome, r.why)
+        for r in on_cluster.state.middleware_decisions
+    ]
+
+
+@_on_session_loop
+async def test_r8_hosts_hold_many_sessions_placed_by_their_id(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """R8: two hosts hold twelve sessions, each where host_for says."""
+    agent = cluster.agent(demo_agent)
+    done = [await run_session(store, agent.client()) for _ in range(12)]
+    hosted = await cluster.hosted()
+    assert 2 == len(hosted)
+    for session in done:
+        assert session.session_id in hosted[host_for(session.session_id, 2)]
+    assert sorted(s.session_id for s in done) == sorted(hosted[0] + hosted[1])
+
+
+@_on_session_loop
+async def test_errors_raised_on_a_host_reach_the_caller_as_themselves(
+    cluster: Cluster,
+) -> None:
+    """A resume without a decision raises DecisionRequiredError here; the
+    same checkpoint then resumes correctly (G61) across the boundary."""
+    from helmlog._demo import TURNS, the_approval
+
+    agent: ClusterAgent = cluster.agent(demo_agent).client()
+    for number, turn in enumerate(TURNS, start=1):
+        out = await (
+            agent.run(turn.customer) if number == 1 else agent.follow_up(turn.customer)
+        )
+        if is_ask_pause(out):
+            with pytest.raises(DecisionRequiredError) as info:
+                await agent.resume(out.checkpoint, None)
+            assert "nothing" == info.value.received
+            out = await agent.resume(out.checkpoint, the_approval())
+        assert isinstance(out, str)
+    assert agent.last_snapshot().middleware_decisions
+
+
+def test_r18_demo_cluster_runs_the_sessions_on_session_hosts(
+    ray_local: None, redis_url: str
+) -> None:
+    """R18: ``helmlog demo --cluster`` runs governed sessions on the hosts."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from helmlog.cli import app
+
+    result = CliRunner().invoke(
+        app, ["demo", "--cluster", "--store", redis_url, "--sessions", "3", "--json"]
+    )
+    assert 0 == result.exit_code, result.output
+    report = json.loads(result.stdout)
+    assert (3, 9, 60) == (report["sessions"], report["turns"], report["rows"])
+
+
+def test_r18_demo_cluster_refuses_a_store_hosts_cannot_share() -> None:
+    """A cluster over ``memory://`` is refused with a clear error, exit 1."""
+    from typer.testing import CliRunner
+
+    from helmlog.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "--cluster"])
+    assert 1 == result.exit_code
+    assert "shared store" in result.output
