@@ -4,12 +4,23 @@ Composes ``runtime`` + ``events`` + ``sinks`` (ARCHITECTURE.md). A fixed
 number of ``SessionHost`` actors host many sessions each, placed by a stable
 hash of the session id (R8); the ``Cluster`` client gives agents with the
 in-process ``Agent``'s shape whose sessions run there, recording the same
-stream as they would in process (R17). ``ToolExecutor`` and ``PolicyActor``
-are not built yet.
+stream as they would in process (R17). ``Cluster.policy`` hosts a rule in a
+``PolicyActor`` whose state every session shares; ``Cluster.isolated`` runs
+tools in a ``ToolExecutor``.
 """
 
 from ._cluster import Cluster, ClusterAgent
 from ._host import AgentFactory, SessionHost
 from ._placement import host_for
+from ._policy import PolicyActor, PolicyLink, ToolExecutor
 
-__all__ = ["AgentFactory", "Cluster", "ClusterAgent", "SessionHost", "host_for"]
+__all__ = [
+    "AgentFactory",
+    "Cluster",
+    "ClusterAgent",
+    "PolicyActor",
+    "PolicyLink",
+    "SessionHost",
+    "ToolExecutor",
+    "host_for",
+]

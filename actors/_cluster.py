@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 try:
@@ -33,10 +33,11 @@ except ImportError as exc:  # depends on the install
     ) from exc
 
 from helmlog.events import Checkpoint, HelmlogError, NoConversationError, SessionState
-from helmlog.runtime import AskPause
+from helmlog.runtime import AskPause, Tool
 
 from ._host import AgentFactory, SessionHost
 from ._placement import host_for
+from ._policy import PolicyActor, PolicyLink, ToolExecutor, isolated_tool
 from ._wire import HostReply, decode_reply, encode_decision
 
 
@@ -149,6 +150,7 @@ class Cluster:
         self.chain_key = chain_key
         self._started_ray = False
         self._hosts: list[list[Any]] = []
+        self._actors: list[Any] = []
 
     @classmethod
     def local(
@@ -205,6 +207,23 @@ class Cluster:
         self._hosts.append(hosts)
         return ClusterAgent(self, hosts)
 
+    def policy(self, factory: Callable[[], Any]) -> PolicyLink:
+        """Host the link ``factory()`` builds in a ``PolicyActor``; return a
+        link that every session on every host can attach, sharing its state."""
+        remote: Any = ray.remote(PolicyActor)
+        handle = remote.options(num_cpus=0, max_concurrency=1).remote(factory)
+        name, has_call, has_result = ray.get(handle.describe.remote())
+        self._actors.append(handle)
+        return PolicyLink(handle, name, has_call, has_result)
+
+    def isolated(self, *tools: Tool) -> list[Tool]:
+        """Run these tools in a ``ToolExecutor`` of their own; the returned
+        tools are what an agent factory registers in their place."""
+        remote: Any = ray.remote(ToolExecutor)
+        handle = remote.options(num_cpus=0, max_concurrency=100).remote(list(tools))
+        self._actors.append(handle)
+        return [isolated_tool(t, handle) for t in tools]
+
     async def hosted(self) -> list[list[str]]:
         """The sessions each host of the latest agent has activated, by host."""
         if not self._hosts:
@@ -218,6 +237,9 @@ class Cluster:
             for h in hosts:
                 ray.kill(h)
         self._hosts = []
+        for actor in self._actors:
+            ray.kill(actor)
+        self._actors = []
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False

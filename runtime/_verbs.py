@@ -32,6 +32,11 @@ class _Frozen:
     def _key(self) -> tuple[Any, ...]:
         raise NotImplementedError
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Outcomes cross process boundaries (a rule hosted by a PolicyActor):
+        # rebuild through the constructor, so the checks run there too.
+        return (type(self), self._key())
+
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented

@@ -223,7 +223,16 @@ TESTING = [
     "scripted",
 ]
 
-ACTORS = ["AgentFactory", "Cluster", "ClusterAgent", "SessionHost", "host_for"]
+ACTORS = [
+    "AgentFactory",
+    "Cluster",
+    "ClusterAgent",
+    "PolicyActor",
+    "PolicyLink",
+    "SessionHost",
+    "ToolExecutor",
+    "host_for",
+]
 
 PINNED = {
     "helmlog": FACE,

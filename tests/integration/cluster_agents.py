@@ -1,0 +1,80 @@
+"""Agents and rules for the cluster tests, importable by Ray workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helmlog import Agent, Tool, ToolMiddleware, allow, ask_human, deny, tool
+from helmlog.events import EventStore
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+
+class RefundBudget:
+    """A rule with state: three refunds in all, across every session."""
+
+    name = "refund-budget"
+
+    def __init__(self) -> None:
+        self.left = 3
+
+    def on_tool_call(self, call: Any) -> Any:
+        if self.left == 0:
+            return deny("the refund budget is spent")
+        self.left -= 1
+        return allow(None, f"{self.left} refunds left in the budget")
+
+
+def budget() -> RefundBudget:
+    """The policy factory (runs inside the PolicyActor)."""
+    return RefundBudget()
+
+
+@tool
+def refund(order: int) -> str:
+    """Refund an order."""
+    return f"refunded order {order}"
+
+
+@tool
+def pick_card(order: int) -> str:
+    """Ask the customer which card to refund to."""
+    ask_human("Which card should the refund go to?", {"order": order})
+
+
+def refund_agent(store: EventStore, *, tools: list[Tool], links: list[Any]) -> Agent:
+    """One refund per session, on whatever tools and links it is handed."""
+    model = scripted(
+        [
+            Reply(
+                tool_calls=[ToolCallRequest(id="c1", name="refund", args={"order": 7})]
+            ),
+            "Done.",
+        ]
+    )
+    return (
+        Agent.create(provider=model, model="m", store=store)
+        .tool(*tools)
+        .tool_middleware(*links)
+        .build()
+    )
+
+
+def card_agent(store: EventStore, *, tools: list[Tool]) -> Agent:
+    """A session whose tool asks a person (ask_human)."""
+    model = scripted(
+        [
+            Reply(
+                tool_calls=[
+                    ToolCallRequest(id="c1", name="pick_card", args={"order": 7})
+                ]
+            ),
+            "Refunded to the card you chose.",
+        ]
+    )
+    passthrough = ToolMiddleware(name="audit", on_tool_result=lambda r: allow())
+    return (
+        Agent.create(provider=model, model="m", store=store)
+        .tool(*tools)
+        .tool_middleware(passthrough)
+        .build()
+    )
