@@ -25,7 +25,7 @@ from typing import Any
 
 try:
     import ray
-    from ray.exceptions import RayTaskError
+    from ray.exceptions import ActorUnavailableError, RayTaskError
 except ImportError as exc:  # depends on the install
     raise ImportError(
         "helmlog.actors needs Ray: install the cluster extra, "
@@ -40,11 +40,13 @@ from ._placement import host_for
 from ._policy import PolicyActor, PolicyLink, ToolExecutor, isolated_tool
 from ._wire import HostReply, decode_reply, encode_decision
 
+RESTART_WAIT_S = 60.0
 
-async def _call(ref: Any) -> bytes:
+
+async def _call(ref: Any) -> Any:
     """Await a host call; a helmlog error raised there is raised here as itself."""
     try:
-        out: bytes = await ref
+        out = await ref
     except RayTaskError as exc:
         cause = exc.cause
         if isinstance(cause, HelmlogError | ValueError | TypeError):
@@ -123,6 +125,22 @@ class ClusterAgent:
         )
         return self._keep(await _call(ref))
 
+    async def recover(self, session_id: str) -> str | AskPause | None:
+        """Finish a turn its previous host left unfinished (R7); ``None`` when
+        there was nothing to finish."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESTART_WAIT_S
+        while True:
+            try:
+                data = await _call(self._host(session_id).recover.remote(session_id))
+            except ActorUnavailableError:
+                # Its host is being restarted; recovering is safe to repeat.
+                if loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
+                continue
+            return None if data is None else self._keep(data)
+
     def checkpoint(self) -> Checkpoint | None:
         """The checkpoint the last call left."""
         return self._last.checkpoint if self._last else None
@@ -199,7 +217,9 @@ class Cluster:
         # Ray's stubs do not know actor options on ray.remote, hence Any.
         remote: Any = ray.remote(SessionHost)
         hosts = [
-            remote.options(num_cpus=0, max_concurrency=1000).remote(
+            # A host that dies is restarted by Ray with an empty cache; its
+            # sessions re-activate from their streams on first use (R7, R8).
+            remote.options(num_cpus=0, max_concurrency=1000, max_restarts=-1).remote(
                 factory, self.store_url, i, self.chain_key
             )
             for i in range(self.n_hosts)
@@ -233,7 +253,10 @@ class Cluster:
     async def shutdown(self) -> None:
         """Stop the hosts (and Ray, when this cluster started it)."""
         for hosts in self._hosts:
-            await asyncio.gather(*(h.close.remote() for h in hosts))
+            # A host that is dead or restarting has nothing left to close.
+            await asyncio.gather(
+                *(h.close.remote() for h in hosts), return_exceptions=True
+            )
             for h in hosts:
                 ray.kill(h)
         self._hosts = []

@@ -90,6 +90,12 @@ class SessionHost:
         out = await agent.resume(checkpoint, decode_decision(decision))
         return self._reply(agent, session_id, out)
 
+    async def recover(self, session_id: str) -> bytes | None:
+        """Take over a session whose host stopped mid-turn (R7)."""
+        agent = self._agent(session_id)
+        out = await agent.recover(session_id)
+        return None if out is None else self._reply(agent, session_id, out)
+
     async def hosted(self) -> list[str]:
         """Ids of the sessions this host has activated."""
         return sorted(self._agents)

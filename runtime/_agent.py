@@ -311,6 +311,32 @@ class Agent:
         if not refused:
             self._checkpoint = s.journal.folder.checkpoint
 
+    async def recover(self, session_id: str) -> str | AskPause | None:
+        """Take over a session whose host stopped mid-turn, and finish the turn.
+
+        Activation folds the stream; if a turn was left unfinished with no
+        pause pending, the turn continues from the record (R7): a call that
+        was dispatched without a recorded result is not run again (its outcome
+        is recorded as unknown) unless its tool is idempotent, the rest of the
+        batch is dispatched, and the model is called. Returns the answer or a
+        new pause; ``None`` when there was nothing to finish.
+
+        Raises:
+            CheckpointError: ``unknown-session`` when the store lacks it.
+        """
+        session = await self._activate(session_id)
+        if session is None:
+            raise CheckpointError(
+                "unknown-session", f"no session '{session_id}' in the store"
+            )
+        async with session.lock:
+            await session.journal.activate()  # catch up with other hosts
+            f = session.journal.folder
+            if not f.in_turn or f.pending is not None:
+                return None
+            self._last_session_id = session_id
+            return await self._guard(session, self._loop.drive(session))
+
     def run_sync(self, message: str, **kwargs: Any) -> str | AskPause:
         """``run`` for scripts without an event loop."""
         return asyncio.run(self.run(message, **kwargs))

@@ -78,3 +78,31 @@ def card_agent(store: EventStore, *, tools: list[Tool]) -> Agent:
         .tool_middleware(passthrough)
         .build()
     )
+
+
+@tool
+async def slow_refund(order: int) -> str:
+    """A refund whose host will die while it runs."""
+    import asyncio
+
+    await asyncio.sleep(600)
+    return f"refunded order {order}"
+
+
+def slow_agent(store: EventStore) -> Agent:
+    """Calls ``slow_refund`` once; answers once any tool message is in view.
+
+    The model's reply depends only on what it is sent, so the host that takes
+    the session over (built by this same factory) continues it correctly.
+    """
+
+    def respond(request: Any) -> Reply | str:
+        if any(m.role == "tool" for m in request.messages):
+            return "I could not confirm the refund."
+        call = ToolCallRequest(id="c1", name="slow_refund", args={"order": 7})
+        return Reply(tool_calls=[call])
+
+    model = scripted(respond=respond)
+    return (
+        Agent.create(provider=model, model="m", store=store).tool(slow_refund).build()
+    )

@@ -161,3 +161,41 @@ def test_r18_demo_cluster_refuses_a_store_hosts_cannot_share() -> None:
     result = CliRunner().invoke(app, ["demo", "--cluster"])
     assert 1 == result.exit_code
     assert "shared store" in result.output
+
+
+@_on_session_loop
+async def test_r7_a_host_that_dies_mid_call_is_replaced_and_the_tool_not_rerun(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """R7: the restarted host activates the session from its stream, records the
+    dispatched call's outcome as unknown, and the turn goes on."""
+    import asyncio
+
+    import ray
+
+    from .cluster_agents import slow_agent
+
+    agent = cluster.agent(slow_agent)
+    client = agent.client()
+    running = asyncio.ensure_future(client.run("refund order 7"))
+    sid = ""
+    deadline = asyncio.get_running_loop().time() + 60
+    while not sid:
+        assert asyncio.get_running_loop().time() < deadline, "no dispatch recorded"
+        for candidate in await store.sessions():
+            types = [r.decode().type for r in await store.read(candidate)]
+            if "tool.dispatched" in types:
+                sid = candidate
+        await asyncio.sleep(0.05)
+    host = agent._hosts[host_for(sid, 2)]
+    ray.kill(host, no_restart=False)  # the host process dies; Ray restarts it
+    with pytest.raises(ray.exceptions.RayActorError):
+        await running
+
+    out = await agent.client().recover(sid)
+    assert "I could not confirm the refund." == out
+    events = [r.decode() for r in await store.read(sid)]
+    assert 1 == [e.type for e in events].count("tool.dispatched")
+    assert ["c1"] == [
+        e.tool_call_id for e in events if e.type == "tool.outcome_unknown"
+    ]

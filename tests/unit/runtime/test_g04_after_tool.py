@@ -338,17 +338,12 @@ async def test_g18_no_walk_for_a_call_whose_outcome_is_unknown() -> None:
     sid = first.session_id
     assert sid is not None
 
-    # A second host over the same stream activates the session and drives it on.
-    # The runtime has no public failover door (hosts live in helmlog.actors), so
-    # this reaches for the same activate-then-drive a host performs.
+    # A second host over the same stream takes the session over (R7).
     model = scripted(["I could not confirm it."])
     second = build(
         model, shelf.tool, links=(result_spy("audit", seen),), store=first.store
     )
-    session = await second._activate(sid)
-    assert session is not None
-    second._last_session_id = sid
-    assert "I could not confirm it." == await second._loop.drive(session)
+    assert "I could not confirm it." == await second.recover(sid)
 
     assert 1 == len(shelf.runs)
     assert [] == seen
