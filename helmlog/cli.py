@@ -20,12 +20,16 @@ import json
 import time
 from typing import Annotated, Any
 
+import msgspec
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+from rich.text import Text
 
-from helmlog import HelmlogError
+from helmlog import AskPause, HelmlogError
+from helmlog._asks import decide, load_factory, pending_questions
 from helmlog._demo import (
     DemoError,
     DemoSession,
@@ -268,6 +272,110 @@ def tail(
         return
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "tail", exc) from None
+
+
+AGENT_HELP = "The agent that paused: module:function taking the store, returning it."
+
+
+@app.command()
+def asks(
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the pauses waiting on a person: session, tool, call, who asks, what."""
+    err = Console(stderr=True)
+
+    async def find() -> list[Any]:
+        opened = open_event_store(store)
+        try:
+            return await pending_questions(opened)
+        finally:
+            await opened.close()
+
+    try:
+        found = asyncio.run(find())
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "asks", exc) from None
+    if as_json:
+        typer.echo(json.dumps([msgspec.to_builtins(q) for q in found]))
+        return
+    table = Table(
+        title=f"{len(found)} pending question(s) in {store}", title_justify="left"
+    )
+    for column in ("session", "kind", "tool", "call", "asked by", "question"):
+        table.add_column(column, overflow="fold")
+    for q in found:
+        table.add_row(
+            *(
+                Text(cell)
+                for cell in (
+                    q.session_id,
+                    q.kind,
+                    q.tool_name,
+                    q.tool_call_id,
+                    q.middleware or "(the tool)",
+                    q.question,
+                )
+            )
+        )
+    Console().print(table)
+
+
+def _decide(
+    session: str, store: str, agent: str, approved: bool, by: str, note: str | None
+) -> None:
+    err = Console(stderr=True)
+    verb = "approve" if approved else "decline"
+
+    async def resolve() -> Any:
+        opened = open_event_store(store)
+        try:
+            return await decide(
+                opened,
+                session,
+                load_factory(agent),
+                approved=approved,
+                by=by,
+                note=note,
+            )
+        finally:
+            await opened.close()
+
+    try:
+        out = asyncio.run(resolve())
+    except (HelmlogError, ValueError, OSError) as exc:
+        err.print(f"[bold red]helmlog {verb} failed:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if isinstance(out, AskPause):
+        typer.echo(
+            f"paused again: {out.ask.middleware or out.kind} asks: {out.ask.question}"
+        )
+    else:
+        typer.echo(out)
+
+
+@app.command()
+def approve(
+    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
+    by: Annotated[str, typer.Option(help="Who approves (recorded in the ledger).")],
+    agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+) -> None:
+    """Approve a session's pending ask as ``check_in_approved`` would; run on."""
+    _decide(session, store, agent, True, by, note)
+
+
+@app.command()
+def decline(
+    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
+    by: Annotated[str, typer.Option(help="Who declines (recorded in the ledger).")],
+    agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+) -> None:
+    """Decline a session's pending ask as ``check_in_declined`` would; run on."""
+    _decide(session, store, agent, False, by, note)
 
 
 def main() -> None:

@@ -66,3 +66,8 @@ async def _resume(url: str, checkpoint_json: str) -> str:
 
 if __name__ == "__main__":
     print(asyncio.run(_resume(sys.argv[1], sys.stdin.read())))
+
+
+def resumer(store: EventStore) -> Agent:
+    """The agent a person's approval resumes (for ``helmlog approve --agent``)."""
+    return build(store, SECOND_LEG)

@@ -1,0 +1,104 @@
+"""Pending questions from the command line: list them, approve or decline one.
+
+Pattern: read the record to find what waits on a person; resolve it through
+         the same ``Agent.resume`` a program would call.
+Role:    the face; ``helmlog asks|approve|decline`` call these.
+Emits:   through the resuming agent: ``pause.resume``, the resume-side row,
+         and whatever the rest of the run records.
+
+Laws: R18 (``asks`` lists pending pauses — session, tool, call id,
+middleware, question; ``approve|decline SESSION --by WHO [--note TEXT]``
+resolves one as ``check_in_approved``/``check_in_declined`` would), R1 (the
+pending pause and its checkpoint are read from the fold of the stream), R9
+(the checkpoint is checked like any other).
+
+Why ``--agent module:function``: resuming runs the rest of the turn — the
+chain after the asker, the tool, the model — so the command needs the agent
+that paused, exactly as a program would. The function takes the store and
+returns the agent built on it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from helmlog.events import EventStore, PendingPause, fold
+from helmlog.runtime import Agent, AskPause, check_in_approved, check_in_declined
+
+
+class PendingQuestion(msgspec.Struct, frozen=True, kw_only=True):
+    """One pause waiting on a person, as ``helmlog asks`` lists it."""
+
+    session_id: str
+    kind: str
+    tool_name: str
+    tool_call_id: str
+    middleware: str | None
+    question: str
+
+
+async def pending_questions(store: EventStore) -> list[PendingQuestion]:
+    """Every session of the store that waits on a person."""
+    found: list[PendingQuestion] = []
+    for session_id in await store.sessions():
+        state = fold(r.decode() for r in await store.read(session_id))
+        p: PendingPause | None = state.pending
+        if p is not None:
+            found.append(
+                PendingQuestion(
+                    session_id=session_id,
+                    kind=p.kind,
+                    tool_name=p.tool_name,
+                    tool_call_id=p.tool_call_id,
+                    middleware=p.middleware,
+                    question=p.question,
+                )
+            )
+    return found
+
+
+def load_factory(spec: str) -> Callable[[EventStore], Agent]:
+    """``module:function`` → the function (raises ``ValueError`` naming the problem)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--agent takes module:function, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"--agent: cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ValueError(f"--agent: {module_name!r} has no function {attr!r}")
+    return factory  # type: ignore[no-any-return]
+
+
+async def decide(
+    store: EventStore,
+    session_id: str,
+    factory: Callable[[EventStore], Agent],
+    *,
+    approved: bool,
+    by: str,
+    note: str | None,
+) -> str | AskPause:
+    """Resolve the session's pending ask or check-in as a person would."""
+    state = fold(r.decode() for r in await store.read(session_id))
+    if state.pending is None or state.checkpoint is None:
+        raise ValueError(f"session '{session_id}' has no pending question")
+    if state.pending.kind == "ask-human":
+        raise ValueError(
+            f"session '{session_id}' waits on an answer to a tool's question "
+            "(ask_human), not on an approval: resume it with the answer"
+        )
+    agent = factory(store)
+    if agent.store is not store:
+        raise ValueError(
+            "the --agent function must build its agent on the store it is given"
+        )
+    decision = (check_in_approved if approved else check_in_declined)(by, note)
+    out: Any = await agent.resume(state.checkpoint, decision)
+    return out  # type: ignore[no-any-return]
