@@ -1,8 +1,13 @@
-"""helmlog.gateway — network edges: HTTP API, MCP serve/client, the MCP proxy.
+"""helmlog.gateway — network edges: MCP serve and client; the proxy to come.
 
-Sits on top of every other layer (ARCHITECTURE.md). Nothing is exported yet:
-``mcp_serve``, ``mcp_client``, ``McpProxy`` and the HTTP app (sections S and P
-of the laws) land with their own issues.
+Sits on top of every other layer (ARCHITECTURE.md). ``mcp_serve`` serves
+governed tools over MCP with their own chain (section S, S1–S6 of the laws);
+``mcp_client`` connects to an MCP server and hands back ``Tool`` objects
+stamped with the client's name as their source (S7, S8). ``McpProxy`` and the
+HTTP app (section P) land with their own issues.
 """
 
-__all__: list[str] = []
+from ._client import mcp_client
+from ._serve import mcp_serve
+
+__all__ = ["mcp_client", "mcp_serve"]

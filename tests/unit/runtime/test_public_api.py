@@ -233,9 +233,11 @@ ACTORS = [
     "ToolExecutor",
     "host_for",
 ]
+GATEWAY = ["mcp_client", "mcp_serve"]
 
 PINNED = {
     "helmlog": FACE,
+    "helmlog.gateway": GATEWAY,
     "helmlog.actors": ACTORS,
     "helmlog.sinks": SINKS,
     "helmlog.runtime.testing": TESTING,

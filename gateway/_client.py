@@ -1,0 +1,216 @@
+"""Connect to an MCP server and hand its tools to an agent, stamped with provenance.
+
+Pattern: an async context manager over the SDK's ``ClientSession``, with one
+         of three transports (Streamable HTTP, stdio, or an in-memory pair
+         running an ``mcp_serve`` result in this process).
+Role:    gateway layer; ``mcp_client(name, url=... | command=... | server=...)``
+         yields helmlog ``Tool`` objects whose ``execute`` calls the remote tool.
+Emits:   nothing; the agent that calls the tools records what happens.
+
+Laws: S7 (the server's ``name``, ``description`` and ``input_schema``;
+``source`` is the client's ``name``, so ``tool_source`` tells two servers'
+same-named tools apart, G78), S8 (a server's tool error is raised as
+``MCP tool '<tool>' (server '<name>') returned an error: <text>``; a transport
+failure as ``MCP tool '<tool>' (server '<name>') failed: <message>``, so the
+agent's after-tool walk sees ``error=True`` — G18).
+
+Why the remote error is raised rather than returned: to the agent a remote
+tool that failed is a tool that raised, and the pipeline already knows what
+that means (the after-tool walk with ``error=True``); returning the text would
+make a failure read as a success.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.client.session import ClientSession
+
+from helmlog.runtime._tools import Tool
+
+from ._serve import ServedTools
+
+
+class McpToolError(Exception):
+    """A remote tool failed; the message is exactly what S8 says the walk sees."""
+
+
+def returned_error_text(tool: str, server: str, text: str) -> str:
+    """S8: a server's tool error, as the agent's after-tool walk reads it."""
+    return f"MCP tool '{tool}' (server '{server}') returned an error: {text}"
+
+
+def failed_text(tool: str, server: str, message: str) -> str:
+    """S8: a transport failure, as the agent's after-tool walk reads it."""
+    return f"MCP tool '{tool}' (server '{server}') failed: {message}"
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, types.TextContent):
+        return block.text
+    return str(block.model_dump_json(exclude_none=True))
+
+
+def _content_text(result: types.CallToolResult) -> str:
+    return "\n".join(_block_text(block) for block in result.content)
+
+
+class McpClient:
+    """One connection to an MCP server; ``tools`` once connected.
+
+    Use ``async with mcp_client(...) as tools:``, or ``await connect()`` and
+    ``await close()`` from the same task.
+    """
+
+    def __init__(
+        self,
+        name: str = "mcp",
+        *,
+        url: str | None = None,
+        command: str | None = None,
+        args: Sequence[str] = (),
+        server: ServedTools | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("mcp_client needs a non-empty name")
+        given = [x for x in (url, command, server) if x is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "mcp_client needs exactly one of url=, command= or server="
+            )
+        self.name = name
+        self.url = url
+        self.command = command
+        self.args = tuple(args)
+        self.served = server
+        self.tools: list[Tool] = []
+        self._session: ClientSession | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        return f"McpClient(name={self.name!r})"
+
+    async def connect(self) -> list[Tool]:
+        """Open the transport, initialize the session, list the tools (S7)."""
+        if self._stack is not None:
+            raise RuntimeError(f"mcp_client '{self.name}' is already connected")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            read, write = await self._open(stack)
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            listed = await session.list_tools()
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        self._session = session
+        self.tools = [self._tool(t) for t in listed.tools]
+        return list(self.tools)
+
+    async def close(self) -> None:
+        """Close the session and its transport; the tools then fail (S8)."""
+        stack, self._stack, self._session = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def __aenter__(self) -> list[Tool]:
+        return await self.connect()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        if self.served is not None:
+            return await self._open_memory(stack, self.served)
+        if self.command is not None:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(command=self.command, args=list(self.args))
+            read, write = await stack.enter_async_context(stdio_client(params))
+            return read, write
+        assert self.url is not None
+        from mcp.client.streamable_http import streamable_http_client
+
+        read, write, _ = await stack.enter_async_context(
+            streamable_http_client(self.url)
+        )
+        return read, write
+
+    @staticmethod
+    async def _open_memory(
+        stack: contextlib.AsyncExitStack, served: ServedTools
+    ) -> tuple[Any, Any]:
+        from mcp.shared.memory import create_client_server_memory_streams
+
+        client_streams, server_streams = await stack.enter_async_context(
+            create_client_server_memory_streams()
+        )
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        # Closing: the session exits first, then the server task is cancelled,
+        # then the task group and the streams close (the stack unwinds LIFO).
+        stack.callback(tg.cancel_scope.cancel)
+        tg.start_soon(served.run, *server_streams)
+        return client_streams
+
+    def _tool(self, remote: types.Tool) -> Tool:
+        tool_name = remote.name
+
+        async def execute(**kwargs: Any) -> Any:
+            return await self.call(tool_name, kwargs)
+
+        return Tool(
+            tool_name,
+            remote.description or "",
+            dict(remote.inputSchema),
+            execute,
+            self.name,
+        )
+
+    async def call(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        """Call one remote tool; raise ``McpToolError`` with S8's text on failure."""
+        session = self._session
+        if session is None:
+            raise McpToolError(
+                failed_text(tool_name, self.name, "the client is not connected")
+            )
+        try:
+            result = await session.call_tool(tool_name, arguments)
+        except Exception as exc:
+            raise McpToolError(
+                failed_text(tool_name, self.name, str(exc) or type(exc).__name__)
+            ) from exc
+        if result.isError:
+            raise McpToolError(
+                returned_error_text(tool_name, self.name, _content_text(result))
+            )
+        if result.structuredContent is not None and not result.content:
+            return result.structuredContent
+        return _content_text(result)
+
+
+def mcp_client(
+    name: str = "mcp",
+    *,
+    url: str | None = None,
+    command: str | None = None,
+    args: Sequence[str] = (),
+    server: ServedTools | None = None,
+) -> McpClient:
+    """Connect to an MCP server; its tools come back with ``source=name`` (S7).
+
+    Exactly one of ``url`` (Streamable HTTP), ``command``/``args`` (stdio) or
+    ``server`` (an ``mcp_serve`` result, in memory) is given.
+    """
+    return McpClient(name, url=url, command=command, args=args, server=server)

@@ -1,0 +1,334 @@
+"""Serve governed tools over MCP: the chain goes to the served surface.
+
+Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
+         runtime's own pieces — the same walkers, the same validation, the
+         same journal — so serving is governance, not a second copy of it.
+Role:    gateway layer; ``mcp_serve(tools, name=..., tool_middleware=...)``
+         returns a ``ServedTools`` that lists the tools and answers calls,
+         over stdio (``serve_stdio``) or any pair of MCP streams (``run``).
+Emits:   ``middleware.decision`` rows and facts, into one stream per MCP
+         session (one per process on stdio), through ``Journal``.
+
+Laws: S1 (both moments run here, on ``walk_tool_calls``/``walk_tool_results``),
+S2 (``tool_call_id="mcp-<name>-<n>"``, iteration 0, history ``()``, identity
+from the transport, ``tool_source`` = the served tool's own), S3 (unknown
+tool → before-tool → validation → credentials → execute → after-tool →
+serialization), S4 (what the client receives; a raise still gets the
+after-tool walk with ``error=True``), S5 (no ``check_in``; ``ask_human`` is a
+tool error), S6 (every decision is a row in the serving session's stream; a
+failed append refuses the call with ``data.rejection_reason =
+"LEDGER_UNAVAILABLE"``), G7, G24, G25, G55, G57, R4, R5.
+
+Why the call handler is registered raw rather than with ``@server.call_tool``:
+the SDK's decorator validates arguments against the schema before the
+handler runs and turns every exception into a tool error; S3 needs
+validation after the before-tool walk, and S6 needs a refused append to be
+an MCP error, not a tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import mcp.types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
+
+from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
+from helmlog.runtime._chain import CallSite, walk_tool_calls, walk_tool_results
+from helmlog.runtime._journal import Journal
+from helmlog.runtime._links import Link, as_tool_link, tool_link_problem
+from helmlog.runtime._pause import AskHumanSignal, running_tool
+from helmlog.runtime._tools import (
+    Tool,
+    invalid_arguments_text,
+    render_result,
+    unknown_tool_text,
+)
+from helmlog.runtime._watchers import Listeners
+
+LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
+
+CredentialResolver = Callable[[str], str | None]
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def ask_human_text(question: str) -> str:
+    """S5's tool error for a served tool that called ``ask_human``."""
+    return f"ask_human: there is no pause here to carry the question: {question}"
+
+
+class _Session:
+    """One MCP session's ledger: its journal and the lock that orders appends."""
+
+    __slots__ = ("journal", "lock")
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.lock = asyncio.Lock()
+
+
+class ServedTools:
+    """Governed tools served over MCP (what ``mcp_serve`` returns).
+
+    Attributes:
+        name: the server's name (``tool_call_id`` is ``mcp-<name>-<n>``).
+        server: the SDK's low-level ``Server``.
+        store: the event store every serving session's stream lives in.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        name: str,
+        tool_middleware: Iterable[Any] = (),
+        store: EventStore | None = None,
+        credentials: CredentialResolver | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("mcp_serve needs a non-empty name")
+        self.name = name
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise ValueError(f"mcp_serve serves Tool objects (got {t!r})")
+            if t.check_in is not None:
+                raise ValueError(
+                    f"mcp_serve cannot serve tool '{t.name}': it declares check_in, "
+                    "and MCP has no pause to carry its question"
+                )
+            if t.name in self.tools:
+                raise ValueError(f"mcp_serve was given two tools named '{t.name}'")
+            self.tools[t.name] = t
+        links = list(tool_middleware)
+        for obj in links:
+            problem = tool_link_problem(obj)
+            if problem is not None:
+                raise ValueError(f"mcp_serve: {problem}")
+        self.links: tuple[Link, ...] = tuple(as_tool_link(obj) for obj in links)
+        self._has_result_hooks = any(
+            link.on_tool_result is not None for link in self.links
+        )
+        self.store: EventStore = store if store is not None else MemoryEventStore()
+        self.credentials = credentials
+        self.clock = clock
+        self.listeners = Listeners()
+        self._counter = itertools.count(1)
+        self._sessions: weakref.WeakKeyDictionary[Any, _Session] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.session_ids: list[str] = []
+        self.server: Server[Any, Any] = Server(name)
+        self.server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]
+        self.server.request_handlers[types.CallToolRequest] = self._handle_call
+
+    def __repr__(self) -> str:
+        return f"ServedTools(name={self.name!r}, tools={list(self.tools)!r})"
+
+    # -- transports -------------------------------------------------------
+
+    async def run(self, read_stream: Any, write_stream: Any) -> None:
+        """Serve one MCP session over a pair of SDK streams until it closes."""
+        await self.server.run(
+            read_stream, write_stream, self.server.create_initialization_options()
+        )
+
+    async def serve_stdio(self) -> None:
+        """Serve one MCP session over this process's stdin/stdout (S6: one stream)."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await self.run(read_stream, write_stream)
+
+    def on(self, event_type: str, fn: Callable[[Any], Any]) -> Callable[[], None]:
+        """Listen to the serving sessions' recorded events (``"*"`` for all)."""
+        return self.listeners.on(event_type, fn)
+
+    # -- listing ----------------------------------------------------------
+
+    async def _list_tools(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=t.name,
+                description=t.description,
+                inputSchema=dict(t.input_schema),
+            )
+            for t in self.tools.values()
+        ]
+
+    # -- the ledger -------------------------------------------------------
+
+    def _session(self) -> _Session:
+        """The serving session of the MCP session this request arrived on."""
+        key = self.server.request_context.session
+        session = self._sessions.get(key)
+        if session is None:
+            session_id = f"mcp-{self.name}-{uuid.uuid4().hex}"
+            session = _Session(
+                Journal(self.store, session_id, self.listeners, self.clock)
+            )
+            self._sessions[key] = session
+            self.session_ids.append(session_id)
+        return session
+
+    async def _record(self, session: _Session, rows: list[Any]) -> None:
+        """Append rows and their facts before anything follows from them (S6, R5).
+
+        Raises:
+            McpError: the append failed; ``data.rejection_reason`` is
+                ``LEDGER_UNAVAILABLE`` and nothing after this point happens.
+        """
+        if not rows:
+            return
+        async with session.lock:
+            try:
+                if session.journal.broken:
+                    session.journal = await session.journal.reopened()
+                session.journal.file(rows)
+                await session.journal.flush()
+            except LedgerAppendError as exc:
+                raise _ledger_error(str(exc)) from exc
+            except Exception as exc:
+                # The store failed while re-reading the stream: still unrecorded.
+                session.journal.broken = True
+                session.journal.discard()
+                raise _ledger_error(str(exc) or type(exc).__name__) from exc
+
+    # -- calls ------------------------------------------------------------
+
+    def _identity(self) -> Mapping[str, Any] | None:
+        """S2: the caller identity the transport resolved, else ``None``."""
+        token = get_access_token()
+        if token is None:
+            return None
+        return {"client_id": token.client_id, "scopes": list(token.scopes)}
+
+    async def _handle_call(self, req: types.CallToolRequest) -> types.ServerResult:
+        tool_name = req.params.name
+        args: Any = req.params.arguments if req.params.arguments is not None else {}
+        text, is_error = await self.call(tool_name, args)
+        return types.ServerResult(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)],
+                isError=is_error,
+            )
+        )
+
+    async def call(self, tool_name: str, args: Any) -> tuple[str, bool]:
+        """Serve one call (S3); return what the client receives and whether it
+        is a tool error (S4). Must run inside an MCP request."""
+        t = self.tools.get(tool_name)
+        if t is None:
+            return unknown_tool_text(tool_name, self.tools), True
+        session = self._session()
+        site = CallSite(
+            tool_name=t.name,
+            tool_source=t.source,
+            tool_call_id=f"mcp-{self.name}-{next(self._counter)}",
+            iteration=0,
+            history=(),
+            identity=self._identity(),
+        )
+        before = await walk_tool_calls(self.links, site, args, ask_allowed=False)
+        await self._record(session, before.rows)
+        if before.kind != "allow":
+            return before.reason or "", True
+        args = before.args
+        kwargs, issues = t.validate(args)
+        if kwargs is None:
+            return invalid_arguments_text(t.name, issues), True
+        if t.credentials:
+            secrets: dict[str, str] = {}
+            for cred in t.credentials:
+                value = self._resolve(cred)
+                if value is None:
+                    return (
+                        f"Tool '{t.name}' was not executed: its credential "
+                        f"'{cred}' could not be resolved.",
+                        True,
+                    )
+                secrets[cred] = value
+            kwargs = {**kwargs, "credentials": secrets}
+        token = running_tool().set(site.tool_call_id)
+        error = False
+        try:
+            result = t.execute(**kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except AskHumanSignal as signal:
+            return ask_human_text(signal.question), True
+        except Exception as exc:  # noqa: BLE001 — S4: a raise is the tool's result
+            result, error = str(exc) or type(exc).__name__, True
+        finally:
+            running_tool().reset(token)
+        if not self._has_result_hooks:
+            return render_result(result), error
+        after = await walk_tool_results(self.links, site, args, result, error=error)
+        await self._record(session, after.rows)
+        if after.denied:
+            return after.reason or "", True
+        return render_result(after.result), error
+
+    def _resolve(self, cred: str) -> str | None:
+        """One declared secret, or ``None``: an unresolved one refuses (G57)."""
+        if self.credentials is None:
+            return None
+        try:
+            value = self.credentials(cred)
+        except Exception:  # noqa: BLE001 — fail closed: the call is refused
+            return None
+        return value if isinstance(value, str) and value else None
+
+
+def _ledger_error(cause: str) -> McpError:
+    return McpError(
+        types.ErrorData(
+            code=types.INTERNAL_ERROR,
+            message=f"the serving ledger could not record this call: {cause}",
+            data={"rejection_reason": LEDGER_UNAVAILABLE},
+        )
+    )
+
+
+def mcp_serve(
+    tools: Iterable[Tool],
+    *,
+    name: str,
+    tool_middleware: Iterable[Any] = (),
+    store: EventStore | None = None,
+    credentials: CredentialResolver | None = None,
+) -> ServedTools:
+    """Serve ``tools`` over MCP with ``tool_middleware`` as their chain (S1–S6).
+
+    Args:
+        tools: the tools to serve; none may declare ``check_in`` (S5).
+        name: the server's name, also in each ``tool_call_id``.
+        tool_middleware: tool links, walked exactly as an agent walks them.
+        store: where the serving sessions' streams go (a ``MemoryEventStore``
+            by default).
+        credentials: resolves the secrets a tool declares (G57).
+
+    Raises:
+        ValueError: a tool declares ``check_in``, two tools share a name, or a
+            link has no name or no tool hook.
+    """
+    return ServedTools(
+        tools,
+        name=name,
+        tool_middleware=tool_middleware,
+        store=store,
+        credentials=credentials,
+    )
