@@ -30,7 +30,8 @@ from ray.exceptions import RayTaskError
 
 from helmlog.runtime import Tool
 from helmlog.runtime._links import hook, link_name
-from helmlog.runtime._pause import AskHumanSignal, running_tool
+from helmlog.runtime._pause import AskHumanSignal
+from helmlog.runtime._tools import call_execute
 
 
 async def _await(ref: Any) -> Any:
@@ -99,16 +100,10 @@ class ToolExecutor:
 
     async def execute(self, name: str, kwargs: dict[str, Any]) -> tuple[str, Any, Any]:
         """``("result", value, None)`` or ``("ask-human", question, detail)``."""
-        tool = self._tools[name]
-        token = running_tool().set(name)
         try:
-            out = tool.execute(**kwargs)
-            if inspect.isawaitable(out):
-                out = await out
+            out = await call_execute(self._tools[name], kwargs, name)
         except AskHumanSignal as signal:
             return ("ask-human", signal.question, signal.detail)
-        finally:
-            running_tool().reset(token)
         return ("result", out, None)
 
 

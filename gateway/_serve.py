@@ -29,7 +29,6 @@ an MCP error, not a tool result.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import time
 import uuid
@@ -46,18 +45,19 @@ from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
 from helmlog.runtime._chain import CallSite, walk_tool_calls, walk_tool_results
 from helmlog.runtime._journal import Journal
 from helmlog.runtime._links import Link, as_tool_link, tool_link_problem
-from helmlog.runtime._pause import AskHumanSignal, running_tool
+from helmlog.runtime._pause import AskHumanSignal
 from helmlog.runtime._tools import (
+    CredentialResolver,
     Tool,
+    call_execute,
     invalid_arguments_text,
     render_result,
     unknown_tool_text,
+    with_credentials,
 )
 from helmlog.runtime._watchers import Listeners
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
-
-CredentialResolver = Callable[[str], str | None]
 
 
 def _wall_clock_ms() -> int:
@@ -250,30 +250,16 @@ class ServedTools:
         kwargs, issues = t.validate(args)
         if kwargs is None:
             return invalid_arguments_text(t.name, issues), True
-        if t.credentials:
-            secrets: dict[str, str] = {}
-            for cred in t.credentials:
-                value = self._resolve(cred)
-                if value is None:
-                    return (
-                        f"Tool '{t.name}' was not executed: its credential "
-                        f"'{cred}' could not be resolved.",
-                        True,
-                    )
-                secrets[cred] = value
-            kwargs = {**kwargs, "credentials": secrets}
-        token = running_tool().set(site.tool_call_id)
+        resolved, refusal = with_credentials(t, kwargs, self.credentials)
+        if resolved is None:
+            return refusal or "", True
         error = False
         try:
-            result = t.execute(**kwargs)
-            if inspect.isawaitable(result):
-                result = await result
+            result = await call_execute(t, resolved, site.tool_call_id)
         except AskHumanSignal as signal:
             return ask_human_text(signal.question), True
         except Exception as exc:  # noqa: BLE001 — S4: a raise is the tool's result
             result, error = str(exc) or type(exc).__name__, True
-        finally:
-            running_tool().reset(token)
         if not self._has_result_hooks:
             return render_result(result), error
         after = await walk_tool_results(self.links, site, args, result, error=error)
@@ -281,16 +267,6 @@ class ServedTools:
         if after.denied:
             return after.reason or "", True
         return render_result(after.result), error
-
-    def _resolve(self, cred: str) -> str | None:
-        """One declared secret, or ``None``: an unresolved one refuses (G57)."""
-        if self.credentials is None:
-            return None
-        try:
-            value = self.credentials(cred)
-        except Exception:  # noqa: BLE001 — fail closed: the call is refused
-            return None
-        return value if isinstance(value, str) and value else None
 
 
 def _ledger_error(cause: str) -> McpError:

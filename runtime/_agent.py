@@ -33,7 +33,6 @@ from helmlog.events import (
     LedgerAppendError,
     Message,
     MessageCommitted,
-    MessageDeniedError,
     MiddlewareDecision,
     NoConversationError,
     PauseResumed,
@@ -239,13 +238,7 @@ class Agent:
             if verdict.denied:
                 self._checkpoint = None
                 self._last_input_refused = True
-                raise MessageRefused(
-                    MessageDeniedError(
-                        reason=verdict.reason or "",
-                        phase="input",
-                        middleware=verdict.middleware or "",
-                    )
-                )
+                raise MessageRefused.of(verdict, "input")
             admitted = verdict.content
         self._admitted_once = True
         self._last_input_refused = False

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
 
-from ._config import AgentConfig, CredentialResolver
+from ._config import AgentConfig
 from ._links import (
     Link,
     as_message_link,
@@ -38,7 +38,7 @@ from ._links import (
 )
 from ._moments import ACT_KEYS
 from ._redaction import RedactionPolicy
-from ._tools import Tool
+from ._tools import CredentialResolver, Tool
 from ._watchers import Listeners
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec

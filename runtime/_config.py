@@ -22,11 +22,9 @@ from helmlog.events import EventStore, digest
 
 from ._links import Link
 from ._redaction import RedactionPolicy
-from ._tools import Tool
+from ._tools import CredentialResolver, Tool
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec
-
-CredentialResolver = Callable[[str], str | None]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

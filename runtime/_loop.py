@@ -51,12 +51,25 @@ from helmlog.events import (
     digest,
 )
 
-from ._chain import CallSite, walk_messages, walk_tool_calls, walk_tool_results
+from ._chain import (
+    CallSite,
+    MessageVerdict,
+    walk_messages,
+    walk_tool_calls,
+    walk_tool_results,
+)
 from ._config import AgentConfig
 from ._context import ToolCallContext, clone
 from ._journal import Journal
-from ._pause import AskHumanSignal, AskPause, MiddlewareAsk, running_tool
-from ._tools import Tool, invalid_arguments_text, render_result, unknown_tool_text
+from ._pause import AskHumanSignal, AskPause, MiddlewareAsk
+from ._tools import (
+    Tool,
+    call_execute,
+    invalid_arguments_text,
+    render_result,
+    unknown_tool_text,
+    with_credentials,
+)
 from ._verbs import Allow, Deny
 from .providers import ProviderRequest
 
@@ -88,6 +101,17 @@ class MessageRefused(Exception):
     def __init__(self, error: MessageDeniedError) -> None:
         super().__init__(error.reason)
         self.error = error
+
+    @classmethod
+    def of(cls, verdict: MessageVerdict, phase: str) -> MessageRefused:
+        """The refusal a denied message walk stands for (G37)."""
+        return cls(
+            MessageDeniedError(
+                reason=verdict.reason or "",
+                phase=phase,
+                middleware=verdict.middleware or "",
+            )
+        )
 
 
 @dataclasses.dataclass(slots=True)
@@ -207,13 +231,7 @@ class Loop:
             )
             j.file(verdict.rows)
             if verdict.denied:
-                raise MessageRefused(
-                    MessageDeniedError(
-                        reason=verdict.reason or "",
-                        phase="output",
-                        middleware=verdict.middleware or "",
-                    )
-                )
+                raise MessageRefused.of(verdict, "output")
             answer = verdict.content
         j.add(MessageCommitted(message=Message(role="assistant", content=answer)))
         if cfg.output_governed:
@@ -355,27 +373,6 @@ class Loop:
             )
         return await self.run_tool(s, call, tool, site, args, kwargs)
 
-    def resolve_credential(self, tool: Tool, name: str) -> str | None:
-        """One declared secret, or ``None`` when it cannot be resolved (G57).
-
-        A resolver that raises resolves nothing: the call is refused, never
-        run without its credential, and the run goes on.
-        """
-        resolver = self.config.credentials
-        if resolver is None:
-            return None
-        try:
-            value = resolver(name)
-        except Exception:  # fail closed: an unresolved credential refuses the call
-            log.warning(
-                "credential resolver failed for %r of tool %s",
-                name,
-                tool.name,
-                exc_info=True,
-            )
-            return None
-        return value if isinstance(value, str) and value else None
-
     @staticmethod
     def check_in_trips(tool: Tool, kwargs: dict[str, Any]) -> bool:
         if tool.check_in is True:
@@ -401,19 +398,9 @@ class Loop:
         """Credentials, the dispatch record, ``execute``, then the result (G57, R7)."""
         cfg = self.config
         j = s.journal
-        if tool.credentials:
-            secrets: dict[str, str] = {}
-            for name in tool.credentials:
-                value = self.resolve_credential(tool, name)
-                if value is None:
-                    return self.refuse(
-                        s,
-                        call,
-                        f"Tool '{tool.name}' was not executed: its credential "
-                        f"'{name}' could not be resolved.",
-                    )
-                secrets[name] = value
-            kwargs = {**kwargs, "credentials": secrets}
+        resolved, refusal = with_credentials(tool, kwargs, cfg.credentials)
+        if resolved is None:
+            return self.refuse(s, call, refusal or "")
         j.add(
             ToolDispatched(
                 tool_name=tool.name, tool_call_id=call.id, args=args, attempt=attempt
@@ -421,12 +408,9 @@ class Loop:
         )
         await j.flush()
         started = cfg.clock()
-        token = running_tool().set(call.id)
         error = False
         try:
-            result = tool.execute(**kwargs)
-            if inspect.isawaitable(result):
-                result = await result
+            result = await call_execute(tool, resolved, call.id)
         except AskHumanSignal as signal:
             return await self.pause(
                 s,
@@ -438,8 +422,6 @@ class Loop:
             )
         except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
             result, error = str(exc) or type(exc).__name__, True
-        finally:
-            running_tool().reset(token)
         await self.complete(
             s,
             call,

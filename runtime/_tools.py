@@ -19,12 +19,17 @@ model must read every problem at once to fix its call in one try; a single
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, get_type_hints
 
 import msgspec
 
 from helmlog.events import compact_json, shape
+
+from ._pause import running_tool
+
+log = logging.getLogger("helmlog")
 
 Execute = Callable[..., Any | Awaitable[Any]]
 CheckIn = bool | Callable[[Mapping[str, Any]], Any] | None
@@ -255,6 +260,58 @@ def tool(
     if fn is not None:
         return make(fn)
     return make
+
+
+CredentialResolver = Callable[[str], str | None]
+
+
+def with_credentials(
+    tool: Tool,
+    kwargs: dict[str, Any],
+    resolver: CredentialResolver | None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The call's keywords with its declared secrets, or ``(None, refusal)`` (G57).
+
+    A resolver that raises resolves nothing — the call is refused, never run
+    without its credential — and the failure is logged, not swallowed.
+    """
+    if not tool.credentials:
+        return kwargs, None
+    secrets: dict[str, str] = {}
+    for name in tool.credentials:
+        value: str | None = None
+        if resolver is not None:
+            try:
+                value = resolver(name)
+            except Exception:  # fail closed: an unresolved credential refuses
+                log.warning(
+                    "credential resolver failed for %r of tool %s",
+                    name,
+                    tool.name,
+                    exc_info=True,
+                )
+        if not isinstance(value, str) or not value:
+            return None, (
+                f"Tool '{tool.name}' was not executed: its credential "
+                f"'{name}' could not be resolved."
+            )
+        secrets[name] = value
+    return {**kwargs, "credentials": secrets}, None
+
+
+async def call_execute(tool: Tool, kwargs: dict[str, Any], call_id: str) -> Any:
+    """Run ``execute`` marked as a running tool (so ``ask_human`` works, G69).
+
+    Exceptions propagate: each caller decides what a raise means to it.
+    """
+    token = running_tool().set(call_id)
+    try:
+        result = tool.execute(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    finally:
+        running_tool().reset(token)
 
 
 NO_VALUE_TEXT = "(this tool returned no value)"

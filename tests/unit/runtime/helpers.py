@@ -20,6 +20,7 @@ from typing import Any
 from helmlog.events import Event, SessionState, ToolCallRequest, UnknownEvent, fold
 from helmlog.runtime import Agent
 from helmlog.runtime.providers import Reply
+from helmlog.runtime.testing import Recorder as PublicRecorder
 
 
 def call(call_id: str, name: str, **args: Any) -> ToolCallRequest:
@@ -32,24 +33,12 @@ def calls(*proposed: ToolCallRequest, content: str = "") -> Reply:
     return Reply(content=content, tool_calls=proposed)
 
 
-class Recorder:
-    """A watcher that keeps every event it is handed, in order."""
-
-    def __init__(self, watcher_id: str | None = None) -> None:
-        self.id = watcher_id
-        self.events: list[Any] = []
-
-    def on_event(self, event: Any) -> None:
-        self.events.append(event)
-
-    @property
-    def types(self) -> list[str]:
-        """The ``type`` of every event seen, in order."""
-        return [e.type for e in self.events]
+class Recorder(PublicRecorder):
+    """The public recording watcher, with the short name these tests use."""
 
     def of(self, event_type: str) -> list[Any]:
         """The events of one type, in order."""
-        return [e for e in self.events if e.type == event_type]
+        return self.of_type(event_type)
 
 
 async def stored(
