@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 import msgspec
 import typer
@@ -50,7 +51,7 @@ from helmlog._record import (
 from helmlog._record import (
     verify as verify_session,
 )
-from helmlog.events import open_event_store
+from helmlog.events import EventStore, open_event_store
 from helmlog.sinks import JsonlSink
 from helmlog.sinks import replay as replay_events
 
@@ -155,6 +156,22 @@ SESSION_ARG = "The session id (``helmlog demo --store URL`` prints them)."
 READ_STORE_HELP = "Event store URL to read: redis://host:port/db (or memory://)."
 
 
+T = TypeVar("T")
+
+
+def _on_store(url: str, use: Callable[[EventStore], Awaitable[T]]) -> T:
+    """Open the store at ``url``, run ``use`` on it, close it: one event loop."""
+
+    async def go() -> T:
+        opened = open_event_store(url)
+        try:
+            return await use(opened)
+        finally:
+            await opened.close()
+
+    return asyncio.run(go())
+
+
 def _fail(err: Console, what: str, exc: BaseException) -> typer.Exit:
     err.print(
         f"[bold red]helmlog {what} failed:[/] {escape(f'{type(exc).__name__}: {exc}')}"
@@ -179,16 +196,8 @@ def replay(
 ) -> None:
     """Print a session as a timeline: turns, messages, tool calls, decisions."""
     err = Console(stderr=True)
-
-    async def read() -> list[Any]:
-        opened = open_event_store(store)
-        try:
-            return await opened.read(session)
-        finally:
-            await opened.close()
-
     try:
-        records = asyncio.run(read())
+        records = _on_store(store, lambda opened: opened.read(session))
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "replay", exc) from None
     if not records:
@@ -216,16 +225,11 @@ def verify(
     With ``$HELMLOG_CHAIN_KEY`` set, the chain is checked as HMAC-SHA-256.
     """
     err = Console(stderr=True)
-
-    async def check() -> tuple[int, int | None]:
-        opened = open_event_store(store)
-        try:
-            return await verify_session(opened, session, chain_key_from_env())
-        finally:
-            await opened.close()
-
+    key = chain_key_from_env()
     try:
-        count, broken = asyncio.run(check())
+        count, broken = _on_store(
+            store, lambda opened: verify_session(opened, session, key)
+        )
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "verify", exc) from None
     if count == 0:
@@ -252,22 +256,17 @@ def tail(
 ) -> None:
     """Follow ``middleware.decision`` facts live (facts only, never values)."""
     err = Console(stderr=True)
-
-    async def follow() -> int:
-        opened = open_event_store(store)
-        try:
-            return await follow_facts(
+    try:
+        _on_store(
+            store,
+            lambda opened: follow_facts(
                 opened,
                 typer.echo,
                 from_start=from_start,
                 count=count,
                 idle_exit_s=idle_exit,
-            )
-        finally:
-            await opened.close()
-
-    try:
-        asyncio.run(follow())
+            ),
+        )
     except KeyboardInterrupt:
         return
     except (HelmlogError, ValueError, OSError) as exc:
@@ -284,16 +283,8 @@ def asks(
 ) -> None:
     """List the pauses waiting on a person: session, tool, call, who asks, what."""
     err = Console(stderr=True)
-
-    async def find() -> list[Any]:
-        opened = open_event_store(store)
-        try:
-            return await pending_questions(opened)
-        finally:
-            await opened.close()
-
     try:
-        found = asyncio.run(find())
+        found = _on_store(store, pending_questions)
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "asks", exc) from None
     if as_json:
@@ -326,23 +317,14 @@ def _decide(
 ) -> None:
     err = Console(stderr=True)
     verb = "approve" if approved else "decline"
-
-    async def resolve() -> Any:
-        opened = open_event_store(store)
-        try:
-            return await decide(
-                opened,
-                session,
-                load_factory(agent),
-                approved=approved,
-                by=by,
-                note=note,
-            )
-        finally:
-            await opened.close()
-
     try:
-        out = asyncio.run(resolve())
+        factory = load_factory(agent)
+        out = _on_store(
+            store,
+            lambda opened: decide(
+                opened, session, factory, approved=approved, by=by, note=note
+            ),
+        )
     except (HelmlogError, ValueError, OSError) as exc:
         err.print(f"[bold red]helmlog {verb} failed:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None

@@ -21,6 +21,8 @@ from typing import Any, TextIO
 
 import msgspec
 
+from ._once import SeenOnce
+
 _encoder = msgspec.json.Encoder(enc_hook=str)
 
 
@@ -34,22 +36,18 @@ class JsonlSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._seen: set[tuple[str, int]] = set()
+        self._once = SeenOnce()
         if self.path.exists():
             decoder = msgspec.json.Decoder(_Key)
             for line in self.path.read_bytes().splitlines():
                 if line.strip():
                     key = decoder.decode(line)
                     if key.seq is not None:
-                        self._seen.add((key.session_id, key.seq))
+                        self._once.mark(key.session_id, key.seq)
 
     def on_event(self, event: Any) -> None:
-        seq = getattr(event, "seq", None)
-        if seq is not None:
-            key = (event.session_id, seq)
-            if key in self._seen:
-                return
-            self._seen.add(key)
+        if not self._once.first(event):
+            return
         with self.path.open("ab") as fh:
             fh.write(_encoder.encode(event) + b"\n")
 
@@ -59,15 +57,12 @@ class ConsoleSink:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
-        self._seen: set[tuple[str, int]] = set()
+        self._once = SeenOnce()
 
     def on_event(self, event: Any) -> None:
+        if not self._once.first(event):
+            return
         seq = getattr(event, "seq", None)
-        if seq is not None:
-            key = (event.session_id, seq)
-            if key in self._seen:
-                return
-            self._seen.add(key)
         out = self._stream or sys.stdout
         body = msgspec.json.decode(_encoder.encode(event))
         for k in ("type", "session_id", "seq", "timestamp", "prev_hash", "replayed"):

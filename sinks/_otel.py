@@ -24,6 +24,8 @@ from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, get_logger_provider
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
+from ._once import SeenOnce
+
 _NS = 1_000_000  # event timestamps are milliseconds; OTel wants nanoseconds
 
 
@@ -51,17 +53,13 @@ class OtelSink:
         self._tracer = provider.get_tracer("helmlog")
         self._logger = (logger_provider or get_logger_provider()).get_logger("helmlog")
         self.values = values
-        self._seen: set[tuple[str, int]] = set()
+        self._once = SeenOnce()
         self._turns: dict[str, Span] = {}
         self._tools: dict[tuple[str, str], Span] = {}
 
     def on_event(self, event: Any) -> None:
-        seq = getattr(event, "seq", None)
-        if seq is not None:
-            key = (event.session_id, seq)
-            if key in self._seen:
-                return
-            self._seen.add(key)
+        if not self._once.first(event):
+            return
         handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)
         if handler is not None:
             handler(event)
