@@ -153,6 +153,15 @@ class Agent:
             return None
         return session
 
+    async def _hosted(self, session_id: str) -> Session:
+        """The session, activated; ``CheckpointError("unknown-session")`` if absent."""
+        session = await self._activate(session_id)
+        if session is None:
+            raise CheckpointError(
+                "unknown-session", f"no session '{session_id}' in the store"
+            )
+        return session
+
     # -- running ----------------------------------------------------------
 
     async def run(
@@ -317,11 +326,7 @@ class Agent:
         Raises:
             CheckpointError: ``unknown-session`` when the store lacks it.
         """
-        session = await self._activate(session_id)
-        if session is None:
-            raise CheckpointError(
-                "unknown-session", f"no session '{session_id}' in the store"
-            )
+        session = await self._hosted(session_id)
         async with session.lock:
             await session.journal.activate()  # catch up with other hosts
             f = session.journal.folder
@@ -341,11 +346,7 @@ class Agent:
     ) -> str | AskPause:
         """Answer a pause and continue the run (G59–G70)."""
         cp = _coerce(checkpoint)
-        session = await self._activate(cp.session_id)
-        if session is None:
-            raise CheckpointError(
-                "unknown-session", f"no session '{cp.session_id}' in the store"
-            )
+        session = await self._hosted(cp.session_id)
         async with session.lock:
             await session.journal.activate()  # catch up with other hosts
             f = session.journal.folder
@@ -441,10 +442,8 @@ class Agent:
         assert p is not None
         call = find_call(f.history, p.tool_call_id)
         tool = cfg.tools.get(p.tool_name)
-        if call is None or tool is None:
-            raise CheckpointError(
-                "tampered", f"call {p.tool_call_id} is not in the session"
-            )
+        # Invariant: resume() refused a missing call or tool before appending.
+        assert call is not None and tool is not None
         approved = decision.approved if isinstance(decision, CheckInDecision) else None
         j.add(
             PauseResumed(

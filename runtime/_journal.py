@@ -90,7 +90,7 @@ class Journal:
         self.next_seq = 1
         self.last_hash = ""
         self.broken = False
-        self._buffer: list[tuple[StoredEvent, Event | UnknownEvent]] = []
+        self._buffer: list[tuple[StoredEvent, str]] = []
         self._stored = stored_form
         self._served = served_form
 
@@ -144,7 +144,7 @@ class Journal:
         recorded = decode_event(data)
         self.folder.apply(recorded)
         self._buffer.append(
-            (StoredEvent(seq=self.next_seq, data=data, hash=digest), recorded)
+            (StoredEvent(seq=self.next_seq, data=data, hash=digest), recorded.type)
         )
         self.next_seq += 1
         self.last_hash = digest
@@ -177,8 +177,8 @@ class Journal:
             ) from exc
         self.flushed_seq = records[-1].seq
         if self.listeners:
-            for record, event in batch:
-                if event.type not in UNWATCHED_TYPES:
+            for record, event_type in batch:
+                if event_type not in UNWATCHED_TYPES:
                     # G84, G60: listeners get their own copy; the folded objects
                     # (history, the pending call's args) stay the session's.
                     self.deliver(decode_event(record.data))
