@@ -29,6 +29,7 @@ from ._errors import (
     MessageDeniedError,
     NoConversationError,
     ProviderError,
+    RecoveryRequiredError,
     SequenceConflictError,
     StoreError,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "PauseResumed",
     "PendingPause",
     "ProviderError",
+    "RecoveryRequiredError",
     "RedisEventStore",
     "SequenceConflictError",
     "SessionState",

@@ -12,6 +12,8 @@ The tree::
     ├── NoConversationError       ERR_NO_CONVERSATION    nothing to continue
     ├── DecisionRequiredError     ERR_DECISION_REQUIRED  resume without a decision
     ├── CheckpointError           ERR_CHECKPOINT         a checkpoint was refused
+    ├── RecoveryRequiredError     ERR_RECOVERY_REQUIRED  a turn left dispatched calls
+    │                                                    without results: recover it
     ├── StoreError                ERR_STORE              a store failed (retryable)
     │   ├── SequenceConflictError ERR_SEQUENCE_CONFLICT  another writer got there
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
@@ -139,6 +141,30 @@ class CheckpointError(HelmlogError):
         self.detail = detail
         text = f"checkpoint refused ({reason})"
         super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class RecoveryRequiredError(HelmlogError):
+    """A turn holds calls dispatched without a recorded result (R20, R7).
+
+    Continuing the session (``follow_up``, ``run(continue_from=...)``) would
+    leave the record silent on whether those calls took effect, so it is
+    refused before anything is appended until ``agent.recover(session_id)``
+    (or ``helmlog recover``) has recorded what is known. Not retryable as is:
+    the caller, or a host's failover, must recover the turn first.
+    """
+
+    code = "ERR_RECOVERY_REQUIRED"
+
+    def __init__(self, *, session_id: str, call_ids: tuple[str, ...]) -> None:
+        self.session_id = session_id
+        self.call_ids = tuple(call_ids)
+        listed = ", ".join(self.call_ids)
+        super().__init__(
+            f"session '{session_id}' has a turn whose calls ({listed}) were "
+            "dispatched without a recorded result: finish it with "
+            f"agent.recover('{session_id}') or `helmlog recover --store URL "
+            f"{session_id}`, then continue"
+        )
 
 
 class StoreError(HelmlogError):

@@ -16,6 +16,7 @@ from helmlog.events import (
     MessageDeniedError,
     MiddlewareDecision,
     NoConversationError,
+    RecoveryRequiredError,
     SequenceConflictError,
     SessionState,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "MiddlewareAsk",
     "MiddlewareDecision",
     "NoConversationError",
+    "RecoveryRequiredError",
     "RedactionPolicy",
     "SequenceConflictError",
     "SessionState",
