@@ -1,0 +1,154 @@
+"""Automatic failover: a host that starts finishes its shard's unfinished turns.
+
+Pattern: a start-up sweep over a projection (the store's open-turns index),
+         each item handed to the loop's own recovery (``agent.recover``), with
+         a bound on how many run at once.
+Role:    actors layer; ``SessionHost`` calls ``finish_open_turns`` when it
+         starts and each time Ray restarts it, and ``helmlog recover`` reaches
+         the same recovery from the shell.
+Emits:   nothing itself; each recovered turn appends, through its session's
+         agent, what R7 says (``tool.outcome_unknown`` or a new dispatch, the
+         rest of the batch, the model's answer).
+
+Laws: R22 (a host that starts or restarts finishes, per R7, the unfinished
+turns of its sessions, found through the open-turns index, never a scan of
+every session), R7 (a dispatched call without a result is not run again
+unless its tool is idempotent; the turn goes on), R8 (a host's shard is the
+sessions ``host_for`` places on it), R1 (the stream decides, not the index).
+
+Why each candidate goes through ``recover`` even when the index says it is
+waiting on a person: the index is a projection, repaired after the append, so
+it can be stale either way; only the fold of the stream knows whether a turn
+is open and whether a pause is pending. ``recover`` folds, finishes an open
+turn with no pending pause, and returns ``None`` (appending nothing) for a
+paused, finished or unknown session — so a person's pause is left alone.
+
+Why ``reindex`` follows every candidate, whether its recovery worked or not:
+a mark whose turn ended (the host died between the append and the index
+update) must go, or every restart would fold that session again; repairing
+from the stream is idempotent and keeps a mark whose turn is still open.
+
+Why one session's failure is logged and the sweep goes on: the sessions of a
+shard are independent; a tool that raises, a stream that fails verification
+(``StreamTamperedError``) or a writer that got there first
+(``SequenceConflictError``) concerns that session alone. Cancellation is not
+a failure and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from helmlog.events import EventStore
+
+from ._placement import host_for
+
+log = logging.getLogger("helmlog.actors")
+
+# Sessions recovered at once by one host: each recovery reads a stream and may
+# call a model and run tools, so an unbounded sweep after a crash of a busy
+# host would flood the store and the provider at the worst moment.
+DEFAULT_CONCURRENCY: Final = 16
+
+
+async def finish_open_turns(
+    store: EventStore,
+    *,
+    index: int,
+    n_hosts: int,
+    recover: Callable[[str], Awaitable[object]],
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> int:
+    """Finish, per R7, the open turns of host ``index``'s shard (R22).
+
+    Args:
+        store: the shared event store; its ``open_turns()`` index names the
+            candidates, and ``reindex(session_id)`` repairs a stale mark.
+        index: this host's index among ``n_hosts`` (R8 placement).
+        n_hosts: how many hosts the cluster has now.
+        recover: finishes one session's open turn (the host's own
+            ``agent.recover``); returns ``None`` when there was nothing to
+            finish (a paused, finished or unknown session).
+        concurrency: at most this many sessions recover at once.
+
+    Returns:
+        How many turns were finished (``recover`` returned an answer or a new
+        pause). A session whose recovery raised is logged with its id and
+        error, and not counted.
+
+    Raises:
+        StoreError: the open-turns index could not be read.
+        ValueError: ``n_hosts`` < 1, ``index`` out of range, or
+            ``concurrency`` < 1.
+    """
+    if not 0 <= index < n_hosts:
+        raise ValueError(f"host index {index} is not one of {n_hosts} hosts")
+    if concurrency < 1:
+        raise ValueError("failover needs a concurrency of at least 1")
+    open_ids = await store.open_turns()
+    mine = sorted({sid for sid in open_ids if host_for(sid, n_hosts) == index})
+    if not mine:
+        return 0
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(session_id: str) -> bool:
+        async with gate:
+            return await _finish(store, session_id, recover)
+
+    finished = await asyncio.gather(*(one(sid) for sid in mine))
+    count = sum(finished)
+    log.info(
+        "failover: host %d of %d finished %d of %d open turns",
+        index,
+        n_hosts,
+        count,
+        len(mine),
+        extra={"host_index": index, "finished": count, "candidates": len(mine)},
+    )
+    return count
+
+
+async def _finish(
+    store: EventStore, session_id: str, recover: Callable[[str], Awaitable[object]]
+) -> bool:
+    """Recover one session, then repair its index marks; ``True`` if finished."""
+    finished = False
+    try:
+        finished = await recover(session_id) is not None
+    except Exception as exc:  # one session's failure never stops the sweep
+        log.error(
+            "failover: could not finish the open turn of session %s: %s",
+            session_id,
+            _named(exc),
+            exc_info=True,
+            extra=_fields(session_id, exc),
+        )
+    try:
+        await store.reindex(session_id)
+    except Exception as exc:  # the mark stays; the next start tries again
+        log.error(
+            "failover: could not reindex session %s: %s",
+            session_id,
+            _named(exc),
+            exc_info=True,
+            extra=_fields(session_id, exc),
+        )
+    return finished
+
+
+def _named(exc: Exception) -> str:
+    code = getattr(exc, "code", None)
+    return f"{type(exc).__name__} ({code})" if code else type(exc).__name__
+
+
+def _fields(session_id: str, exc: Exception) -> dict[str, object]:
+    """What a log record of a failed session carries, for structured handlers."""
+    return {
+        "session_id": session_id,
+        "error_type": type(exc).__name__,
+        "code": getattr(exc, "code", None),
+        "retryable": bool(getattr(exc, "retryable", False)),
+    }

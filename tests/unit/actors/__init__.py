@@ -1,0 +1,1 @@
+"""Unit tests of the actors layer that need no running Ray."""
