@@ -34,6 +34,7 @@ from ._errors import (
     StoreError,
 )
 from ._fold import Folder, PendingPause, SessionState, fold
+from ._index import PendingAsk
 from ._messages import Message, ToolCallRequest
 from ._store import EventStore, FactRecord, MemoryEventStore, open_event_store
 from ._types import (
@@ -110,6 +111,7 @@ __all__ = [
     "NoConversationError",
     "PauseRequested",
     "PauseResumed",
+    "PendingAsk",
     "PendingPause",
     "ProviderError",
     "RecoveryRequiredError",

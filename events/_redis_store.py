@@ -63,6 +63,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from ._chain import StoredEvent
 from ._codec import decode_envelope
 from ._errors import SequenceConflictError, StoreError
+from ._index import PendingAsk
 from ._store import FactRecord, StoreBase, is_fact_record
 
 log = logging.getLogger("helmlog.events")
@@ -380,6 +381,20 @@ class RedisEventStore(StoreBase):
                 )
         finally:
             await self._client.aclose()
+
+    # -- indexes (issue 7 item 2: the sharded implementation lands next) ----
+
+    async def open_turns(self) -> list[str]:
+        raise NotImplementedError("RedisEventStore.open_turns lands with issue 7")
+
+    async def pending_asks(self) -> list[PendingAsk]:
+        raise NotImplementedError("RedisEventStore.pending_asks lands with issue 7")
+
+    async def reindex(self, session_id: str) -> None:
+        raise NotImplementedError("RedisEventStore.reindex lands with issue 7")
+
+    async def repair_indexes(self) -> int:
+        raise NotImplementedError("RedisEventStore.repair_indexes lands with issue 7")
 
     # -- recovery ----------------------------------------------------------
 

@@ -10,7 +10,9 @@ Laws: R2 (seq 1, 2, 3 … with no gaps; a batch appends atomically only when
 the stream's last seq equals ``expected_seq``, else ``SequenceConflictError``
 and nothing is appended), R3 (the store keeps each hash beside its event and
 chains under its ``chain_key``), R4 (decision facts also go to one global
-facts list), R11 (``MemoryEventStore`` needs no server; ``open_event_store``).
+facts list), R7/R18 (``open_turns`` and ``pending_asks`` answer from an
+index kept beside the streams, repairable from them: ``events/_index.py``),
+R11 (``MemoryEventStore`` needs no server; ``open_event_store``).
 
 Why sealing happens before ``append_sealed``: the journal needs the stamped
 events (seq, prev_hash) to fold and deliver, and a remote store cannot compute
@@ -27,6 +29,7 @@ import msgspec
 
 from ._chain import StoredEvent, seal
 from ._errors import SequenceConflictError
+from ._index import MemoryIndex, PendingAsk, delta_of
 from ._types import Event, MiddlewareDecisionEvent
 
 
@@ -74,6 +77,27 @@ class EventStore(Protocol):
         self, after_id: str | None = None, *, block_ms: int | None = None
     ) -> list[FactRecord]:
         """Decision facts published after ``after_id`` (all when ``None``)."""
+        ...
+
+    async def open_turns(self) -> list[str]:
+        """Sessions whose latest turn may be unfinished, from the index.
+
+        A superset: a session with ``agent.turn_start`` and no
+        ``agent.turn_end``/``error.fatal`` after it (or a pending pause) is
+        always listed; a listed session may turn out to be finished.
+        """
+        ...
+
+    async def pending_asks(self) -> list[PendingAsk]:
+        """Pending pauses across sessions, from the index (no fold of each)."""
+        ...
+
+    async def reindex(self, session_id: str) -> None:
+        """Recompute this session's index entries from its stream; idempotent."""
+        ...
+
+    async def repair_indexes(self) -> int:
+        """``reindex`` every session (a scan); return how many were reindexed."""
         ...
 
     async def close(self) -> None:
@@ -141,6 +165,7 @@ class MemoryEventStore(StoreBase):
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
         self._facts: list[FactRecord] = []
+        self._index = MemoryIndex()
 
     async def head(self, session_id: str) -> tuple[int, str]:
         stream = self._streams.get(session_id)
@@ -162,7 +187,12 @@ class MemoryEventStore(StoreBase):
             if record.seq != expected_seq + offset:
                 previous = expected_seq + offset - 1
                 raise ValueError(f"record seq {record.seq} does not follow {previous}")
+        delta = delta_of(session_id, records)
+        if delta is not None and delta.open_at:
+            self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
+        if delta is not None:
+            self._index.apply(session_id, delta)
         for record in records:
             if is_fact_record(record):
                 self._facts.append(
@@ -189,8 +219,28 @@ class MemoryEventStore(StoreBase):
         start = int(after_id) if after_id else 0
         return list(self._facts[start:])
 
+    async def open_turns(self) -> list[str]:
+        return sorted(self._index.open)
+
+    async def pending_asks(self) -> list[PendingAsk]:
+        return sorted(self._index.asks.values(), key=_ask_order)
+
+    async def reindex(self, session_id: str) -> None:
+        stream = self._streams.get(session_id, [])
+        self._index.replace(session_id, delta_of(session_id, stream))
+
+    async def repair_indexes(self) -> int:
+        sessions = set(self._streams) | set(self._index.open) | set(self._index.asks)
+        for session_id in sessions:
+            await self.reindex(session_id)
+        return len(sessions)
+
     async def close(self) -> None:
         return None
+
+
+def _ask_order(ask: PendingAsk) -> tuple[str, int]:
+    return ask.session_id, ask.seq
 
 
 def open_event_store(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -58,13 +58,13 @@ from helmlog.events import (
     verify_chain,
 )
 from helmlog.events._redis_store import RedisEventStore
+from tests.contracts.conftest import StoreFactory
 from tests.fixtures_redis import RedisServer
 
 # Invariant: tests and async fixtures share one loop, so a client opened in a
 # fixture is used and closed on the loop it connected on.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-StoreFactory = Callable[..., EventStore]
 KEY = b"chain-key-for-tests"
 _ids = itertools.count(1)
 
@@ -154,47 +154,6 @@ def unknown_record(
         }
     )
     return StoredEvent(seq=seq, data=data, hash=hash_bytes(data, key))
-
-
-# -- fixtures ---------------------------------------------------------------
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """The URL of a clean store of each kind."""
-    if request.param == "memory":
-        return "memory://"
-    url: str = request.getfixturevalue("redis_url")
-    return url
-
-
-@pytest.fixture
-async def make_store(store_url: str) -> AsyncIterator[StoreFactory]:
-    """Open stores on this test's URL; every one is closed at teardown."""
-    opened: list[EventStore] = []
-
-    def make(*, chain_key: bytes | None = None) -> EventStore:
-        store = open_event_store(store_url, chain_key=chain_key)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        await store.close()
-
-
-@pytest.fixture
-async def store(make_store: StoreFactory) -> EventStore:
-    """One store of each kind, without a chain key."""
-    return make_store()
-
-
-@pytest.fixture
-async def raw_redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """A plain client on the test's Redis database, to look behind the store."""
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 # -- R2: sequence numbers and atomic appends ----------------------------------

@@ -113,6 +113,7 @@ EVENTS = [
     "NoConversationError",
     "PauseRequested",
     "PauseResumed",
+    "PendingAsk",
     "PendingPause",
     "RedisEventStore",
     "ProviderError",

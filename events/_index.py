@@ -1,0 +1,193 @@
+"""Indexes that span sessions: open turns and pending asks, sharded.
+
+Pattern: a projection of the session streams (CQRS read model), computed
+         from each appended batch by a pure scan (``delta_of``) and applied
+         with order-insensitive, seq-guarded rules, so it can be replayed and
+         repaired from the streams at any time.
+Role:    events layer; both stores maintain it right after an append, hosts
+         read ``open_turns()`` to finish unfinished turns (R7) and the CLI
+         reads ``pending_asks()`` (R18) without folding every session.
+Emits:   nothing.
+
+Laws: R7 (an open turn is never missed: the open mark is written *before*
+the append that starts the turn, so the index is a superset), R11 (an index
+key spanning sessions is sharded into N keys with their own hash tags,
+``shard_of`` is sha256 of the session id mod N, like R8's placement, never
+Python's ``hash``), R18 (a pending ask carries what ``helmlog asks`` lists).
+
+Why every rule is guarded by a seq: the index is written in a round trip
+after the append, and on a Redis Cluster by another node than the stream, so
+a late write of an earlier batch (or the open mark of a writer that lost its
+seq check) may land after a later one. A close at seq c removes only a mark
+set by a turn that started before c; an ask at seq p replaces only an older
+ask; a resume at r removes only an ask from before r. So a stale write can
+leave an extra mark (harmless: recovery finds nothing to do, ``reindex``
+removes it) but can never erase the mark of a turn that is still open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from ._chain import StoredEvent
+from ._codec import decode_event
+from ._types import PauseRequested
+
+DEFAULT_SHARDS: Final = 16
+
+TURN_START: Final = b"agent.turn_start"
+TURN_END: Final = b"agent.turn_end"
+FATAL: Final = b"error.fatal"
+PAUSE_REQUEST: Final = b"pause.request"
+PAUSE_RESUME: Final = b"pause.resume"
+_PREFIX: Final = b'{"type":"'
+_RELEVANT: Final = frozenset({TURN_START, TURN_END, FATAL, PAUSE_REQUEST, PAUSE_RESUME})
+
+
+class PendingAsk(msgspec.Struct, frozen=True, kw_only=True):
+    """A pause waiting on a person, as the pending-asks index keeps it (R18)."""
+
+    session_id: str
+    seq: int
+    kind: str
+    tool_name: str
+    tool_call_id: str
+    middleware: str | None = None
+    question: str = ""
+    timestamp: int = 0
+
+
+class IndexDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """What one batch (or a whole stream) does to the indexes.
+
+    Attributes:
+        open_at: seq of the batch's last ``agent.turn_start``, else 0.
+        close_at: seq of the last ``agent.turn_end``/``error.fatal`` after
+            ``open_at``, else 0.
+        resolved_at: seq of the last ``pause.resume``, else 0.
+        ask: the last ``pause.request`` after ``resolved_at``, else None.
+    """
+
+    open_at: int = 0
+    close_at: int = 0
+    resolved_at: int = 0
+    ask: PendingAsk | None = None
+
+
+_ask_encoder = msgspec.json.Encoder()
+_ask_decoder = msgspec.json.Decoder(PendingAsk)
+
+
+def shard_of(session_id: str, shards: int) -> int:
+    """The index shard of a session: sha256 of its id mod ``shards`` (stable)."""
+    digest = hashlib.sha256(session_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def record_type(data: bytes) -> bytes:
+    """The ``type`` of a stored record, read from its first bytes (cheap).
+
+    msgspec writes the tag first; a record that does not start that way
+    (another writer's encoding) is decoded to find it.
+    """
+    if data.startswith(_PREFIX):
+        end = data.find(b'"', 9)
+        if end > 0:
+            return data[9:end]
+    return decode_event(data).type.encode()
+
+
+def delta_of(session_id: str, records: Sequence[StoredEvent]) -> IndexDelta | None:
+    """The index effect of ``records`` in order; ``None`` when they have none."""
+    open_at = close_at = resolved_at = 0
+    ask: PendingAsk | None = None
+    found = False
+    for record in records:
+        kind = record_type(record.data)
+        if kind not in _RELEVANT:
+            continue
+        found = True
+        if kind == TURN_START:
+            open_at, close_at = record.seq, 0
+        elif kind in (TURN_END, FATAL):
+            close_at = record.seq
+        elif kind == PAUSE_RESUME:
+            resolved_at, ask = record.seq, None
+        else:
+            ask = ask_of(session_id, record)
+    if not found:
+        return None
+    return IndexDelta(
+        open_at=open_at, close_at=close_at, resolved_at=resolved_at, ask=ask
+    )
+
+
+def ask_of(session_id: str, record: StoredEvent) -> PendingAsk:
+    """The pending ask a ``pause.request`` record stands for."""
+    ev = decode_event(record.data)
+    if not isinstance(ev, PauseRequested):
+        raise ValueError(f"record seq {record.seq} is not a pause.request")
+    return PendingAsk(
+        session_id=session_id,
+        seq=record.seq,
+        kind=ev.kind,
+        tool_name=ev.tool_name,
+        tool_call_id=ev.tool_call_id,
+        middleware=ev.middleware,
+        question=ev.question,
+        timestamp=ev.timestamp,
+    )
+
+
+def encode_ask(ask: PendingAsk) -> bytes:
+    """The stored form of an index entry: ``<seq>:<json>`` (Lua reads the seq)."""
+    return b"%d:%s" % (ask.seq, _ask_encoder.encode(ask))
+
+
+def decode_ask(value: bytes) -> PendingAsk:
+    """The ``PendingAsk`` of a stored index entry."""
+    _seq, _, body = value.partition(b":")
+    return _ask_decoder.decode(body)
+
+
+class MemoryIndex:
+    """The same rules as the Redis shard script, on dicts (one process)."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, int] = {}
+        self.asks: dict[str, PendingAsk] = {}
+
+    def mark_open(self, session_id: str, seq: int) -> None:
+        """Before an append holding a turn start: mark the turn open (max seq)."""
+        if self.open.get(session_id, 0) < seq:
+            self.open[session_id] = seq
+
+    def apply(self, session_id: str, delta: IndexDelta) -> None:
+        """After an append: resolve, add the ask, then close (seq-guarded)."""
+        if delta.resolved_at:
+            current = self.asks.get(session_id)
+            if current is not None and current.seq < delta.resolved_at:
+                del self.asks[session_id]
+        if delta.ask is not None:
+            current = self.asks.get(session_id)
+            if current is None or current.seq < delta.ask.seq:
+                self.asks[session_id] = delta.ask
+        if delta.close_at and session_id not in self.asks:
+            mark = self.open.get(session_id)
+            if mark is not None and mark < delta.close_at:
+                del self.open[session_id]
+
+    def replace(self, session_id: str, delta: IndexDelta | None) -> None:
+        """Set a session's entries to what its whole stream says (``reindex``)."""
+        self.open.pop(session_id, None)
+        self.asks.pop(session_id, None)
+        if delta is None:
+            return
+        if delta.ask is not None:
+            self.asks[session_id] = delta.ask
+        if delta.open_at and (not delta.close_at or delta.ask is not None):
+            self.open[session_id] = delta.open_at
