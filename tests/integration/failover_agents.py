@@ -1,0 +1,110 @@
+"""Agents for the failover tests, importable by Ray workers and subprocesses.
+
+Pattern: picklable module-level factories (``factory(store) -> Agent``) whose
+         tools count their runs in Redis, the one place both the dying host
+         and the test can see.
+Role:    test support for ``test_failover.py`` and ``test_two_nodes.py``.
+Emits:   through the agents they build; the tools write ``failover:*`` keys.
+
+Laws: R7 (a tool dispatched when its host died is not run again unless it is
+idempotent), R22 (nothing but the host's own start-up finishes the turn).
+
+Why the tool blocks on its first run and records its pid: the test kills the
+host only once the tool is really running (its run is counted), so "ran
+exactly once" means once, never zero times; the pid is the process to
+SIGKILL. Why the model echoes the tool message: the turn's final answer then
+proves what the model read after the host died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+
+from helmlog import Agent, Tool, ask_human, tool
+from helmlog.events import EventStore
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+RUNS_KEY = "failover:runs"
+PID_KEY = "failover:pid"
+NODE_KEY = "failover:node"
+ANSWER = "the tool said: "
+
+
+def redis_url_of(store: EventStore) -> str:
+    """The store's Redis URL without its options (``?max_connections=...``)."""
+    parts = urlsplit(store.url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+async def count_run(url: str) -> int:
+    """Count one run of the tool and say which process (and node) runs it."""
+    client = aioredis.from_url(url)
+    try:
+        runs = int(await client.incr(RUNS_KEY))
+        await client.set(PID_KEY, os.getpid())
+        node = os.environ.get("HELMLOG_TEST_NODE", "")
+        if node:
+            await client.rpush(NODE_KEY, node)
+    finally:
+        await client.aclose()
+    return runs
+
+
+def _refund_tool(url: str, *, idempotent: bool) -> Tool:
+    async def refund(order: int) -> str:
+        """Refund an order (its first run never returns: its host dies)."""
+        if await count_run(url) == 1:
+            await asyncio.Event().wait()
+        return f"refunded order {order}"
+
+    return tool(refund, idempotent=idempotent)
+
+
+def _echo_after_tool(request: Any) -> Reply | str:
+    tool_messages = [m for m in request.messages if m.role == "tool"]
+    if tool_messages:
+        return ANSWER + str(tool_messages[-1].content)
+    call = ToolCallRequest(id="c1", name="refund", args={"order": 7})
+    return Reply(tool_calls=[call])
+
+
+def _build(store: EventStore, *, idempotent: bool) -> Agent:
+    the_tool = _refund_tool(redis_url_of(store), idempotent=idempotent)
+    model = scripted(respond=_echo_after_tool)
+    return Agent.create(provider=model, model="m", store=store).tool(the_tool).build()
+
+
+def refund_agent(store: EventStore) -> Agent:
+    """Calls a non-idempotent ``refund`` once; echoes what the tool said."""
+    return _build(store, idempotent=False)
+
+
+def idempotent_agent(store: EventStore) -> Agent:
+    """The same turn with ``refund`` declared idempotent (runs again, R7)."""
+    return _build(store, idempotent=True)
+
+
+@tool
+def pick_card(order: int) -> str:
+    """Ask the customer which card to refund to."""
+    ask_human("Which card should the refund go to?", {"order": order})
+
+
+def _card_reply(request: Any) -> Reply | str:
+    tool_messages = [m for m in request.messages if m.role == "tool"]
+    if tool_messages:
+        return f"Refunded to {tool_messages[-1].content}."
+    call = ToolCallRequest(id="c1", name="pick_card", args={"order": 7})
+    return Reply(tool_calls=[call])
+
+
+def card_agent(store: EventStore) -> Agent:
+    """A session that pauses on ``ask_human``; its reply depends only on what
+    it is sent, so any process's agent continues it correctly."""
+    model = scripted(respond=_card_reply)
+    return Agent.create(provider=model, model="m", store=store).tool(pick_card).build()
