@@ -9,7 +9,19 @@ Emits:   nothing. Pure: no clock, no randomness, no I/O.
 
 Laws: R1 (history, ledger, window records, the pending pause and the
 checkpoint, exact), R10 (unknown events are listed and skipped), R15 (a prefix
-folds to the state as of its last seq).
+folds to the state as of its last seq), R20 (a turn's dispatch bookkeeping is
+its own: ``agent.turn_start`` resets it, so a call id reused by a later turn
+is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
+recovery finishes).
+
+What "unfinished" means: a turn started (``agent.turn_start``), ended neither
+by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending. That is
+what ``agent.recover`` continues and what the store's open-turns index lists.
+A turn ended by ``error.fatal`` is finished (it stays continuable from the
+last accepted checkpoint, R23), but any call it left dispatched without a
+result still blocks continuing the session until recovery records its outcome
+(``Folder.dispatched`` is non-empty). ``SessionState.in_turn`` keeps its
+recorded meaning (no ``agent.turn_end`` yet), so golden states fold unchanged.
 
 Why ``history_at``: a turn may continue from any accepted checkpoint of the
 session, not only the latest (G36). ``agent.turn_start.base_seq`` names it,
@@ -30,6 +42,7 @@ from ._types import (
     ConversationSeeded,
     DecisionFiled,
     Event,
+    FatalError,
     LlmStarted,
     MessageCommitted,
     PauseRequested,
@@ -80,7 +93,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
         iteration: the last model call's number within the current turn.
         original_input: the admitted text of the current turn's user message.
         in_turn: a turn started and has not ended with an answer.
-        dispatched: calls recorded as dispatched whose result is not recorded.
+        dispatched: calls of the current turn recorded as dispatched whose
+            result is not recorded.
         resolved_pauses: seqs of ``pause.request`` events already answered.
         conversation_seqs: seqs of accepted conversation checkpoints.
         identity: the identity the current turn runs under.
@@ -111,6 +125,7 @@ class Folder:
         "_conversation",
         "_history_at",
         "dispatched",
+        "failed",
         "history",
         "identity",
         "in_turn",
@@ -142,6 +157,8 @@ class Folder:
         self.iteration = 0
         self.original_input: str | None = None
         self.in_turn = False
+        # The current turn was ended by error.fatal (it is not unfinished).
+        self.failed = False
         self.identity: Any = None
         self.dispatched: dict[str, ToolDispatched] = {}
         self.resolved_pauses: set[int] = set()
@@ -155,6 +172,12 @@ class Folder:
         if self.pending is not None:
             return self.pause_checkpoint
         return self._conversation
+
+    @property
+    def unfinished(self) -> bool:
+        """A turn started, ended neither by ``agent.turn_end`` nor by
+        ``error.fatal``, with no pause pending: what recovery finishes (R7)."""
+        return self.in_turn and not self.failed and self.pending is None
 
     def history_at(self, seq: int) -> tuple[tuple[Message, ...], str | None] | None:
         """History and original input of the conversation checkpoint at ``seq``."""
@@ -217,6 +240,9 @@ class Folder:
         self.iteration = 0
         self.original_input = None
         self.in_turn = True
+        self.failed = False
+        # R20: call ids are the provider's, and providers reuse them per turn.
+        self.dispatched = {}
 
     def _turn_ended(self, ev: TurnEnded) -> None:
         seq = ev.seq or 0
@@ -230,6 +256,10 @@ class Folder:
             original_input=self.original_input,
         )
         self.in_turn = False
+
+    def _fatal(self, ev: FatalError) -> None:
+        if self.in_turn:
+            self.failed = True
 
     def _llm_started(self, ev: LlmStarted) -> None:
         self.iteration = ev.iteration
@@ -298,6 +328,7 @@ _HANDLERS: dict[type[Any], Callable[[Folder, Any], None]] = {
     DecisionFiled: Folder._filed,
     TurnStarted: Folder._turn_started,
     TurnEnded: Folder._turn_ended,
+    FatalError: Folder._fatal,
     LlmStarted: Folder._llm_started,
     MessageCommitted: Folder._committed,
     PauseRequested: Folder._pause_requested,

@@ -9,18 +9,31 @@ Laws: G33–G38 (admission, continued turns, a refused input is not a
 conversation, the errors), G59–G68 (pause and resume, decisions, a pending
 question blocks continuation), G82–G84, G86 (``last_snapshot`` is served
 redacted), R1 (``last_snapshot`` is the fold of the last run's session), R9
-(checkpoints are checked before anything is appended, and single-use), R14.
+(checkpoints are checked before anything is appended, and single-use), R14,
+R20 (one writer per session: a run that loses a sequence conflict appends
+nothing more and raises ``CheckpointError("replayed")`` when the winner
+answered the pause it resumed, else the ``SequenceConflictError``; a turn
+holding dispatched calls without results is refused continuation with
+``RecoveryRequiredError``), R21 (at most ``max_resident`` sessions resident,
+idle ones dropped, busy ones never; a dropped session re-activates silently).
 
 Why sessions are re-activated from the store after a failed append: the
 cached fold then holds events the store never accepted; the store's stream is
 the truth (R1, R5).
+
+Why ``recover`` settles a turn ended by ``error.fatal``: such a turn is
+finished (the open-turns index does not list it), but a call it left
+dispatched without a result would block the session forever; recovery records
+that call's outcome as unknown and runs nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from helmlog.events import (
@@ -30,12 +43,12 @@ from helmlog.events import (
     DecisionRequiredError,
     Folder,
     HelmlogError,
-    LedgerAppendError,
     Message,
     MessageCommitted,
     MiddlewareDecision,
     NoConversationError,
     PauseResumed,
+    RecoveryRequiredError,
     SessionState,
     TurnStarted,
     binding_mac,
@@ -48,9 +61,12 @@ from ._config import AgentConfig
 from ._journal import Journal
 from ._loop import Loop, MessageRefused, Session, find_call
 from ._pause import AskPause, CheckInDecision, decision_why
+from ._residency import Residency
 from ._tools import invalid_arguments_text
 from ._watchers import Listeners
 from .providers import Provider
+
+log = logging.getLogger("helmlog")
 
 
 class Agent:
@@ -60,16 +76,28 @@ class Agent:
         self._config = config
         self._loop = Loop(config)
         self._listeners = listeners
-        self._sessions: dict[str, Session] = {}
+        self._resident = Residency(
+            max_resident=config.max_resident, idle_s=config.idle_s, clock=config.clock
+        )
+        # The resident sessions, least recently used first (R21).
+        self._sessions = self._resident.sessions
         self._last_session_id: str | None = None
+        # The last run's session, kept for last_snapshot() even once dropped.
+        self._last: Session | None = None
         self._checkpoint: Checkpoint | None = None
         self._admitted_once = False
         self._last_input_refused = False
 
     @staticmethod
     def create(provider: Provider, model: str, **options: Any) -> AgentBuilder:
-        """Start building an agent (options: ``redact``, ``store``, ``clock``,
-        ``ids``, ``credentials``)."""
+        """Start building an agent.
+
+        Options: ``redact``, ``store``, ``clock``, ``ids``, ``credentials``,
+        ``max_resident`` (sessions kept resident, default 10,000) and
+        ``idle_s`` (seconds without an operation after which a resident
+        session is dropped, default 600, on the agent's clock). A dropped
+        session re-activates from its stream on next use (R21, R6).
+        """
         return AgentBuilder(provider, model, **options)
 
     @property
@@ -112,7 +140,7 @@ class Agent:
         """The fold of the last run's session, served redacted (R1, G86)."""
         if self._last_session_id is None:
             return SessionState()
-        session = self._sessions.get(self._last_session_id)
+        session = self._resident.get(self._last_session_id) or self._last
         state = session.journal.folder.state() if session else SessionState()
         redact = self._config.redact
         return redact.served(state) if redact is not None else state
@@ -121,6 +149,47 @@ class Agent:
     def session_id(self) -> str | None:
         """The id of the last run's session."""
         return self._last_session_id
+
+    # -- residency (R21) ----------------------------------------------------
+
+    @property
+    def resident_count(self) -> int:
+        """How many sessions this agent holds in memory now."""
+        return len(self._resident)
+
+    def evict_idle(self, now: int | None = None) -> int:
+        """Drop resident sessions idle longer than ``idle_s``; return how many.
+
+        Args:
+            now: the agent clock's reading in ms (default: the clock's now).
+
+        A session with an operation in flight is never dropped; a dropped one
+        re-activates from its stream on next use, silently (R6).
+        """
+        return self._resident.evict_idle(now)
+
+    def forget(self, session_id: str) -> bool:
+        """Drop one resident session unless an operation is in flight on it.
+
+        Returns whether it was dropped. Nothing is appended (R6).
+        """
+        return self._resident.forget(session_id)
+
+    @contextlib.asynccontextmanager
+    async def _operating(self, session: Session) -> AsyncIterator[None]:
+        """Hold a session's lock for one operation; it is busy meanwhile (R21)."""
+        session.users += 1
+        self._resident.touch(session)
+        try:
+            async with session.lock:
+                yield
+        finally:
+            session.users -= 1
+            self._resident.touch(session)
+
+    def _use(self, session: Session) -> None:
+        self._last_session_id = session.session_id
+        self._last = session
 
     # -- sessions ---------------------------------------------------------
 
@@ -135,21 +204,25 @@ class Agent:
             served_form=cfg.redact.served if cfg.redact is not None else None,
         )
         session = Session(journal)
-        self._sessions[session_id] = session
+        self._resident.admit(session)
         return session
 
     async def _activate(self, session_id: str) -> Session | None:
-        """The hosted session, activated from its stream on first use (R6)."""
-        session = self._sessions.get(session_id)
-        if session is not None and not session.journal.broken:
+        """The hosted session, activated from its stream on first use (R6).
+
+        A cached session is returned as it is; a broken one re-folds the
+        stream when its next operation catches up (``Journal.activate``).
+        """
+        session = self._resident.get(session_id)
+        if session is not None:
             return session
         session = self._new_session(session_id)
         # R9, R2: a caller that finds this session cached meanwhile waits on its
         # lock, so the stream is never folded twice into one cache.
-        async with session.lock:
+        async with self._operating(session):
             await session.journal.activate()
         if session.journal.folder.last_seq == 0:
-            del self._sessions[session_id]
+            self._resident.discard(session)
             return None
         return session
 
@@ -200,11 +273,11 @@ class Agent:
                 session, seed, cp = self._new_session(cp.session_id), cp, None
             else:
                 session = found
-        async with session.lock:
+        async with self._operating(session):
             if cp is not None:
                 await session.journal.activate()  # catch up with other hosts
                 base_seq = self._check_continuation(session.journal.folder, cp)
-            self._last_session_id = session.session_id
+            self._use(session)
             return await self._guard(
                 session, self._start_turn(session, message, identity, base_seq, seed)
             )
@@ -212,6 +285,11 @@ class Agent:
     def _check_continuation(self, f: Folder, cp: Checkpoint) -> int:
         if f.pending is not None:
             raise NoConversationError("pending-question")
+        if f.dispatched:
+            # R20, R7: whether those calls took effect is not recorded yet.
+            raise RecoveryRequiredError(
+                session_id=cp.session_id, call_ids=tuple(f.dispatched)
+            )
         if cp.kind != "conversation":
             raise CheckpointError("stale", "a pause checkpoint was already resumed")
         held = f.history_at(cp.seq)
@@ -276,8 +354,15 @@ class Agent:
             raise NoConversationError("pending-question")
         return await self.run(message, continue_from=cp)
 
-    async def _guard(self, s: Session, body: Any) -> str | AskPause:
-        """Run a body; on a raise, record it once (G91) and re-raise."""
+    async def _guard(
+        self, s: Session, body: Any, *, resumed: int | None = None
+    ) -> str | AskPause:
+        """Run a body; on a raise, record it once (G91) and re-raise.
+
+        A body that lost a sequence conflict records nothing (R20); when it
+        was resuming the pause at seq ``resumed`` and the winner resolved that
+        pause, the loss is the checkpoint's replay (R9).
+        """
         try:
             out: str | AskPause = await body
         except MessageRefused as refused:
@@ -288,28 +373,35 @@ class Agent:
             await self._after(s, refused=err.phase == "input")
             raise err from None
         except BaseException as exc:
+            if s.journal.fenced:
+                await self._refold(s)
+                if resumed is not None and resumed in s.journal.folder.resolved_pauses:
+                    raise CheckpointError(
+                        "replayed",
+                        f"another writer resolved the pause at seq {resumed} first",
+                    ) from exc
+                raise
             await self._loop.fail(s, exc)
             await self._after(s)
             raise
         await self._after(s)
         return out
 
+    async def _refold(self, s: Session) -> None:
+        """Re-activate a broken session from the store, in place (R1, R5).
+
+        If the store is still down, it stays broken and its next operation
+        re-activates it; the snapshot meanwhile stays the cache's.
+        """
+        if not s.journal.broken:
+            return
+        try:
+            await s.journal.activate()
+        except HelmlogError:
+            log.warning("could not re-activate session %s", s.session_id, exc_info=True)
+
     async def _after(self, s: Session, *, refused: bool = False) -> None:
-        if s.journal.broken:
-            # The cache holds events the store never accepted: re-activate from
-            # the store, which is the truth (R1, R5). If the store is still
-            # down, the next use re-activates; the snapshot stays the cache's.
-            del self._sessions[s.session_id]
-            try:
-                fresh = await self._activate(s.session_id)
-            except LedgerAppendError:
-                fresh = None
-            except HelmlogError:
-                fresh = None
-            if fresh is None:
-                self._sessions[s.session_id] = s
-            else:
-                s = fresh
+        await self._refold(s)
         if not refused:
             self._checkpoint = s.journal.folder.checkpoint
 
@@ -323,17 +415,32 @@ class Agent:
         batch is dispatched, and the model is called. Returns the answer or a
         new pause; ``None`` when there was nothing to finish.
 
+        A turn is unfinished when it started and was ended neither by
+        ``agent.turn_end`` nor by ``error.fatal``, with no pause pending
+        (``Folder.unfinished``). A turn ended by ``error.fatal`` is not
+        continued, but calls it left dispatched without a result are recorded
+        as ``tool.outcome_unknown`` (nothing runs again), so the session can
+        be continued; this returns ``None``.
+
         Raises:
             CheckpointError: ``unknown-session`` when the store lacks it.
+            SequenceConflictError: another writer appended first; this
+                recovery appended nothing more (R20).
         """
         session = await self._hosted(session_id)
-        async with session.lock:
+        async with self._operating(session):
             await session.journal.activate()  # catch up with other hosts
             f = session.journal.folder
-            if not f.in_turn or f.pending is not None:
-                return None
-            self._last_session_id = session_id
-            return await self._guard(session, self._loop.drive(session))
+            if f.unfinished:
+                self._use(session)
+                return await self._guard(session, self._loop.drive(session))
+            if f.dispatched and f.pending is None:
+                self._use(session)
+                try:
+                    await self._loop.settle(session)
+                finally:
+                    await self._after(session)
+            return None
 
     def run_sync(self, message: str, **kwargs: Any) -> str | AskPause:
         """``run`` for scripts without an event loop."""
@@ -347,7 +454,7 @@ class Agent:
         """Answer a pause and continue the run (G59–G70)."""
         cp = _coerce(checkpoint)
         session = await self._hosted(cp.session_id)
-        async with session.lock:
+        async with self._operating(session):
             await session.journal.activate()  # catch up with other hosts
             f = session.journal.folder
             self._check_pause(f, cp)
@@ -376,8 +483,10 @@ class Agent:
                     tool_name=pending.tool_name,
                     received="nothing",
                 )
-            self._last_session_id = session.session_id
-            return await self._guard(session, self._resume(session, decision))
+            self._use(session)
+            return await self._guard(
+                session, self._resume(session, decision), resumed=cp.seq
+            )
 
     def _check_pause(self, f: Folder, cp: Checkpoint) -> None:
         """R9: refuse a checkpoint before anything is appended."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
 
-from ._config import AgentConfig
+from ._config import DEFAULT_IDLE_S, DEFAULT_MAX_RESIDENT, AgentConfig
 from ._links import (
     Link,
     as_message_link,
@@ -77,6 +77,8 @@ class AgentBuilder:
         clock: Callable[[], int] | None = None,
         ids: Callable[[], str] | None = None,
         credentials: CredentialResolver | Mapping[str, str] | None = None,
+        max_resident: int = DEFAULT_MAX_RESIDENT,
+        idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
         if not callable(getattr(provider, "call", None)):
             raise AgentBuildError(
@@ -91,6 +93,24 @@ class AgentBuilder:
             raise AgentBuildError(
                 "redact= takes a RedactionPolicy (conversation_redaction())"
             )
+        if (
+            isinstance(max_resident, bool)
+            or not isinstance(max_resident, int)
+            or max_resident < 1
+        ):
+            raise AgentBuildError(
+                f"max_resident= takes an int of at least 1, got {max_resident!r}"
+            )
+        if (
+            isinstance(idle_s, bool)
+            or not isinstance(idle_s, int | float)
+            or not idle_s >= 0
+        ):
+            raise AgentBuildError(
+                f"idle_s= takes a number of seconds, 0 or more, got {idle_s!r}"
+            )
+        self._max_resident = max_resident
+        self._idle_s = float(idle_s)
         self._provider = provider
         self._model = model
         self._redact = redact
@@ -302,6 +322,8 @@ class AgentBuilder:
             policy_version=AgentConfig.posture_digest(
                 tool_links, message_links, self._window, self._permissions
             ),
+            max_resident=self._max_resident,
+            idle_s=self._idle_s,
         )
         return Agent(config, listeners)
 

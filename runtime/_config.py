@@ -6,7 +6,8 @@ Emits:   nothing.
 
 Laws: R9 (``policy_version``: a digest of the governance posture — the
 ordered link names and hooks of each chain, phase restrictions, the window
-strategy's name, whether a permission checker is set).
+strategy's name, whether a permission checker is set), R21 (``max_resident``
+and ``idle_s`` bound the sessions an agent keeps resident).
 
 Why the posture is hashed at build time: a checkpoint taken under one set of
 rules must not be resumed under another without saying so (``policy-changed``).
@@ -25,6 +26,12 @@ from ._redaction import RedactionPolicy
 from ._tools import CredentialResolver, Tool
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec
+
+DEFAULT_MAX_RESIDENT = 10_000
+"""Sessions an agent keeps resident unless built with ``max_resident=``."""
+
+DEFAULT_IDLE_S = 600.0
+"""Seconds without an operation after which a resident session is dropped."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,6 +56,8 @@ class AgentConfig:
     has_result_hooks: bool = False
     output_governed: bool = False
     policy_version: str = ""
+    max_resident: int = DEFAULT_MAX_RESIDENT
+    idle_s: float = DEFAULT_IDLE_S
 
     @staticmethod
     def posture_digest(

@@ -12,12 +12,21 @@ Laws: R1 (the live state is the fold of what was recorded — the folder applies
 the decoded stored bytes, not the live objects, so the two cannot drift), R2
 (appends carry the expected seq), R5 (an append that fails raises
 ``LedgerAppendError`` and the action does not happen), R12 (tokens are never
-appended), G49 (facts are delivered after their rows are appended), G84.
+appended), R20 (an append that loses a sequence conflict raises
+``SequenceConflictError`` as itself and fences the journal: its run appends
+nothing more), G49 (facts are delivered after their rows are appended), G84.
 
 Why fold at ``add`` and not at ``flush``: the loop reads the history it has
 just committed (the next request, a later call's context) before the next
 flush point. If a flush then fails, the cached state is marked broken and the
-session is re-activated from the store, which holds only what was appended.
+session is re-activated from the store, which holds only what was appended:
+``activate`` on a broken journal folds the whole stream afresh.
+
+Why a conflict is not a ``LedgerAppendError``: an outage says "retry", a
+conflict says "another writer owns this turn". The loser must not record its
+failure either (an ``error.fatal`` after the winner's batch would make the
+winner's next append conflict after its tool ran), so the caller needs to
+tell the two apart.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from helmlog.events import (
     Folder,
     LedgerAppendError,
     MiddlewareDecision,
+    SequenceConflictError,
     StoredEvent,
     StreamToken,
     UnknownEvent,
@@ -62,6 +72,7 @@ class Journal:
         "_stored",
         "broken",
         "clock",
+        "fenced",
         "flushed_seq",
         "folder",
         "last_hash",
@@ -90,6 +101,7 @@ class Journal:
         self.next_seq = 1
         self.last_hash = ""
         self.broken = False
+        self.fenced = False
         self._buffer: list[tuple[StoredEvent, str]] = []
         self._stored = stored_form
         self._served = served_form
@@ -98,9 +110,23 @@ class Journal:
         """Fold the session's stored stream silently (R6): no append, no event.
 
         Called again on a cached session, it catches up with what other hosts
-        appended since (the cache is only a cache). Only between operations:
-        never while events are buffered.
+        appended since (the cache is only a cache). On a broken journal it
+        folds the whole stream into a fresh folder, dropping what the store
+        never accepted; the journal is then whole again. Only between
+        operations: never while events are buffered.
         """
+        if self.broken:
+            stream = await self.store.read(self.session_id, 0)
+            folder = Folder(self.session_id)
+            for record in stream:
+                folder.apply(record.decode())
+            self.folder = folder
+            self.flushed_seq = stream[-1].seq if stream else 0
+            self.last_hash = stream[-1].hash if stream else ""
+            self.next_seq = self.flushed_seq + 1
+            self._buffer = []
+            self.broken = self.fenced = False
+            return
         assert not self._buffer, "catch-up would interleave with unflushed events"
         records = await self.store.read(self.session_id, self.flushed_seq)
         for record in records:
@@ -160,6 +186,8 @@ class Journal:
         """Append what was added, atomically; then deliver it (R5, G49).
 
         Raises:
+            SequenceConflictError: another writer appended first (R20); the
+                journal is broken and fenced: its run appends nothing more.
             LedgerAppendError: the store refused or failed; nothing after this
                 point may happen, and the cached state is marked broken.
         """
@@ -169,6 +197,9 @@ class Journal:
         records = [record for record, _ in batch]
         try:
             await self.store.append_sealed(self.session_id, records, self.flushed_seq)
+        except SequenceConflictError:
+            self.broken = self.fenced = True
+            raise
         except Exception as exc:
             # Translated, never swallowed: what was not recorded did not happen.
             self.broken = True

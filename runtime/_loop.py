@@ -15,7 +15,9 @@ ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
 (output admission and holding), G51 (the fixed dispatch order), G52
 (batches), G53 (unknown tools first), G54 (the permission gate), G55–G57,
 G59–G66 (pause, resume, one question per call, no dropped call), G69–G70
-(``ask_human``), G80 (window records), G91 (one ``error.fatal``), R5, R7.
+(``ask_human``), G80 (window records), G91 (one ``error.fatal``), R5, R7,
+R20 (a run that lost a sequence conflict records nothing more, not even its
+failure).
 
 Why the loop re-derives outstanding calls from history instead of keeping an
 iterator: a paused or crashed run continues on another host from its stream
@@ -116,15 +118,27 @@ class MessageRefused(Exception):
 
 @dataclasses.dataclass(slots=True)
 class Session:
-    """One hosted session: its journal (a cache of its stream) and its lock."""
+    """One hosted session: its journal (a cache of its stream) and its lock.
+
+    ``users`` counts the operations in flight (holding or awaiting the lock);
+    ``last_used`` is the agent clock's reading at the last operation's start
+    or end. A session with users is never dropped from the cache (R21).
+    """
 
     journal: Journal
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     in_provider: bool = False
+    users: int = 0
+    last_used: int = 0
 
     @property
     def session_id(self) -> str:
         return self.journal.session_id
+
+    @property
+    def busy(self) -> bool:
+        """Whether an operation is in flight on this session."""
+        return self.users > 0 or self.lock.locked()
 
 
 def outstanding_calls(history: list[Message]) -> list[ToolCallRequest]:
@@ -586,6 +600,22 @@ class Loop:
         )
         return None
 
+    async def settle(self, s: Session) -> None:
+        """Record the outcome of calls a failed turn left dispatched (R7).
+
+        The turn ended with ``error.fatal`` while these calls ran, so nothing
+        reads their results and nothing is run again: each is recorded as
+        ``tool.outcome_unknown``, which lets the session continue (R20).
+        """
+        j = s.journal
+        for record in list(j.folder.dispatched.values()):
+            j.add(
+                ToolOutcomeUnknown(
+                    tool_name=record.tool_name, tool_call_id=record.tool_call_id
+                )
+            )
+        await j.flush()
+
     # -- failure -----------------------------------------------------------
 
     async def fail(
@@ -597,7 +627,15 @@ class Loop:
         middleware: str | None = None,
     ) -> None:
         """Record a run that ends by raising: missing tool messages, one
-        ``error.fatal`` (G66, G91). Never raises; a store that refuses is logged."""
+        ``error.fatal`` (G66, G91). Never raises; a store that refuses is logged.
+
+        A run fenced by a sequence conflict records nothing (R20): the stream
+        belongs to the writer that won, and an ``error.fatal`` after its batch
+        would make its next append conflict after its tool ran.
+        """
+        if s.journal.fenced:
+            s.in_provider = False
+            return
         if isinstance(exc, MessageRefused):
             code, retryable = "ERR_MESSAGE_DENIED", False
         elif isinstance(exc, LedgerAppendError):

@@ -38,7 +38,7 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
-from helmlog.events import Message, ToolCallRequest
+from helmlog.events import MemoryEventStore, Message, ToolCallRequest
 from helmlog.runtime.providers import scripted
 
 from .helpers import Recorder, assert_fold_matches, call, calls, of_type, stored
@@ -329,14 +329,40 @@ class HostStopped(BaseException):
     """Stands in for a host dying mid-call: nothing after it runs on that host."""
 
 
+class StopsAfterDispatch(MemoryEventStore):
+    """The stopping host's writes end once it has recorded a dispatch.
+
+    A host that dies records nothing more, not even its failure; an in-process
+    stand-in must not either, or the turn reads as ended by ``error.fatal``.
+    """
+
+    dead = False
+
+    async def append_sealed(
+        self, session_id: str, records: Any, expected_seq: int
+    ) -> int:
+        if self.dead:
+            raise ConnectionError("the host is gone")
+        seq = await super().append_sealed(session_id, records, expected_seq)
+        self.dead = any(b'"tool.dispatched"' in r.data for r in records)
+        return seq
+
+
 async def test_g18_no_walk_for_a_call_whose_outcome_is_unknown() -> None:
     """G18/R7: a dispatched call without a recorded result is not walked on recovery."""
     shelf, seen = Shelf(raises=HostStopped()), []
-    first = build(scripted(one_call()), shelf.tool, links=(result_spy("audit", seen),))
+    store = StopsAfterDispatch()
+    first = build(
+        scripted(one_call()),
+        shelf.tool,
+        links=(result_spy("audit", seen),),
+        store=store,
+    )
     with pytest.raises(HostStopped):
         await first.run("where is 7?")
     sid = first.session_id
     assert sid is not None
+    store.dead = False  # another host, with a working connection, takes over
 
     # A second host over the same stream takes the session over (R7).
     model = scripted(["I could not confirm it."])
