@@ -227,18 +227,29 @@ class Cluster:
         self._hosts.append(hosts)
         return ClusterAgent(self, hosts)
 
-    def policy(self, factory: Callable[[], Any]) -> PolicyLink:
-        """Host the link ``factory()`` builds in a ``PolicyActor``; return a
-        link that every session on every host can attach, sharing its state."""
+    def policy(self, factory: Callable[[], Any]) -> list[PolicyLink]:
+        """Host the chain ``factory()`` builds in one ``PolicyActor``.
+
+        ``factory`` (picklable: it runs inside the actor) returns a link or a
+        sequence of links, in chain order; they share the actor's state. The
+        result is one ``PolicyLink`` per hosted link, in that order: what an
+        agent factory attaches where it would attach the inline links, and
+        what every session on every host shares (R17).
+        """
+        from ._policy import chain_links
+
         remote: Any = ray.remote(PolicyActor)
+        # One hook at a time: a rule updates its state without racing another
+        # session's call.
         handle = remote.options(num_cpus=0, max_concurrency=1).remote(factory)
-        name, has_call, has_result = ray.get(handle.describe.remote())
+        described = ray.get(handle.describe.remote())
         self._actors.append(handle)
-        return PolicyLink(handle, name, has_call, has_result)
+        return chain_links(handle, described)
 
     def isolated(self, *tools: Tool) -> list[Tool]:
         """Run these tools in a ``ToolExecutor`` of their own; the returned
-        tools are what an agent factory registers in their place."""
+        tools are what an agent factory registers in their place. Their
+        arguments and results cross as typed messages (R12)."""
         remote: Any = ray.remote(ToolExecutor)
         handle = remote.options(num_cpus=0, max_concurrency=100).remote(list(tools))
         self._actors.append(handle)

@@ -1,120 +1,232 @@
-"""Shared rules and isolated tools: ``PolicyActor`` and ``ToolExecutor``.
+"""Shared chains and isolated tools: ``PolicyActor`` and ``ToolExecutor``.
 
 Pattern: remote proxies with the local shape — a proxy link is a link, a
          proxy tool is a ``Tool`` — so the walker and the pipeline cannot tell
-         them apart and record exactly what they would inline.
-Role:    actors layer; ``Cluster.policy(factory)`` hosts a link whose state
-         (remembered approvals, rate limits, budgets) every session on every
-         host shares; ``Cluster.isolated(tool)`` runs a tool in an executor.
+         them apart and record exactly what they would inline. Everything
+         that crosses is a typed message of ``_messages.py``.
+Role:    actors layer; ``Cluster.policy(factory)`` hosts a whole chain (its
+         links, in order, sharing state: remembered approvals, rate limits,
+         budgets) that every session on every host attaches;
+         ``Cluster.isolated(tool)`` runs a tool in an executor.
 Emits:   nothing; decisions are filed by the session's journal as always.
 
-Laws: R17 (a link hosted by a PolicyActor shares its state across sessions
+Laws: R17 (a chain hosted by a PolicyActor shares its state across sessions
 and hosts, and a tool run by a ToolExecutor returns what it would inline;
-neither adds, removes or reorders a decision), G7 (a hook that raises in the
-actor reads exactly as if it raised inline), G69 (``ask_human`` inside an
-isolated tool still pauses the run).
+neither adds, removes or reorders a decision: the walker still walks each
+link itself, in its place), R12 (contexts, outcomes, arguments and results
+cross as msgspec-encoded Structs, never pickled helmlog objects), G6/G7 (a
+hook that returns a non-outcome or raises in the actor reads exactly as if it
+did so inline), G69 (``ask_human`` inside an isolated tool still pauses).
 
-Why the proxy re-raises the remote cause rather than Ray's wrapper: the
-denial text for a raising rule is ``middleware '<name>' threw: <str(exc)>``;
-a wrapper's text would make the ledger depend on where the rule ran.
+Why one proxy per hosted link, rather than one link for the chain: the walker
+files a row per link, stops at the first non-allow and runs after-tool hooks
+in reverse, interleaved with inline links; only links it walks itself keep
+all of that true by construction. One actor hosts them all so their state is
+shared, and it serves one hook at a time (``max_concurrency=1``), so a rule
+reads and updates its state without racing another session.
+
+Why the factories are picklable callables: Ray ships the chain factory to the
+PolicyActor and the agent factory to every session host (cloudpickle, so a
+module-level function or a ``functools.partial`` of one). The links the
+cluster returns hold only an actor handle and their name and hooks, so an
+agent factory may close over them.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ray.exceptions import RayTaskError
+from helmlog.runtime import Tool, ask_human
 
-from helmlog.runtime import Tool
-from helmlog.runtime._links import hook, link_name
+# Not yet public in helmlog.runtime (no ``lowlevel`` namespace exists): the
+# signal ``ask_human`` raises and the call that marks a tool as running.
 from helmlog.runtime._pause import AskHumanSignal
 from helmlog.runtime._tools import call_execute
 
+from ._messages import (
+    AskedHuman,
+    ChainInfo,
+    Context,
+    ExecuteIn,
+    LinkInfo,
+    MessageIn,
+    Raised,
+    RemoteRaised,
+    Returned,
+    ToolCallIn,
+    ToolResultIn,
+    call_in,
+    context_of,
+    decode_call,
+    decode_chain,
+    decode_execute,
+    decode_execute_reply,
+    decode_hook_reply,
+    encode,
+    encode_reply,
+    outcome_of,
+    raised_text,
+    reply_of,
+)
 
-async def _await(ref: Any) -> Any:
-    try:
-        return await ref
-    except RayTaskError as exc:
-        raise exc.cause from None
+HookFn = Callable[[Any], Any]
+
+
+def _name(obj: Any) -> str | None:
+    name = getattr(obj, "name", None)
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def _hook(obj: Any, attr: str) -> HookFn | None:
+    fn = getattr(obj, attr, None)
+    return fn if callable(fn) else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hosted:
+    """One hosted link, hooks resolved once."""
+
+    name: str
+    on_tool_call: HookFn | None
+    on_tool_result: HookFn | None
+    on_message: HookFn | None
+
+    def info(self) -> LinkInfo:
+        return LinkInfo(
+            name=self.name,
+            on_tool_call=self.on_tool_call is not None,
+            on_tool_result=self.on_tool_result is not None,
+            on_message=self.on_message is not None,
+        )
+
+    def hook_for(self, msg: ToolCallIn | ToolResultIn | MessageIn) -> HookFn | None:
+        if isinstance(msg, ToolCallIn):
+            return self.on_tool_call
+        if isinstance(msg, ToolResultIn):
+            return self.on_tool_result
+        return self.on_message
+
+
+def _host(obj: Any) -> _Hosted:
+    name = _name(obj)
+    if name is None:
+        raise ValueError(
+            f"a policy factory's links need a non-empty name (got {obj!r})"
+        )
+    hosted = _Hosted(
+        name=name,
+        on_tool_call=_hook(obj, "on_tool_call"),
+        on_tool_result=_hook(obj, "on_tool_result"),
+        on_message=_hook(obj, "on_message"),
+    )
+    if not (hosted.on_tool_call or hosted.on_tool_result or hosted.on_message):
+        raise ValueError(
+            f"policy link '{name}' has no hook "
+            "(on_tool_call, on_tool_result or on_message)"
+        )
+    return hosted
 
 
 class PolicyActor:
-    """Hosts one link, built by ``factory()`` inside the actor."""
+    """Hosts the chain ``factory()`` builds: one link, or a sequence of links."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
-        link = factory()
-        if link_name(link) is None:
-            raise ValueError("a policy factory must build a link with a non-empty name")
-        self._link = link
+        built = factory()
+        links = list(built) if isinstance(built, list | tuple) else [built]
+        if not links:
+            raise ValueError("a policy factory must build at least one link")
+        self._links = [_host(obj) for obj in links]
 
-    async def describe(self) -> tuple[str, bool, bool]:
-        """The link's name and which tool hooks it has."""
-        name = link_name(self._link)
-        assert name is not None
-        return (
-            name,
-            hook(self._link, "on_tool_call") is not None,
-            hook(self._link, "on_tool_result") is not None,
-        )
+    async def describe(self) -> bytes:
+        """The hosted chain (an encoded ``ChainInfo``)."""
+        return encode(ChainInfo(links=tuple(h.info() for h in self._links)))
 
-    async def call(self, hook_name: str, ctx: Any) -> Any:
-        """Run one hook; its return value goes back as it is (G6 is checked
-        by the caller's walker, exactly as inline)."""
-        fn = hook(self._link, hook_name)
-        assert fn is not None
-        out = fn(ctx)
-        if inspect.isawaitable(out):
-            out = await out
-        return out
+    async def call(self, data: bytes) -> bytes:
+        """Run one hook (an encoded ``HookCall``); answer an encoded ``HookReply``.
+
+        G6 is judged by the caller's walker, exactly as inline: a non-outcome
+        goes back as its type's name; a raise as its text (G7).
+        """
+        msg = decode_call(data)
+        fn = self._links[msg.link].hook_for(msg)
+        if fn is None:
+            raise ValueError(f"hosted link {msg.link} has no hook for {type(msg)}")
+        try:
+            out = fn(context_of(msg))
+            if inspect.isawaitable(out):
+                out = await out
+        except Exception as exc:  # noqa: BLE001 — G7: a raise is answered, as inline
+            return encode_reply(Raised(text=raised_text(exc)))
+        return encode_reply(reply_of(out))
 
 
 class PolicyLink:
-    """A tool link whose hooks run in a ``PolicyActor`` (state shared)."""
+    """One link of a chain hosted by a ``PolicyActor`` (its state is shared).
 
-    def __init__(
-        self, handle: Any, name: str, has_call: bool, has_result: bool
-    ) -> None:
-        self.name = name
+    Has the hooks its hosted link has, and no others, so the walker and the
+    policy version see the same link they would inline.
+    """
+
+    def __init__(self, handle: Any, index: int, info: LinkInfo) -> None:
+        self.name = info.name
         self._handle = handle
-        self.on_tool_call = self._on_tool_call if has_call else None
-        self.on_tool_result = self._on_tool_result if has_result else None
+        self._index = index
+        self.on_tool_call = self._call if info.on_tool_call else None
+        self.on_tool_result = self._call if info.on_tool_result else None
+        self.on_message = self._call if info.on_message else None
 
-    async def _on_tool_call(self, ctx: Any) -> Any:
-        return await _await(self._handle.call.remote("on_tool_call", ctx))
-
-    async def _on_tool_result(self, ctx: Any) -> Any:
-        return await _await(self._handle.call.remote("on_tool_result", ctx))
+    async def _call(self, ctx: Context) -> Any:
+        data = encode(call_in(self._index, ctx))
+        return outcome_of(decode_hook_reply(await self._handle.call.remote(data)))
 
     def __repr__(self) -> str:
         return f"PolicyLink(name={self.name!r})"
 
 
+def chain_links(handle: Any, described: bytes) -> list[PolicyLink]:
+    """The proxies for a ``PolicyActor``'s chain, in its order."""
+    info = decode_chain(described)
+    return [PolicyLink(handle, i, link) for i, link in enumerate(info.links)]
+
+
 class ToolExecutor:
     """Runs the tools it was given, by name, in its own process."""
 
-    def __init__(self, tools: list[Tool]) -> None:
+    def __init__(self, tools: Sequence[Tool]) -> None:
         self._tools = {t.name: t for t in tools}
 
-    async def execute(self, name: str, kwargs: dict[str, Any]) -> tuple[str, Any, Any]:
-        """``("result", value, None)`` or ``("ask-human", question, detail)``."""
+    async def execute(self, data: bytes) -> bytes:
+        """Run one tool (an encoded ``ExecuteIn``); answer an ``ExecuteReply``."""
+        msg = decode_execute(data)
         try:
-            out = await call_execute(self._tools[name], kwargs, name)
+            out = await call_execute(
+                self._tools[msg.tool_name], msg.args, msg.tool_name
+            )
         except AskHumanSignal as signal:
-            return ("ask-human", signal.question, signal.detail)
-        return ("result", out, None)
+            return encode_reply(
+                AskedHuman(question=signal.question, detail=signal.detail)
+            )
+        except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
+            return encode_reply(Raised(text=raised_text(exc)))
+        return encode_reply(Returned(value=out))
 
 
 def isolated_tool(tool: Tool, handle: Any) -> Tool:
     """A ``Tool`` equal to ``tool`` whose ``execute`` runs in an executor."""
 
     async def execute(**kwargs: Any) -> Any:
-        kind, value, detail = await _await(handle.execute.remote(tool.name, kwargs))
-        if kind == "ask-human":
-            raise AskHumanSignal(value, detail)
-        return value
+        data = encode(ExecuteIn(tool_name=tool.name, args=kwargs))
+        reply = decode_execute_reply(await handle.execute.remote(data))
+        if isinstance(reply, AskedHuman):
+            # Raised here, inside the host's running tool, so the run pauses (G69).
+            ask_human(reply.question, reply.detail)
+        if isinstance(reply, Raised):
+            raise RemoteRaised(reply.text)
+        return reply.value
 
     proxy = copy.copy(tool)
     proxy.execute = execute

@@ -1,8 +1,10 @@
-"""Shared rules and isolated tools on a real Ray (R17).
+"""Shared chains and isolated tools on a real Ray (R17, R12, G6, G7, G69).
 
-A link hosted by a ``PolicyActor`` shares its state across sessions and hosts;
-a tool run by a ``ToolExecutor`` returns what it would inline; neither adds,
-removes or reorders a decision.
+A chain hosted by a ``PolicyActor`` shares its state across sessions and
+hosts; a tool run by a ``ToolExecutor`` returns what it would inline; neither
+adds, removes or reorders a decision, and a hook that raises or returns a
+non-outcome in the actor reads exactly as it would inline. What crosses is
+typed messages (their round trips are tested in tests/unit/actors).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 import pytest
 
 from helmlog import is_ask_pause
-from helmlog.actors import Cluster
+from helmlog.actors import Cluster, host_for
 from helmlog.events import EventStore, open_event_store
 
+from . import chain_agents
 from .cluster_agents import budget, card_agent, pick_card, refund, refund_agent
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -57,7 +60,7 @@ async def test_r17_a_policy_actor_shares_its_state_across_sessions_and_hosts(
 ) -> None:
     """R17: three refunds in all, across six sessions on two hosts."""
     shared = cluster.policy(budget)
-    factory = functools.partial(refund_agent, tools=[refund], links=[shared])
+    factory = functools.partial(refund_agent, tools=[refund], links=shared)
     agent = cluster.agent(factory)
     outcomes = []
     for _ in range(6):
@@ -88,7 +91,7 @@ async def test_r17_an_isolated_tool_and_a_remote_rule_record_what_inline_ones_do
 
     (isolated,) = cluster.isolated(refund)
     factory = functools.partial(
-        refund_agent, tools=[isolated], links=[cluster.policy(budget)]
+        refund_agent, tools=[isolated], links=cluster.policy(budget)
     )
     remote = cluster.agent(factory).client()
     assert "Done." == await remote.run("refund order 7")
@@ -117,3 +120,108 @@ async def test_g69_ask_human_in_an_isolated_tool_pauses_and_resumes(
     )
     history = agent.last_snapshot().history
     assert "the visa ending 4242" == history[2].content
+
+
+async def _stream_shape(store: EventStore, session_id: str | None) -> list[Any]:
+    assert session_id is not None
+    return _shape([r.decode() for r in await store.read(session_id)])
+
+
+@_on_session_loop
+async def test_r17_a_two_link_chain_in_one_policy_actor_shares_state_as_inline(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """R17: two links share one actor's state across hosts; same rows, same order."""
+    links = cluster.policy(chain_agents.desk_chain)
+    assert ["refund-quota", "receipt"] == [link.name for link in links]
+    factory = functools.partial(
+        chain_agents.one_refund_agent,
+        tools=[chain_agents.refund],
+        links=links,
+        tool_name="refund",
+    )
+    agent = cluster.agent(factory)
+    remote_shapes: list[list[Any]] = []
+    placed: set[int] = set()
+    # At least five sessions (the quota of three runs out), and until both
+    # hosts have held one: the state must cross hosts.
+    while len(remote_shapes) < 5 or len(placed) < 2:
+        client = agent.client()
+        assert "Done." == await client.run("refund order 7")
+        assert client.session_id is not None
+        placed.add(host_for(client.session_id, 2))
+        remote_shapes.append(await _stream_shape(store, client.session_id))
+
+    inline_links = chain_agents.desk_chain()
+    inline_shapes: list[list[Any]] = []
+    for _ in remote_shapes:
+        inline = chain_agents.one_refund_agent(
+            store, tools=[chain_agents.refund], links=inline_links, tool_name="refund"
+        )
+        assert "Done." == await inline.run("refund order 7")
+        inline_shapes.append(await _stream_shape(store, inline.session_id))
+
+    assert inline_shapes == remote_shapes
+    # The receipt link reads the count the quota link keeps: shared state.
+    for n, shape in enumerate(remote_shapes[:3], start=1):
+        assert ("message.committed", f"refunded order 7 (desk refund #{n})") in shape
+    spent = "the desk's quota of 3 refunds is spent"
+    assert ("decision.filed", "refund-quota", "deny", False, spent) in remote_shapes[3]
+
+
+THREW = "middleware 'rate-check' threw: the rate service is down"
+NOT_AN_OUTCOME = (
+    "middleware 'sloppy-rule' returned a str, which is not allow(), deny() or ask()"
+)
+
+
+@pytest.mark.parametrize(
+    ("chain", "tool_name", "entry"),
+    [
+        pytest.param(
+            chain_agents.raising_chain,
+            "refund",
+            ("decision.filed", "rate-check", "deny", False, THREW),
+            id="G7-hook-raises",
+        ),
+        pytest.param(
+            chain_agents.non_outcome_chain,
+            "refund",
+            ("decision.filed", "sloppy-rule", "deny", False, NOT_AN_OUTCOME),
+            id="G6-not-an-outcome",
+        ),
+        pytest.param(
+            None,
+            "broken_refund",
+            ("stream.tool_end", "the payments backend refused order 7"),
+            id="G18-isolated-tool-raises",
+        ),
+    ],
+)
+@_on_session_loop
+async def test_g7_a_hosted_hook_or_tool_that_fails_reads_exactly_as_inline(
+    cluster: Cluster,
+    store: EventStore,
+    chain: Any,
+    tool_name: str,
+    entry: tuple[Any, ...],
+) -> None:
+    """G6/G7/G18: a raise or a non-outcome in an actor files the inline text."""
+    tool = getattr(chain_agents, tool_name)
+    inline_links = [] if chain is None else [chain()]
+    inline = chain_agents.one_refund_agent(
+        store, tools=[tool], links=inline_links, tool_name=tool_name
+    )
+    assert "Done." == await inline.run("refund order 7")
+
+    links = [] if chain is None else cluster.policy(chain)
+    tools = [tool] if chain is not None else cluster.isolated(tool)
+    factory = functools.partial(
+        chain_agents.one_refund_agent, tools=tools, links=links, tool_name=tool_name
+    )
+    remote = cluster.agent(factory).client()
+    assert "Done." == await remote.run("refund order 7")
+
+    expected = await _stream_shape(store, inline.session_id)
+    assert expected == await _stream_shape(store, remote.session_id)
+    assert entry in expected
