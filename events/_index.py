@@ -44,8 +44,12 @@ TURN_END: Final = b"agent.turn_end"
 FATAL: Final = b"error.fatal"
 PAUSE_REQUEST: Final = b"pause.request"
 PAUSE_RESUME: Final = b"pause.resume"
+FACT_TYPE: Final = b"middleware.decision"
+# The types that move an index entry; any other record leaves the index alone.
+RELEVANT_TYPES: Final = frozenset(
+    {TURN_START, TURN_END, FATAL, PAUSE_REQUEST, PAUSE_RESUME}
+)
 _PREFIX: Final = b'{"type":"'
-_RELEVANT: Final = frozenset({TURN_START, TURN_END, FATAL, PAUSE_REQUEST, PAUSE_RESUME})
 
 
 class PendingAsk(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,7 +112,7 @@ def delta_of(session_id: str, records: Sequence[StoredEvent]) -> IndexDelta | No
     found = False
     for record in records:
         kind = record_type(record.data)
-        if kind not in _RELEVANT:
+        if kind not in RELEVANT_TYPES:
             continue
         found = True
         if kind == TURN_START:

@@ -1,26 +1,48 @@
 """The Redis adapter of the event-store port: one stream per session.
 
-Pattern: a port adapter (``EventStore``) over ``redis.asyncio``'s connection
-         pool; appends go through one Lua script, so the sequence check and
-         the write are one atomic step, and concurrent appends are
-         group-committed (queued, then sent as one pipeline per round trip).
+Pattern: a port adapter (``EventStore``) over ``redis.asyncio`` blocking
+         connection pools; appends go through one Lua script, so the sequence
+         check and the write are one atomic step, and concurrent appends are
+         group-committed (queued, then sent as one pipeline per node per
+         round trip). On a Redis Cluster the store routes each command to the
+         node owning its key's slot (a slot map of its own, refreshed on
+         MOVED) and sends one pipeline per node.
 Role:    events layer; the durable store behind hosts and the CLI's
-         ``verify``, ``replay`` and ``tail``. Passes
-         ``tests/contracts/test_event_store.py``.
-Emits:   decision facts to the global stream ``helmlog:facts`` (R4).
+         ``verify``, ``replay``, ``tail``, ``asks`` and ``recover``. Passes
+         ``tests/contracts`` on a standalone server and on a 3-master cluster.
+Emits:   decision facts to the sharded facts streams ``helmlog:facts:{<n>}``
+         (R4), and the open-turn and pending-ask index entries (R7, R18).
 
 Laws: R2 (the script appends a batch only when the stream's last seq equals
 ``expected_seq``; stream ids are ``0-<seq>``, so Redis itself refuses a gap
 or a duplicate), R3 (each entry keeps its hash beside its data), R4 (facts
 are published after the session append succeeded, best-effort, never failing
-it; ``republish_facts`` publishes from the session stream what was missed),
-R5 (every driver error becomes a retryable ``StoreError`` naming the store),
-R11 (``helmlog:{<session_id>}:events`` is the only per-session key).
+it; ``reindex``/``republish_facts`` publish from the stream what was missed),
+R5 (every driver error becomes a retryable ``StoreError`` naming the store;
+a full pool waits, and a wait past ``pool_timeout`` is a ``StoreError``
+naming the pool), R7/R18 (the indexes of ``events/_index.py``), R11 (every
+key of a session carries its ``{session_id}`` hash tag; every key spanning
+sessions is sharded into N keys tagged ``{<n>}``).
 
-Keys::
+Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
 
     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
-    helmlog:facts                   stream; fields session_id, seq, data
+    helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
+                                    session_id, seq, data
+    helmlog:facts-at:{<n>}          hash: session id -> last published fact seq
+    helmlog:open:{<n>}              hash: session id -> seq of its open turn
+    helmlog:asks:{<n>}              hash: session id -> "<seq>:<PendingAsk json>"
+
+    n = sha256(session_id)[:8] (big-endian) mod shards   (``shard_of``)
+
+URL options (stripped before the URL reaches redis-py)::
+
+    max_connections  connections per node, default 64 (waits when all busy)
+    pool_timeout     seconds a call waits for a connection, default 20
+    shards           index and facts shards, default 16; the same for every
+                     process of one deployment
+    facts_maxlen     approximate cap of each facts shard, default 1,000,000
+    cluster          auto (default: ask the server), yes or no
 
 Why the script also checks the stream's last hash against the batch's
 ``prev_hash``: the seq check alone cannot tell a stream that was deleted and
@@ -28,20 +50,26 @@ rewritten from the one the caller sealed against; checking the hash makes a
 stale head a ``SequenceConflictError``, never a fork. The same check makes a
 resent batch idempotent: when the stream already ends with exactly this batch
 (its last hash matches, and hashes chain), the script reports success, so a
-resend after a lost reply cannot turn our own append into a conflict.
+resend after a lost reply (or a MOVED) cannot turn our own append into a
+conflict.
 
-Why facts are published by the flusher and not awaited by ``append``: the
-facts stream is a global key (another cluster slot), so it cannot join the
-session's atomic script, and a slow or failing publisher must never change a
-run (R5). A batch's facts ride at the head of the next pipeline the flusher
-sends; ``read_facts`` can lag an append by one round trip, and ``close()``
-publishes what is still queued.
+Why facts and index entries travel in the round trip *after* their append:
+their keys live in other cluster slots than the session, so they cannot join
+the session's atomic script, and only a successful append may publish. A
+batch's shard operations ride at the head of the next pipeline the flusher
+sends (one script call per shard); the flusher sends them at once when no
+append follows. The one exception is the open-turn mark, which must exist
+before the turn does: it goes *before* the append (same pipeline on one
+server; a round trip earlier on a cluster), so a crash in between leaves a
+stale mark, never a missing one. Every index rule is seq-guarded, so late or
+repeated operations are harmless (``events/_index.py``).
 
 Why the store packs its own commands instead of calling redis-py's command
-methods: the ledger sits on every governed action, and redis-py's generic
-packing and reply callbacks cost more than the round trip itself. The store
-borrows the client's pool, connections, timeouts and TLS, and keeps nothing
-else of the driver; ``bench/ledger.py`` measures the difference.
+methods or pipelines: the ledger sits on every governed action, and
+redis-py's generic packing and reply callbacks cost more than the round trip
+itself (``bench/ledger.py`` measures both). The store borrows redis-py's
+blocking pool, connections, timeouts, TLS and error classes, and keeps
+nothing else of the driver.
 """
 
 from __future__ import annotations
@@ -57,27 +85,53 @@ import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    MaxConnectionsError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from ._chain import StoredEvent
 from ._codec import decode_envelope
 from ._errors import SequenceConflictError, StoreError
-from ._index import PendingAsk
+from ._index import (
+    DEFAULT_SHARDS,
+    FACT_TYPE,
+    RELEVANT_TYPES,
+    PendingAsk,
+    decode_ask,
+    delta_of,
+    encode_ask,
+    record_type,
+    shard_of,
+)
 from ._store import FactRecord, StoreBase, is_fact_record
 
 log = logging.getLogger("helmlog.events")
 
-FACTS_KEY: Final = "helmlog:facts"
+DEFAULT_MAX_CONNECTIONS: Final = 64
+DEFAULT_POOL_TIMEOUT_S: Final = 20.0
+DEFAULT_FACTS_MAXLEN: Final = 1_000_000
 _READ_PAGE: Final = 2000
-_FACT_BACKLOG_MAX: Final = 100_000
+_OPS_BACKLOG_MAX: Final = 100_000
 _HEAD_CACHE_MAX: Final = 65_536
+_REDIRECTS_MAX: Final = 5
 # Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
 _BLOCK_SLICE_MS: Final = 1_000
+# A cluster cannot XREAD keys of several slots in one command; it polls.
+_CLUSTER_POLL_S: Final = 0.05
 # Driver errors that mean "the store failed"; OSError covers sockets and
 # TimeoutError, which redis-py does not always wrap.
 _DRIVER_ERRORS: Final = (RedisError, OSError)
+_OPTIONS: Final = frozenset(
+    {"max_connections", "pool_timeout", "shards", "facts_maxlen", "cluster"}
+)
 
 # KEYS[1] the stream; ARGV expected_seq, prev_hash, then (data, hash) per record.
 # Returns {1, last_seq} when the batch is in the stream, {0, actual_seq} if not.
@@ -114,12 +168,92 @@ return {0, actual}
 """
 _APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA).hexdigest()
 
+# One shard's operations, in order. KEYS: facts stream, open hash, asks hash,
+# facts-at hash. ARGV[1] facts maxlen, then 5 arguments per operation:
+# code, session id, a, b, value. Codes (the rules of events/_index.py):
+#   F publish a fact (a = seq, value = data); P the same, only if not yet
+#   published; O open mark (a = turn start seq); C close (a = end seq);
+#   A pending ask (a = seq, value = entry); R resolve (a = resume seq);
+#   X reindex (a = stream's last seq, b = open mark or 0, value = entry or '').
+# Each write is a pcall, so one bad key fails its operation, not the shard's.
+# Returns {failed, first error, facts published}.
+_SHARD_LUA: Final = b"""
+local function seq_of(entry)
+  return tonumber(string.match(entry, '^(%d+):'))
+end
+local maxlen = ARGV[1]
+local failed, first, published = 0, '', 0
+local function run(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    failed = failed + 1
+    if first == '' then first = r.err end
+    return false
+  end
+  return true
+end
+local function publish(sid, s, data)
+  if run('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*',
+         'session_id', sid, 'seq', s, 'data', data) then
+    published = published + 1
+    local at = tonumber(redis.call('HGET', KEYS[4], sid) or '0')
+    if tonumber(s) > at then run('HSET', KEYS[4], sid, s) end
+  end
+end
+for i = 2, #ARGV, 5 do
+  local op, sid, a = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local b, value = ARGV[i + 3], ARGV[i + 4]
+  local seq = tonumber(a)
+  if op == 'F' then
+    publish(sid, a, value)
+  elseif op == 'P' then
+    if seq > tonumber(redis.call('HGET', KEYS[4], sid) or '0') then
+      publish(sid, a, value)
+    end
+  elseif op == 'O' then
+    local v = redis.call('HGET', KEYS[2], sid)
+    if not v or tonumber(v) < seq then run('HSET', KEYS[2], sid, a) end
+  elseif op == 'C' then
+    if redis.call('HEXISTS', KEYS[3], sid) == 0 then
+      local v = redis.call('HGET', KEYS[2], sid)
+      if v and tonumber(v) < seq then run('HDEL', KEYS[2], sid) end
+    end
+  elseif op == 'A' then
+    local v = redis.call('HGET', KEYS[3], sid)
+    if not v or seq_of(v) < seq then run('HSET', KEYS[3], sid, value) end
+  elseif op == 'R' then
+    local v = redis.call('HGET', KEYS[3], sid)
+    if v and seq_of(v) < seq then run('HDEL', KEYS[3], sid) end
+  elseif op == 'X' then
+    local mark = tonumber(b)
+    local v = redis.call('HGET', KEYS[2], sid)
+    if mark > 0 then
+      if not v or tonumber(v) < mark then run('HSET', KEYS[2], sid, b) end
+    elseif v and tonumber(v) <= seq then
+      run('HDEL', KEYS[2], sid)
+    end
+    local e = redis.call('HGET', KEYS[3], sid)
+    if value ~= '' then
+      if not e or seq_of(e) <= seq then run('HSET', KEYS[3], sid, value) end
+    elseif e and seq_of(e) <= seq then
+      run('HDEL', KEYS[3], sid)
+    end
+  end
+end
+return {failed, first, published}
+"""
+_SHARD_SHA: Final = hashlib.sha1(_SHARD_LUA).hexdigest()
+_SCRIPTS: Final = (_APPEND_LUA, _SHARD_LUA)
+
 _FIELDS: Final = (b"seq", b"data", b"hash")
 _KEY_PREFIX: Final = "helmlog:{"
 _KEY_SUFFIX: Final = "}:events"
+_CURSOR_PREFIX: Final = "f1:"
 
 Arg = bytes | str | int
 Command = Sequence[Arg]
+# One shard operation: code, session id, a, b, value (see _SHARD_LUA).
+Op = tuple[str, str, int, int, bytes]
 
 
 def stream_key(session_id: str) -> str:
@@ -129,6 +263,20 @@ def stream_key(session_id: str) -> str:
     key of the session starts the same way, so they still share one slot.
     """
     return f"{_KEY_PREFIX}{session_id}{_KEY_SUFFIX}"
+
+
+def shard_keys(n: int) -> tuple[str, str, str, str]:
+    """The keys of index shard ``n``: facts, open turns, asks, facts-at.
+
+    They share the hash tag ``{<n>}``, so one script updates a shard.
+    """
+    tag = f"{{{n}}}"
+    return (
+        f"helmlog:facts:{tag}",
+        f"helmlog:open:{tag}",
+        f"helmlog:asks:{tag}",
+        f"helmlog:facts-at:{tag}",
+    )
 
 
 def public_url(url: str) -> str:
@@ -148,6 +296,69 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+class StoreOptions:
+    """helmlog's own options of a Redis URL (see the module docstring)."""
+
+    __slots__ = ("cluster", "facts_maxlen", "max_connections", "pool_timeout", "shards")
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
+        shards: int = DEFAULT_SHARDS,
+        facts_maxlen: int = DEFAULT_FACTS_MAXLEN,
+        cluster: bool | None = None,
+    ) -> None:
+        for name, value in (
+            ("max_connections", max_connections),
+            ("shards", shards),
+            ("facts_maxlen", facts_maxlen),
+        ):
+            if value < 1:
+                raise ValueError(f"redis event store: {name} must be >= 1, got {value}")
+        if pool_timeout <= 0:
+            raise ValueError(
+                f"redis event store: pool_timeout must be > 0 s, got {pool_timeout}"
+            )
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
+        self.shards = shards
+        self.facts_maxlen = facts_maxlen
+        self.cluster = cluster
+
+
+def split_url(url: str) -> tuple[str, StoreOptions]:
+    """``(the URL redis-py gets, helmlog's options)``: our parameters removed."""
+    parts = urlsplit(url)
+    kept: list[tuple[str, str]] = []
+    given: dict[str, str] = {}
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        if k in _OPTIONS:
+            given[k] = v
+        else:
+            kept.append((k, v))
+    try:
+        cluster = given.get("cluster", "auto").lower()
+        if cluster not in {"auto", "yes", "no", "true", "false", "1", "0"}:
+            raise ValueError(f"cluster must be auto, yes or no, got {cluster!r}")
+        options = StoreOptions(
+            max_connections=int(given.get("max_connections", DEFAULT_MAX_CONNECTIONS)),
+            pool_timeout=float(given.get("pool_timeout", DEFAULT_POOL_TIMEOUT_S)),
+            shards=int(given.get("shards", DEFAULT_SHARDS)),
+            facts_maxlen=int(given.get("facts_maxlen", DEFAULT_FACTS_MAXLEN)),
+            cluster=None if cluster == "auto" else cluster in {"yes", "true", "1"},
+        )
+    except ValueError as exc:
+        raise ValueError(
+            f"bad redis event store URL {public_url(url)!r}: {exc}"
+        ) from None
+    clean = urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment)
+    )
+    return clean, options
+
+
 def _pack(commands: Sequence[Command]) -> bytes:
     """RESP-encode commands (arguments are bytes, str or int) into one write."""
     pack = hiredis.pack_command
@@ -155,20 +366,43 @@ def _pack(commands: Sequence[Command]) -> bytes:
     return b"".join([pack(tuple(command)) for command in commands])  # type: ignore[arg-type]
 
 
+class PoolExhaustedError(RedisConnectionError):
+    """No connection of a full pool came free in time (becomes a StoreError)."""
+
+
 class _Wire:
-    """Round trips on a redis-py pool: our packing, hiredis-parsed replies.
+    """Round trips on one node's redis-py pool: our packing, hiredis replies.
 
     Replies come back as the server sent them (no redis-py callbacks); an
     error reply takes its command's place as a ``ResponseError``.
     """
 
-    def __init__(self, client: aioredis.Redis) -> None:
-        self._pool = client.connection_pool
+    def __init__(self, pool: aioredis.ConnectionPool, name: str) -> None:
+        self.pool = pool
+        self.name = name
+
+    async def _acquire(self) -> Any:
+        try:
+            return await self.pool.get_connection()  # type: ignore[no-untyped-call]
+        except MaxConnectionsError as exc:
+            raise self._exhausted(None) from exc
+        except RedisConnectionError as exc:
+            if isinstance(exc.__cause__, TimeoutError):
+                raise self._exhausted(getattr(self.pool, "timeout", None)) from exc
+            raise
+
+    def _exhausted(self, waited: float | None) -> PoolExhaustedError:
+        size = getattr(self.pool, "max_connections", "?")
+        after = f" for {waited:g} s" if waited is not None else ""
+        return PoolExhaustedError(
+            f"the pool of {size} connections to {self.name} was exhausted{after} "
+            "(raise ?max_connections= or ?pool_timeout=)"
+        )
 
     async def call(self, commands: Sequence[Command]) -> list[Any]:
         packed = _pack(commands)
         for attempt in (1, 2):
-            conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            conn = await self._acquire()
             try:
                 await conn.send_packed_command(packed, check_health=False)
                 replies: list[Any] = []
@@ -182,7 +416,7 @@ class _Wire:
             except RedisConnectionError:
                 await conn.disconnect()
                 # A pooled socket the server closed (a restart) fails once.
-                # Sending again is safe: reads are reads, the append script is
+                # Sending again is safe: reads are reads, the scripts are
                 # idempotent, and facts are at-least-once (R4).
                 if attempt == 2:
                     raise
@@ -191,20 +425,211 @@ class _Wire:
                 await conn.disconnect()
                 raise
             finally:
-                await self._pool.release(conn)
+                await self.pool.release(conn)
         raise AssertionError("unreachable")
 
-    async def one(self, *command: Arg) -> Any:
-        reply = (await self.call([command]))[0]
-        if isinstance(reply, ResponseError):
+    async def call_loaded(self, commands: Sequence[Command]) -> list[Any]:
+        """``call``, loading the scripts and resending what met NOSCRIPT."""
+        replies = await self.call(commands)
+        lost = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if lost:
+            # The server lost its script cache (a restart, a new node):
+            # NOSCRIPT means the script did not run, so resending is safe.
+            await self.call([("SCRIPT", "LOAD", s) for s in _SCRIPTS])
+            again = await self.call([commands[i] for i in lost])
+            for i, reply in zip(lost, again, strict=True):
+                replies[i] = reply
+        return replies
+
+
+class _Routes:
+    """Where each key lives: one node, or a Redis Cluster's slot map."""
+
+    def __init__(self, seed: _Wire, options: StoreOptions, url: str) -> None:
+        self.seed = seed
+        self.options = options
+        self.url = url
+        self.cluster = False
+        self.ready = False
+        self.nodes: dict[tuple[str, int], _Wire] = {}
+        self.slots: list[_Wire] = []
+        self._lock = asyncio.Lock()
+        self._owned: list[aioredis.ConnectionPool] = []
+
+    async def prepare(self) -> None:
+        """Learn the topology once: standalone, or the cluster's slot map."""
+        if self.ready:
+            return
+        async with self._lock:
+            if self.ready:
+                return
+            wanted = self.options.cluster
+            if wanted is None:
+                info = await self.seed.call([("INFO", "cluster")])
+                if isinstance(info[0], ResponseError):
+                    raise info[0]
+                wanted = b"cluster_enabled:1" in bytes(info[0])
+            if wanted:
+                await self._load_slots()
+            self.cluster = bool(wanted)
+            self.ready = True
+
+    async def refresh(self) -> None:
+        """Reload the slot map (after MOVED or a node failure)."""
+        if self.cluster:
+            async with self._lock:
+                await self._load_slots()
+
+    async def _load_slots(self) -> None:
+        last: BaseException | None = None
+        candidates = [self.seed, *self.nodes.values()]
+        for wire in candidates:
+            try:
+                reply = (await wire.call([("CLUSTER", "SLOTS")]))[0]
+            except _DRIVER_ERRORS as exc:
+                last = exc
+                continue
+            if isinstance(reply, ResponseError):
+                last = reply
+                continue
+            self._apply_slots(reply)
+            return
+        raise last if last is not None else RedisConnectionError("no cluster node")
+
+    def _apply_slots(self, reply: Any) -> None:
+        seed_kwargs = self.seed.pool.connection_kwargs
+        slots: list[_Wire | None] = [None] * 16384
+        for entry in reply:
+            start, end, master = int(entry[0]), int(entry[1]), entry[2]
+            host = bytes(master[0]).decode() or str(seed_kwargs.get("host", ""))
+            addr = (host, int(master[1]))
+            wire = self.nodes.get(addr)
+            if wire is None:
+                wire = self._wire_for(addr)
+            for slot in range(start, end + 1):
+                slots[slot] = wire
+        missing = [i for i, w in enumerate(slots) if w is None]
+        if missing:
+            raise ResponseError(
+                f"CLUSTERDOWN {len(missing)} hash slots are not served (first "
+                f"{missing[0]})"
+            )
+        self.slots = [w for w in slots if w is not None]
+
+    def _wire_for(self, addr: tuple[str, int]) -> _Wire:
+        seed_pool = self.seed.pool
+        kwargs = dict(seed_pool.connection_kwargs)
+        if (kwargs.get("host"), kwargs.get("port")) == addr:
+            wire = self.seed
+        else:
+            kwargs["host"], kwargs["port"] = addr
+            pool = aioredis.BlockingConnectionPool(
+                connection_class=seed_pool.connection_class,
+                max_connections=self.options.max_connections,
+                timeout=self.options.pool_timeout,
+                **kwargs,
+            )
+            self._owned.append(pool)
+            wire = _Wire(pool, f"{addr[0]}:{addr[1]}")
+        self.nodes[addr] = wire
+        return wire
+
+    def masters(self) -> list[_Wire]:
+        """Every node to scan: the masters of a cluster, else the one server."""
+        if not self.cluster:
+            return [self.seed]
+        return list(dict.fromkeys(self.slots))
+
+    def wire(self, key: str) -> _Wire:
+        if not self.cluster:
+            return self.seed
+        return self.slots[key_slot(key.encode())]
+
+    async def call(self, keyed: Sequence[tuple[str, Command]]) -> list[Any]:
+        """Send commands to their nodes, one pipeline per node, in parallel.
+
+        Replies come in order; a node that failed puts its exception in the
+        place of each of its commands. MOVED refreshes the slot map and
+        resends; ASK resends once to the named node after ``ASKING``.
+        """
+        if not self.cluster:
+            return await self.seed.call_loaded([c for _k, c in keyed])
+        replies: list[Any] = [None] * len(keyed)
+        todo = list(range(len(keyed)))
+        for _round in range(_REDIRECTS_MAX):
+            groups: dict[_Wire, list[int]] = {}
+            for i in todo:
+                groups.setdefault(self.wire(keyed[i][0]), []).append(i)
+            results = await asyncio.gather(
+                *(
+                    w.call_loaded([keyed[i][1] for i in idx])
+                    for w, idx in groups.items()
+                ),
+                return_exceptions=True,
+            )
+            moved: list[int] = []
+            failed_node = False
+            for (_wire, idx), result in zip(groups.items(), results, strict=True):
+                if isinstance(result, BaseException):
+                    if not isinstance(result, Exception):
+                        raise result
+                    failed_node = True
+                    for i in idx:
+                        replies[i] = result
+                    continue
+                for i, reply in zip(idx, result, strict=True):
+                    if isinstance(reply, MovedError):
+                        moved.append(i)
+                    elif isinstance(reply, AskError):
+                        replies[i] = await self._ask(reply, keyed[i][1])
+                    else:
+                        replies[i] = reply
+            if failed_node:
+                # A master may have failed over: learn the map again next time.
+                try:
+                    await self.refresh()
+                except _DRIVER_ERRORS as exc:
+                    log.warning(
+                        "redis cluster %s: slot map refresh failed: %s", self.url, exc
+                    )
+            if not moved:
+                return replies
+            await self.refresh()
+            todo = moved
+        for i in todo:
+            replies[i] = ResponseError(
+                f"TRYAGAIN still redirected after {_REDIRECTS_MAX} tries"
+            )
+        return replies
+
+    async def _ask(self, error: AskError, command: Command) -> Any:
+        wire = self.nodes.get(error.node_addr) or self._wire_for(error.node_addr)
+        return (await wire.call_loaded([("ASKING",), command]))[1]
+
+    async def one(self, key: str, *command: Arg) -> Any:
+        reply = (await self.call([(key, command)]))[0]
+        if isinstance(reply, BaseException):
             raise reply
         return reply
+
+    async def close(self) -> None:
+        for pool in self._owned:
+            await pool.disconnect()
 
 
 class _Append:
     """One queued append: its script arguments and the caller's future."""
 
-    __slots__ = ("args", "expected", "facts", "future", "last_hash", "session_id")
+    __slots__ = (
+        "acked",
+        "after",
+        "args",
+        "expected",
+        "future",
+        "last_hash",
+        "premark",
+        "session_id",
+    )
 
     def __init__(
         self,
@@ -212,25 +637,30 @@ class _Append:
         expected: int,
         args: list[Arg],
         last_hash: str,
-        facts: list[StoredEvent],
+        after: list[Op],
+        premark: Op | None,
         future: asyncio.Future[int],
     ) -> None:
         self.session_id = session_id
         self.expected = expected
         self.args = args
         self.last_hash = last_hash
-        self.facts = facts
+        self.after = after
+        self.premark = premark
         self.future = future
+        # Landed; resolved once its index entries are sent (``_release``).
+        self.acked = False
 
 
 class RedisEventStore(StoreBase):
-    """Session streams in Redis (R11); see the module docstring for the keys.
+    """Session streams in Redis or Redis Cluster (R11); keys in the module doc.
 
     Args:
-        client: a standalone ``redis.asyncio.Redis`` (not a cluster client);
+        client: a ``redis.asyncio.Redis`` on one node (of a cluster, any);
             the store borrows its pool and closes it in ``close()``.
         chain_key: HMAC key for the hash chain (R3); ``None`` for SHA-256.
         url: the URL errors name; derived from the client when omitted.
+        options: shards, facts cap, cluster mode; defaults when omitted.
     """
 
     def __init__(
@@ -239,28 +669,59 @@ class RedisEventStore(StoreBase):
         *,
         chain_key: bytes | None = None,
         url: str | None = None,
+        options: StoreOptions | None = None,
     ) -> None:
         self.chain_key = chain_key
         self.url = public_url(url) if url else _url_of(client)
+        self.options = options or StoreOptions()
         self._client = client
-        self._wire = _Wire(client)
+        self._routes = _Routes(
+            _Wire(client.connection_pool, self.url), self.options, self.url
+        )
+        self._shards = [shard_keys(n) for n in range(self.options.shards)]
         self._heads: dict[str, tuple[int, str]] = {}
         self._queue: list[_Append] = []
-        self._facts: list[tuple[str, StoredEvent]] = []
+        self._ops: list[tuple[int, Op]] = []
+        # Appends that landed and wait for their index entries to be sent.
+        self._acks: list[tuple[asyncio.Future[int], int]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
 
     @classmethod
-    def from_url(cls, url: str, chain_key: bytes | None = None) -> RedisEventStore:
-        """A store on ``redis://`` or ``rediss://``; connects on first use."""
-        client = aioredis.Redis.from_url(
-            url,
+    def from_url(
+        cls,
+        url: str,
+        chain_key: bytes | None = None,
+        *,
+        max_connections: int | None = None,
+        pool_timeout: float | None = None,
+    ) -> RedisEventStore:
+        """A store on ``redis://`` or ``rediss://``; connects on first use.
+
+        ``max_connections``/``pool_timeout`` override the URL's parameters.
+        """
+        clean, options = split_url(url)
+        if max_connections is not None:
+            options = _with(options, max_connections=max_connections)
+        if pool_timeout is not None:
+            options = _with(options, pool_timeout=pool_timeout)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            clean,
+            max_connections=options.max_connections,
+            timeout=options.pool_timeout,
             decode_responses=False,
             socket_connect_timeout=2.0,
             # A ledger fails closed: a few quick retries, then StoreError.
             retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=2),
         )
-        return cls(client, chain_key=chain_key, url=url)
+        # from_pool: the client owns the pool and closes it with itself.
+        client = aioredis.Redis.from_pool(pool)
+        return cls(client, chain_key=chain_key, url=url, options=options)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the store runs on a Redis Cluster (known after first use)."""
+        return self._routes.cluster
 
     # -- the port ----------------------------------------------------------
 
@@ -309,9 +770,10 @@ class RedisEventStore(StoreBase):
         out: list[StoredEvent] = []
         start = after_seq + 1
         try:
+            await self._routes.prepare()
             while True:
-                page = await self._wire.one(
-                    "XRANGE", key, f"0-{start}", "+", "COUNT", _READ_PAGE
+                page = await self._routes.one(
+                    key, "XRANGE", key, f"0-{start}", "+", "COUNT", _READ_PAGE
                 )
                 _records_into(out, page)
                 if len(page) < _READ_PAGE:
@@ -322,45 +784,96 @@ class RedisEventStore(StoreBase):
 
     async def sessions(self) -> list[str]:
         found: set[str] = set()
-        cursor: bytes = b"0"
         try:
-            while True:
-                cursor, keys = await self._wire.one(
-                    "SCAN", cursor, "MATCH", f"{_KEY_PREFIX}*{_KEY_SUFFIX}",
-                    "COUNT", 1000, "TYPE", "stream",
-                )  # fmt: skip
-                for key in keys:
-                    found.add(key.decode()[len(_KEY_PREFIX) : -len(_KEY_SUFFIX)])
-                if cursor == b"0":
-                    return sorted(found)
+            await self._routes.prepare()
+            for wire in self._routes.masters():
+                cursor: bytes = b"0"
+                while True:
+                    reply = (
+                        await wire.call(
+                            [
+                                (
+                                    "SCAN", cursor,
+                                    "MATCH", f"{_KEY_PREFIX}*{_KEY_SUFFIX}",
+                                    "COUNT", 1000, "TYPE", "stream",
+                                )
+                            ]
+                        )
+                    )[0]  # fmt: skip
+                    if isinstance(reply, ResponseError):
+                        raise reply
+                    cursor, keys = reply
+                    for key in keys:
+                        found.add(key.decode()[len(_KEY_PREFIX) : -len(_KEY_SUFFIX)])
+                    if cursor == b"0":
+                        break
         except _DRIVER_ERRORS as exc:
             raise self._error("list the sessions of", exc) from exc
+        return sorted(found)
 
     async def read_facts(
         self, after_id: str | None = None, *, block_ms: int | None = None
     ) -> list[FactRecord]:
-        start = after_id or "0-0"
+        positions = self._parse_cursor(after_id)
         try:
+            await self._routes.prepare()
             if block_ms is None:
-                return await self._range_facts(start)
+                return await self._range_facts(positions)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + block_ms / 1000
             while True:
+                if self._routes.cluster:
+                    facts = await self._range_facts(positions)
+                    if facts or loop.time() >= deadline:
+                        return facts
+                    await asyncio.sleep(
+                        min(_CLUSTER_POLL_S, max(0.0, deadline - loop.time()))
+                    )
+                    continue
                 wait_ms = max(1, int((deadline - loop.time()) * 1000))
-                reply = await self._wire.one(
-                    "XREAD", "BLOCK", min(wait_ms, _BLOCK_SLICE_MS),
-                    "STREAMS", FACTS_KEY, start,
+                keys = [keys[0] for keys in self._shards]
+                reply = await self._routes.one(
+                    keys[0], "XREAD", "BLOCK", min(wait_ms, _BLOCK_SLICE_MS),
+                    "STREAMS", *keys, *positions,
                 )  # fmt: skip
                 if reply or loop.time() >= deadline:
                     # RESP3 replies with a map of streams, RESP2 with pairs.
-                    streams = (
-                        reply.values()
+                    pairs = (
+                        list(reply.items())
                         if isinstance(reply, dict)
-                        else [entries for _key, entries in reply or ()]
+                        else [(k, entries) for k, entries in reply or ()]
                     )
-                    return [_fact(e) for entries in streams for e in entries]
+                    index = {k.encode(): n for n, k in enumerate(keys)}
+                    return self._merge(
+                        positions, [(index[bytes(k)], e) for k, e in pairs]
+                    )
         except _DRIVER_ERRORS as exc:
             raise self._error("read the facts of", exc) from exc
+
+    async def open_turns(self) -> list[str]:
+        replies = await self._shard_reads("HKEYS", 1, "list the open turns of")
+        return sorted({bytes(k).decode() for keys in replies for k in keys})
+
+    async def pending_asks(self) -> list[PendingAsk]:
+        replies = await self._shard_reads("HVALS", 2, "list the pending asks of")
+        asks = [decode_ask(bytes(v)) for values in replies for v in values]
+        return sorted(asks, key=lambda a: (a.session_id, a.seq))
+
+    async def reindex(self, session_id: str) -> None:
+        await self._reindex(session_id)
+
+    async def repair_indexes(self) -> int:
+        sessions = set(await self.sessions())
+        sessions |= set(await self.open_turns())
+        sessions |= {a.session_id for a in await self.pending_asks()}
+        gate = asyncio.Semaphore(16)
+
+        async def one(session_id: str) -> None:
+            async with gate:
+                await self._reindex(session_id)
+
+        await asyncio.gather(*(one(s) for s in sessions))
+        return len(sessions)
 
     async def close(self) -> None:
         if self._closed:
@@ -369,62 +882,30 @@ class RedisEventStore(StoreBase):
         try:
             if self._flusher is not None:
                 await self._flusher
-            if self._facts:
-                # One last try for facts a failed flush left behind.
-                await self._send([], self._take_facts())
-            if self._facts:
+            if self._ops:
+                # One last try for operations a failed flush left behind.
+                await self._send([], self._take_ops())
+            if self._ops:
                 log.warning(
-                    "redis event store %s closed with %d unpublished facts; "
-                    "republish_facts(session_id) publishes them from the streams",
+                    "redis event store %s closed with %d unsent index/fact "
+                    "operations; reindex(session_id) restores them from the streams",
                     self.url,
-                    len(self._facts),
+                    len(self._ops),
                 )
         finally:
+            await self._routes.close()
             await self._client.aclose()
-
-    # -- indexes (issue 7 item 2: the sharded implementation lands next) ----
-
-    async def open_turns(self) -> list[str]:
-        raise NotImplementedError("RedisEventStore.open_turns lands with issue 7")
-
-    async def pending_asks(self) -> list[PendingAsk]:
-        raise NotImplementedError("RedisEventStore.pending_asks lands with issue 7")
-
-    async def reindex(self, session_id: str) -> None:
-        raise NotImplementedError("RedisEventStore.reindex lands with issue 7")
-
-    async def repair_indexes(self) -> int:
-        raise NotImplementedError("RedisEventStore.repair_indexes lands with issue 7")
 
     # -- recovery ----------------------------------------------------------
 
     async def republish_facts(self, session_id: str) -> int:
-        """Publish the session's facts the facts stream lacks; return how many.
+        """Publish the session's facts its shard has not seen; return how many.
 
-        Reads the whole facts stream to learn what is there, so it is a
-        recovery tool, not a hot path. Watchers are idempotent by
+        Each shard remembers the last fact seq it published per session, so
+        this reads only the session's stream. Watchers are idempotent by
         ``(session_id, seq)`` (R4), so a fact published twice is harmless.
         """
-        facts = [r for r in await self.read(session_id) if is_fact_record(r)]
-        if not facts:
-            return 0
-        try:
-            published = {
-                f.seq
-                for f in await self._range_facts("0-0")
-                if f.session_id == session_id
-            }
-            todo = [r for r in facts if r.seq not in published]
-            if todo:
-                replies = await self._wire.call(
-                    [_fact_command(session_id, r) for r in todo]
-                )
-                for reply in replies:
-                    if isinstance(reply, ResponseError):
-                        raise reply
-        except _DRIVER_ERRORS as exc:
-            raise self._error("republish facts to", exc) from exc
-        return len(todo)
+        return (await self._reindex(session_id, index=False))[1]
 
     # -- internals ---------------------------------------------------------
 
@@ -434,11 +915,131 @@ class RedisEventStore(StoreBase):
             f"{type(exc).__name__}: {exc}"
         )
 
-    async def _fetch_head(self, session_id: str) -> tuple[int, str]:
+    async def _shard_reads(self, command: str, slot: int, what: str) -> list[Any]:
         try:
-            top = await self._wire.one(
-                "XREVRANGE", stream_key(session_id), "+", "-", "COUNT", 1
+            await self._routes.prepare()
+            keyed = [(keys[slot], (command, keys[slot])) for keys in self._shards]
+            replies = await self._routes.call(keyed)
+        except _DRIVER_ERRORS as exc:
+            raise self._error(what, exc) from exc
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise self._error(what, reply) from reply
+        return replies
+
+    async def _reindex(self, session_id: str, *, index: bool = True) -> tuple[int, int]:
+        records = await self.read(session_id)
+        n = shard_of(session_id, self.options.shards)
+        keys = self._shards[n]
+        last = records[-1].seq if records else 0
+        ops: list[Op] = []
+        if index:
+            delta = delta_of(session_id, records)
+            mark = 0
+            entry = b""
+            if delta is not None:
+                if delta.ask is not None:
+                    entry = encode_ask(delta.ask)
+                if delta.open_at and (not delta.close_at or delta.ask is not None):
+                    mark = delta.open_at
+            ops.append(("X", session_id, last, mark, entry))
+        try:
+            at = await self._routes.one(keys[3], "HGET", keys[3], session_id)
+            published = int(at) if at else 0
+            ops.extend(
+                ("P", session_id, r.seq, 0, r.data)
+                for r in records
+                if r.seq > published and is_fact_record(r)
             )
+            if not ops:
+                return 0, 0
+            reply = await self._routes.one(keys[0], *self._shard_command(keys, ops))
+        except _DRIVER_ERRORS as exc:
+            raise self._error("reindex a session of", exc) from exc
+        failed, first, count = reply
+        if failed:
+            raise StoreError(
+                f"could not reindex session {session_id!r} in the redis event store "
+                f"{self.url}: {int(failed)} operations failed: {bytes(first).decode()}"
+            )
+        return len(ops), int(count)
+
+    def _shard_command(self, keys: Sequence[str], ops: Sequence[Op]) -> list[Arg]:
+        args: list[Arg] = [
+            "EVALSHA", _SHARD_SHA, 4, *keys, self.options.facts_maxlen
+        ]  # fmt: skip
+        for op in ops:
+            args.extend(op)
+        return args
+
+    def _parse_cursor(self, after_id: str | None) -> list[str]:
+        n = self.options.shards
+        if not after_id or after_id in {"0", "0-0"}:
+            return ["0-0"] * n
+        if not after_id.startswith(_CURSOR_PREFIX):
+            # A plain stream id resumes every shard after it.
+            return [after_id] * n
+        positions = after_id[len(_CURSOR_PREFIX) :].split(".")
+        if len(positions) != n:
+            raise ValueError(
+                f"facts cursor {after_id!r} is from a store with {len(positions)} "
+                f"shards; this one has {n}"
+            )
+        return [p or "0-0" for p in positions]
+
+    def _merge(
+        self, positions: list[str], entries: Sequence[tuple[int, Any]]
+    ) -> list[FactRecord]:
+        """Facts of several shards in id order, each ``id`` a cursor after it."""
+        flat: list[tuple[tuple[int, int], int, Any]] = []
+        for shard, shard_entries in entries:
+            for entry in shard_entries:
+                ms, _, sub = bytes(entry[0]).partition(b"-")
+                flat.append(((int(ms), int(sub or 0)), shard, entry))
+        flat.sort(key=lambda item: (item[0], item[1]))
+        current = list(positions)
+        out: list[FactRecord] = []
+        for _order, shard, entry in flat:
+            current[shard] = bytes(entry[0]).decode()
+            out.append(_fact(entry, _CURSOR_PREFIX + ".".join(current)))
+        return out
+
+    async def _range_facts(self, positions: list[str]) -> list[FactRecord]:
+        collected: list[tuple[int, Any]] = []
+        starts = list(positions)
+        todo = list(range(self.options.shards))
+        while todo:
+            keyed = [
+                (
+                    self._shards[n][0],
+                    (
+                        "XRANGE",
+                        self._shards[n][0],
+                        f"({starts[n]}",
+                        "+",
+                        "COUNT",
+                        _READ_PAGE,
+                    ),
+                )
+                for n in todo
+            ]
+            replies = await self._routes.call(keyed)
+            more: list[int] = []
+            for n, page in zip(todo, replies, strict=True):
+                if isinstance(page, BaseException):
+                    raise page
+                collected.append((n, page))
+                if len(page) == _READ_PAGE:
+                    starts[n] = bytes(page[-1][0]).decode()
+                    more.append(n)
+            todo = more
+        return self._merge(positions, collected)
+
+    async def _fetch_head(self, session_id: str) -> tuple[int, str]:
+        key = stream_key(session_id)
+        try:
+            await self._routes.prepare()
+            top = await self._routes.one(key, "XREVRANGE", key, "+", "-", "COUNT", 1)
         except _DRIVER_ERRORS as exc:
             raise self._error("read the head of", exc) from exc
         if not top:
@@ -468,7 +1069,8 @@ class RedisEventStore(StoreBase):
         args: list[Arg] = [
             "EVALSHA", _APPEND_SHA, 1, stream_key(session_id), expected_seq, prev_hash
         ]  # fmt: skip
-        facts: list[StoredEvent] = []
+        after: list[Op] = []
+        relevant = False
         seq = expected_seq
         for record in records:
             seq += 1
@@ -476,97 +1078,197 @@ class RedisEventStore(StoreBase):
                 raise ValueError(f"record seq {record.seq} does not follow {seq - 1}")
             args.append(record.data)
             args.append(record.hash)
-            if is_fact_record(record):
-                facts.append(record)
+            kind = record_type(record.data)
+            if kind == FACT_TYPE:
+                after.append(("F", session_id, record.seq, 0, record.data))
+            elif kind in RELEVANT_TYPES:
+                relevant = True
+        premark: Op | None = None
+        if relevant:
+            delta = delta_of(session_id, records)
+            if delta is not None:
+                if delta.open_at:
+                    premark = ("O", session_id, delta.open_at, 0, b"")
+                if delta.resolved_at:
+                    after.append(("R", session_id, delta.resolved_at, 0, b""))
+                if delta.ask is not None:
+                    after.append(
+                        ("A", session_id, delta.ask.seq, 0, encode_ask(delta.ask))
+                    )
+                if delta.close_at:
+                    after.append(("C", session_id, delta.close_at, 0, b""))
         last_hash = records[-1].hash if records else prev_hash
         loop = asyncio.get_running_loop()
         item = _Append(
-            session_id, expected_seq, args, last_hash, facts, loop.create_future()
+            session_id,
+            expected_seq,
+            args,
+            last_hash,
+            after,
+            premark,
+            loop.create_future(),
         )
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
         return await item.future
 
-    def _take_facts(self) -> list[tuple[str, StoredEvent]]:
-        facts, self._facts = self._facts, []
-        return facts
+    def _take_ops(self) -> list[tuple[int, Op]]:
+        ops, self._ops = self._ops, []
+        return ops
 
     async def _flush(self) -> None:
-        """Send queued appends (and the facts of earlier ones) until idle."""
+        """Send queued appends (and the shard operations of earlier ones)."""
         try:
-            while self._queue or self._facts:
+            await self._routes.prepare()
+            while self._queue or self._ops or self._acks:
                 batch, self._queue = self._queue, []
-                sent = await self._send(batch, self._take_facts())
+                sent = await self._send(batch, self._take_ops())
                 if not sent and not self._queue:
-                    return  # the store is down: facts wait for the next append
+                    return  # the store is down: operations wait for the next append
                 # Let the callers just woken queue their next append, so it
-                # shares the next round trip with the facts of this one.
+                # shares the next round trip with the operations of this one.
                 await asyncio.sleep(0)
+        except _DRIVER_ERRORS as exc:
+            error = self._error("append to", exc)
+            for item in self._queue:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            self._queue = []
         finally:
             # Invariant: no caller waits on a queued append this flusher
             # will never send, whatever stopped it.
             orphans, self._queue = self._queue, []
             self._fail(orphans, f"the append queue of {self.url} stopped")
+            acks, self._acks = self._acks, []
+            self._release(acks)
 
-    async def _send(
-        self, batch: list[_Append], facts: list[tuple[str, StoredEvent]]
-    ) -> bool:
-        """One round trip: facts first, then the appends. Resolves every future."""
+    async def _send(self, batch: list[_Append], ops: list[tuple[int, Op]]) -> bool:
+        """One round trip (two on a cluster when a turn starts); settles all."""
+        acks, self._acks = self._acks, []
         try:
+            premarks = [
+                (self._shard(i.session_id), i.premark) for i in batch if i.premark
+            ]
+            staged = ops + [(n, op) for n, op in premarks if op is not None]
+            shard_cmds = self._shard_commands(staged)
+            appends = [(stream_key(i.session_id), i.args) for i in batch]
             try:
-                replies = await self._round_trip(batch, facts)
-            except _DRIVER_ERRORS as exc:
-                self._requeue_facts(facts, exc)
-                error = self._error("append to", exc)
+                if self._routes.cluster and premarks:
+                    # The marks must be in before the appends, on other nodes.
+                    shard_replies = await self._routes.call(shard_cmds)
+                    refused = self._marks_refused(shard_cmds, shard_replies, batch)
+                    go = [i for i in batch if i.session_id not in refused]
+                    append_replies = await self._routes.call(
+                        [(stream_key(i.session_id), i.args) for i in go]
+                    )
+                    for item in batch:
+                        if item.session_id in refused:
+                            self._settle(item, refused[item.session_id])
+                    batch = go
+                else:
+                    replies = await self._routes.call([*shard_cmds, *appends])
+                    shard_replies = replies[: len(shard_cmds)]
+                    append_replies = replies[len(shard_cmds) :]
+            except (*_DRIVER_ERRORS, StoreError) as exc:
+                self._requeue(staged, exc)
+                error = (
+                    exc
+                    if isinstance(exc, StoreError)
+                    else self._error("append to", exc)
+                )
                 for item in batch:
                     self._heads.pop(item.session_id, None)
                     if not item.future.done():
                         item.future.set_exception(error)
                 return False
-            failed = [r for r in replies[: len(facts)] if isinstance(r, Exception)]
-            if failed:
-                log.warning(
-                    "redis event store %s: %d facts not published (%s); "
-                    "republish_facts(session_id) publishes them from the streams",
-                    self.url,
-                    len(failed),
-                    failed[0],
-                )
-            for item, reply in zip(batch, replies[len(facts) :], strict=True):
+            self._check_shards(shard_cmds, shard_replies, staged)
+            for item, reply in zip(batch, append_replies, strict=True):
                 self._settle(item, reply)
             return True
         finally:
+            # The appends behind ``acks`` landed; their index entries were
+            # sent or requeued, and reindex repairs either way.
+            self._release(acks)
             # Cancelled mid-send: the outcome is unknown, and nobody may wait
             # on it forever. A retry is safe: the script is idempotent.
             self._fail(batch, f"an append to {self.url} was interrupted")
 
-    async def _round_trip(
-        self, batch: list[_Append], facts: list[tuple[str, StoredEvent]]
-    ) -> list[Any]:
-        commands: list[Command] = [_fact_command(sid, r) for sid, r in facts]
-        commands.extend(item.args for item in batch)
-        replies = await self._wire.call(commands)
-        lost = [
-            i
-            for i in range(len(facts), len(replies))
-            if isinstance(replies[i], NoScriptError)
-        ]
+    def _shard(self, session_id: str) -> int:
+        return shard_of(session_id, self.options.shards)
+
+    def _shard_commands(
+        self, staged: list[tuple[int, Op]]
+    ) -> list[tuple[str, Command]]:
+        by_shard: dict[int, list[Op]] = {}
+        for n, op in staged:
+            by_shard.setdefault(n, []).append(op)
+        out: list[tuple[str, Command]] = []
+        for n, shard_ops in by_shard.items():
+            keys = self._shards[n]
+            out.append((keys[0], self._shard_command(keys, shard_ops)))
+        return out
+
+    def _marks_refused(
+        self,
+        shard_cmds: list[tuple[str, Command]],
+        replies: list[Any],
+        batch: list[_Append],
+    ) -> dict[str, Exception]:
+        """Sessions whose open mark did not land: their appends must wait."""
+        bad = {
+            key: reply
+            for (key, _cmd), reply in zip(shard_cmds, replies, strict=True)
+            if isinstance(reply, Exception)
+        }
+        if not bad:
+            return {}
+        refused: dict[str, Exception] = {}
+        for item in batch:
+            if item.premark is None:
+                continue
+            key = self._shards[self._shard(item.session_id)][0]
+            if key in bad:
+                refused[item.session_id] = bad[key]
+        return refused
+
+    def _check_shards(
+        self,
+        shard_cmds: list[tuple[str, Command]],
+        replies: list[Any],
+        staged: list[tuple[int, Op]],
+    ) -> None:
+        lost: list[tuple[int, Op]] = []
+        for (key, _cmd), reply in zip(shard_cmds, replies, strict=True):
+            if isinstance(reply, Exception):
+                shard = self._shard_of_key(key)
+                lost.extend(item for item in staged if item[0] == shard)
+                continue
+            failed, first, _published = reply
+            if failed:
+                log.warning(
+                    "redis event store %s: %d facts or index entries not published "
+                    "(%s); reindex(session_id) publishes them from the streams",
+                    self.url,
+                    int(failed),
+                    bytes(first).decode(errors="replace"),
+                )
         if lost:
-            # The server lost its script cache (a restart): NOSCRIPT means the
-            # script did not run, so sending those appends again is safe.
-            await self._wire.one("SCRIPT", "LOAD", _APPEND_LUA)
-            again = await self._wire.call([commands[i] for i in lost])
-            for i, reply in zip(lost, again, strict=True):
-                replies[i] = reply
-        return replies
+            self._requeue(lost, RedisConnectionError("shard script failed"))
+
+    def _shard_of_key(self, key: str) -> int:
+        return int(key[key.index("{") + 1 : key.index("}")])
 
     def _settle(self, item: _Append, reply: Any) -> None:
         future = item.future
         if isinstance(reply, Exception):
             self._heads.pop(item.session_id, None)
             if not future.done():
-                future.set_exception(self._error("append to", reply))
+                future.set_exception(
+                    reply
+                    if isinstance(reply, StoreError)
+                    else self._error("append to", reply)
+                )
             return
         ok, seq = reply
         if not ok:
@@ -579,46 +1281,51 @@ class RedisEventStore(StoreBase):
                 )
             return
         self._remember(item.session_id, (seq, item.last_hash))
-        if item.facts:
-            self._facts.extend((item.session_id, f) for f in item.facts)
+        if item.after:
+            n = self._shard(item.session_id)
+            self._ops.extend((n, op) for op in item.after)
+            if any(op[0] != "F" for op in item.after):
+                # Read your writes: the caller sees its ask or closed turn in
+                # the index once we return (facts alone may lag, R4).
+                self._acks.append((future, seq))
+                item.acked = True
+                return
         if not future.done():
             future.set_result(seq)
 
+    def _release(self, acks: list[tuple[asyncio.Future[int], int]]) -> None:
+        """Resolve appends whose index round trip is over (sent, or requeued)."""
+        for future, seq in acks:
+            if not future.done():
+                future.set_result(seq)
+
     def _fail(self, items: list[_Append], why: str) -> None:
         for item in items:
-            if not item.future.done():
+            if not item.future.done() and not item.acked:
                 self._heads.pop(item.session_id, None)
                 item.future.set_exception(StoreError(why))
 
-    def _requeue_facts(
-        self, facts: list[tuple[str, StoredEvent]], exc: BaseException
-    ) -> None:
-        if not facts:
+    def _requeue(self, ops: list[tuple[int, Op]], exc: BaseException) -> None:
+        if not ops:
             return
-        kept = facts[: max(0, _FACT_BACKLOG_MAX - len(self._facts))]
-        self._facts[:0] = kept
+        kept = ops[: max(0, _OPS_BACKLOG_MAX - len(self._ops))]
+        self._ops[:0] = kept
         log.warning(
-            "redis event store %s: publishing %d facts failed (%s: %s); "
-            "%d kept for the next flush, %d left to republish_facts",
+            "redis event store %s: sending %d fact/index operations failed "
+            "(%s: %s); %d kept for the next flush, %d left to reindex",
             self.url,
-            len(facts),
+            len(ops),
             type(exc).__name__,
             exc,
             len(kept),
-            len(facts) - len(kept),
+            len(ops) - len(kept),
         )
 
-    async def _range_facts(self, after_id: str) -> list[FactRecord]:
-        out: list[FactRecord] = []
-        start = f"({after_id}"
-        while True:
-            page = await self._wire.one(
-                "XRANGE", FACTS_KEY, start, "+", "COUNT", _READ_PAGE
-            )
-            out.extend(_fact(entry) for entry in page)
-            if len(page) < _READ_PAGE:
-                return out
-            start = f"({out[-1].id}"
+
+def _with(options: StoreOptions, **changes: Any) -> StoreOptions:
+    values = {name: getattr(options, name) for name in StoreOptions.__slots__}
+    values.update(changes)
+    return StoreOptions(**values)
 
 
 def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
@@ -649,18 +1356,11 @@ def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
     return out
 
 
-def _fact_command(session_id: str, record: StoredEvent) -> Command:
-    return (
-        "XADD", FACTS_KEY, "*",
-        "session_id", session_id, "seq", record.seq, "data", record.data,
-    )  # fmt: skip
-
-
-def _fact(entry: Any) -> FactRecord:
-    entry_id, fields = entry
+def _fact(entry: Any, cursor: str) -> FactRecord:
+    _entry_id, fields = entry
     named = dict(zip(fields[::2], fields[1::2], strict=True))
     return FactRecord(
-        id=entry_id.decode(),
+        id=cursor,
         session_id=named[b"session_id"].decode(),
         seq=int(named[b"seq"]),
         data=named[b"data"],

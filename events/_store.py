@@ -244,15 +244,24 @@ def _ask_order(ask: PendingAsk) -> tuple[str, int]:
 
 
 def open_event_store(
-    url: str | None = None, *, chain_key: bytes | None = None
+    url: str | None = None,
+    *,
+    chain_key: bytes | None = None,
+    max_connections: int | None = None,
 ) -> EventStore:
-    """The store a URL names: ``None``/``memory://`` or ``redis://``/``rediss://``."""
+    """The store a URL names: ``None``/``memory://`` or ``redis://``/``rediss://``.
+
+    ``max_connections`` sizes a Redis store's blocking pool per node (it wins
+    over the URL's ``?max_connections=``); the memory store ignores it.
+    """
     if url is None or url == "memory://":
         return MemoryEventStore(chain_key=chain_key)
     if url.startswith(("redis://", "rediss://")):
         from ._redis_store import RedisEventStore
 
-        return RedisEventStore.from_url(url, chain_key=chain_key)
+        return RedisEventStore.from_url(
+            url, chain_key=chain_key, max_connections=max_connections
+        )
     raise ValueError(
         f"unknown event store URL {url!r}: use memory:// or redis://host:port/db"
     )

@@ -57,7 +57,8 @@ from helmlog.events import (
     seal,
     verify_chain,
 )
-from helmlog.events._redis_store import RedisEventStore
+from helmlog.events._index import DEFAULT_SHARDS, shard_of
+from helmlog.events._redis_store import RedisEventStore, shard_keys
 from tests.contracts.conftest import StoreFactory
 from tests.fixtures_redis import RedisServer
 
@@ -405,7 +406,10 @@ async def test_r4_facts_are_published_with_session_and_seq(store: EventStore) ->
     seq_a = await store.append(a, decision(1), seq_a)
     seq_b = await store.append(b, decision(2) + decision(3), 0)
     facts: list[FactRecord] = await eventually(store.read_facts, lambda f: len(f) >= 3)
-    assert [(a, 7), (b, 2), (b, 4)] == [(f.session_id, f.seq) for f in facts]
+    # Facts keep each session's order; sessions on other shards interleave.
+    got = [(f.session_id, f.seq) for f in facts]
+    assert [(a, 7), (b, 2), (b, 4)] == sorted(got)
+    assert [(b, 2), (b, 4)] == [f for f in got if f[0] == b]
     stored = {(a, r.seq): r.data for r in await store.read(a)}
     stored |= {(b, r.seq): r.data for r in await store.read(b)}
     for fact in facts:
@@ -448,9 +452,10 @@ async def test_r4_failed_publication_never_fails_the_append(
     redis_url: str, raw_redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     """R4/R5: a facts stream that refuses writes leaves the append intact; republish."""
-    await raw_redis.set("helmlog:facts", "not a stream")
-    store = RedisEventStore.from_url(redis_url)
     sid = new_session()
+    facts_key = shard_keys(shard_of(sid, DEFAULT_SHARDS))[0]
+    await raw_redis.set(facts_key, "not a stream")
+    store = RedisEventStore.from_url(redis_url)
     try:
         with caplog.at_level(logging.WARNING, logger="helmlog"):
             seq = await store.append(sid, decision(1) + decision(2), 0)
@@ -460,7 +465,7 @@ async def test_r4_failed_publication_never_fails_the_append(
                 lambda recs: any("not published" in r.getMessage() for r in recs),
             )
         assert 4 == len(await store.read(sid))
-        await raw_redis.delete("helmlog:facts")
+        await raw_redis.delete(facts_key)
         assert 2 == await store.republish_facts(sid)
         assert 0 == await store.republish_facts(sid)
         facts = await store.read_facts()
@@ -679,8 +684,10 @@ async def test_r11_session_keys_share_a_hash_tag(
         await store.close()
     raw_keys: list[bytes] = await raw_redis.keys("*")  # type: ignore[assignment]
     keys = sorted(k.decode() for k in raw_keys)
-    per_session = [k for k in keys if k != "helmlog:facts"]
-    assert "helmlog:facts" in keys
+    shard_key_names = {k for n in range(DEFAULT_SHARDS) for k in shard_keys(n)}
+    per_session = [k for k in keys if k not in shard_key_names]
+    facts_keys = {shard_keys(shard_of(sid, DEFAULT_SHARDS))[0] for sid in sessions}
+    assert facts_keys <= set(keys)
     assert per_session
     for key in per_session:
         owners = [sid for sid in sessions if key.startswith(f"helmlog:{{{sid}}}:")]
