@@ -185,7 +185,7 @@ class Agent:
                 yield
         finally:
             session.users -= 1
-            self._resident.touch(session)
+            self._resident.release(session)
 
     def _use(self, session: Session) -> None:
         self._last_session_id = session.session_id
@@ -399,6 +399,10 @@ class Agent:
             await s.journal.activate()
         except HelmlogError:
             log.warning("could not re-activate session %s", s.session_id, exc_info=True)
+            return
+        if s.journal.folder.last_seq == 0:
+            # Nothing of it was recorded: the store holds no such session.
+            self._resident.discard(s)
 
     async def _after(self, s: Session, *, refused: bool = False) -> None:
         await self._refold(s)

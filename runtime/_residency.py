@@ -5,7 +5,8 @@ Pattern: activation collection (Orleans; Akka calls it passivation): an
          that drops sessions idle longer than ``idle_s`` and keeps at most
          ``max_resident``.
 Role:    runtime layer; ``Agent`` admits a session here when it activates or
-         creates one, and marks each operation's start and end; a host calls
+         creates one, and marks each operation's start (``touch``) and end
+         (``release``); a host calls
          ``evict_idle``/``forget`` through the agent.
 Emits:   nothing: dropping a session is not a state change of the session.
 
@@ -67,6 +68,12 @@ class Residency:
         sid = session.session_id
         if self.sessions.get(sid) is session:
             self.sessions.move_to_end(sid)
+
+    def release(self, session: Session) -> None:
+        """Mark the end of an operation on ``session``; hold the cap again
+        (it may have been exceeded while every other session was busy)."""
+        self.touch(session)
+        self._collect(session.last_used, keep=session)
 
     def discard(self, session: Session) -> None:
         """Drop ``session`` if it is the resident one of its id."""
