@@ -2,7 +2,8 @@
 
 Pattern: a session-scoped server process, a per-test clean database, and a
          ``RedisServer`` handle that can stop and start the server mid-test.
-Role:    test support for ``tests/contracts`` and ``tests/integration``; the
+Role:    test support for ``tests/contracts`` and ``tests/integration``
+         (a standalone server, and a 3-master Redis Cluster); the
          benchmark (``bench/ledger.py``) starts its server with the same class.
 Emits:   nothing.
 
@@ -28,7 +29,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,9 @@ class RedisServer:
     restarted server answers on the same URL with the data saved at stop.
     """
 
-    def __init__(self, binary: str | None = None) -> None:
+    def __init__(
+        self, binary: str | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         found = binary or shutil.which(REDIS_SERVER)
         for usual in _USUAL_PATHS:
             if found is None and Path(usual).is_file():
@@ -79,6 +82,7 @@ class RedisServer:
         self._tmp = tempfile.TemporaryDirectory(prefix="helmlog-redis-")
         self.dir = Path(self._tmp.name)
         self.port = 0
+        self.extra_args = tuple(extra_args)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -127,6 +131,7 @@ class RedisServer:
                     str(self.dir),
                     "--daemonize",
                     "no",
+                    *self.extra_args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -150,6 +155,10 @@ class RedisServer:
             return _command(self.port, "PING", timeout=0.5).startswith(b"+PONG")
         except OSError:
             return False
+
+    def command(self, *args: str) -> bytes:
+        """One command on a fresh socket; the raw RESP reply."""
+        return _command(self.port, *args, timeout=5.0)
 
     def flushdb(self) -> None:
         """Empty database 0 and the script cache's effects (``FLUSHDB``)."""
@@ -194,6 +203,74 @@ class RedisServer:
         self.close()
 
 
+class RedisClusterServers:
+    """A real Redis Cluster: three masters on loopback, joined by redis-cli.
+
+    Each master is a ``RedisServer`` started with ``--cluster-enabled yes``
+    and its own ``nodes.conf``; ``redis-cli --cluster create`` spreads the
+    16,384 slots over them, and ``start()`` waits for ``cluster_state:ok``.
+    """
+
+    def __init__(self, masters: int = 3) -> None:
+        cli = shutil.which("redis-cli")
+        for usual in ("/usr/bin/redis-cli", "/usr/local/bin/redis-cli"):
+            if cli is None and Path(usual).is_file():
+                cli = usual
+        if cli is None:
+            raise RuntimeError(
+                "redis-cli is not installed: the Redis Cluster tests need it to "
+                "join the masters; install it, e.g. `apt-get install redis-tools`"
+            )
+        self.cli = cli
+        args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+        self.nodes = [
+            RedisServer(extra_args=(*args, "--cluster-node-timeout", "5000"))
+            for _ in range(masters)
+        ]
+
+    @property
+    def url(self) -> str:
+        """A ``redis://`` URL of one node (the store finds the others)."""
+        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+
+    def start(self) -> None:
+        """Start the masters, join them and wait until every slot is served."""
+        for node in self.nodes:
+            node.start()
+        addrs = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        done = subprocess.run(
+            [self.cli, "--cluster", "create", *addrs, "--cluster-yes"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"redis-cli --cluster create failed: {done.stdout[-500:]!r} "
+                f"{done.stderr[-500:]!r}"
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if all(
+                b"cluster_state:ok" in n.command("CLUSTER", "INFO") for n in self.nodes
+            ):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the redis cluster did not reach cluster_state:ok in 30 s")
+
+    def flushall(self) -> None:
+        """Empty every master (``FLUSHALL``)."""
+        for node in self.nodes:
+            reply = node.command("FLUSHALL")
+            if not reply.startswith(b"+OK"):
+                raise RuntimeError(f"FLUSHALL on port {node.port} failed: {reply!r}")
+
+    def close(self) -> None:
+        """Stop every master and remove their directories."""
+        for node in self.nodes:
+            node.close()
+
+
 def _server() -> RedisServer:
     try:
         return RedisServer()
@@ -218,6 +295,27 @@ def redis_url(redis_server: RedisServer) -> str:
         redis_server.start()
     redis_server.flushdb()
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServers]:
+    """One real 3-master Redis Cluster for the whole test session."""
+    try:
+        cluster = RedisClusterServers()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisClusterServers) -> str:
+    """The cluster's URL, with every master emptied before the test."""
+    redis_cluster.flushall()
+    return redis_cluster.url
 
 
 @pytest.fixture

@@ -22,12 +22,19 @@ from helmlog.events import EventStore, open_event_store
 StoreFactory = Callable[..., EventStore]
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
+    ]
+)
 def store_url(request: pytest.FixtureRequest) -> str:
-    """The URL of a clean store of each kind."""
+    """The URL of a clean store of each kind: memory, Redis, Redis Cluster."""
     if request.param == "memory":
         return "memory://"
-    url: str = request.getfixturevalue("redis_url")
+    fixture = "redis_cluster_url" if request.param == "cluster" else "redis_url"
+    url: str = request.getfixturevalue(fixture)
     return url
 
 
