@@ -12,8 +12,10 @@ idempotent), R22 (nothing but the host's own start-up finishes the turn).
 Why the tool blocks on its first run and records its pid: the test kills the
 host only once the tool is really running (its run is counted), so "ran
 exactly once" means once, never zero times; the pid is the process to
-SIGKILL. Why the model echoes the tool message: the turn's final answer then
-proves what the model read after the host died.
+SIGKILL. The held tool of the two-node test records the node it runs on by
+order, so the test knows which sessions were on the node it kills. Why the
+model echoes the tool message: the turn's final answer then proves what the
+model read after the host died.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 RUNS_KEY = "failover:runs"
 PID_KEY = "failover:pid"
-NODE_KEY = "failover:node"
+HOLD_KEY = "failover:hold"
+HELD_KEY = "failover:held"
 ANSWER = "the tool said: "
 
 
@@ -47,9 +50,6 @@ async def count_run(url: str) -> int:
     try:
         runs = int(await client.incr(RUNS_KEY))
         await client.set(PID_KEY, os.getpid())
-        node = os.environ.get("HELMLOG_TEST_NODE", "")
-        if node:
-            await client.rpush(NODE_KEY, node)
     finally:
         await client.aclose()
     return runs
@@ -87,6 +87,43 @@ def refund_agent(store: EventStore) -> Agent:
 def idempotent_agent(store: EventStore) -> Agent:
     """The same turn with ``refund`` declared idempotent (runs again, R7)."""
     return _build(store, idempotent=True)
+
+
+def _held_tool(url: str) -> Tool:
+    async def refund(order: int) -> str:
+        """Refund an order; hold it while the test's hold key exists."""
+        import ray
+
+        client = aioredis.from_url(url)
+        try:
+            node = ray.get_runtime_context().get_node_id()
+            await client.hset(HELD_KEY, str(order), node)
+            while await client.exists(HOLD_KEY):
+                await asyncio.sleep(0.05)
+        finally:
+            await client.aclose()
+        return f"refunded order {order}"
+
+    return tool(refund)
+
+
+def _held_reply(request: Any) -> Reply | str:
+    tool_messages = [m for m in request.messages if m.role == "tool"]
+    if tool_messages:
+        return ANSWER + str(tool_messages[-1].content)
+    asked = next(m for m in request.messages if m.role == "user")
+    order = int(str(asked.content).rsplit(" ", 1)[-1])
+    call = ToolCallRequest(id="c1", name="refund", args={"order": order})
+    return Reply(tool_calls=[call])
+
+
+def held_agent(store: EventStore) -> Agent:
+    """Refunds the order its first message names ("refund order N") with a
+    non-idempotent tool that waits while ``HOLD_KEY`` exists and records, by
+    order, the Ray node it runs on; echoes what the tool said."""
+    model = scripted(respond=_held_reply)
+    the_tool = _held_tool(redis_url_of(store))
+    return Agent.create(provider=model, model="m", store=store).tool(the_tool).build()
 
 
 @tool
