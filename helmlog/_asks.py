@@ -7,10 +7,11 @@ Emits:   through the resuming agent: ``pause.resume``, the resume-side row,
          and whatever the rest of the run records.
 
 Laws: R18 (``asks`` lists pending pauses — session, tool, call id,
-middleware, question; ``approve|decline SESSION --by WHO [--note TEXT]``
+middleware, question — from the store's pending-asks index, not a scan and
+fold of every session; ``approve|decline SESSION --by WHO [--note TEXT]``
 resolves one as ``check_in_approved``/``check_in_declined`` would), R1 (the
-pending pause and its checkpoint are read from the fold of the stream), R9
-(the checkpoint is checked like any other).
+pause being resolved and its checkpoint are read from the fold of its
+stream), R9 (the checkpoint is checked like any other).
 
 Why ``--agent module:function``: resuming runs the rest of the turn — the
 chain after the asker, the tool, the model — so the command needs the agent
@@ -26,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import EventStore, PendingPause, fold
+from helmlog.events import EventStore, fold
 from helmlog.runtime import Agent, AskPause, check_in_approved, check_in_declined
 
 
@@ -42,23 +43,23 @@ class PendingQuestion(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def pending_questions(store: EventStore) -> list[PendingQuestion]:
-    """Every session of the store that waits on a person."""
-    found: list[PendingQuestion] = []
-    for session_id in await store.sessions():
-        state = fold(r.decode() for r in await store.read(session_id))
-        p: PendingPause | None = state.pending
-        if p is not None:
-            found.append(
-                PendingQuestion(
-                    session_id=session_id,
-                    kind=p.kind,
-                    tool_name=p.tool_name,
-                    tool_call_id=p.tool_call_id,
-                    middleware=p.middleware,
-                    question=p.question,
-                )
-            )
-    return found
+    """Every pause waiting on a person, from the store's pending-asks index.
+
+    The index is a projection kept beside the streams (no scan or fold of
+    every session); ``approve``/``decline`` fold the one session they resolve,
+    so a stale entry is refused there, never acted on.
+    """
+    return [
+        PendingQuestion(
+            session_id=p.session_id,
+            kind=p.kind,
+            tool_name=p.tool_name,
+            tool_call_id=p.tool_call_id,
+            middleware=p.middleware,
+            question=p.question,
+        )
+        for p in sorted(await store.pending_asks(), key=lambda a: (a.session_id, a.seq))
+    ]
 
 
 def load_factory(spec: str) -> Callable[[EventStore], Agent]:

@@ -290,26 +290,66 @@ def _expect(turn: Turn) -> str:
     return "pause for a person" if turn.pauses else "end with an answer"
 
 
+DEFAULT_CONCURRENCY = 100
+
+
+@dataclasses.dataclass
+class DemoRun:
+    """What ``run_sessions`` ran: the first session whole, the rest as totals.
+
+    Only the first session's state is kept (its table is the one shown), so
+    ``--sessions 5000`` holds 5000 ids, not 5000 folded states.
+    """
+
+    first: DemoSession
+    session_ids: list[str]
+    turns: int = 0
+    rows: int = 0
+    window_records: int = 0
+
+
 async def run_sessions(
     count: int,
     store: EventStore,
     on_done: Callable[[DemoSession], Any] | None = None,
     cluster_agent: Any = None,
-) -> list[DemoSession]:
-    """Run ``count`` independent sessions concurrently on one store.
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> DemoRun:
+    """Run ``count`` independent sessions on one store, at most ``concurrency``
+    at a time; the first to fail stops the others and is raised.
 
     With ``cluster_agent`` (from ``Cluster.agent(demo_agent)``) the sessions
     run on the cluster's hosts; each gets its own client view of them.
     """
+    if count < 1 or concurrency < 1:
+        raise ValueError("run_sessions needs count >= 1 and concurrency >= 1")
+    ids: list[str] = [""] * count
+    first: list[DemoSession] = []
+    totals = [0, 0, 0]
+    pending = iter(range(count))
 
-    async def one() -> DemoSession:
-        agent = cluster_agent.client() if cluster_agent is not None else None
-        session = await run_session(store, agent)
-        if on_done is not None:
-            on_done(session)
-        return session
+    async def worker() -> None:
+        for index in pending:
+            agent = cluster_agent.client() if cluster_agent is not None else None
+            session = await run_session(store, agent)
+            ids[index] = session.session_id
+            state = session.state
+            totals[0] += state.turn
+            totals[1] += len(state.middleware_decisions)
+            totals[2] += len(state.window_records)
+            if index == 0:
+                first.append(session)
+            if on_done is not None:
+                on_done(session)
 
-    return list(await asyncio.gather(*(one() for _ in range(count))))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(count, concurrency)):
+                group.create_task(worker())
+    except ExceptionGroup as failed:
+        # The first failure is the story; the rest were cancelled by it.
+        raise failed.exceptions[0] from None
+    return DemoRun(first[0], ids, *totals)
 
 
 # -- showing it -------------------------------------------------------------
@@ -385,19 +425,17 @@ def render_transcript(console: Console, session: DemoSession) -> None:
     console.print(grid)
 
 
-def summary(
-    sessions: Sequence[DemoSession], store_url: str, elapsed: float
-) -> dict[str, Any]:
+def summary(run: DemoRun, store_url: str, elapsed: float) -> dict[str, Any]:
     """The machine-readable result: totals, ids, and the first session's record."""
-    first = sessions[0]
+    first = run.first
     return {
-        "sessions": len(sessions),
-        "turns": sum(s.state.turn for s in sessions),
-        "rows": sum(len(s.state.middleware_decisions) for s in sessions),
-        "window_records": sum(len(s.state.window_records) for s in sessions),
+        "sessions": len(run.session_ids),
+        "turns": run.turns,
+        "rows": run.rows,
+        "window_records": run.window_records,
         "elapsed_s": round(elapsed, 4),
         "store": store_url,
-        "session_ids": [s.session_id for s in sessions],
+        "session_ids": run.session_ids,
         "first_session": {
             "session_id": first.session_id,
             "rows": msgspec.to_builtins(first.state.middleware_decisions),

@@ -6,7 +6,10 @@ Role:    the face; ``[project.scripts] helmlog = "helmlog.cli:main"``.
 Emits:   nothing itself; commands record through the agents they run.
 
 Laws: R18 (the command line; ``demo`` runs governed scripted sessions with no
-server, ``--sessions N``, ``--store URL``).
+server, ``--sessions N``, ``--store URL``, ``--cluster`` on a redis-server it
+starts itself when no store is given; ``asks`` reads the pending-asks index),
+R22 (``recover`` finishes, per R7, the unfinished turns the open-turns index
+names, or one named session).
 
 Why commands stay thin: the scenario, the stores and the renderers live in
 modules a test can call directly; a command only wires them to options, so
@@ -16,6 +19,7 @@ modules a test can call directly; a command only wires them to options, so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -25,20 +29,28 @@ import msgspec
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
 from helmlog import AskPause, HelmlogError
 from helmlog._asks import decide, load_factory, pending_questions
 from helmlog._demo import (
+    DEFAULT_CONCURRENCY,
     DemoError,
-    DemoSession,
+    DemoRun,
     decision_table,
     render_transcript,
     run_sessions,
     summary,
 )
+from helmlog._embedded import RedisServerMissingError, embedded_redis
 from helmlog._record import (
     chain_key_from_env,
     records_json,
@@ -51,6 +63,7 @@ from helmlog._record import (
 from helmlog._record import (
     verify as verify_session,
 )
+from helmlog._recover import recover_sessions
 from helmlog.events import EventStore, open_event_store
 from helmlog.sinks import JsonlSink
 from helmlog.sinks import replay as replay_events
@@ -69,44 +82,77 @@ def _root() -> None:
     """helmlog: an event-sourced runtime for governed LLM agents."""
 
 
-SESSIONS_HELP = "How many independent sessions to run concurrently."
-STORE_HELP = "Event store URL to record into: memory:// or redis://host:port/db."
+SESSIONS_HELP = "How many independent sessions to run."
+CONCURRENCY_HELP = "How many sessions run at once."
+STORE_HELP = (
+    "Event store URL to record into: memory:// or redis://host:port/db "
+    "(default: memory://, or with --cluster a redis-server the demo starts)."
+)
 JSON_HELP = "Print a machine-readable summary instead of tables."
 CLUSTER_HELP = (
-    "Run the sessions on a local Ray cluster of session hosts "
-    "(needs a shared store: --store redis://...)."
+    "Run the sessions on a local Ray cluster of session hosts, recording into "
+    "--store redis://... or, without --store, a redis-server the demo starts "
+    "and stops itself."
 )
+SHOWN_IDS = 10
 
 
 @app.command()
 def demo(
     sessions: Annotated[int, typer.Option(min=1, help=SESSIONS_HELP)] = 1,
-    store: Annotated[str, typer.Option(help=STORE_HELP)] = "memory://",
+    store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     cluster: Annotated[bool, typer.Option("--cluster", help=CLUSTER_HELP)] = False,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help=CONCURRENCY_HELP)
+    ] = DEFAULT_CONCURRENCY,
 ) -> None:
     """Run the governed refund-desk scenario on a scripted model (no network)."""
     out = Console()
     err = Console(stderr=True)
+    embedded = cluster and store is None
     try:
-        run = _run_demo(sessions, store, err, progress=not as_json, cluster=cluster)
-        finished, elapsed, where = asyncio.run(run)
-    except (HelmlogError, DemoError, ValueError, OSError) as exc:
+        with contextlib.ExitStack() as stack:
+            # The embedded server stops when this block exits: after the last
+            # append and the hosts' shutdown, on an answer, an error or Ctrl-C.
+            url = store
+            if url is None:
+                url = stack.enter_context(embedded_redis()) if embedded else "memory://"
+            run = _run_demo(
+                sessions,
+                url,
+                err,
+                progress=not as_json,
+                cluster=cluster,
+                concurrency=concurrency,
+            )
+            finished, elapsed, recorded = asyncio.run(run)
+    except RedisServerMissingError as exc:
+        typer.echo(str(exc), err=True)  # one line, never wrapped
+        raise typer.Exit(1) from None
+    except (HelmlogError, DemoError, ValueError, OSError, ImportError) as exc:
         reason = escape(f"{type(exc).__name__}: {exc}")
         err.print(f"[bold red]helmlog demo failed:[/] {reason}")
         raise typer.Exit(1) from None
+    where = (
+        f"an embedded redis-server ({recorded}, stopped at exit)"
+        if embedded
+        else recorded
+    )
     report = summary(finished, where, elapsed)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    first = finished[0]
+    first = finished.first
     render_transcript(out, first)
     out.print(decision_table(first))
     if sessions > 1:
         out.print(f"(the table shows the first of {sessions} sessions)")
-    out.print(
-        f"recorded in {where}: " + ", ".join(report["session_ids"]), highlight=False
-    )
+    ids = report["session_ids"]
+    shown = ", ".join(ids[:SHOWN_IDS])
+    if len(ids) > SHOWN_IDS:
+        shown += f", ... ({len(ids) - SHOWN_IDS} more; --json lists them all)"
+    out.print(f"recorded in {where}: {shown}", highlight=False, soft_wrap=True)
     out.print(
         f"sessions: {report['sessions']}  turns: {report['turns']}  "
         f"rows: {report['rows']}  elapsed: {elapsed:.2f}s",
@@ -115,11 +161,17 @@ def demo(
 
 
 async def _run_demo(
-    count: int, url: str, err: Console, *, progress: bool, cluster: bool = False
-) -> tuple[list[DemoSession], float, str]:
+    count: int,
+    url: str,
+    err: Console,
+    *,
+    progress: bool,
+    cluster: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> tuple[DemoRun, float, str]:
     """Run the sessions; return them, the time taken and where they were
     recorded (the store's own URL, which a Redis store keeps free of
-    credentials)."""
+    credentials). The progress bar goes to stderr, never into ``--json``."""
     store = open_event_store(url)
     where = str(getattr(store, "url", url))
     hosts = None
@@ -134,6 +186,7 @@ async def _run_demo(
             TextColumn("sessions"),
             BarColumn(),
             MofNCompleteColumn(),
+            TimeElapsedColumn(),
             console=err,
             transient=True,
             disable=not progress,
@@ -144,6 +197,7 @@ async def _run_demo(
                 store,
                 lambda _: bar.advance(task),
                 cluster_agent=None if hosts is None else hosts.agent(demo_agent),
+                concurrency=concurrency,
             )
     finally:
         await store.close()
@@ -358,6 +412,49 @@ def decline(
 ) -> None:
     """Decline a session's pending ask as ``check_in_declined`` would; run on."""
     _decide(session, store, agent, False, by, note)
+
+
+RECOVER_SESSION_ARG = (
+    "The session to recover; without it, every session the store's open-turns "
+    "index names."
+)
+RECOVER_AGENT_HELP = (
+    "The agent that runs the sessions: module:function taking the store, returning it."
+)
+
+
+@app.command()
+def recover(
+    agent: Annotated[str, typer.Option(help=RECOVER_AGENT_HELP)],
+    session: Annotated[
+        str | None, typer.Argument(help=RECOVER_SESSION_ARG, show_default=False)
+    ] = None,
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+) -> None:
+    """Finish turns a stopped host left unfinished (R7): one session, or all.
+
+    A call recorded as dispatched without a result is not run again (unless
+    its tool is idempotent); the model reads that its outcome is unknown, and
+    the turn goes on. Exits 1 if any session could not be recovered.
+    """
+    err = Console(stderr=True)
+    try:
+        factory = load_factory(agent)
+        done = _on_store(
+            store, lambda opened: recover_sessions(opened, factory, session)
+        )
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "recover", exc) from None
+    for item in done:
+        typer.echo(item.line())
+    if session is None:
+        finished = sum(d.outcome in ("finished", "paused") for d in done)
+        typer.echo(
+            f"finished {finished} turn(s) of {len(done)} session(s) "
+            "the open-turns index named"
+        )
+    if any(d.outcome == "failed" for d in done):
+        raise typer.Exit(1)
 
 
 def main() -> None:

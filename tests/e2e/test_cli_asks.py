@@ -1,6 +1,7 @@
 """Pending questions from the command line, on a real Redis (R18).
 
-``helmlog asks`` lists the pauses waiting on a person; ``helmlog approve``
+``helmlog asks`` lists the pauses waiting on a person, from the store's
+pending-asks index (no scan of every stream); ``helmlog approve``
 and ``decline`` resolve one as ``check_in_approved``/``check_in_declined``
 would, with the agent that paused (``--agent module:function``), and the run
 goes on; the ledger names the person.
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from helmlog import cli as cli_module
 from helmlog import is_ask_pause
 from helmlog.cli import app
 from helmlog.events import fold, open_event_store
@@ -104,3 +107,32 @@ def test_r18_approve_names_a_bad_agent_path(redis_url: str) -> None:
     )
     assert 1 == result.exit_code
     assert "module:function" in " ".join(result.output.split())
+
+
+def test_r18_asks_reads_the_pending_asks_index_not_every_stream(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R18: ``asks`` answers from the index; it neither lists nor reads streams."""
+    sid = asyncio.run(_paused_session(redis_url))
+    scanned: list[str] = []
+
+    def no_scan(url: str) -> Any:
+        store = open_event_store(url)
+
+        async def sessions() -> list[str]:
+            scanned.append("sessions")
+            return []
+
+        async def read(session_id: str, after_seq: int = 0) -> list[Any]:
+            scanned.append(f"read {session_id}")
+            return []
+
+        store.sessions = sessions  # type: ignore[method-assign]
+        store.read = read  # type: ignore[method-assign]
+        return store
+
+    monkeypatch.setattr(cli_module, "open_event_store", no_scan)
+    result = runner.invoke(app, ["asks", "--store", redis_url, "--json"])
+    assert 0 == result.exit_code, result.output
+    assert [sid] == [q["session_id"] for q in json.loads(result.stdout)]
+    assert [] == scanned

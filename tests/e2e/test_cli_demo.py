@@ -272,3 +272,58 @@ def test_r18_demo_whose_window_never_engages_fails(
     result = CliRunner().invoke(app, ["demo"], env=WIDE)
     assert 1 == result.exit_code
     assert "silent: ['window']" in result.stderr
+
+
+def test_r18_demo_runs_5000_sessions_with_bounded_concurrency() -> None:
+    """R18: ``--sessions 5000`` runs in process, at most ``--concurrency`` at once,
+    and records 5000 times one session."""
+    big = demo_json("--sessions", "5000", "--concurrency", "50")
+    assert (5000, 15000, 100000) == (big["sessions"], big["turns"], big["rows"])
+    assert 5000 == len(set(big["session_ids"]))
+
+
+def test_r18_demo_lists_at_most_ten_session_ids_in_its_text_output() -> None:
+    """R18: the text output names the first ten ids and how many more; --json all."""
+    result = CliRunner().invoke(app, ["demo", "--sessions", "12"], env=WIDE)
+    assert 0 == result.exit_code, result.output
+    (recorded,) = [
+        line for line in result.stdout.splitlines() if line.startswith("recorded in")
+    ]
+    assert recorded.endswith(", ... (2 more; --json lists them all)")
+    assert 10 == len(recorded.split(": ", 1)[1].split(", ")) - 1
+
+
+def test_r18_demo_cluster_without_redis_server_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """R18: no redis-server anywhere: one line naming the package; exit 1."""
+    from helmlog import _embedded
+
+    monkeypatch.setattr(_embedded, "USUAL_PATHS", ())
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = CliRunner().invoke(app, ["demo", "--cluster"], env=WIDE)
+    assert 1 == result.exit_code
+    assert "" == result.stdout
+    assert [_embedded.INSTALL_HINT] == result.stderr.splitlines()
+    assert "apt-get install redis-server" in _embedded.INSTALL_HINT
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_r18_demo_cluster_runs_on_an_embedded_redis_server(ray_local: None) -> None:
+    """R18/R17: ``demo --cluster`` with no --store starts its own redis-server,
+    runs the sessions on Ray hosts, records what in process records, and
+    stops the server."""
+    from helmlog import _embedded
+
+    result = CliRunner().invoke(
+        app, ["demo", "--cluster", "--sessions", "20", "--json"], env=WIDE
+    )
+    assert 0 == result.exit_code, result.output
+    summary = json.loads(result.stdout)
+    assert (20, 60, 400) == (summary["sessions"], summary["turns"], summary["rows"])
+    assert EXPECTED_ROWS == ledger(summary)
+    where = summary["store"]
+    assert where.startswith("an embedded redis-server (redis://127.0.0.1:")
+    port = int(where.split("127.0.0.1:")[1].split("/")[0])
+    assert not _embedded.answers(port)  # stopped at exit
