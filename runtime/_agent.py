@@ -219,8 +219,13 @@ class Agent:
         session = self._new_session(session_id)
         # R9, R2: a caller that finds this session cached meanwhile waits on its
         # lock, so the stream is never folded twice into one cache.
-        async with self._operating(session):
-            await session.journal.activate()
+        try:
+            async with self._operating(session):
+                await session.journal.activate()
+        except BaseException:
+            # A cache that never read its stream must not pass for one.
+            self._resident.discard(session)
+            raise
         if session.journal.folder.last_seq == 0:
             self._resident.discard(session)
             return None

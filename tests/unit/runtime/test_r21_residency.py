@@ -183,3 +183,34 @@ async def test_r21_idle_sessions_are_collected_as_new_ones_arrive() -> None:
     clock.advance(MINUTE_MS + 1)
     await agent.run("three")
     assert 1 == agent.resident_count
+
+
+class FlakyReads(MemoryEventStore):
+    """A store whose reads fail while ``down`` (its server is unreachable)."""
+
+    down = False
+
+    async def read(self, session_id: str, after_seq: int = 0) -> list[Any]:
+        if self.down:
+            raise ConnectionError("connection refused")
+        return await super().read(session_id, after_seq)
+
+
+async def test_r21_a_failed_activation_leaves_nothing_resident() -> None:
+    """R21/R6: a session whose stream could not be read is not cached as empty."""
+    store, clock = FlakyReads(), FakeClock()
+    assert "turn 1" == await agent_on(store, clock).run("one")
+    (sid,) = await store.sessions()
+    host = agent_on(store, clock)
+    store.down = True
+    with pytest.raises(ConnectionError):
+        await host.recover(sid)
+    with pytest.raises(ConnectionError):
+        await host.run("hi", session_id="fresh")
+    assert 0 == host.resident_count
+    store.down = False
+    assert "turn 1" == await host.run("hi", session_id="fresh")
+    with pytest.raises(ValueError, match="already exists"):
+        await host.run("hello", session_id=sid)
+    assert await host.recover(sid) is None
+    assert 2 == host.resident_count
