@@ -119,6 +119,7 @@ DEFAULT_POOL_TIMEOUT_S: Final = 20.0
 DEFAULT_FACTS_MAXLEN: Final = 1_000_000
 _READ_PAGE: Final = 2000
 _OPS_BACKLOG_MAX: Final = 100_000
+_MARKS_MAX: Final = 4_096
 _HEAD_CACHE_MAX: Final = 65_536
 _REDIRECTS_MAX: Final = 5
 # Invariant: a blocking read waits at most this long per command, so the
@@ -171,8 +172,9 @@ _APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA).hexdigest()
 # One shard's operations, in order. KEYS: facts stream, open hash, asks hash,
 # facts-at hash. ARGV[1] facts maxlen, then 5 arguments per operation:
 # code, session id, a, b, value. Codes (the rules of events/_index.py):
-#   F publish a fact (a = seq, value = data); P the same, only if not yet
-#   published; O open mark (a = turn start seq); C close (a = end seq);
+#   P publish a fact not yet published (a = seq, value = data; the append
+#   path publishes with plain XADD instead); O open mark (a = turn start
+#   seq); C close (a = end seq);
 #   A pending ask (a = seq, value = entry); R resolve (a = resume seq);
 #   X reindex (a = stream's last seq, b = open mark or 0, value = entry or '').
 # Each write is a pcall, so one bad key fails its operation, not the shard's.
@@ -204,9 +206,7 @@ for i = 2, #ARGV, 5 do
   local op, sid, a = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local b, value = ARGV[i + 3], ARGV[i + 4]
   local seq = tonumber(a)
-  if op == 'F' then
-    publish(sid, a, value)
-  elseif op == 'P' then
+  if op == 'P' then
     if seq > tonumber(redis.call('HGET', KEYS[4], sid) or '0') then
       publish(sid, a, value)
     end
@@ -252,7 +252,8 @@ _CURSOR_PREFIX: Final = "f1:"
 
 Arg = bytes | str | int
 Command = Sequence[Arg]
-# One shard operation: code, session id, a, b, value (see _SHARD_LUA).
+# One shard operation: code, session id, a, b, value (see _SHARD_LUA; F is
+# a fact's XADD and M its facts-at mark, sent as plain commands).
 Op = tuple[str, str, int, int, bytes]
 
 
@@ -682,6 +683,8 @@ class RedisEventStore(StoreBase):
         self._heads: dict[str, tuple[int, str]] = {}
         self._queue: list[_Append] = []
         self._ops: list[tuple[int, Op]] = []
+        # Facts-at marks of published facts, sent when the flusher idles.
+        self._marks: dict[tuple[int, str], int] = {}
         # Appends that landed and wait for their index entries to be sent.
         self._acks: list[tuple[asyncio.Future[int], int]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -766,19 +769,22 @@ class RedisEventStore(StoreBase):
         return await self._append(session_id, records, expected_seq, prev_hash)
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        # Pages by COUNT, one round trip each: pipelining known id ranges
+        # measured slower (bench/ledger.py), and COUNT never lets an entry a
+        # tamperer deleted hide what follows it from verification (R3).
         key = stream_key(session_id)
         out: list[StoredEvent] = []
-        start = after_seq + 1
+        start = f"0-{after_seq + 1}"
         try:
             await self._routes.prepare()
             while True:
                 page = await self._routes.one(
-                    key, "XRANGE", key, f"0-{start}", "+", "COUNT", _READ_PAGE
+                    key, "XRANGE", key, start, "+", "COUNT", _READ_PAGE
                 )
                 _records_into(out, page)
                 if len(page) < _READ_PAGE:
                     return out
-                start = out[-1].seq + 1
+                start = f"(0-{_id_seq(page[-1][0])}"
         except _DRIVER_ERRORS as exc:
             raise self._error("read", exc) from exc
 
@@ -882,9 +888,9 @@ class RedisEventStore(StoreBase):
         try:
             if self._flusher is not None:
                 await self._flusher
-            if self._ops:
+            if self._ops or self._marks:
                 # One last try for operations a failed flush left behind.
-                await self._send([], self._take_ops())
+                await self._send([], self._take_ops() + self._take_marks())
             if self._ops:
                 log.warning(
                     "redis event store %s closed with %d unsent index/fact "
@@ -1117,13 +1123,22 @@ class RedisEventStore(StoreBase):
         ops, self._ops = self._ops, []
         return ops
 
+    def _take_marks(self) -> list[tuple[int, Op]]:
+        marks, self._marks = self._marks, {}
+        return [(n, ("M", sid, seq, 0, b"")) for (n, sid), seq in marks.items()]
+
     async def _flush(self) -> None:
         """Send queued appends (and the shard operations of earlier ones)."""
         try:
             await self._routes.prepare()
-            while self._queue or self._ops or self._acks:
+            while self._queue or self._ops or self._acks or self._marks:
                 batch, self._queue = self._queue, []
-                sent = await self._send(batch, self._take_ops())
+                ops = self._take_ops()
+                if not batch or len(self._marks) >= _MARKS_MAX:
+                    # Marks only save reindex from republishing: under load
+                    # they wait and coalesce, one HSET per shard when idle.
+                    ops.extend(self._take_marks())
+                sent = await self._send(batch, ops)
                 if not sent and not self._queue:
                     return  # the store is down: operations wait for the next append
                 # Let the callers just woken queue their next append, so it
@@ -1151,13 +1166,13 @@ class RedisEventStore(StoreBase):
                 (self._shard(i.session_id), i.premark) for i in batch if i.premark
             ]
             staged = ops + [(n, op) for n, op in premarks if op is not None]
-            shard_cmds = self._shard_commands(staged)
+            shard_cmds, owners = self._shard_commands(staged)
             appends = [(stream_key(i.session_id), i.args) for i in batch]
             try:
                 if self._routes.cluster and premarks:
                     # The marks must be in before the appends, on other nodes.
                     shard_replies = await self._routes.call(shard_cmds)
-                    refused = self._marks_refused(shard_cmds, shard_replies, batch)
+                    refused = self._marks_refused(owners, shard_replies, batch)
                     go = [i for i in batch if i.session_id not in refused]
                     append_replies = await self._routes.call(
                         [(stream_key(i.session_id), i.args) for i in go]
@@ -1182,7 +1197,7 @@ class RedisEventStore(StoreBase):
                     if not item.future.done():
                         item.future.set_exception(error)
                 return False
-            self._check_shards(shard_cmds, shard_replies, staged)
+            self._check_shards(owners, shard_replies)
             for item, reply in zip(batch, append_replies, strict=True):
                 self._settle(item, reply)
             return True
@@ -1199,62 +1214,97 @@ class RedisEventStore(StoreBase):
 
     def _shard_commands(
         self, staged: list[tuple[int, Op]]
-    ) -> list[tuple[str, Command]]:
-        by_shard: dict[int, list[Op]] = {}
-        for n, op in staged:
-            by_shard.setdefault(n, []).append(op)
-        out: list[tuple[str, Command]] = []
-        for n, shard_ops in by_shard.items():
+    ) -> tuple[list[tuple[str, Command]], list[list[tuple[int, Op]]]]:
+        """The commands for ``staged`` and, for each, the operations it carries.
+
+        A fact is a plain ``XADD`` (the hot path: a script call costs more
+        than the write); its facts-at mark is a plain ``HSET`` sent once the
+        ``XADD`` succeeded; index operations go through the shard script.
+        """
+        commands: list[tuple[str, Command]] = []
+        owners: list[list[tuple[int, Op]]] = []
+        scripted: dict[int, list[tuple[int, Op]]] = {}
+        marks: dict[int, list[tuple[int, Op]]] = {}
+        maxlen = self.options.facts_maxlen
+        for item in staged:
+            n, (code, sid, a, _b, value) = item
             keys = self._shards[n]
-            out.append((keys[0], self._shard_command(keys, shard_ops)))
-        return out
+            if code == "F":
+                commands.append(
+                    (
+                        keys[0],
+                        (
+                            "XADD", keys[0], "MAXLEN", "~", maxlen, "*",
+                            "session_id", sid, "seq", a, "data", value,
+                        ),
+                    )
+                )  # fmt: skip
+                owners.append([item])
+            elif code == "M":
+                marks.setdefault(n, []).append(item)
+            else:
+                scripted.setdefault(n, []).append(item)
+        for n, items in marks.items():
+            keys = self._shards[n]
+            fields: list[Arg] = []
+            for _n, (_code, sid, a, _b, _v) in items:
+                fields.extend((sid, a))
+            commands.append((keys[3], ("HSET", keys[3], *fields)))
+            owners.append(items)
+        for n, items in scripted.items():
+            keys = self._shards[n]
+            ops = [op for _n, op in items]
+            commands.append((keys[0], self._shard_command(keys, ops)))
+            owners.append(items)
+        return commands, owners
 
     def _marks_refused(
         self,
-        shard_cmds: list[tuple[str, Command]],
+        owners: list[list[tuple[int, Op]]],
         replies: list[Any],
         batch: list[_Append],
     ) -> dict[str, Exception]:
         """Sessions whose open mark did not land: their appends must wait."""
-        bad = {
-            key: reply
-            for (key, _cmd), reply in zip(shard_cmds, replies, strict=True)
-            if isinstance(reply, Exception)
-        }
-        if not bad:
-            return {}
         refused: dict[str, Exception] = {}
-        for item in batch:
-            if item.premark is None:
-                continue
-            key = self._shards[self._shard(item.session_id)][0]
-            if key in bad:
-                refused[item.session_id] = bad[key]
-        return refused
+        for carried, reply in zip(owners, replies, strict=True):
+            if isinstance(reply, Exception):
+                for _n, op in carried:
+                    if op[0] == "O":
+                        refused[op[1]] = reply
+        return {
+            i.session_id: refused[i.session_id]
+            for i in batch
+            if i.premark and i.session_id in refused
+        }
 
     def _check_shards(
-        self,
-        shard_cmds: list[tuple[str, Command]],
-        replies: list[Any],
-        staged: list[tuple[int, Op]],
+        self, owners: list[list[tuple[int, Op]]], replies: list[Any]
     ) -> None:
         lost: list[tuple[int, Op]] = []
-        for (key, _cmd), reply in zip(shard_cmds, replies, strict=True):
-            if isinstance(reply, Exception):
-                shard = self._shard_of_key(key)
-                lost.extend(item for item in staged if item[0] == shard)
-                continue
-            failed, first, _published = reply
-            if failed:
-                log.warning(
-                    "redis event store %s: %d facts or index entries not published "
-                    "(%s); reindex(session_id) publishes them from the streams",
-                    self.url,
-                    int(failed),
-                    bytes(first).decode(errors="replace"),
-                )
+        refused: list[str] = []
+        for carried, reply in zip(owners, replies, strict=True):
+            if isinstance(reply, ResponseError):
+                # The server refused (a key of the wrong type): resending
+                # would fail again; reindex republishes from the stream.
+                refused.append(str(reply))
+            elif isinstance(reply, Exception):
+                lost.extend(carried)  # a node failed: send again next flush
+            elif carried[0][1][0] == "F":
+                n, (_code, sid, seq, _b, _v) = carried[0]
+                if self._marks.get((n, sid), 0) < seq:
+                    self._marks[(n, sid)] = seq
+            elif isinstance(reply, list) and len(reply) == 3 and reply[0]:
+                refused.append(bytes(reply[1]).decode(errors="replace"))
+        if refused:
+            log.warning(
+                "redis event store %s: %d facts or index entries not published "
+                "(%s); reindex(session_id) publishes them from the streams",
+                self.url,
+                len(refused),
+                refused[0],
+            )
         if lost:
-            self._requeue(lost, RedisConnectionError("shard script failed"))
+            self._requeue(lost, RedisConnectionError("a shard node failed"))
 
     def _shard_of_key(self, key: str) -> int:
         return int(key[key.index("{") + 1 : key.index("}")])
@@ -1326,6 +1376,11 @@ def _with(options: StoreOptions, **changes: Any) -> StoreOptions:
     values = {name: getattr(options, name) for name in StoreOptions.__slots__}
     values.update(changes)
     return StoreOptions(**values)
+
+
+def _id_seq(entry_id: Any) -> int:
+    """The seq of a session stream entry id ``0-<seq>``."""
+    return int(bytes(entry_id).rsplit(b"-", 1)[-1])
 
 
 def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:

@@ -33,6 +33,7 @@ from helmlog.events import (
     seal,
     verify_chain,
 )
+from helmlog.events import _redis_store as redis_store
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_store import (
     RedisEventStore,
@@ -303,3 +304,23 @@ async def test_r4_facts_cursor_resumes_every_shard(store: RedisEventStore) -> No
     waiting = asyncio.ensure_future(store.read_facts(facts[-1].id, block_ms=5_000))
     await store.append(late, decision(9), 0)
     assert [(late, 2)] == [(f.session_id, f.seq) for f in await waiting]
+
+
+async def test_r3_paged_reads_read_everything_even_past_a_deleted_entry(
+    store: RedisEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2/R3: a read of many pages is whole; a deleted entry hides nothing after it."""
+    monkeypatch.setattr(redis_store, "_READ_PAGE", 10)
+    sid = new_session()
+    seq = 0
+    for n in range(21):
+        seq = await store.append(sid, turn(n), seq)
+    assert 105 == seq
+    records = await store.read(sid)
+    assert list(range(1, 106)) == [r.seq for r in records]
+    assert records[37:] == await store.read(sid, after_seq=37)
+    assert None is verify_chain(records)
+    await store._routes.one(stream_key(sid), "XDEL", stream_key(sid), "0-50")
+    damaged = await store.read(sid)
+    assert [r for r in records if r.seq != 50] == damaged
+    assert 51 == verify_chain(damaged)
