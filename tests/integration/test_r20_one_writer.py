@@ -7,7 +7,8 @@ turn (its tool's result recorded, ``agent.turn_end`` last); the other gets
 ``CheckpointError("replayed")`` — whether its checkpoint check saw the pause
 already answered or its first append lost the store's sequence check — and
 appends nothing: no ``error.fatal``, no second ``pause.resume``. Every stream
-verifies.
+verifies. Last, R21 on the same Redis: a paused session dropped from the
+agent's cache resumes from its stream, and re-activation appends nothing.
 """
 
 from __future__ import annotations
@@ -135,3 +136,27 @@ async def test_r20_two_client_processes_resuming_one_checkpoint(
         await asyncio.wait_for(child.wait(), timeout=30)
         await store.close()
     assert 0 == child.returncode
+
+
+async def test_r21_an_evicted_session_reactivates_from_redis_silently(
+    redis_url: str,
+) -> None:
+    """R21/R6 on Redis: a dropped paused session resumes from its stream alone."""
+    store = open_event_store(redis_url)
+    try:
+        agent = build(store)
+        paused = await agent.run("Refund order 7 for $900")
+        assert is_ask_pause(paused)
+        sid = paused.checkpoint.session_id
+        before = await store.read(sid)
+        assert 1 == agent.evict_idle(now=agent.config.clock() + 601_000)
+        assert 0 == agent.resident_count
+        assert before == await store.read(sid)
+        out = await agent.resume(paused.checkpoint, check_in_approved(by="dana@ops"))
+        assert ANSWER == out
+        after = await store.read(sid)
+        assert before == after[: len(before)]  # re-activation appended nothing
+        await _assert_one_turn_completed(store, sid)
+        assert fold(r.decode() for r in after) == agent.last_snapshot()
+    finally:
+        await store.close()
