@@ -121,8 +121,9 @@ class Session:
     """One hosted session: its journal (a cache of its stream) and its lock.
 
     ``users`` counts the operations in flight (holding or awaiting the lock);
-    ``last_used`` is the agent clock's reading at the last operation's start
-    or end. A session with users is never dropped from the cache (R21).
+    ``last_used`` is the agent clock's reading when the last operation
+    ended (or the session was admitted). A session with users is never
+    dropped from the cache (R21).
     """
 
     journal: Journal

@@ -43,7 +43,8 @@ class Residency:
         self.max_resident = max_resident
         self.idle_ms = idle_s * 1000.0
         self.clock = clock
-        # Invariant: ordered by last use (start or end of an operation).
+        # Invariant: ordered by last use (start or end of an operation);
+        # last_used is the clock at the end of the last one (or admission).
         self.sessions: OrderedDict[str, Session] = OrderedDict()
 
     def __len__(self) -> int:
@@ -58,13 +59,13 @@ class Residency:
         collect idle sessions and hold the cap, never dropping ``session``."""
         sid = session.session_id
         self.sessions[sid] = session
-        self.touch(session)
-        now = session.last_used
+        self.sessions.move_to_end(sid)
+        session.last_used = now = self.clock()
         self._collect(now, keep=session)
 
     def touch(self, session: Session) -> None:
-        """Mark a use of ``session`` now: it becomes the most recently used."""
-        session.last_used = self.clock()
+        """Mark the start of an operation: ``session`` becomes the most
+        recently used. No clock reading: a busy session is never idle."""
         sid = session.session_id
         if self.sessions.get(sid) is session:
             self.sessions.move_to_end(sid)
@@ -73,7 +74,8 @@ class Residency:
         """Mark the end of an operation on ``session``; hold the cap again
         (it may have been exceeded while every other session was busy)."""
         self.touch(session)
-        self._collect(session.last_used, keep=session)
+        session.last_used = now = self.clock()
+        self._collect(now, keep=session)
 
     def discard(self, session: Session) -> None:
         """Drop ``session`` if it is the resident one of its id."""
