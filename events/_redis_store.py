@@ -579,10 +579,12 @@ class _Routes:
                         replies[i] = result
                     continue
                 for i, reply in zip(idx, result, strict=True):
+                    if isinstance(reply, AskError) and not isinstance(
+                        reply, MovedError
+                    ):
+                        reply = await self._ask(reply, keyed[i][1])
                     if isinstance(reply, MovedError):
                         moved.append(i)
-                    elif isinstance(reply, AskError):
-                        replies[i] = await self._ask(reply, keyed[i][1])
                     else:
                         replies[i] = reply
             if failed_node:
@@ -604,8 +606,14 @@ class _Routes:
         return replies
 
     async def _ask(self, error: AskError, command: Command) -> Any:
+        """Send one command to the node a slot is migrating to (``ASKING``)."""
         wire = self.nodes.get(error.node_addr) or self._wire_for(error.node_addr)
-        return (await wire.call_loaded([("ASKING",), command]))[1]
+        reply = (await wire.call([("ASKING",), command]))[1]
+        if isinstance(reply, NoScriptError):
+            # ASKING covers one command: load, then ask again.
+            await wire.call([("SCRIPT", "LOAD", s) for s in _SCRIPTS])
+            reply = (await wire.call([("ASKING",), command]))[1]
+        return reply
 
     async def one(self, key: str, *command: Arg) -> Any:
         reply = (await self.call([(key, command)]))[0]

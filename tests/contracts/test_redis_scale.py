@@ -324,3 +324,52 @@ async def test_r3_paged_reads_read_everything_even_past_a_deleted_entry(
     damaged = await store.read(sid)
     assert [r for r in records if r.seq != 50] == damaged
     assert 51 == verify_chain(damaged)
+
+
+async def test_r11_a_slot_moved_live_is_followed_by_ask_then_moved(
+    redis_cluster: RedisClusterServers, redis_cluster_url: str
+) -> None:
+    """R11: during a live slot migration appends follow ASK, and after it MOVED."""
+    store = RedisEventStore.from_url(redis_cluster_url)
+    tag = new_session()
+    old, new = f"{tag}}}old", f"{tag}}}new"  # both hash on the tag alone
+    key_old = stream_key(old)
+    slot = key_slot(key_old.encode())
+    assert slot == key_slot(stream_key(new).encode())
+    clients = {n.port: aioredis.Redis(port=n.port) for n in redis_cluster.nodes}
+    try:
+        await store.append(old, turn(1), 0)
+        source = store._routes.wire(key_old).pool.connection_kwargs["port"]
+        target = next(p for p in clients if p != source)
+        ids = {
+            p: (await c.execute_command("CLUSTER", "MYID")).decode()
+            for p, c in clients.items()
+        }
+        await clients[target].execute_command(
+            "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source]
+        )
+        await clients[source].execute_command(
+            "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target]
+        )
+        # A key the source lacks is asked for on the target.
+        assert 5 == await store.append(new, turn(1), 0)
+        assert 5 == len(await store.read(new))
+        assert 1 == await clients[target].execute_command(
+            "CLUSTER", "COUNTKEYSINSLOT", slot
+        )
+        await clients[source].execute_command(
+            "MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", key_old
+        )
+        for c in clients.values():
+            await c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+        # The store still maps the slot to the source: MOVED, then the target.
+        assert 10 == await store.append(old, turn(2), 5)
+        assert target == store._routes.wire(key_old).pool.connection_kwargs["port"]
+        for sid, n in ((old, 10), (new, 5)):
+            records = await store.read(sid)
+            assert n == len(records)
+            assert None is verify_chain(records)
+    finally:
+        await store.close()
+        for c in clients.values():
+            await c.aclose()
