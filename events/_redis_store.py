@@ -77,6 +77,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -407,12 +408,21 @@ class _Wire:
             try:
                 await conn.send_packed_command(packed, check_health=False)
                 replies: list[Any] = []
-                for _ in commands:
-                    try:
-                        # Stored bytes stay bytes, whatever the client decodes.
-                        replies.append(await conn.read_response(disable_decoding=True))
-                    except ResponseError as exc:
-                        replies.append(exc)
+                # One deadline (the socket timeout) for the whole round trip,
+                # not one per reply: redis-py's per-read timeout costs more
+                # than parsing a reply (bench/ledger.py).
+                async with asyncio.timeout(conn.socket_timeout):
+                    for _ in commands:
+                        try:
+                            # Stored bytes stay bytes, whatever the client
+                            # decodes; math.inf: no per-read timeout.
+                            replies.append(
+                                await conn.read_response(
+                                    disable_decoding=True, timeout=math.inf
+                                )
+                            )
+                        except ResponseError as exc:
+                            replies.append(exc)
                 return replies
             except RedisConnectionError:
                 await conn.disconnect()
