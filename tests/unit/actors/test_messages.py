@@ -223,3 +223,136 @@ def test_r12_an_answer_that_cannot_be_encoded_fails_closed_as_a_raise() -> None:
     reply = decode_execute_reply(encode_reply(Returned(value=Verdict())))
     assert isinstance(reply, Raised)
     assert reply.text.startswith("its answer cannot cross the actor boundary: ")
+
+
+# -- the actors' own answers, called directly (no Ray) ------------------------
+
+
+class _Budget:
+    name = "budget"
+
+    def __init__(self) -> None:
+        self.left = 1
+
+    def on_tool_call(self, call: Any) -> Any:
+        if self.left == 0:
+            return deny("spent")
+        self.left -= 1
+        return allow(None, f"{self.left} left")
+
+
+class _Stamp:
+    name = "stamp"
+
+    async def on_tool_result(self, result: Any) -> Any:
+        return allow(f"{result.result}!", "stamped")
+
+
+def _chain() -> list[Any]:
+    return [_Budget(), _Stamp()]
+
+
+def _call_ctx() -> ToolCallContext:
+    return ToolCallContext(
+        tool_name="refund",
+        tool_source=None,
+        tool_call_id="c1",
+        iteration=1,
+        args={"order": 7},
+        history=(),
+        identity=None,
+    )
+
+
+async def test_r17_a_policy_actor_hosts_the_links_in_order_sharing_state() -> None:
+    """R17: one actor, links in declaration order, each hook's state kept."""
+    from helmlog.actors import PolicyActor
+
+    actor = PolicyActor(_chain)
+    info = decode_chain(await actor.describe())
+    assert [("budget", True, False, False), ("stamp", False, True, False)] == [
+        (i.name, i.on_tool_call, i.on_tool_result, i.on_message) for i in info.links
+    ]
+    answers = [
+        outcome_of(decode_hook_reply(await actor.call(encode(call_in(0, _call_ctx())))))
+        for _ in range(2)
+    ]
+    assert [allow(None, "0 left"), deny("spent")] == answers
+    result_ctx = ToolResultContext(
+        tool_name="refund",
+        tool_source=None,
+        tool_call_id="c1",
+        iteration=1,
+        args={"order": 7},
+        history=(),
+        identity=None,
+        result="refunded",
+        error=False,
+    )
+    stamped = await actor.call(encode(call_in(1, result_ctx)))
+    assert allow("refunded!", "stamped") == outcome_of(decode_hook_reply(stamped))
+
+
+async def test_g7_a_policy_actor_answers_a_raise_with_its_text() -> None:
+    """G7: the actor never lets a hook's raise escape; it answers ``Raised``."""
+    from helmlog import ToolMiddleware
+    from helmlog.actors import PolicyActor
+
+    def boom(call: Any) -> Any:
+        raise LookupError("no such order")
+
+    actor = PolicyActor(lambda: ToolMiddleware(name="lookup", on_tool_call=boom))
+    reply = decode_hook_reply(await actor.call(encode(call_in(0, _call_ctx()))))
+    assert Raised(text="no such order") == reply
+
+
+@pytest.mark.parametrize(
+    ("built", "problem"),
+    [
+        ([], "a policy factory must build at least one link"),
+        ([object()], "a policy factory's links need a non-empty name"),
+        ([type("Named", (), {"name": "x"})()], "policy link 'x' has no hook"),
+    ],
+)
+def test_g9_a_policy_factory_must_build_named_links_with_hooks(
+    built: list[Any], problem: str
+) -> None:
+    """G9: what the actor hosts is checked as a link, with the builder's words."""
+    from helmlog.actors import PolicyActor
+
+    with pytest.raises(ValueError, match=problem):
+        PolicyActor(lambda: built)
+
+
+async def test_g69_a_tool_executor_answers_returned_raised_or_asked_human() -> None:
+    """G18/G69: a result, a raise's text, or ``ask_human``'s question come back."""
+    from helmlog import ask_human, tool
+    from helmlog.actors import ToolExecutor
+
+    @tool
+    def lookup(order: int) -> dict[str, int]:
+        """Look an order up."""
+        return {"order": order}
+
+    @tool
+    def broken(order: int) -> str:
+        """Fail."""
+        raise ConnectionError(f"backend refused {order}")
+
+    @tool
+    def pick(order: int) -> str:
+        """Ask a person."""
+        ask_human("Which card?", {"order": order})
+
+    executor = ToolExecutor([lookup, broken, pick])
+    replies = [
+        decode_execute_reply(
+            await executor.execute(encode(ExecuteIn(tool_name=name, args={"order": 7})))
+        )
+        for name in ("lookup", "broken", "pick")
+    ]
+    assert [
+        Returned(value={"order": 7}),
+        Raised(text="backend refused 7"),
+        AskedHuman(question="Which card?", detail={"order": 7}),
+    ] == replies
