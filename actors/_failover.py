@@ -16,12 +16,14 @@ every session), R7 (a dispatched call without a result is not run again
 unless its tool is idempotent; the turn goes on), R8 (a host's shard is the
 sessions ``host_for`` places on it), R1 (the stream decides, not the index).
 
-Why each candidate goes through ``recover`` even when the index says it is
-waiting on a person: the index is a projection, repaired after the append, so
-it can be stale either way; only the fold of the stream knows whether a turn
-is open and whether a pause is pending. ``recover`` folds, finishes an open
-turn with no pending pause, and returns ``None`` (appending nothing) for a
-paused, finished or unknown session — so a person's pause is left alone.
+Why a pending ask alone does not leave a session out: the index is a
+projection, updated after the append, so an ask can outlive its resume (the
+host died between the two, perhaps mid-tool after it). A session is left
+alone unread only when its stream's head is the very ``pause.request`` the
+ask names — nothing happened after the pause. Every other candidate goes
+through ``recover``, which folds the stream: it finishes an open turn with no
+pending pause and returns ``None``, appending nothing, for a paused, finished
+or unknown session.
 
 Why ``reindex`` follows every candidate, whether its recovery worked or not:
 a mark whose turn ended (the host died between the append and the index
@@ -42,7 +44,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from helmlog.events import EventStore
+from helmlog.events import EventStore, StoreError
 
 from ._placement import host_for
 
@@ -80,7 +82,7 @@ async def finish_open_turns(
         error, and not counted.
 
     Raises:
-        StoreError: the open-turns index could not be read.
+        StoreError: the open-turns or pending-asks index could not be read.
         ValueError: ``n_hosts`` < 1, ``index`` out of range, or
             ``concurrency`` < 1.
     """
@@ -92,10 +94,13 @@ async def finish_open_turns(
     mine = sorted({sid for sid in open_ids if host_for(sid, n_hosts) == index})
     if not mine:
         return 0
+    asks = {a.session_id: a.seq for a in await store.pending_asks()}
     gate = asyncio.Semaphore(concurrency)
 
     async def one(session_id: str) -> bool:
         async with gate:
+            if await _waiting_on_a_person(store, session_id, asks.get(session_id)):
+                return False
             return await _finish(store, session_id, recover)
 
     finished = await asyncio.gather(*(one(sid) for sid in mine))
@@ -109,6 +114,31 @@ async def finish_open_turns(
         extra={"host_index": index, "finished": count, "candidates": len(mine)},
     )
     return count
+
+
+async def _waiting_on_a_person(
+    store: EventStore, session_id: str, ask_seq: int | None
+) -> bool:
+    """Whether the session's last event is the pause its ask names.
+
+    Then nothing happened after the pause: the turn waits on a person and is
+    left alone, unread. Any later event (a resume whose index update was
+    lost, then a crash) sends the session through ``recover``, which decides.
+    """
+    if ask_seq is None:
+        return False
+    try:
+        last_seq, _hash = await store.head(session_id)
+    except StoreError as exc:  # recover decides, and logs what fails there
+        log.warning(
+            "failover: could not read the head of session %s: %s",
+            session_id,
+            _named(exc),
+            exc_info=True,
+            extra=_fields(session_id, exc),
+        )
+        return False
+    return last_seq == ask_seq
 
 
 async def _finish(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from helmlog import Agent, Tool, ask_human, tool
+from helmlog import Agent, Tool, ask_human, is_ask_pause, tool
 from helmlog.actors import host_for
 from helmlog.actors._failover import finish_open_turns
 from helmlog.events import MemoryEventStore
@@ -46,18 +46,31 @@ class DyingStore(MemoryEventStore):
 
 
 class LostUpdates(MemoryIndex):
-    """Index writes after an append never land: their writer died first."""
+    """Index writes after an append never land while ``losing``: their writer
+    died between the append and the index update."""
+
+    losing = True
 
     def apply(self, session_id: str, delta: IndexDelta) -> None:
-        return None
+        if not self.losing:
+            super().apply(session_id, delta)
 
 
 class StaleMarks(DyingStore):
-    """A store whose index kept the open mark of a turn that ended."""
+    """A store whose index misses the updates made while ``losing``."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._index = LostUpdates()
+        self._lost = LostUpdates()
+        self._index = self._lost
+
+    @property
+    def losing(self) -> bool:
+        return self._lost.losing
+
+    @losing.setter
+    def losing(self, value: bool) -> None:
+        self._lost.losing = value
 
 
 def _refund(store: DyingStore, runs: list[int]) -> Tool:
@@ -156,34 +169,98 @@ async def test_r22_an_idempotent_tool_runs_again_as_attempt_2() -> None:
     assert "the tool said: order 7 is shipped" == events[-1].final_content
 
 
-async def test_r22_a_turn_waiting_on_a_person_is_left_alone() -> None:
-    """R22: a pending pause is not a crash; nothing is appended to it."""
-    store = DyingStore()
+def _card_then_refund(store: DyingStore, runs: list[int]) -> tuple[Tool, Tool]:
+    """``pick_card`` asks a person; ``refund`` kills its host on its first run."""
 
     @tool
     def pick_card(order: int) -> str:
         """Ask which card to refund to."""
         ask_human("Which card?", {"order": order})
 
-    call = ToolCallRequest(id="c1", name="pick_card", args={"order": 7})
+    return pick_card, _refund(store, runs)
+
+
+def _card_model() -> Any:
+    """Asks for the card, then refunds (c2), then answers with what it read."""
+
+    def respond(request: Any) -> Reply | str:
+        tools = [m for m in request.messages if m.role == "tool"]
+        if not tools:
+            call = ToolCallRequest(id="c1", name="pick_card", args={"order": 7})
+            return Reply(tool_calls=[call])
+        if len(tools) == 1:
+            call = ToolCallRequest(id="c2", name="refund", args={"order": 7})
+            return Reply(tool_calls=[call])
+        return f"the tool said: {tools[-1].content}"
+
+    return scripted(respond=respond)
+
+
+class Recovering:
+    """A host's ``recover`` that also notes which sessions it was asked for."""
+
+    def __init__(self, store: DyingStore, *tools: Tool) -> None:
+        self.asked: list[str] = []
+        self._recover = _taking_over(store, *tools)
+
+    def __call__(self, session_id: str) -> Any:
+        self.asked.append(session_id)
+        return self._recover(session_id)
+
+
+async def test_r22_a_turn_waiting_on_a_person_is_left_alone() -> None:
+    """R22: a pending pause is not a crash: not even read, nothing appended."""
+    store, runs = DyingStore(), []
+    tools = _card_then_refund(store, runs)
+    agent = Agent.create(provider=_card_model(), model="m", store=store)
+    (sid,) = _ids_on(0, 1, 1)
+    await agent.tool(*tools).build().run("refund order 7", session_id=sid)
+    before = await _types(store, sid)
+    assert "pause.request" == before[-1]
+    assert [sid] == list(await store.open_turns())
+    recover = Recovering(store, *tools)
+
+    finished = await finish_open_turns(store, index=0, n_hosts=1, recover=recover)
+
+    assert 0 == finished
+    assert [] == recover.asked
+    assert before == await _types(store, sid)
+    assert [sid] == [a.session_id for a in await store.pending_asks()]
+
+
+async def test_r22_an_ask_that_outlived_its_resume_does_not_hide_an_open_turn() -> None:
+    """R22, R1: resumed, then the host died mid-tool before the index heard of
+    the resume: the stale ask is not trusted; the turn is finished."""
+    store, runs = StaleMarks(), []
+    tools = _card_then_refund(store, runs)
     agent = (
-        Agent.create(
-            provider=scripted([Reply(tool_calls=[call])]), model="m", store=store
-        )
-        .tool(pick_card)
+        Agent.create(provider=_card_model(), model="m", store=store)
+        .tool(*tools)
         .build()
     )
     (sid,) = _ids_on(0, 1, 1)
-    await agent.run("refund order 7", session_id=sid)
-    before = await _types(store, sid)
-    assert "pause.request" == before[-1]
+    store.losing = False
+    pause = await agent.run("refund order 7", session_id=sid)
+    assert is_ask_pause(pause)
+    assert [sid] == [a.session_id for a in await store.pending_asks()]
+    store.losing = True  # the index never hears of the resume
+    with pytest.raises(HostStopped):
+        await agent.resume(pause.checkpoint, "the visa card")
+    store.dead = False
 
     finished = await finish_open_turns(
-        store, index=0, n_hosts=1, recover=_taking_over(store, pick_card)
+        store, index=0, n_hosts=1, recover=_taking_over(store, *tools)
     )
 
-    assert 0 == finished
-    assert before == await _types(store, sid)
+    assert 1 == finished
+    assert [7] == runs
+    events = [r.decode() for r in await store.read(sid)]
+    assert ["c2"] == [
+        e.tool_call_id for e in events if e.type == "tool.outcome_unknown"
+    ]
+    assert "agent.turn_end" == events[-1].type
+    assert [] == await store.pending_asks()
+    assert [] == list(await store.open_turns())
 
 
 async def test_r22_a_host_finishes_only_the_sessions_of_its_shard() -> None:
