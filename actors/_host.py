@@ -1,33 +1,121 @@
 """The session host: one async Ray actor hosting many sessions.
 
 Pattern: a host process that only hosts — the loop lives in ``runtime``,
-         state is a fold in ``events``, persistence is the store.
-Role:    actors layer; the ``Cluster`` starts a fixed number of these and
-         routes each session to one by ``host_for`` (R8).
+         state is a fold in ``events``, persistence is the store. Operations
+         arrive in batches (one actor call each) and their results leave in
+         groups as they finish (a streaming generator).
+Role:    actors layer; the ``Cluster`` names a fixed number of these
+         (detached, shared by every client process) and routes each session to
+         one by ``host_for`` (R8).
 Emits:   through each session's agent, into the shared event store.
 
 Laws: R8 (one host holds many sessions; never one actor per session; a
 session is activated from its stream on first use), R17 (the cluster changes
 where, not what: a session run here appends what the same agent run in
-process appends), R6 (activation is silent).
+process appends), R6 (activation is silent), R21 (at most ``max_resident``
+sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
+session in the middle of an operation never is), R22 (a host that starts or
+restarts finishes its shard's open turns, per R7, by itself).
 
 Why an agent object per session inside one host: an agent holds per-run
 conversation state and its provider (a scripted model's script, a client's
 connection); sessions must not share those. Agent objects are cheap; actors
-(processes) are not — so sessions share the host, not the agent.
+(processes) are not — so sessions share the host, not the agent. Dropping a
+session drops its agent; the next operation builds a new one and activates
+the session from its stream.
+
+Why results stream back in groups: a batch holds many sessions' operations
+and one of them may wait minutes on a tool or a model; each group carries
+whatever finished since the last, so no session's reply waits on another's.
+
+Why failover starts from ``__init__``: Ray runs an async actor's constructor
+on the actor's running event loop, and runs it again on every restart, so a
+task created there is the one thing that runs on (re)start with nobody
+calling; the caller whose call was cut may be gone (R22).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import asyncio
+import gc
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
 
-from helmlog.events import EventStore, open_event_store
+import msgspec
+
+from helmlog.events import (
+    ClusterConfigError,
+    EventStore,
+    SessionState,
+    StoreError,
+    fold,
+    open_event_store,
+)
 from helmlog.runtime import Agent
 
-from ._wire import decode_decision, reply_from
+from ._failover import finish_open_turns
+from ._wire import (
+    Op,
+    Result,
+    decode_decision,
+    decode_ops,
+    encode_results,
+    encode_state,
+    result_of,
+    wire_error,
+)
 
 AgentFactory = Callable[[EventStore], Agent]
+
+log = logging.getLogger("helmlog.actors")
+
+DEFAULT_MAX_RESIDENT: Final = 10_000
+DEFAULT_IDLE_S: Final = 600.0
+# A host whose store is unreachable when it starts retries its failover sweep.
+FAILOVER_RETRY_S: Final = 2.0
+
+
+class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a host is, for a client joining its cluster to check."""
+
+    name: str
+    index: int
+    n_hosts: int
+    store_url: str
+    key_digest: str
+    factory_key: str
+    max_resident: int
+    idle_s: float
+
+
+class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """How much a host holds: resident sessions, busy ones, traced bytes."""
+
+    resident: int
+    busy: int
+    evicted: int
+    failover_finished: int
+    traced_bytes: int = 0
+
+
+class _Resident:
+    """One resident session: its agent, how many operations hold it, last use."""
+
+    __slots__ = ("agent", "busy", "used")
+
+    def __init__(self, agent: Agent, now: float) -> None:
+        self.agent = agent
+        self.busy = 0
+        self.used = now
+
+
+def key_digest(chain_key: bytes | None) -> str:
+    """A chain key's fingerprint, so clients compare keys without sending them back."""
+    return hashlib.sha256(chain_key).hexdigest()[:16] if chain_key else ""
 
 
 class SessionHost:
@@ -38,70 +126,286 @@ class SessionHost:
         factory: AgentFactory,
         store_url: str,
         index: int,
+        n_hosts: int,
+        *,
+        name: str = "",
+        factory_key: str = "",
         chain_key: bytes | None = None,
+        max_resident: int = DEFAULT_MAX_RESIDENT,
+        idle_s: float = DEFAULT_IDLE_S,
+        failover: bool = True,
     ) -> None:
         self._factory = factory
         self._store_url = store_url
         self._chain_key = chain_key
+        self._info = HostInfo(
+            name=name,
+            index=index,
+            n_hosts=n_hosts,
+            store_url=store_url,
+            key_digest=key_digest(chain_key),
+            factory_key=factory_key,
+            max_resident=max_resident,
+            idle_s=idle_s,
+        )
         self.index = index
         self._store: EventStore | None = None
-        self._agents: dict[str, Agent] = {}
+        self._residents: OrderedDict[str, _Resident] = OrderedDict()
+        self._checked = False
+        self._evicted = 0
+        self._failover_finished = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # built outside an actor (a unit test): no tasks
+            return
+        self._spawn(loop, self._sweep_idle())
+        if failover:
+            self._spawn(loop, self._failover())
+
+    def _spawn(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- sessions ----------------------------------------------------------
 
     def _open(self) -> EventStore:
         if self._store is None:
             self._store = open_event_store(self._store_url, chain_key=self._chain_key)
         return self._store
 
-    def _agent(self, session_id: str) -> Agent:
-        agent = self._agents.get(session_id)
-        if agent is None:
-            agent = self._factory(self._open())
-            if agent.store is not self._store:
-                raise ValueError(
-                    "the agent factory must build its agent on the store it is given "
-                    "(Agent.create(..., store=store))"
-                )
-            self._agents[session_id] = agent
+    def _build(self) -> Agent:
+        store = self._open()
+        agent = self._factory(store)
+        if not isinstance(agent, Agent) or agent.store is not store:
+            raise ClusterConfigError(
+                name=self._info.name,
+                what="factory",
+                existing="",
+                requested=f"{self._info.factory_key} did not build on its store",
+                hint="the agent factory must return an Agent built on the store "
+                "it is given (Agent.create(..., store=store))",
+            )
         return agent
 
-    def _reply(self, agent: Agent, session_id: str, out: Any) -> bytes:
-        return reply_from(session_id, out, agent.last_snapshot(), agent.checkpoint())
-
-    async def run(
-        self,
-        session_id: str,
-        message: str,
-        continue_from: str | None = None,
-        identity: dict[str, Any] | None = None,
-    ) -> bytes:
-        """A fresh run (``continue_from=None``) or a continued turn of one session."""
-        agent = self._agent(session_id)
-        if continue_from is None:
-            out = await agent.run(message, session_id=session_id, identity=identity)
+    def _hold(self, session_id: str) -> _Resident:
+        """The session's resident entry, held for one operation (never evicted)."""
+        res = self._residents.get(session_id)
+        now = time.monotonic()
+        if res is None:
+            res = _Resident(self._build(), now)
+            self._residents[session_id] = res
+            res.busy += 1
+            self._over_capacity()
         else:
-            out = await agent.run(
-                message, continue_from=continue_from, identity=identity
+            res.busy += 1
+            self._residents.move_to_end(session_id)
+        return res
+
+    def _release(self, res: _Resident) -> None:
+        res.busy -= 1
+        res.used = time.monotonic()
+
+    def _drop(self, session_id: str) -> None:
+        del self._residents[session_id]
+        self._evicted += 1
+
+    def _over_capacity(self) -> None:
+        """Drop the least recently used idle sessions above ``max_resident``."""
+        excess = len(self._residents) - self._info.max_resident
+        if excess <= 0:
+            return
+        idle = [sid for sid, r in self._residents.items() if r.busy == 0]
+        for sid in idle[:excess]:
+            self._drop(sid)
+
+    def evict_idle(self, idle_s: float | None = None) -> int:
+        """Drop the sessions idle for ``idle_s`` (default: the host's); count them."""
+        limit = self._info.idle_s if idle_s is None else idle_s
+        cutoff = time.monotonic() - limit
+        stale = [
+            sid
+            for sid, r in self._residents.items()
+            if r.busy == 0 and r.used <= cutoff
+        ]
+        for sid in stale:
+            self._drop(sid)
+        return len(stale)
+
+    async def _sweep_idle(self) -> None:
+        every = max(0.05, min(self._info.idle_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(every)
+            self.evict_idle()
+
+    # -- failover ------------------------------------------------------------
+
+    async def _failover(self) -> None:
+        """Finish this shard's open turns (R22); retry while the store is down."""
+        while True:
+            try:
+                self._failover_finished += await finish_open_turns(
+                    self._open(),
+                    index=self._info.index,
+                    n_hosts=self._info.n_hosts,
+                    recover=self._recover_one,
+                )
+            except StoreError as exc:
+                log.warning(
+                    "failover: host %d cannot read the open turns yet: %s",
+                    self._info.index,
+                    exc,
+                )
+                await asyncio.sleep(FAILOVER_RETRY_S)
+                continue
+            return
+
+    async def _recover_one(self, session_id: str) -> object:
+        res = self._hold(session_id)
+        try:
+            return await res.agent.recover(session_id)
+        finally:
+            self._release(res)
+
+    # -- operations ----------------------------------------------------------
+
+    async def call(self, data: bytes) -> AsyncIterator[bytes]:
+        """Run a batch of operations concurrently; yield their results in
+        groups, each group what finished since the last."""
+        ops = decode_ops(data)
+        ready: list[Result] = []
+        wake = asyncio.Event()
+
+        async def one(op: Op) -> None:
+            ready.append(await self._one(op))
+            wake.set()
+
+        tasks = [asyncio.ensure_future(one(op)) for op in ops]
+        left = len(tasks)
+        try:
+            while left:
+                await wake.wait()
+                wake.clear()
+                group = ready[:]
+                del ready[:]
+                left -= len(group)
+                yield encode_results(group)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _one(self, op: Op) -> Result:
+        kind = op.kind
+        if kind == "ping":
+            return Result(id=op.id, nothing=True)
+        if kind == "snapshot":
+            try:
+                return Result(id=op.id, state=encode_state(await self._state(op)))
+            except Exception as exc:  # noqa: BLE001 - sent back as the typed error it is (R12)
+                return Result(id=op.id, error=wire_error(exc, op.session_id))
+        res: _Resident | None = None
+        try:
+            res = self._hold(op.session_id)
+            agent = res.agent
+            out: Any
+            if kind == "run":
+                assert op.message is not None
+                if op.checkpoint is None:
+                    out = await agent.run(
+                        op.message, session_id=op.session_id, identity=op.identity
+                    )
+                else:
+                    out = await agent.run(
+                        op.message, continue_from=op.checkpoint, identity=op.identity
+                    )
+            elif kind == "resume":
+                assert op.checkpoint is not None
+                out = await agent.resume(op.checkpoint, decode_decision(op))
+            else:
+                out = await agent.recover(op.session_id)
+            result = result_of(op.id, out, agent.checkpoint())
+        except Exception as exc:  # noqa: BLE001 - sent back as the typed error it is (R12)
+            if res is None:
+                return Result(id=op.id, error=wire_error(exc, op.session_id))
+            result = Result(
+                id=op.id,
+                error=wire_error(exc, op.session_id),
+                checkpoint=res.agent.checkpoint(),
             )
-        return self._reply(agent, session_id, out)
+        finally:
+            if res is not None:
+                self._release(res)
+        if op.state:
+            assert res is not None
+            state = encode_state(res.agent.last_snapshot())
+            return msgspec.structs.replace(result, state=state)
+        return result
 
-    async def resume(self, session_id: str, checkpoint: str, decision: bytes) -> bytes:
-        """Answer a pause of one session."""
-        agent = self._agent(session_id)
-        out = await agent.resume(checkpoint, decode_decision(decision))
-        return self._reply(agent, session_id, out)
+    async def _state(self, op: Op) -> SessionState:
+        """A session's served state, folded from its stream (resident or not)."""
+        res = self._residents.get(op.session_id)
+        agent = res.agent if res is not None else self._build()
+        records = await self._open().read(op.session_id)
+        state = fold([r.decode() for r in records])
+        redact = agent.config.redact
+        return redact.served(state) if redact is not None else state
 
-    async def recover(self, session_id: str) -> bytes | None:
-        """Take over a session whose host stopped mid-turn (R7)."""
-        agent = self._agent(session_id)
-        out = await agent.recover(session_id)
-        return None if out is None else self._reply(agent, session_id, out)
+    # -- the cluster's view ----------------------------------------------------
+
+    async def describe(self) -> bytes:
+        """What this host is; the first call checks its factory and its store,
+        raising what a client must see (a ``ClusterConfigError``, the store's
+        ``StoreError``), encoded."""
+        try:
+            if not self._checked:
+                agent = self._build()
+                await agent.store.head("helmlog-cluster-probe")
+                self._checked = True
+        except Exception as exc:  # noqa: BLE001 - sent back as the typed error it is (R12)
+            return msgspec.msgpack.encode(
+                Result(id=0, error=wire_error(exc, "helmlog-cluster-probe"))
+            )
+        return msgspec.msgpack.encode(self._info)
 
     async def hosted(self) -> list[str]:
-        """Ids of the sessions this host has activated."""
-        return sorted(self._agents)
+        """Ids of the sessions resident on this host."""
+        return sorted(self._residents)
+
+    async def usage(self, *, collect: bool = False) -> bytes:
+        """How much this host holds (``collect``: after a garbage collection)."""
+        if collect:
+            gc.collect()
+        import tracemalloc
+
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+        return msgspec.msgpack.encode(
+            HostUsage(
+                resident=len(self._residents),
+                busy=sum(1 for r in self._residents.values() if r.busy),
+                evicted=self._evicted,
+                failover_finished=self._failover_finished,
+                traced_bytes=traced,
+            )
+        )
+
+    async def trace_memory(self, on: bool) -> None:
+        """Start or stop tracing allocations (for the bench's bytes per session)."""
+        import tracemalloc
+
+        if on and not tracemalloc.is_tracing():
+            tracemalloc.start()
+        elif not on and tracemalloc.is_tracing():
+            tracemalloc.stop()
+
+    async def evict(self, idle_s: float | None = None) -> int:
+        """Drop the sessions idle for ``idle_s`` now (default: the host's)."""
+        return self.evict_idle(idle_s)
 
     async def close(self) -> None:
-        """Release the store's connections."""
+        """Stop the background tasks and release the store's connections."""
+        for task in list(self._tasks):
+            task.cancel()
         if self._store is not None:
             await self._store.close()
             self._store = None

@@ -1,49 +1,48 @@
-"""What hosts and clients exchange: typed, msgspec-encoded messages.
+"""What hosts and clients exchange: typed, msgspec-encoded batches of operations.
 
-Pattern: a small wire protocol of frozen Structs, encoded once per hop.
-Role:    actors layer; ``SessionHost`` answers with a ``HostReply``, the
-         ``ClusterAgent`` decodes it back into ``str | AskPause`` and a
-         ``SessionState``.
+Pattern: a small wire protocol of frozen Structs; a batch of operations goes
+         to a host as ONE actor call, and its results come back in groups as
+         they finish, each encoded once.
+Role:    actors layer; the ``ClusterAgent`` encodes ``Op``s, the
+         ``SessionHost`` answers each with a ``Result`` (an answer, a pause, a
+         typed error, or nothing), and the client decodes them back into what
+         the in-process agent would have returned or raised.
 Emits:   nothing.
 
-Laws: R12 (actors exchange msgspec-encoded typed values, never ad-hoc dicts).
+Laws: R12 (actors exchange msgspec-encoded typed values, never ad-hoc dicts
+and never pickled helmlog objects — errors included: a ``WireError`` carries
+the error's class, ``code`` and data, and the client rebuilds the same typed
+error), R17 (a rebuilt error is the error the host raised, so a caller's
+``except`` works on a cluster as it does in process).
 
-Why the reply carries the session's state: a client's ``last_snapshot()``
-must answer without another round trip, and it is served redacted by the
-host exactly as the in-process agent would serve it.
+Why a result carries the session's state as ``msgspec.Raw``: most callers
+never read ``last_snapshot()``, so the client keeps the state's bytes as they
+arrived and decodes them only when asked; the host encodes the state once,
+into the batch's own message (no second encoding on the reply path). An
+operation can also skip the state (``Op.state=False``) and a later
+``snapshot`` operation fetch it.
+
+Why only ``HelmlogError`` subclasses, ``ValueError`` and ``TypeError`` are
+rebuilt by class: they are the errors a caller can act on; a class is looked
+up by ``module:qualname`` and must be one of these, so the wire never imports
+or builds an arbitrary type. Anything else a host raises arrives as
+``HostError`` with the original type's name.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, Literal
 
 import msgspec
 
-from helmlog.events import Checkpoint, SessionState
+from helmlog.events import Checkpoint, HelmlogError, HostError, SessionState
 from helmlog.runtime import AskPause, CheckInDecision, MiddlewareAsk
 
+OpKind = Literal["run", "resume", "recover", "snapshot", "ping"]
 
-class PauseOut(msgspec.Struct, frozen=True, kw_only=True):
-    """An ``AskPause`` on the wire."""
-
-    kind: str
-    question: str
-    detail: Any = None
-    middleware: str | None = None
-    component_id: str | None = None
-    tool_name: str
-    tool_call_id: str
-    checkpoint: Checkpoint
-
-
-class HostReply(msgspec.Struct, frozen=True, kw_only=True):
-    """What a host answers for a run, a follow-up or a resume."""
-
-    session_id: str
-    answer: str | None = None
-    pause: PauseOut | None = None
-    state: SessionState
-    checkpoint: Checkpoint | None = None
+# A Raw field cannot be optional: msgpack's nil stands for "none".
+NIL = msgspec.Raw(b"\xc0")
 
 
 class DecisionIn(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,73 +54,251 @@ class DecisionIn(msgspec.Struct, frozen=True, kw_only=True):
     note: str | None = None
 
 
-_encoder = msgspec.msgpack.Encoder(enc_hook=str)
-_reply_decoder = msgspec.msgpack.Decoder(HostReply)
-_decision_decoder = msgspec.msgpack.Decoder(DecisionIn)
+class Op(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One operation on one session, as a client sends it to the session's host.
+
+    Attributes:
+        id: the client's number for it, echoed by its ``Result``.
+        kind: ``run`` (fresh when ``checkpoint`` is ``None``), ``resume``,
+            ``recover``, ``snapshot`` (the session's served state) or ``ping``
+            (a bare round trip).
+        session_id: the session (placement was computed from it).
+        message: a run's message.
+        checkpoint: what a continued run continues from, or what a resume
+            answers; ``None`` for a fresh run.
+        identity: a run's identity, as given.
+        check_in: a resume's ``CheckInDecision``.
+        answer: a resume's ``ask_human`` answer (msgpack), when not a check-in.
+        state: whether the result should carry the session's served state.
+    """
+
+    id: int
+    kind: OpKind
+    session_id: str
+    message: str | None = None
+    checkpoint: Checkpoint | None = None
+    identity: dict[str, Any] | None = None
+    check_in: DecisionIn | None = None
+    answer: msgspec.Raw = NIL
+    state: bool = True
 
 
-def encode(value: Any) -> bytes:
-    """msgpack-encode a wire value."""
-    return _encoder.encode(value)
+class PauseOut(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An ``AskPause`` on the wire (its checkpoint is the result's)."""
+
+    kind: str
+    question: str
+    detail: msgspec.Raw = NIL
+    middleware: str | None = None
+    component_id: str | None = None
+    tool_name: str
+    tool_call_id: str
 
 
-def reply_from(
-    session_id: str, out: str | AskPause, state: SessionState, cp: Checkpoint | None
-) -> bytes:
-    """Encode a host's answer."""
+class WireError(msgspec.Struct, frozen=True, kw_only=True):
+    """An error raised on a host: its class, its args and its data."""
+
+    cls: str
+    code: str = ""
+    args: list[Any] = []
+    data: dict[str, Any] = {}
+    tuples: list[str] = []
+
+
+class Result(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a host answers for one ``Op``.
+
+    Attributes:
+        id: the ``Op``'s id.
+        answer: the turn's answer.
+        pause: the pause the turn stopped at (its checkpoint is ``checkpoint``).
+        checkpoint: where the call left the conversation (``agent.checkpoint()``).
+        state: the session's served state, encoded (``msgspec.Raw``), when
+            asked; ``NIL`` otherwise.
+        error: what the operation raised instead.
+        nothing: a ``recover`` that found nothing to finish.
+    """
+
+    id: int
+    answer: str | None = None
+    pause: PauseOut | None = None
+    checkpoint: Checkpoint | None = None
+    state: msgspec.Raw = NIL
+    error: WireError | None = None
+    nothing: bool = False
+
+
+_encoder = msgspec.msgpack.Encoder()
+_ops_decoder = msgspec.msgpack.Decoder(list[Op])
+_results_decoder = msgspec.msgpack.Decoder(list[Result])
+_state_decoder = msgspec.msgpack.Decoder(SessionState)
+_detail_encoder = msgspec.msgpack.Encoder(enc_hook=str)
+
+
+def encode_ops(ops: list[Op]) -> bytes:
+    """A batch of operations, as one message."""
+    return _encoder.encode(ops)
+
+
+def decode_ops(data: bytes) -> list[Op]:
+    """The inverse of ``encode_ops``."""
+    return _ops_decoder.decode(data)
+
+
+def encode_results(results: list[Result]) -> bytes:
+    """A group of results, as one message."""
+    return _encoder.encode(results)
+
+
+def decode_results(data: bytes) -> list[Result]:
+    """The inverse of ``encode_results``."""
+    return _results_decoder.decode(data)
+
+
+def encode_state(state: SessionState) -> msgspec.Raw:
+    """A served state, encoded once, to ride inside a ``Result``."""
+    return msgspec.Raw(_encoder.encode(state))
+
+
+def decode_state(raw: msgspec.Raw) -> SessionState:
+    """A state a ``Result`` carried."""
+    return _state_decoder.decode(raw)
+
+
+def result_of(op_id: int, out: str | AskPause | None, cp: Checkpoint | None) -> Result:
+    """A host's answer to one operation (``None``: nothing to recover)."""
+    if out is None:
+        return Result(id=op_id, nothing=True, checkpoint=cp)
     if isinstance(out, AskPause):
+        ask = out.ask
         pause = PauseOut(
             kind=out.kind,
-            question=out.ask.question,
-            detail=out.ask.detail,
-            middleware=out.ask.middleware,
-            component_id=out.ask.component_id,
+            question=ask.question,
+            detail=msgspec.Raw(_detail_encoder.encode(ask.detail)),
+            middleware=ask.middleware,
+            component_id=ask.component_id,
             tool_name=out.tool_name,
             tool_call_id=out.tool_call_id,
-            checkpoint=out.checkpoint,
         )
-        reply = HostReply(
-            session_id=session_id, pause=pause, state=state, checkpoint=cp
-        )
-    else:
-        reply = HostReply(session_id=session_id, answer=out, state=state, checkpoint=cp)
-    return encode(reply)
+        # Invariant: a run that returns a pause leaves the pause's checkpoint.
+        return Result(id=op_id, pause=pause, checkpoint=out.checkpoint)
+    return Result(id=op_id, answer=out, checkpoint=cp)
 
 
-def decode_reply(data: bytes) -> tuple[str | AskPause, HostReply]:
-    """A host's answer as the in-process agent would have returned it."""
-    reply = _reply_decoder.decode(data)
-    if reply.pause is not None:
-        p = reply.pause
-        pause = AskPause(
+def output_of(result: Result) -> str | AskPause | None:
+    """What the in-process agent would have returned; raises what it raised."""
+    if result.error is not None:
+        raise error_from(result.error)
+    if result.pause is not None:
+        p = result.pause
+        assert result.checkpoint is not None
+        detail = msgspec.msgpack.decode(p.detail)
+        return AskPause(
             kind=p.kind,
-            ask=MiddlewareAsk(p.question, p.detail, p.middleware, p.component_id),
+            ask=MiddlewareAsk(p.question, detail, p.middleware, p.component_id),
             tool_name=p.tool_name,
             tool_call_id=p.tool_call_id,
-            checkpoint=p.checkpoint,
+            checkpoint=result.checkpoint,
         )
-        return pause, reply
-    assert reply.answer is not None
-    return reply.answer, reply
+    if result.nothing:
+        return None
+    assert result.answer is not None
+    return result.answer
 
 
-def encode_decision(decision: Any) -> bytes:
+def encode_decision(decision: Any) -> tuple[DecisionIn | None, msgspec.Raw]:
     """A resume's decision: a ``CheckInDecision`` or an ``ask_human`` answer."""
     if isinstance(decision, CheckInDecision):
-        return b"D" + encode(
+        return (
             DecisionIn(
                 approved=decision.approved,
                 by=decision.by,
                 at=decision.at,
                 note=decision.note,
-            )
+            ),
+            NIL,
         )
-    return b"A" + encode(decision)
+    return None, msgspec.Raw(_detail_encoder.encode(decision))
 
 
-def decode_decision(data: bytes) -> Any:
+def decode_decision(op: Op) -> Any:
     """The inverse of ``encode_decision``."""
-    if data[:1] == b"D":
-        d = _decision_decoder.decode(data[1:])
+    d = op.check_in
+    if d is not None:
         return CheckInDecision(approved=d.approved, by=d.by, at=d.at, note=d.note)
-    return msgspec.msgpack.decode(data[1:])
+    return msgspec.msgpack.decode(op.answer)
+
+
+# -- errors -------------------------------------------------------------------
+
+_BUILTIN: dict[str, type[Exception]] = {
+    "ValueError": ValueError,
+    "TypeError": TypeError,
+}
+
+
+def wire_error(exc: BaseException, session_id: str) -> WireError:
+    """An error a host raised, as data."""
+    cls = type(exc)
+    if isinstance(exc, HelmlogError):
+        fields = vars(exc)
+        return WireError(
+            cls=f"{cls.__module__}:{cls.__qualname__}",
+            code=exc.code,
+            args=[_plain(a) for a in exc.args],
+            data={k: _plain(v) for k, v in fields.items()},
+            tuples=[k for k, v in fields.items() if isinstance(v, tuple)],
+        )
+    if type(exc) in (ValueError, TypeError):
+        return WireError(cls=cls.__name__, args=[str(exc)])
+    return WireError(
+        cls="HostError",
+        code=HostError.code,
+        data={
+            "session_id": session_id,
+            "error_type": f"{cls.__module__}.{cls.__qualname__}",
+            "detail": str(exc),
+        },
+    )
+
+
+def error_from(wire: WireError) -> Exception:
+    """The typed error a ``WireError`` describes, rebuilt on this side."""
+    builtin = _BUILTIN.get(wire.cls)
+    if builtin is not None:
+        return builtin(*wire.args)
+    if wire.cls == "HostError":
+        return HostError(**wire.data)
+    module, _, qualname = wire.cls.partition(":")
+    target: Any = None
+    try:
+        target = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError):
+        target = None
+    if not (isinstance(target, type) and issubclass(target, HelmlogError)):
+        return HostError(
+            session_id=str(wire.data.get("session_id", "")),
+            error_type=wire.cls,
+            detail=str(wire.args[0]) if wire.args else wire.code,
+        )
+    # Rebuilt with its data, without calling an __init__ whose keywords the
+    # wire does not know (the same rule as HelmlogError.__reduce__).
+    err = target.__new__(target)
+    err.args = tuple(wire.args)
+    err.__dict__.update(wire.data)
+    for key in wire.tuples:
+        err.__dict__[key] = tuple(err.__dict__[key])
+    return err
+
+
+def _plain(value: Any) -> Any:
+    """A value msgpack can carry as itself (tuples become lists), else its str."""
+    if value is None or isinstance(value, str | int | float | bool | bytes):
+        return value
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)

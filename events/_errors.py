@@ -19,7 +19,15 @@ The tree::
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
     │                                                    governed action did not happen
     ├── ProviderError             ERR_PROVIDER           the model call failed
-    └── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
+    ├── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
+    └── ClusterError              ERR_CLUSTER            the cluster could not serve
+        ├── ClusterConfigError    ERR_CLUSTER_CONFIG     (also a ValueError) a name
+        │                                                that exists otherwise, a
+        │                                                factory hosts cannot use
+        ├── HostUnavailableError  ERR_HOST_UNAVAILABLE   a session's host died or
+        │                                                is restarting (retryable)
+        └── HostError             ERR_HOST               a host raised an error
+                                                         that is not helmlog's
 
 Why no refused value rides on an error: errors travel to logs, traces and
 callers that were never cleared to read the refused content. Errors carry who,
@@ -214,3 +222,68 @@ class AgentBuildError(HelmlogError, ValueError):
     """An agent was assembled wrongly; nothing was attached (G10, G73)."""
 
     code = "ERR_AGENT_BUILD"
+
+
+class ClusterError(HelmlogError):
+    """A cluster of session hosts could not serve a call (R8, R21, R22)."""
+
+    code = "ERR_CLUSTER"
+
+
+class ClusterConfigError(ClusterError, ValueError):
+    """A cluster was asked for something its hosts are not, or cannot use.
+
+    ``what`` names the setting (``"store_url"``, ``"n_hosts"``, ``"factory"``,
+    ``"chain_key"``); ``existing`` and ``requested`` are what the running hosts
+    have and what this client asked for (a store URL without credentials).
+    """
+
+    code = "ERR_CLUSTER_CONFIG"
+
+    def __init__(
+        self, *, name: str, what: str, existing: str, requested: str, hint: str = ""
+    ) -> None:
+        self.name = name
+        self.what = what
+        self.existing = existing
+        self.requested = requested
+        text = (
+            f"cluster '{name}': {what} is {existing}, not {requested}"
+            if existing
+            else f"cluster '{name}': {what} {requested}"
+        )
+        super().__init__(f"{text}; {hint}" if hint else text)
+
+
+class HostUnavailableError(ClusterError):
+    """The host of a session died or is restarting; the call may not have run.
+
+    The session's turn, if one started, is finished by the restarted host's
+    failover (R22); retry a read, or continue from the session's checkpoint.
+    """
+
+    code = "ERR_HOST_UNAVAILABLE"
+    retryable = True
+
+    def __init__(self, *, session_id: str, host: int, cause: str) -> None:
+        self.session_id = session_id
+        self.host = host
+        self.cause = cause
+        super().__init__(
+            f"the host of session '{session_id}' (host {host}) is unavailable: "
+            f"{cause}; a turn it started is finished when the host restarts"
+        )
+
+
+class HostError(ClusterError):
+    """A host raised an error that is not one of helmlog's (its type is named)."""
+
+    code = "ERR_HOST"
+
+    def __init__(self, *, session_id: str, error_type: str, detail: str) -> None:
+        self.session_id = session_id
+        self.error_type = error_type
+        self.detail = detail
+        super().__init__(
+            f"the host of session '{session_id}' raised {error_type}: {detail}"
+        )

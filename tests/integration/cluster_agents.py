@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helmlog import Agent, Tool, ToolMiddleware, allow, ask_human, deny, tool
+from helmlog import Agent, Tool, ToolMiddleware, allow, ask, ask_human, deny, tool
 from helmlog.events import EventStore
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
@@ -106,3 +106,58 @@ def slow_agent(store: EventStore) -> Agent:
     return (
         Agent.create(provider=model, model="m", store=store).tool(slow_refund).build()
     )
+
+
+def desk_agent(store: EventStore) -> Agent:
+    """Echoes a message; a message that starts with "refund" calls the slow
+    refund (its host will die), and a tool result in view ends the turn.
+
+    Stateless like ``slow_agent``: a host that re-activates a session (after
+    eviction or a restart) continues it correctly.
+    """
+
+    def respond(request: Any) -> Reply | str:
+        if request.messages[-1].role == "tool":
+            return "I could not confirm the refund."
+        said = [m.content for m in request.messages if m.role == "user"][-1]
+        if said.startswith("refund"):
+            call = ToolCallRequest(id="c1", name="slow_refund", args={"order": 7})
+            return Reply(tool_calls=[call])
+        return f"echo: {said}"
+
+    model = scripted(respond=respond)
+    return (
+        Agent.create(provider=model, model="m", store=store).tool(slow_refund).build()
+    )
+
+
+def second_person(call: Any) -> Any:
+    """Every refund waits for a second person."""
+    return ask(f"Refund order {call.args['order']}?", detail={"order": 7})
+
+
+def asking_agent(store: EventStore) -> Agent:
+    """Calls ``refund`` once, which pauses for a second person (an ask)."""
+
+    def respond(request: Any) -> Reply | str:
+        if request.messages[-1].role == "tool":
+            return "Refunded."
+        call = ToolCallRequest(id="c1", name="refund", args={"order": 7})
+        return Reply(tool_calls=[call])
+
+    gate = ToolMiddleware(name="four-eyes", on_tool_call=second_person)
+    return (
+        Agent.create(provider=scripted(respond=respond), model="m", store=store)
+        .tool(refund)
+        .tool_middleware(gate)
+        .build()
+    )
+
+
+def off_store_agent(store: EventStore) -> Agent:
+    """Builds its agent on a store of its own: a factory the hosts refuse."""
+    from helmlog.events import MemoryEventStore
+
+    return Agent.create(
+        provider=scripted(["never"]), model="m", store=MemoryEventStore()
+    ).build()

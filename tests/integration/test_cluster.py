@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +20,12 @@ import pytest
 from helmlog import DecisionRequiredError, is_ask_pause
 from helmlog._demo import demo_agent, run_session
 from helmlog.actors import Cluster, ClusterAgent, host_for
-from helmlog.events import EventStore, open_event_store, verify_chain
+from helmlog.events import (
+    EventStore,
+    HostUnavailableError,
+    open_event_store,
+    verify_chain,
+)
 
 pytestmark = [
     pytest.mark.redis,
@@ -31,9 +37,19 @@ _on_session_loop = pytest.mark.asyncio(loop_scope="session")
 
 @pytest.fixture
 async def cluster(ray_local: None, redis_url: str) -> AsyncIterator[Cluster]:
-    c = Cluster.local(redis_url, n_hosts=2)
+    # Named hosts outlive a client: each test gets (and destroys) its own.
+    c = Cluster.local(redis_url, n_hosts=2, name=f"t-{uuid.uuid4().hex[:8]}")
     yield c
-    await c.shutdown()
+    await c.shutdown(hosts=True)
+
+
+@pytest.fixture
+def no_desk(ray_local: None, redis_url: str) -> Iterator[None]:
+    """Destroys the CLI's default-named hosts after a CLI test (they outlive it)."""
+    import asyncio
+
+    yield
+    asyncio.run(Cluster(redis_url, name="desk").destroy())
 
 
 @pytest.fixture
@@ -135,7 +151,7 @@ async def test_errors_raised_on_a_host_reach_the_caller_as_themselves(
 
 
 def test_r18_demo_cluster_runs_the_sessions_on_session_hosts(
-    ray_local: None, redis_url: str
+    no_desk: None, redis_url: str
 ) -> None:
     """R18: ``helmlog demo --cluster`` runs governed sessions on the hosts."""
     import json
@@ -152,50 +168,75 @@ def test_r18_demo_cluster_runs_the_sessions_on_session_hosts(
     assert (3, 9, 60) == (report["sessions"], report["turns"], report["rows"])
 
 
-def test_r18_demo_cluster_refuses_a_store_hosts_cannot_share() -> None:
+def test_r18_demo_cluster_refuses_a_store_hosts_cannot_share(no_desk: None) -> None:
     """A cluster over ``memory://`` is refused with a clear error, exit 1."""
     from typer.testing import CliRunner
 
     from helmlog.cli import app
 
-    result = CliRunner().invoke(app, ["demo", "--cluster"])
+    result = CliRunner().invoke(app, ["demo", "--cluster", "--store", "memory://"])
     assert 1 == result.exit_code
     assert "shared store" in result.output
 
 
 @_on_session_loop
-async def test_r7_a_host_that_dies_mid_call_is_replaced_and_the_tool_not_rerun(
+async def test_r22_a_fresh_run_whose_host_died_raises_with_its_session_id(
     cluster: Cluster, store: EventStore
 ) -> None:
-    """R7: the restarted host activates the session from its stream, records the
-    dispatched call's outcome as unknown, and the turn goes on."""
+    """R22: the cut fresh run raises HostUnavailableError naming its own
+    session (never the previous one); the restarted host then finishes the
+    turn by itself, without re-running the tool (R7)."""
     import asyncio
 
     import ray
 
-    from .cluster_agents import slow_agent
+    from .cluster_agents import desk_agent
 
-    agent = cluster.agent(slow_agent)
+    agent = cluster.agent(desk_agent)
     client = agent.client()
+    assert "echo: hello" == await client.run("hello")  # a previous session
+    previous = client.session_id
     running = asyncio.ensure_future(client.run("refund order 7"))
-    sid = ""
-    deadline = asyncio.get_running_loop().time() + 60
-    while not sid:
-        assert asyncio.get_running_loop().time() < deadline, "no dispatch recorded"
-        for candidate in await store.sessions():
-            types = [r.decode().type for r in await store.read(candidate)]
-            if "tool.dispatched" in types:
-                sid = candidate
-        await asyncio.sleep(0.05)
-    host = agent._hosts[host_for(sid, 2)]
-    ray.kill(host, no_restart=False)  # the host process dies; Ray restarts it
-    with pytest.raises(ray.exceptions.RayActorError):
+    sid = await _until_dispatched(store, exclude=previous)
+    assert sid == client.session_id
+    ray.kill(agent._links[host_for(sid, 2)].handle, no_restart=False)
+    with pytest.raises(HostUnavailableError) as info:
         await running
+    assert (sid, True) == (info.value.session_id, info.value.retryable)
+    assert sid == client.session_id
 
-    out = await agent.client().recover(sid)
-    assert "I could not confirm the refund." == out
-    events = [r.decode() for r in await store.read(sid)]
+    events = await _until_finished(store, sid)
     assert 1 == [e.type for e in events].count("tool.dispatched")
     assert ["c1"] == [
         e.tool_call_id for e in events if e.type == "tool.outcome_unknown"
     ]
+    assert "I could not confirm the refund." == events[-1].final_content
+
+
+async def _until_dispatched(store: EventStore, *, exclude: str | None) -> str:
+    """The session that has recorded a tool.dispatched (polled, 60 s)."""
+    import asyncio
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        assert asyncio.get_running_loop().time() < deadline, "no dispatch recorded"
+        for candidate in await store.sessions():
+            if candidate == exclude:
+                continue
+            types = [r.decode().type for r in await store.read(candidate)]
+            if "tool.dispatched" in types:
+                return candidate
+        await asyncio.sleep(0.05)
+
+
+async def _until_finished(store: EventStore, sid: str) -> list[Any]:
+    """The session's events once its turn has ended (polled, 60 s)."""
+    import asyncio
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        events = [r.decode() for r in await store.read(sid)]
+        if events and events[-1].type == "agent.turn_end":
+            return events
+        assert asyncio.get_running_loop().time() < deadline, "turn never finished"
+        await asyncio.sleep(0.1)

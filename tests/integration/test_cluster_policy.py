@@ -10,6 +10,7 @@ typed messages (their round trips are tested in tests/unit/actors).
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,9 +29,10 @@ _on_session_loop = pytest.mark.asyncio(loop_scope="session")
 
 @pytest.fixture
 async def cluster(ray_local: None, redis_url: str) -> AsyncIterator[Cluster]:
-    c = Cluster.local(redis_url, n_hosts=2)
+    # A cluster name serves one agent factory: each test gets its own hosts.
+    c = Cluster.local(redis_url, n_hosts=2, name=f"policy-{uuid.uuid4().hex[:8]}")
     yield c
-    await c.shutdown()
+    await c.shutdown(hosts=True)
 
 
 @pytest.fixture
