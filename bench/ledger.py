@@ -74,7 +74,12 @@ from helmlog.events import (
     seal,
 )
 from helmlog.events._index import DEFAULT_SHARDS
-from helmlog.events._redis_store import _APPEND_LUA, RedisEventStore, shard_keys
+from helmlog.events._redis_store import (
+    _APPEND_LUA,
+    RedisEventStore,
+    shard_keys,
+    stream_key,
+)
 
 TARGETS = {"append": 0.70, "fold": 300_000.0, "read": 0.80}
 
@@ -272,10 +277,11 @@ async def bench_redispy_append(
                 seq, prev = heads[s]
                 _, records = seal(sid, batch, after_seq=seq, prev_hash=prev)
                 sealed[s] = records
-                args: list[Any] = [seq, prev]
+                args: list[Any] = [seq, prev, f"bench:{seq}"]
                 for r in records:
                     args += [r.data, r.hash]
-                await script(keys=[f"helmlog:{{{sid}}}:events"], args=args, client=pipe)
+                keys = [stream_key(sid)]
+                await script(keys=keys, args=args, client=pipe)
                 fact = records[-1]
                 pipe.xadd(
                     facts,

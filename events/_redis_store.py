@@ -51,7 +51,10 @@ stale head a ``SequenceConflictError``, never a fork. The same check makes a
 resent batch idempotent: when the stream already ends with exactly this batch
 (its last hash matches, and hashes chain), the script reports success, so a
 resend after a lost reply (or a MOVED) cannot turn our own append into a
-conflict.
+conflict. A batch's last entry keeps its append's token (field ``w``), and
+only a resend with the same token is taken for one: two writers can seal
+byte-identical batches (one decision in the same millisecond), and the
+second must get ``SequenceConflictError``, never a shared success (R20).
 
 Why facts and index entries travel in the round trip *after* their append:
 their keys live in other cluster slots than the session, so they cannot join
@@ -78,6 +81,7 @@ import asyncio
 import hashlib
 import logging
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -135,13 +139,14 @@ _OPTIONS: Final = frozenset(
     {"max_connections", "pool_timeout", "shards", "facts_maxlen", "cluster"}
 )
 
-# KEYS[1] the stream; ARGV expected_seq, prev_hash, then (data, hash) per record.
+# KEYS[1] the stream; ARGV expected_seq, prev_hash, the append's token, then
+# (data, hash) per record. The batch's last entry keeps the token (field w).
 # Returns {1, last_seq} when the batch is in the stream, {0, actual_seq} if not.
 _APPEND_LUA: Final = b"""
 local key = KEYS[1]
 local expected = tonumber(ARGV[1])
-local n = (#ARGV - 2) / 2
-local actual, last_hash = 0, ''
+local n = (#ARGV - 3) / 2
+local actual, last_hash, last_token = 0, '', ''
 local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
 if #top > 0 then
   actual = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
@@ -151,19 +156,27 @@ if #top > 0 then
   local fields = top[1][2]
   for i = 1, #fields, 2 do
     if fields[i] == 'hash' then last_hash = fields[i + 1] end
+    if fields[i] == 'w' then last_token = fields[i + 1] end
   end
 end
 if actual == expected then
   if n > 0 and last_hash ~= ARGV[2] then return {0, actual} end
   local seq = expected
-  for i = 3, #ARGV, 2 do
+  for i = 4, #ARGV - 2, 2 do
     seq = seq + 1
     local s = string.format('%d', seq)
     redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[i], 'hash', ARGV[i + 1])
   end
+  if n > 0 then
+    seq = seq + 1
+    local s = string.format('%d', seq)
+    redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[#ARGV - 1],
+      'hash', ARGV[#ARGV], 'w', ARGV[3])
+  end
   return {1, seq}
 end
-if n > 0 and actual == expected + n and last_hash == ARGV[#ARGV] then
+if n > 0 and actual == expected + n and last_hash == ARGV[#ARGV]
+    and last_token == ARGV[3] then
   return {1, actual}
 end
 return {0, actual}
@@ -698,6 +711,13 @@ class RedisEventStore(StoreBase):
             _Wire(client.connection_pool, self.url), self.options, self.url
         )
         self._shards = [shard_keys(n) for n in range(self.options.shards)]
+        # Append tokens: this store's random id and a counter. The append
+        # script takes a batch the stream already ends with for a resend of
+        # its own (a reply lost on a dropped connection) only when the last
+        # entry holds the same token: two writers can seal byte-identical
+        # batches (one decision in the same millisecond), and must conflict.
+        self._writer = os.urandom(8).hex()
+        self._tokens = 0
         self._heads: dict[str, tuple[int, str]] = {}
         self._queue: list[_Append] = []
         self._ops: list[tuple[int, Op]] = []
@@ -1090,8 +1110,10 @@ class RedisEventStore(StoreBase):
     ) -> int:
         if self._closed:
             raise StoreError(f"the redis event store {self.url} is closed")
+        self._tokens += 1
         args: list[Arg] = [
-            "EVALSHA", _APPEND_SHA, 1, stream_key(session_id), expected_seq, prev_hash
+            "EVALSHA", _APPEND_SHA, 1, stream_key(session_id),
+            expected_seq, prev_hash, f"{self._writer}:{self._tokens}",
         ]  # fmt: skip
         after: list[Op] = []
         relevant = False
@@ -1405,8 +1427,9 @@ def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
     """Append the records of raw ``XRANGE`` entries to ``out``."""
     push = out.append
     for _id, fields in entries:
-        # Invariant: the script writes seq, data, hash in this order.
-        if len(fields) == 6 and (fields[0], fields[2], fields[4]) == _FIELDS:
+        # Invariant: the script writes seq, data, hash in this order (and a
+        # batch's last entry then its append token, w).
+        if len(fields) >= 6 and (fields[0], fields[2], fields[4]) == _FIELDS:
             push(
                 StoredEvent(seq=int(fields[1]), data=fields[3], hash=fields[5].decode())
             )

@@ -58,7 +58,12 @@ from helmlog.events import (
     verify_chain,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events._redis_store import RedisEventStore, shard_keys
+from helmlog.events._redis_store import (
+    _APPEND_LUA,
+    RedisEventStore,
+    shard_keys,
+    stream_key,
+)
 from tests.contracts.conftest import StoreFactory
 from tests.fixtures_redis import RedisServer
 
@@ -587,19 +592,31 @@ async def test_r2_stale_head_is_a_conflict_never_a_fork(redis_url: str) -> None:
 
 
 @pytest.mark.redis
-async def test_r2_resent_batch_is_not_a_conflict(redis_url: str) -> None:
-    """R2: a batch sent again after a lost reply succeeds once, idempotently."""
+async def test_r2_a_resend_is_idempotent_but_another_writers_identical_batch_conflicts(
+    redis_url: str,
+) -> None:
+    """R2/R20: the append script takes a batch the stream already ends with as a
+    success only when it carries the same append token (the store's own resend
+    after a lost reply); another writer's byte-identical batch is a conflict."""
     store = RedisEventStore.from_url(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
     sid = new_session()
     try:
         _, records = seal(sid, decision(1), after_seq=0, prev_hash="")
-        assert 2 == await store.append_sealed(sid, records, 0)
-        assert 2 == await store.append_sealed(sid, records, 0)
+        script = client.register_script(_APPEND_LUA)
+        args: list[Any] = [0, "", "writer-a:1"]
+        for r in records:
+            args += [r.data, r.hash]
+        keys = [stream_key(sid)]
+        assert [1, 2] == await script(keys=keys, args=args)
+        assert [1, 2] == await script(keys=keys, args=args)  # the same append, resent
+        args[2] = "writer-b:1"
+        assert [0, 2] == await script(keys=keys, args=args)  # another writer's bytes
         assert records == await store.read(sid)
-        _, other = seal(sid, turn(1)[:2], after_seq=0, prev_hash="")
         with pytest.raises(SequenceConflictError):
-            await store.append_sealed(sid, other, 0)
+            await store.append_sealed(sid, records, 0)
     finally:
+        await client.aclose()
         await store.close()
 
 

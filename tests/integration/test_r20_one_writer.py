@@ -57,7 +57,8 @@ async def _assert_one_turn_completed(store: EventStore, session_id: str) -> None
 async def test_r20_two_agents_on_one_redis_store_exactly_one_resume_proceeds(
     redis_url: str,
 ) -> None:
-    """R20/R9: 50 rounds on one Redis store: one answer, one "replayed", no fatal."""
+    """R20/R9: 50 rounds on one Redis store: one answer, one "replayed", no fatal,
+    even when both writers seal byte-identical batches."""
     store = open_event_store(redis_url)
     try:
         first, second = build(store), build(store)
@@ -69,11 +70,14 @@ async def test_r20_two_agents_on_one_redis_store_exactly_one_resume_proceeds(
                 # Odd rounds: both hosts hold the pause, so both pass the
                 # checkpoint check and the store's seq check decides.
                 assert await second.recover(cp.session_id) is None
-            # Two people approve at once. (Byte-identical batches from two
-            # writers would read to the store as one writer's resend.)
+            # Two people approve at once; in even rounds the same approval
+            # reaches both, so both writers often seal byte-identical batches,
+            # which the store must not take for its own resend (writer_key).
+            one = check_in_approved(by="dana@ops")
+            other = one if n % 2 == 0 else check_in_approved(by="eve@ops")
             outcomes = await asyncio.gather(
-                _outcome(first.resume(cp, check_in_approved(by="dana@ops"))),
-                _outcome(second.resume(cp, check_in_approved(by="eve@ops"))),
+                _outcome(first.resume(cp, one)),
+                _outcome(second.resume(cp, other)),
             )
             assert [ANSWER] == [o for o in outcomes if isinstance(o, str)]
             (loss,) = [o for o in outcomes if not isinstance(o, str)]
