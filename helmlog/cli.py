@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
@@ -181,7 +182,9 @@ async def _run_demo(
             from helmlog._demo import demo_agent
             from helmlog.actors import Cluster
 
-            hosts = Cluster.local(url, n_hosts=2)
+            # Hosts of its own, named for this run and stopped at its end: a
+            # cluster name serves one agent factory on one store.
+            hosts = Cluster.local(url, n_hosts=2, name=f"demo-{uuid.uuid4().hex[:8]}")
         with Progress(
             TextColumn("sessions"),
             BarColumn(),
@@ -202,7 +205,7 @@ async def _run_demo(
     finally:
         await store.close()
         if hosts is not None:
-            await hosts.shutdown()
+            await hosts.shutdown(hosts=True)
     return finished, time.perf_counter() - started, where
 
 
