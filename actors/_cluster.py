@@ -199,11 +199,13 @@ class ClusterAgent:
                 await asyncio.sleep(0.1)
                 continue
             break
-        self._keep(result)
+        self._keep(kind, result)
         return output_of(result)
 
-    def _keep(self, result: Result) -> None:
-        if result.error is None or result.checkpoint is not None:
+    def _keep(self, kind: OpKind, result: Result) -> None:
+        if kind == "snapshot":
+            pass  # a read leaves the last call's checkpoint as it was
+        elif result.error is None or result.checkpoint is not None:
             self._checkpoint = result.checkpoint
         if result.state != NIL:
             self._state = result.state

@@ -206,6 +206,9 @@ class SessionHost:
     def _release(self, res: _Resident) -> None:
         res.busy -= 1
         res.used = time.monotonic()
+        if len(self._residents) > self._info.max_resident:
+            # Sessions admitted while every resident one was busy.
+            self._over_capacity()
 
     def _drop(self, session_id: str) -> None:
         del self._residents[session_id]
@@ -216,8 +219,14 @@ class SessionHost:
         excess = len(self._residents) - self._info.max_resident
         if excess <= 0:
             return
-        idle = [sid for sid, r in self._residents.items() if r.busy == 0]
-        for sid in idle[:excess]:
+        # Least recently used first; a busy session is never dropped (R21).
+        drop: list[str] = []
+        for sid, r in self._residents.items():
+            if r.busy == 0:
+                drop.append(sid)
+                if len(drop) == excess:
+                    break
+        for sid in drop:
             self._drop(sid)
 
     def evict_idle(self, idle_s: float | None = None) -> int:
@@ -301,7 +310,8 @@ class SessionHost:
             return Result(id=op.id, nothing=True)
         if kind == "snapshot":
             try:
-                return Result(id=op.id, state=encode_state(await self._state(op)))
+                state = encode_state(await self._state(op))
+                return Result(id=op.id, nothing=True, state=state)
             except Exception as exc:  # noqa: BLE001 - sent back as the typed error it is (R12)
                 return Result(id=op.id, error=wire_error(exc, op.session_id))
         res: _Resident | None = None
