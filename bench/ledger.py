@@ -18,9 +18,9 @@ same payloads; fold ≥ 300k events/s; ``read`` + decode ≥ 80 % of raw
 
 Why it also measures the store's work done with redis-py's own primitives
 (a ``Script`` in ``pipeline(transaction=False)`` for the appends, ``xrange``
-for the reads): the store packs RESP itself (``_Wire``) only where that beats
-the driver, and this run is what decides. ``wire_vs_redispy_append`` and
-``wire_vs_redispy_read`` above 1.0 keep ``_Wire``.
+for the reads): the store packs RESP itself (``Wire``, events/_redis_wire.py)
+only where that beats the driver, and this run is what decides.
+``wire_vs_redispy_append`` and ``wire_vs_redispy_read`` above 1.0 keep ``Wire``.
 
 Units: every ``*_rows_per_s`` and ``raw_xadd_per_s`` counts rows, a row being
 the two stored entries of a decision (``decision.filed`` + its fact). The raw
@@ -74,8 +74,8 @@ from helmlog.events import (
     seal,
 )
 from helmlog.events._index import DEFAULT_SHARDS
+from helmlog.events._redis_scripts import APPEND_LUA
 from helmlog.events._redis_store import (
-    _APPEND_LUA,
     RedisEventStore,
     shard_keys,
     stream_key,
@@ -263,7 +263,7 @@ async def bench_redispy_append(
     fact's ``XADD``) goes into one ``pipeline(transaction=False)`` per round,
     the best batching a group commit can reach.
     """
-    script = client.register_script(_APPEND_LUA)
+    script = client.register_script(APPEND_LUA)
     batches = [decision_batch(n) for n in range(rows)]
     heads = {s: (0, "") for s in range(sessions)}
     facts = shard_keys(0)[0] + tag
@@ -328,7 +328,7 @@ async def bench_raw_xrange(
 
 
 async def bench_redispy_read(client: aioredis.Redis, key: str, n: int) -> float:
-    """``store.read`` + decode on redis-py's ``xrange`` instead of ``_Wire``."""
+    """``store.read`` + decode on redis-py's ``xrange`` instead of ``Wire``."""
 
     async def body() -> None:
         records: list[StoredEvent] = []
@@ -504,7 +504,7 @@ def main() -> int:
     print(
         f"         redis-py primitives: append {r['redispy_append_rows_per_s']:,.0f}"
         f" rows/s, read {r['redispy_read_rows_per_s']:,.0f} rows/s "
-        f"(_Wire x{wire_append:.2f} / x{wire_read:.2f})"
+        f"(Wire x{wire_append:.2f} / x{wire_read:.2f})"
     )
     print(
         f"  [{mark('fold')}] fold     {r['fold_events_per_s']:>11,.0f} events/s "

@@ -67,45 +67,32 @@ server; a round trip earlier on a cluster), so a crash in between leaves a
 stale mark, never a missing one. Every index rule is seq-guarded, so late or
 repeated operations are harmless (``events/_index.py``).
 
-Why the store packs its own commands instead of calling redis-py's command
-methods or pipelines: the ledger sits on every governed action, and
-redis-py's generic packing and reply callbacks cost more than the round trip
-itself (``bench/ledger.py`` measures both). The store borrows redis-py's
-blocking pool, connections, timeouts, TLS and error classes, and keeps
-nothing else of the driver.
+Why the transport is its own module (``events/_redis_wire.py``) and the
+scripts too (``events/_redis_scripts.py``): this module is the port's
+semantics — group commit, index ops, facts cursors — and reads best without
+RESP packing and slot routing in the way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import math
 import os
 from collections.abc import Sequence
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
-    AskError,
-    MaxConnectionsError,
-    MovedError,
-    NoScriptError,
-    RedisError,
     ResponseError,
 )
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ._chain import StoredEvent
 from ._codec import decode_envelope
 from ._errors import SequenceConflictError, StoreError
 from ._index import (
-    DEFAULT_SHARDS,
     FACT_TYPE,
     RELEVANT_TYPES,
     PendingAsk,
@@ -115,158 +102,38 @@ from ._index import (
     record_type,
     shard_of,
 )
+from ._redis_scripts import APPEND_SHA, SHARD_SHA
+from ._redis_wire import (
+    DRIVER_ERRORS,
+    Arg,
+    Command,
+    Routes,
+    StoreOptions,
+    Wire,
+    public_url,
+    split_url,
+)
 from ._store import FactRecord, StoreBase, is_fact_record
 
 log = logging.getLogger("helmlog.events")
 
-DEFAULT_MAX_CONNECTIONS: Final = 64
-DEFAULT_POOL_TIMEOUT_S: Final = 20.0
-DEFAULT_FACTS_MAXLEN: Final = 1_000_000
 _READ_PAGE: Final = 2000
 _OPS_BACKLOG_MAX: Final = 100_000
 _MARKS_MAX: Final = 4_096
 _HEAD_CACHE_MAX: Final = 65_536
-_REDIRECTS_MAX: Final = 5
 # Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
 _BLOCK_SLICE_MS: Final = 1_000
 # A cluster cannot XREAD keys of several slots in one command; it polls.
 _CLUSTER_POLL_S: Final = 0.05
-# Driver errors that mean "the store failed"; OSError covers sockets and
-# TimeoutError, which redis-py does not always wrap.
-_DRIVER_ERRORS: Final = (RedisError, OSError)
-_OPTIONS: Final = frozenset(
-    {"max_connections", "pool_timeout", "shards", "facts_maxlen", "cluster"}
-)
 
-# KEYS[1] the stream; ARGV expected_seq, prev_hash, the append's token, then
-# (data, hash) per record. The batch's last entry keeps the token (field w).
-# Returns {1, last_seq} when the batch is in the stream, {0, actual_seq} if not.
-_APPEND_LUA: Final = b"""
-local key = KEYS[1]
-local expected = tonumber(ARGV[1])
-local n = (#ARGV - 3) / 2
-local actual, last_hash, last_token = 0, '', ''
-local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
-if #top > 0 then
-  actual = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
-  if actual == nil then
-    return redis.error_reply('helmlog: foreign entry id ' .. top[1][1] .. ' in ' .. key)
-  end
-  local fields = top[1][2]
-  for i = 1, #fields, 2 do
-    if fields[i] == 'hash' then last_hash = fields[i + 1] end
-    if fields[i] == 'w' then last_token = fields[i + 1] end
-  end
-end
-if actual == expected then
-  if n > 0 and last_hash ~= ARGV[2] then return {0, actual} end
-  local seq = expected
-  for i = 4, #ARGV - 2, 2 do
-    seq = seq + 1
-    local s = string.format('%d', seq)
-    redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[i], 'hash', ARGV[i + 1])
-  end
-  if n > 0 then
-    seq = seq + 1
-    local s = string.format('%d', seq)
-    redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[#ARGV - 1],
-      'hash', ARGV[#ARGV], 'w', ARGV[3])
-  end
-  return {1, seq}
-end
-if n > 0 and actual == expected + n and last_hash == ARGV[#ARGV]
-    and last_token == ARGV[3] then
-  return {1, actual}
-end
-return {0, actual}
-"""
-_APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA).hexdigest()
-
-# One shard's operations, in order. KEYS: facts stream, open hash, asks hash,
-# facts-at hash. ARGV[1] facts maxlen, then 5 arguments per operation:
-# code, session id, a, b, value. Codes (the rules of events/_index.py):
-#   P publish a fact not yet published (a = seq, value = data; the append
-#   path publishes with plain XADD instead); O open mark (a = turn start
-#   seq); C close (a = end seq);
-#   A pending ask (a = seq, value = entry); R resolve (a = resume seq);
-#   X reindex (a = stream's last seq, b = open mark or 0, value = entry or '').
-# Each write is a pcall, so one bad key fails its operation, not the shard's.
-# Returns {failed, first error, facts published}.
-_SHARD_LUA: Final = b"""
-local function seq_of(entry)
-  return tonumber(string.match(entry, '^(%d+):'))
-end
-local maxlen = ARGV[1]
-local failed, first, published = 0, '', 0
-local function run(...)
-  local r = redis.pcall(...)
-  if type(r) == 'table' and r.err then
-    failed = failed + 1
-    if first == '' then first = r.err end
-    return false
-  end
-  return true
-end
-local function publish(sid, s, data)
-  if run('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*',
-         'session_id', sid, 'seq', s, 'data', data) then
-    published = published + 1
-    local at = tonumber(redis.call('HGET', KEYS[4], sid) or '0')
-    if tonumber(s) > at then run('HSET', KEYS[4], sid, s) end
-  end
-end
-for i = 2, #ARGV, 5 do
-  local op, sid, a = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local b, value = ARGV[i + 3], ARGV[i + 4]
-  local seq = tonumber(a)
-  if op == 'P' then
-    if seq > tonumber(redis.call('HGET', KEYS[4], sid) or '0') then
-      publish(sid, a, value)
-    end
-  elseif op == 'O' then
-    local v = redis.call('HGET', KEYS[2], sid)
-    if not v or tonumber(v) < seq then run('HSET', KEYS[2], sid, a) end
-  elseif op == 'C' then
-    if redis.call('HEXISTS', KEYS[3], sid) == 0 then
-      local v = redis.call('HGET', KEYS[2], sid)
-      if v and tonumber(v) < seq then run('HDEL', KEYS[2], sid) end
-    end
-  elseif op == 'A' then
-    local v = redis.call('HGET', KEYS[3], sid)
-    if not v or seq_of(v) < seq then run('HSET', KEYS[3], sid, value) end
-  elseif op == 'R' then
-    local v = redis.call('HGET', KEYS[3], sid)
-    if v and seq_of(v) < seq then run('HDEL', KEYS[3], sid) end
-  elseif op == 'X' then
-    local mark = tonumber(b)
-    local v = redis.call('HGET', KEYS[2], sid)
-    if mark > 0 then
-      if not v or tonumber(v) < mark then run('HSET', KEYS[2], sid, b) end
-    elseif v and tonumber(v) <= seq then
-      run('HDEL', KEYS[2], sid)
-    end
-    local e = redis.call('HGET', KEYS[3], sid)
-    if value ~= '' then
-      if not e or seq_of(e) <= seq then run('HSET', KEYS[3], sid, value) end
-    elseif e and seq_of(e) <= seq then
-      run('HDEL', KEYS[3], sid)
-    end
-  end
-end
-return {failed, first, published}
-"""
-_SHARD_SHA: Final = hashlib.sha1(_SHARD_LUA).hexdigest()
-_SCRIPTS: Final = (_APPEND_LUA, _SHARD_LUA)
 
 _FIELDS: Final = (b"seq", b"data", b"hash")
 _KEY_PREFIX: Final = "helmlog:{"
 _KEY_SUFFIX: Final = "}:events"
 _CURSOR_PREFIX: Final = "f1:"
 
-Arg = bytes | str | int
-Command = Sequence[Arg]
-# One shard operation: code, session id, a, b, value (see _SHARD_LUA; F is
+# One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
 # a fact's XADD and M its facts-at mark, sent as plain commands).
 Op = tuple[str, str, int, int, bytes]
 
@@ -292,361 +159,6 @@ def shard_keys(n: int) -> tuple[str, str, str, str]:
         f"helmlog:asks:{tag}",
         f"helmlog:facts-at:{tag}",
     )
-
-
-def public_url(url: str) -> str:
-    """``url`` without credentials: no user, password or password parameter."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    query = urlencode(
-        [
-            (k, v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            if k.lower() not in {"password", "username"}
-        ]
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-class StoreOptions:
-    """helmlog's own options of a Redis URL (see the module docstring)."""
-
-    __slots__ = ("cluster", "facts_maxlen", "max_connections", "pool_timeout", "shards")
-
-    def __init__(
-        self,
-        *,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
-        shards: int = DEFAULT_SHARDS,
-        facts_maxlen: int = DEFAULT_FACTS_MAXLEN,
-        cluster: bool | None = None,
-    ) -> None:
-        for name, value in (
-            ("max_connections", max_connections),
-            ("shards", shards),
-            ("facts_maxlen", facts_maxlen),
-        ):
-            if value < 1:
-                raise ValueError(f"redis event store: {name} must be >= 1, got {value}")
-        if pool_timeout <= 0:
-            raise ValueError(
-                f"redis event store: pool_timeout must be > 0 s, got {pool_timeout}"
-            )
-        self.max_connections = max_connections
-        self.pool_timeout = pool_timeout
-        self.shards = shards
-        self.facts_maxlen = facts_maxlen
-        self.cluster = cluster
-
-
-def split_url(url: str) -> tuple[str, StoreOptions]:
-    """``(the URL redis-py gets, helmlog's options)``: our parameters removed."""
-    parts = urlsplit(url)
-    kept: list[tuple[str, str]] = []
-    given: dict[str, str] = {}
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k in _OPTIONS:
-            given[k] = v
-        else:
-            kept.append((k, v))
-    try:
-        cluster = given.get("cluster", "auto").lower()
-        if cluster not in {"auto", "yes", "no", "true", "false", "1", "0"}:
-            raise ValueError(f"cluster must be auto, yes or no, got {cluster!r}")
-        options = StoreOptions(
-            max_connections=int(given.get("max_connections", DEFAULT_MAX_CONNECTIONS)),
-            pool_timeout=float(given.get("pool_timeout", DEFAULT_POOL_TIMEOUT_S)),
-            shards=int(given.get("shards", DEFAULT_SHARDS)),
-            facts_maxlen=int(given.get("facts_maxlen", DEFAULT_FACTS_MAXLEN)),
-            cluster=None if cluster == "auto" else cluster in {"yes", "true", "1"},
-        )
-    except ValueError as exc:
-        raise ValueError(
-            f"bad redis event store URL {public_url(url)!r}: {exc}"
-        ) from None
-    clean = urlunsplit(
-        (parts.scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment)
-    )
-    return clean, options
-
-
-def _pack(commands: Sequence[Command]) -> bytes:
-    """RESP-encode commands (arguments are bytes, str or int) into one write."""
-    pack = hiredis.pack_command
-    # hiredis's stub types the argument as a 1-tuple; it takes any length.
-    return b"".join([pack(tuple(command)) for command in commands])  # type: ignore[arg-type]
-
-
-class PoolExhaustedError(RedisConnectionError):
-    """No connection of a full pool came free in time (becomes a StoreError)."""
-
-
-class _Wire:
-    """Round trips on one node's redis-py pool: our packing, hiredis replies.
-
-    Replies come back as the server sent them (no redis-py callbacks); an
-    error reply takes its command's place as a ``ResponseError``.
-    """
-
-    def __init__(self, pool: aioredis.ConnectionPool, name: str) -> None:
-        self.pool = pool
-        self.name = name
-
-    async def _acquire(self) -> Any:
-        try:
-            return await self.pool.get_connection()  # type: ignore[no-untyped-call]
-        except MaxConnectionsError as exc:
-            raise self._exhausted(None) from exc
-        except RedisConnectionError as exc:
-            if isinstance(exc.__cause__, TimeoutError):
-                raise self._exhausted(getattr(self.pool, "timeout", None)) from exc
-            raise
-
-    def _exhausted(self, waited: float | None) -> PoolExhaustedError:
-        size = getattr(self.pool, "max_connections", "?")
-        after = f" for {waited:g} s" if waited is not None else ""
-        return PoolExhaustedError(
-            f"the pool of {size} connections to {self.name} was exhausted{after} "
-            "(raise ?max_connections= or ?pool_timeout=)"
-        )
-
-    async def call(self, commands: Sequence[Command]) -> list[Any]:
-        packed = _pack(commands)
-        for attempt in (1, 2):
-            conn = await self._acquire()
-            try:
-                await conn.send_packed_command(packed, check_health=False)
-                replies: list[Any] = []
-                # One deadline (the socket timeout) for the whole round trip,
-                # not one per reply: redis-py's per-read timeout costs more
-                # than parsing a reply (bench/ledger.py).
-                async with asyncio.timeout(conn.socket_timeout):
-                    for _ in commands:
-                        try:
-                            # Stored bytes stay bytes, whatever the client
-                            # decodes; math.inf: no per-read timeout.
-                            replies.append(
-                                await conn.read_response(
-                                    disable_decoding=True, timeout=math.inf
-                                )
-                            )
-                        except ResponseError as exc:
-                            replies.append(exc)
-                return replies
-            except RedisConnectionError:
-                await conn.disconnect()
-                # A pooled socket the server closed (a restart) fails once.
-                # Sending again is safe: reads are reads, the scripts are
-                # idempotent, and facts are at-least-once (R4).
-                if attempt == 2:
-                    raise
-            except BaseException:
-                # Replies may be left unread: the socket must not be reused.
-                await conn.disconnect()
-                raise
-            finally:
-                await self.pool.release(conn)
-        raise AssertionError("unreachable")
-
-    async def call_loaded(self, commands: Sequence[Command]) -> list[Any]:
-        """``call``, loading the scripts and resending what met NOSCRIPT."""
-        replies = await self.call(commands)
-        lost = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        if lost:
-            # The server lost its script cache (a restart, a new node):
-            # NOSCRIPT means the script did not run, so resending is safe.
-            await self.call([("SCRIPT", "LOAD", s) for s in _SCRIPTS])
-            again = await self.call([commands[i] for i in lost])
-            for i, reply in zip(lost, again, strict=True):
-                replies[i] = reply
-        return replies
-
-
-class _Routes:
-    """Where each key lives: one node, or a Redis Cluster's slot map."""
-
-    def __init__(self, seed: _Wire, options: StoreOptions, url: str) -> None:
-        self.seed = seed
-        self.options = options
-        self.url = url
-        self.cluster = False
-        self.ready = False
-        self.nodes: dict[tuple[str, int], _Wire] = {}
-        self.slots: list[_Wire] = []
-        self._lock = asyncio.Lock()
-        self._owned: list[aioredis.ConnectionPool] = []
-
-    async def prepare(self) -> None:
-        """Learn the topology once: standalone, or the cluster's slot map."""
-        if self.ready:
-            return
-        async with self._lock:
-            if self.ready:
-                return
-            wanted = self.options.cluster
-            if wanted is None:
-                info = await self.seed.call([("INFO", "cluster")])
-                if isinstance(info[0], ResponseError):
-                    raise info[0]
-                wanted = b"cluster_enabled:1" in bytes(info[0])
-            if wanted:
-                await self._load_slots()
-            self.cluster = bool(wanted)
-            self.ready = True
-
-    async def refresh(self) -> None:
-        """Reload the slot map (after MOVED or a node failure)."""
-        if self.cluster:
-            async with self._lock:
-                await self._load_slots()
-
-    async def _load_slots(self) -> None:
-        last: BaseException | None = None
-        candidates = [self.seed, *self.nodes.values()]
-        for wire in candidates:
-            try:
-                reply = (await wire.call([("CLUSTER", "SLOTS")]))[0]
-            except _DRIVER_ERRORS as exc:
-                last = exc
-                continue
-            if isinstance(reply, ResponseError):
-                last = reply
-                continue
-            self._apply_slots(reply)
-            return
-        raise last if last is not None else RedisConnectionError("no cluster node")
-
-    def _apply_slots(self, reply: Any) -> None:
-        seed_kwargs = self.seed.pool.connection_kwargs
-        slots: list[_Wire | None] = [None] * 16384
-        for entry in reply:
-            start, end, master = int(entry[0]), int(entry[1]), entry[2]
-            host = bytes(master[0]).decode() or str(seed_kwargs.get("host", ""))
-            addr = (host, int(master[1]))
-            wire = self.nodes.get(addr)
-            if wire is None:
-                wire = self._wire_for(addr)
-            for slot in range(start, end + 1):
-                slots[slot] = wire
-        missing = [i for i, w in enumerate(slots) if w is None]
-        if missing:
-            raise ResponseError(
-                f"CLUSTERDOWN {len(missing)} hash slots are not served (first "
-                f"{missing[0]})"
-            )
-        self.slots = [w for w in slots if w is not None]
-
-    def _wire_for(self, addr: tuple[str, int]) -> _Wire:
-        seed_pool = self.seed.pool
-        kwargs = dict(seed_pool.connection_kwargs)
-        if (kwargs.get("host"), kwargs.get("port")) == addr:
-            wire = self.seed
-        else:
-            kwargs["host"], kwargs["port"] = addr
-            pool = aioredis.BlockingConnectionPool(
-                connection_class=seed_pool.connection_class,
-                max_connections=self.options.max_connections,
-                timeout=self.options.pool_timeout,
-                **kwargs,
-            )
-            self._owned.append(pool)
-            wire = _Wire(pool, f"{addr[0]}:{addr[1]}")
-        self.nodes[addr] = wire
-        return wire
-
-    def masters(self) -> list[_Wire]:
-        """Every node to scan: the masters of a cluster, else the one server."""
-        if not self.cluster:
-            return [self.seed]
-        return list(dict.fromkeys(self.slots))
-
-    def wire(self, key: str) -> _Wire:
-        if not self.cluster:
-            return self.seed
-        return self.slots[key_slot(key.encode())]
-
-    async def call(self, keyed: Sequence[tuple[str, Command]]) -> list[Any]:
-        """Send commands to their nodes, one pipeline per node, in parallel.
-
-        Replies come in order; a node that failed puts its exception in the
-        place of each of its commands. MOVED refreshes the slot map and
-        resends; ASK resends once to the named node after ``ASKING``.
-        """
-        if not self.cluster:
-            return await self.seed.call_loaded([c for _k, c in keyed])
-        replies: list[Any] = [None] * len(keyed)
-        todo = list(range(len(keyed)))
-        for _round in range(_REDIRECTS_MAX):
-            groups: dict[_Wire, list[int]] = {}
-            for i in todo:
-                groups.setdefault(self.wire(keyed[i][0]), []).append(i)
-            results = await asyncio.gather(
-                *(
-                    w.call_loaded([keyed[i][1] for i in idx])
-                    for w, idx in groups.items()
-                ),
-                return_exceptions=True,
-            )
-            moved: list[int] = []
-            failed_node = False
-            for (_wire, idx), result in zip(groups.items(), results, strict=True):
-                if isinstance(result, BaseException):
-                    if not isinstance(result, Exception):
-                        raise result
-                    failed_node = True
-                    for i in idx:
-                        replies[i] = result
-                    continue
-                for i, reply in zip(idx, result, strict=True):
-                    if isinstance(reply, AskError) and not isinstance(
-                        reply, MovedError
-                    ):
-                        reply = await self._ask(reply, keyed[i][1])
-                    if isinstance(reply, MovedError):
-                        moved.append(i)
-                    else:
-                        replies[i] = reply
-            if failed_node:
-                # A master may have failed over: learn the map again next time.
-                try:
-                    await self.refresh()
-                except _DRIVER_ERRORS as exc:
-                    log.warning(
-                        "redis cluster %s: slot map refresh failed: %s", self.url, exc
-                    )
-            if not moved:
-                return replies
-            await self.refresh()
-            todo = moved
-        for i in todo:
-            replies[i] = ResponseError(
-                f"TRYAGAIN still redirected after {_REDIRECTS_MAX} tries"
-            )
-        return replies
-
-    async def _ask(self, error: AskError, command: Command) -> Any:
-        """Send one command to the node a slot is migrating to (``ASKING``)."""
-        wire = self.nodes.get(error.node_addr) or self._wire_for(error.node_addr)
-        reply = (await wire.call([("ASKING",), command]))[1]
-        if isinstance(reply, NoScriptError):
-            # ASKING covers one command: load, then ask again.
-            await wire.call([("SCRIPT", "LOAD", s) for s in _SCRIPTS])
-            reply = (await wire.call([("ASKING",), command]))[1]
-        return reply
-
-    async def one(self, key: str, *command: Arg) -> Any:
-        reply = (await self.call([(key, command)]))[0]
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
-
-    async def close(self) -> None:
-        for pool in self._owned:
-            await pool.disconnect()
 
 
 class _Append:
@@ -707,8 +219,8 @@ class RedisEventStore(StoreBase):
         self.url = public_url(url) if url else _url_of(client)
         self.options = options or StoreOptions()
         self._client = client
-        self._routes = _Routes(
-            _Wire(client.connection_pool, self.url), self.options, self.url
+        self._routes = Routes(
+            Wire(client.connection_pool, self.url), self.options, self.url
         )
         self._shards = [shard_keys(n) for n in range(self.options.shards)]
         # Append tokens: this store's random id and a counter. The append
@@ -823,7 +335,7 @@ class RedisEventStore(StoreBase):
                 if len(page) < _READ_PAGE:
                     return out
                 start = f"(0-{_id_seq(page[-1][0])}"
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise self._error("read", exc) from exc
 
     async def sessions(self) -> list[str]:
@@ -851,7 +363,7 @@ class RedisEventStore(StoreBase):
                         found.add(key.decode()[len(_KEY_PREFIX) : -len(_KEY_SUFFIX)])
                     if cursor == b"0":
                         break
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise self._error("list the sessions of", exc) from exc
         return sorted(found)
 
@@ -891,7 +403,7 @@ class RedisEventStore(StoreBase):
                     return self._merge(
                         positions, [(index[bytes(k)], e) for k, e in pairs]
                     )
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise self._error("read the facts of", exc) from exc
 
     async def open_turns(self) -> list[str]:
@@ -964,7 +476,7 @@ class RedisEventStore(StoreBase):
             await self._routes.prepare()
             keyed = [(keys[slot], (command, keys[slot])) for keys in self._shards]
             replies = await self._routes.call(keyed)
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise self._error(what, exc) from exc
         for reply in replies:
             if isinstance(reply, BaseException):
@@ -998,7 +510,7 @@ class RedisEventStore(StoreBase):
             if not ops:
                 return 0, 0
             reply = await self._routes.one(keys[0], *self._shard_command(keys, ops))
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise self._error("reindex a session of", exc) from exc
         failed, first, count = reply
         if failed:
@@ -1010,7 +522,7 @@ class RedisEventStore(StoreBase):
 
     def _shard_command(self, keys: Sequence[str], ops: Sequence[Op]) -> list[Arg]:
         args: list[Arg] = [
-            "EVALSHA", _SHARD_SHA, 4, *keys, self.options.facts_maxlen
+            "EVALSHA", SHARD_SHA, 4, *keys, self.options.facts_maxlen
         ]  # fmt: skip
         for op in ops:
             args.extend(op)
@@ -1084,7 +596,7 @@ class RedisEventStore(StoreBase):
         try:
             await self._routes.prepare()
             top = await self._routes.one(key, "XREVRANGE", key, "+", "-", "COUNT", 1)
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             raise self._error("read the head of", exc) from exc
         if not top:
             self._heads.pop(session_id, None)
@@ -1112,7 +624,7 @@ class RedisEventStore(StoreBase):
             raise StoreError(f"the redis event store {self.url} is closed")
         self._tokens += 1
         args: list[Arg] = [
-            "EVALSHA", _APPEND_SHA, 1, stream_key(session_id),
+            "EVALSHA", APPEND_SHA, 1, stream_key(session_id),
             expected_seq, prev_hash, f"{self._writer}:{self._tokens}",
         ]  # fmt: skip
         after: list[Op] = []
@@ -1184,7 +696,7 @@ class RedisEventStore(StoreBase):
                 # Let the callers just woken queue their next append, so it
                 # shares the next round trip with the operations of this one.
                 await asyncio.sleep(0)
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             error = self._error("append to", exc)
             for item in self._queue:
                 if not item.future.done():
@@ -1225,7 +737,7 @@ class RedisEventStore(StoreBase):
                     replies = await self._routes.call([*shard_cmds, *appends])
                     shard_replies = replies[: len(shard_cmds)]
                     append_replies = replies[len(shard_cmds) :]
-            except (*_DRIVER_ERRORS, StoreError) as exc:
+            except (*DRIVER_ERRORS, StoreError) as exc:
                 self._requeue(staged, exc)
                 error = (
                     exc

@@ -58,8 +58,8 @@ from helmlog.events import (
     verify_chain,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
+from helmlog.events._redis_scripts import APPEND_LUA
 from helmlog.events._redis_store import (
-    _APPEND_LUA,
     RedisEventStore,
     shard_keys,
     stream_key,
@@ -603,7 +603,7 @@ async def test_r2_a_resend_is_idempotent_but_another_writers_identical_batch_con
     sid = new_session()
     try:
         _, records = seal(sid, decision(1), after_seq=0, prev_hash="")
-        script = client.register_script(_APPEND_LUA)
+        script = client.register_script(APPEND_LUA)
         args: list[Any] = [0, "", "writer-a:1"]
         for r in records:
             args += [r.data, r.hash]

@@ -38,9 +38,9 @@ from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_store import (
     RedisEventStore,
     shard_keys,
-    split_url,
     stream_key,
 )
+from helmlog.events._redis_wire import split_url
 from tests.contracts.test_event_store import decision, eventually, new_session, turn
 from tests.fixtures_redis import RedisClusterServers, free_port
 

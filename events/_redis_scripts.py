@@ -1,0 +1,143 @@
+"""The Lua scripts of the Redis event store: the atomic append and the shard ops.
+
+Pattern: server-side scripts, loaded once per node (``SCRIPT LOAD``) and
+         called by SHA (``EVALSHA``); a ``NOSCRIPT`` reply means the script did
+         not run, so the caller loads and resends.
+Role:    events layer; ``events/_redis_store.py`` calls them through
+         ``events/_redis_wire.py``.
+Emits:   nothing.
+
+Laws: R2 (the append is one atomic step: the seq and hash check, then the
+XADDs, all or none), R11 (a script touches keys of one slot only: a session's
+stream, or one index shard's keys), R20 (a resend is taken for one only when
+it carries the same append token).
+
+Why scripts and not MULTI/WATCH: the seq check and the write must be one
+step on the server, with no optimistic-retry round trips on the ledger's hot
+path; a script is that, and on a cluster it runs on the slot's own node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+# KEYS[1] the stream; ARGV expected_seq, prev_hash, the append's token, then
+# (data, hash) per record. The batch's last entry keeps the token (field w).
+# Returns {1, last_seq} when the batch is in the stream, {0, actual_seq} if not.
+APPEND_LUA: Final = b"""
+local key = KEYS[1]
+local expected = tonumber(ARGV[1])
+local n = (#ARGV - 3) / 2
+local actual, last_hash, last_token = 0, '', ''
+local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+if #top > 0 then
+  actual = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+  if actual == nil then
+    return redis.error_reply('helmlog: foreign entry id ' .. top[1][1] .. ' in ' .. key)
+  end
+  local fields = top[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'hash' then last_hash = fields[i + 1] end
+    if fields[i] == 'w' then last_token = fields[i + 1] end
+  end
+end
+if actual == expected then
+  if n > 0 and last_hash ~= ARGV[2] then return {0, actual} end
+  local seq = expected
+  for i = 4, #ARGV - 2, 2 do
+    seq = seq + 1
+    local s = string.format('%d', seq)
+    redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[i], 'hash', ARGV[i + 1])
+  end
+  if n > 0 then
+    seq = seq + 1
+    local s = string.format('%d', seq)
+    redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[#ARGV - 1],
+      'hash', ARGV[#ARGV], 'w', ARGV[3])
+  end
+  return {1, seq}
+end
+if n > 0 and actual == expected + n and last_hash == ARGV[#ARGV]
+    and last_token == ARGV[3] then
+  return {1, actual}
+end
+return {0, actual}
+"""
+APPEND_SHA: Final = hashlib.sha1(APPEND_LUA).hexdigest()
+
+# One shard's operations, in order. KEYS: facts stream, open hash, asks hash,
+# facts-at hash. ARGV[1] facts maxlen, then 5 arguments per operation:
+# code, session id, a, b, value. Codes (the rules of events/_index.py):
+#   P publish a fact not yet published (a = seq, value = data; the append
+#   path publishes with plain XADD instead); O open mark (a = turn start
+#   seq); C close (a = end seq);
+#   A pending ask (a = seq, value = entry); R resolve (a = resume seq);
+#   X reindex (a = stream's last seq, b = open mark or 0, value = entry or '').
+# Each write is a pcall, so one bad key fails its operation, not the shard's.
+# Returns {failed, first error, facts published}.
+SHARD_LUA: Final = b"""
+local function seq_of(entry)
+  return tonumber(string.match(entry, '^(%d+):'))
+end
+local maxlen = ARGV[1]
+local failed, first, published = 0, '', 0
+local function run(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    failed = failed + 1
+    if first == '' then first = r.err end
+    return false
+  end
+  return true
+end
+local function publish(sid, s, data)
+  if run('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*',
+         'session_id', sid, 'seq', s, 'data', data) then
+    published = published + 1
+    local at = tonumber(redis.call('HGET', KEYS[4], sid) or '0')
+    if tonumber(s) > at then run('HSET', KEYS[4], sid, s) end
+  end
+end
+for i = 2, #ARGV, 5 do
+  local op, sid, a = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local b, value = ARGV[i + 3], ARGV[i + 4]
+  local seq = tonumber(a)
+  if op == 'P' then
+    if seq > tonumber(redis.call('HGET', KEYS[4], sid) or '0') then
+      publish(sid, a, value)
+    end
+  elseif op == 'O' then
+    local v = redis.call('HGET', KEYS[2], sid)
+    if not v or tonumber(v) < seq then run('HSET', KEYS[2], sid, a) end
+  elseif op == 'C' then
+    if redis.call('HEXISTS', KEYS[3], sid) == 0 then
+      local v = redis.call('HGET', KEYS[2], sid)
+      if v and tonumber(v) < seq then run('HDEL', KEYS[2], sid) end
+    end
+  elseif op == 'A' then
+    local v = redis.call('HGET', KEYS[3], sid)
+    if not v or seq_of(v) < seq then run('HSET', KEYS[3], sid, value) end
+  elseif op == 'R' then
+    local v = redis.call('HGET', KEYS[3], sid)
+    if v and seq_of(v) < seq then run('HDEL', KEYS[3], sid) end
+  elseif op == 'X' then
+    local mark = tonumber(b)
+    local v = redis.call('HGET', KEYS[2], sid)
+    if mark > 0 then
+      if not v or tonumber(v) < mark then run('HSET', KEYS[2], sid, b) end
+    elseif v and tonumber(v) <= seq then
+      run('HDEL', KEYS[2], sid)
+    end
+    local e = redis.call('HGET', KEYS[3], sid)
+    if value ~= '' then
+      if not e or seq_of(e) <= seq then run('HSET', KEYS[3], sid, value) end
+    elseif e and seq_of(e) <= seq then
+      run('HDEL', KEYS[3], sid)
+    end
+  end
+end
+return {failed, first, published}
+"""
+SHARD_SHA: Final = hashlib.sha1(SHARD_LUA).hexdigest()
+SCRIPTS: Final = (APPEND_LUA, SHARD_LUA)
