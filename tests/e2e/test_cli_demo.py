@@ -327,3 +327,13 @@ def test_r18_demo_cluster_runs_on_an_embedded_redis_server(ray_local: None) -> N
     assert where.startswith("an embedded redis-server (redis://127.0.0.1:")
     port = int(where.split("127.0.0.1:")[1].split("/")[0])
     assert not _embedded.answers(port)  # stopped at exit
+
+
+@pytest.mark.redis
+def test_r11_demo_200_sessions_on_redis_fail_no_turn(redis_url: str) -> None:
+    """R11/R18: 200 concurrent sessions on one Redis store never fail a turn
+    because a connection pool is full (issue 7: MaxConnectionsError)."""
+    summary = demo_json(
+        "--sessions", "200", "--concurrency", "200", "--store", redis_url
+    )
+    assert (200, 600, 4000) == (summary["sessions"], summary["turns"], summary["rows"])
