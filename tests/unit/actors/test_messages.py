@@ -356,3 +356,23 @@ async def test_g69_a_tool_executor_answers_returned_raised_or_asked_human() -> N
         Raised(text="backend refused 7"),
         AskedHuman(question="Which card?", detail={"order": 7}),
     ] == replies
+
+
+async def test_g28_a_policy_actor_hosts_a_message_link_too() -> None:
+    """G28: a hosted ``on_message`` hook sees the message context and rewrites."""
+    from helmlog import MessageMiddleware
+    from helmlog.actors import PolicyActor
+
+    def shout(msg: Any) -> Any:
+        return allow(msg.content.upper(), f"shouted at {msg.phase}")
+
+    actor = PolicyActor(lambda: MessageMiddleware(name="shout", on_message=shout))
+    info = decode_chain(await actor.describe())
+    assert [("shout", False, False, True)] == [
+        (i.name, i.on_tool_call, i.on_tool_result, i.on_message) for i in info.links
+    ]
+    ctx = MessageContext(
+        phase="output", content="done.", history=HISTORY, identity=None
+    )
+    reply = decode_hook_reply(await actor.call(encode(call_in(0, ctx))))
+    assert allow("DONE.", "shouted at output") == outcome_of(reply)
