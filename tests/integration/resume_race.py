@@ -1,14 +1,17 @@
 """One client process of the resume race: resume checkpoints when told to go.
 
 Pattern: a separate driver process (``python -m tests.integration.resume_race
-         URL CHECKPOINTS GO_KEY``) with its own agents on the shared Redis
-         store, started twice by ``test_failover.py``.
+         URL CHECKPOINTS GO_KEY [RAY_ADDRESS CLUSTER_NAME]``), started twice
+         by ``test_failover.py``. Without a Ray address each checkpoint is
+         resumed by an agent of this process on the shared Redis store; with
+         one, through the named hosts of that cluster (``Cluster.connect``).
 Role:    test support; prints one JSON line: each session's outcome.
-Emits:   through its agents, into the shared store.
+Emits:   through its agents (or the hosts), into the shared store.
 
 Laws: R9 (of two concurrent resumes of one checkpoint exactly one proceeds;
 the other gets ``CheckpointError("replayed")`` and appends nothing), R20 (a
-run that loses a sequence conflict appends nothing more to that session).
+run that loses a sequence conflict appends nothing more to that session), R21
+(every client process of one cluster reaches the same hosts).
 
 Why both processes wait on one Redis key before resuming: the race is only a
 race if the two resumes overlap; each process signals that it is ready, and
@@ -20,24 +23,28 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from helmlog import CheckpointError, HelmlogError
-from helmlog.events import EventStore, open_event_store
+from helmlog.events import open_event_store
 
 from .failover_agents import card_agent
 
 READY_SUFFIX = ":ready"
 DEADLINE_S = 60.0
+ANSWER = "the visa card"
+
+Resume = Callable[[str], Awaitable[Any]]
 
 
-async def _resume(store: EventStore, checkpoint: str) -> dict[str, str]:
-    agent = card_agent(store)
+async def _outcome(resume: Resume, checkpoint: str) -> dict[str, str]:
     sid = json.loads(checkpoint)["session_id"]
     try:
-        out = await agent.resume(checkpoint, "the visa card")
+        out = await resume(checkpoint)
     except CheckpointError as exc:
         return {"session_id": sid, "outcome": f"CheckpointError:{exc.reason}"}
     except HelmlogError as exc:
@@ -45,10 +52,7 @@ async def _resume(store: EventStore, checkpoint: str) -> dict[str, str]:
     return {"session_id": sid, "outcome": "answer", "text": str(out)}
 
 
-async def main(url: str, checkpoints: Path, go_key: str) -> None:
-    """Resume every checkpoint in ``checkpoints`` once ``go_key`` is set."""
-    texts: list[str] = json.loads(checkpoints.read_text())
-    store = open_event_store(url)
+async def _race(url: str, texts: list[str], go_key: str, resume: Resume) -> None:
     client = aioredis.from_url(url)
     try:
         await client.incr(go_key + READY_SUFFIX)
@@ -57,12 +61,53 @@ async def main(url: str, checkpoints: Path, go_key: str) -> None:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError("the test never said go")
             await asyncio.sleep(0.005)
-        results = await asyncio.gather(*(_resume(store, cp) for cp in texts))
+        results = await asyncio.gather(*(_outcome(resume, cp) for cp in texts))
     finally:
         await client.aclose()
-        await store.close()
     print(json.dumps(results))
 
 
+async def in_process(url: str, texts: list[str], go_key: str) -> None:
+    """Each checkpoint resumed by an agent of this process, on the store."""
+    store = open_event_store(url)
+
+    def resume(checkpoint: str) -> Awaitable[Any]:
+        return card_agent(store).resume(checkpoint, ANSWER)
+
+    try:
+        await _race(url, texts, go_key, resume)
+    finally:
+        await store.close()
+
+
+async def on_cluster(
+    url: str, texts: list[str], go_key: str, address: str, name: str
+) -> None:
+    """Each checkpoint resumed through the named cluster's hosts."""
+    from helmlog.actors import Cluster
+
+    cluster = Cluster.connect(address, url, name=name)
+    agent = cluster.agent(card_agent)
+
+    def resume(checkpoint: str) -> Awaitable[Any]:
+        return agent.client().resume(checkpoint, ANSWER)
+
+    try:
+        await _race(url, texts, go_key, resume)
+    finally:
+        await cluster.shutdown()
+
+
+def main(argv: list[str]) -> None:
+    """Resume every checkpoint in the file ``argv[1]`` once ``argv[2]`` is set."""
+    url, path, go_key, *ray_args = argv
+    texts: list[str] = json.loads(Path(path).read_text())
+    if ray_args:
+        address, name = ray_args
+        asyncio.run(on_cluster(url, texts, go_key, address, name))
+    else:
+        asyncio.run(in_process(url, texts, go_key))
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), sys.argv[3]))
+    main(sys.argv[1:])

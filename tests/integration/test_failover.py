@@ -4,8 +4,9 @@ A host killed mid-tool — by ``ray.kill`` or by SIGKILL of its worker process
 — is restarted by Ray, and the restarted host finishes the turn by itself:
 nobody calls ``recover()``. The non-idempotent tool ran exactly once and the
 model read R7's outcome-unknown text; an idempotent one runs again as attempt
-2. Two client processes resuming one checkpoint: exactly one proceeds, the
-other is refused as ``replayed`` and appends nothing.
+2. Two client processes resuming one checkpoint — with agents of their own on
+the shared Redis, or joined to one named cluster's hosts: exactly one
+proceeds, the other is refused as ``replayed`` and appends nothing.
 """
 
 from __future__ import annotations
@@ -176,24 +177,21 @@ async def test_r22_an_idempotent_tool_runs_again_as_attempt_2_after_its_host_die
 RACE_SESSIONS = 20
 
 
-@_on_session_loop
-async def test_r9_two_client_processes_resuming_one_checkpoint_one_proceeds(
-    redis_url: str, store: EventStore, redis: Any, tmp_path: Path
-) -> None:
-    """R9, R20: per checkpoint one process proceeds, the other gets "replayed";
-    the winner's turn completes, the chain is intact, no error.fatal."""
-    checkpoints = []
-    for _ in range(RACE_SESSIONS):
-        out = await card_agent(store).run("refund order 7")
-        assert is_ask_pause(out)
-        checkpoints.append(out.checkpoint.to_json())
+async def _race(
+    checkpoints: list[str],
+    redis_url: str,
+    redis: Any,
+    tmp_path: Path,
+    *on_ray: str,
+) -> dict[str, list[str]]:
+    """Two client processes resume every checkpoint at once; outcomes by session."""
     path = tmp_path / "checkpoints.json"
     path.write_text(json.dumps(checkpoints))
     go = "race:go"
     command = [sys.executable, "-m", "tests.integration.resume_race"]
     clients = [
         subprocess.Popen(
-            [*command, redis_url, str(path), go],
+            [*command, redis_url, str(path), go, *on_ray],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -205,7 +203,7 @@ async def test_r9_two_client_processes_resuming_one_checkpoint_one_proceeds(
         async def both_ready() -> bool:
             return b"2" == await redis.get(go + ":ready")
 
-        await _until("both clients are ready", both_ready)
+        await _until("both clients are ready", both_ready, within=120)
         await redis.set(go, 1)
         outputs = [c.communicate(timeout=120) for c in clients]
     finally:
@@ -213,19 +211,65 @@ async def test_r9_two_client_processes_resuming_one_checkpoint_one_proceeds(
             if c.poll() is None:
                 c.kill()
                 c.wait()
-    assert [0, 0] == [c.returncode for c in clients], outputs
+    assert [0, 0] == [c.returncode for c in clients], [e[-3000:] for _, e in outputs]
     by_session: dict[str, list[str]] = {}
     for stdout, _stderr in outputs:
-        for result in json.loads(stdout):
+        (line,) = [x for x in stdout.splitlines() if x.startswith("[")]
+        for result in json.loads(line):
             by_session.setdefault(result["session_id"], []).append(result["outcome"])
+    return by_session
 
+
+async def _one_proceeded(store: EventStore, by_session: dict[str, list[str]]) -> None:
+    """R9, R20: one answer and one "replayed" per session; the winner's turn
+    completes, the chain is intact, no error.fatal."""
     assert RACE_SESSIONS == len(by_session)
     for sid, outcomes in by_session.items():
         assert ["CheckpointError:replayed", "answer"] == sorted(outcomes), sid
         events = [r.decode() for r in await store.read(sid)]
         types = [e.type for e in events]
         assert 1 == types.count("pause.resume"), sid
-        assert "error.fatal" not in types, sid
+        assert "error.fatal" not in types, (sid, types)
         assert "agent.turn_end" == types[-1], sid
         assert "Refunded to the visa card." == events[-1].final_content
         assert verify_chain(await store.read(sid)) is None
+
+
+@_on_session_loop
+async def test_r9_two_client_processes_resuming_one_checkpoint_one_proceeds(
+    redis_url: str, store: EventStore, redis: Any, tmp_path: Path
+) -> None:
+    """R9, R20: two processes' own agents on one Redis race on each checkpoint;
+    one proceeds, the other gets "replayed" and appends nothing."""
+    checkpoints = []
+    for _ in range(RACE_SESSIONS):
+        out = await card_agent(store).run("refund order 7")
+        assert is_ask_pause(out)
+        checkpoints.append(out.checkpoint.to_json())
+
+    by_session = await _race(checkpoints, redis_url, redis, tmp_path)
+
+    await _one_proceeded(store, by_session)
+
+
+@_on_session_loop
+async def test_r9_two_client_processes_resume_one_checkpoint_on_shared_hosts(
+    cluster: Cluster, redis_url: str, store: EventStore, redis: Any, tmp_path: Path
+) -> None:
+    """R9, R21: two client processes joined to one named cluster resume each
+    checkpoint on its shared host; one proceeds, the other gets "replayed"."""
+    import ray
+
+    agent = cluster.agent(card_agent)
+    checkpoints = []
+    for _ in range(RACE_SESSIONS):
+        out = await agent.client().run("refund order 7")
+        assert is_ask_pause(out)
+        checkpoints.append(out.checkpoint.to_json())
+    address = ray.get_runtime_context().gcs_address
+
+    by_session = await _race(
+        checkpoints, redis_url, redis, tmp_path, address, cluster.name
+    )
+
+    await _one_proceeded(store, by_session)
