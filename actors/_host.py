@@ -100,6 +100,9 @@ class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
     evicted: int
     failover_finished: int
     traced_bytes: int = 0
+    batches: int = 0
+    groups: int = 0
+    ops: int = 0
 
 
 class _Resident:
@@ -154,6 +157,7 @@ class SessionHost:
         self._checked = False
         self._evicted = 0
         self._failover_finished = 0
+        self._batches = self._groups = self._ops = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         try:
             loop = asyncio.get_running_loop()
@@ -283,6 +287,8 @@ class SessionHost:
         """Run a batch of operations concurrently; yield their results in
         groups, each group what finished since the last."""
         ops = decode_ops(data)
+        self._batches += 1
+        self._ops += len(ops)
         ready: list[Result] = []
         wake = asyncio.Event()
 
@@ -299,6 +305,7 @@ class SessionHost:
                 group = ready[:]
                 del ready[:]
                 left -= len(group)
+                self._groups += 1
                 yield encode_results(group)
         finally:
             for task in tasks:
@@ -396,6 +403,9 @@ class SessionHost:
                 evicted=self._evicted,
                 failover_finished=self._failover_finished,
                 traced_bytes=traced,
+                batches=self._batches,
+                groups=self._groups,
+                ops=self._ops,
             )
         )
 

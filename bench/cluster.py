@@ -15,10 +15,10 @@ cluster is not slower than one process).
 
 The turn: the refund desk's (``helmlog._demo``): five rules at every moment,
 a four-eyes pause resumed by a second person, three turns per session. The
-model is the demo's script answered from the request (``resumable_demo_agent``)
-rather than popped from a list, so a session that a host dropped and
-re-activated from its stream still gets its next reply — the demo's popping
-script would start over. Both sides of the comparison use it.
+model is the demo's script answered from the request (``DemoModel`` in
+``resumable_demo_agent``) rather than popped from a list, so a session that a
+host dropped and re-activated from its stream still gets its next reply — the
+demo's popping script would start over. Both sides of the comparison use it.
 
 Fields of the JSON line:
     turns_per_s_cluster: governed turns/s through the cluster, at
@@ -61,7 +61,7 @@ from helmlog._demo import (
 )
 from helmlog.events import EventStore, open_event_store
 from helmlog.runtime import sliding_window
-from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.providers import ProviderRequest, Reply
 
 # tests.fixtures_redis (the RedisServer the bench starts) lives in the repo.
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,12 +85,20 @@ def _reply_for(request: Any) -> Reply | str:
     raise RuntimeError(f"no turn of the demo says {said!r}")
 
 
+class DemoModel:
+    """The demo's script as a stateless model: answered from the request,
+    keeping nothing (a real provider keeps no per-session record either;
+    ``scripted`` logs every request it is sent, for tests)."""
+
+    async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
+        out = _reply_for(request)
+        return out if isinstance(out, Reply) else Reply(content=out)
+
+
 def resumable_demo_agent(store: EventStore) -> Agent:
     """The refund desk with its script answered from the request."""
     return (
-        Agent.create(
-            provider=scripted(respond=_reply_for), model="scripted", store=store
-        )
+        Agent.create(provider=DemoModel(), model="scripted", store=store)
         .system(SYSTEM)
         .tool(refund)
         .act(
@@ -118,13 +126,15 @@ async def _sessions(store: EventStore, count: int, make: Any) -> tuple[float, in
     return turns / elapsed, len(failed)
 
 
-async def run(quick: bool) -> dict[str, Any]:
+async def run(
+    quick: bool, concurrency: int | None = None, rounds: int | None = None
+) -> dict[str, Any]:
     """Every measurement, in one run."""
     from helmlog.actors import Cluster
     from tests.fixtures_redis import RedisServer
 
-    concurrency = 200 if quick else 1_000
-    rounds = 2 if quick else 4
+    concurrency = concurrency or (200 if quick else 1_000)
+    rounds = rounds or (2 if quick else 4)
     burst = 1_000 if quick else 5_000
     out: dict[str, Any] = {"concurrency": concurrency, "max_resident": MAX_RESIDENT}
     with RedisServer() as server:
@@ -152,6 +162,13 @@ async def run(quick: bool) -> dict[str, Any]:
                 clustered.append(c)
                 print(f"  round: one process {s:,.0f} turns/s, cluster {c:,.0f}")
                 assert fail_s == fail_c == 0, (fail_s, fail_c)
+            usage = await cluster.usage()
+            out["ops_per_batch"] = sum(u.ops for u in usage) / max(
+                1, sum(u.batches for u in usage)
+            )
+            out["results_per_group"] = sum(u.ops for u in usage) / max(
+                1, sum(u.groups for u in usage)
+            )
             out["turns_per_s_single_process"] = max(single)
             out["turns_per_s_cluster"] = max(clustered)
 
@@ -201,8 +218,10 @@ async def _bytes_per_session(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument("--concurrency", type=int, help="sessions at once")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds")
     args = parser.parse_args()
-    r = asyncio.run(run(args.quick))
+    r = asyncio.run(run(args.quick, args.concurrency, args.rounds))
     ratio = r["turns_per_s_cluster"] / r["turns_per_s_single_process"]
     ok = {
         "ratio": ratio >= TARGET_RATIO,
@@ -221,6 +240,10 @@ def main() -> int:
         f"  [{mark('ratio')}] cluster {r['turns_per_s_cluster']:,.0f} turns/s vs one "
         f"process {r['turns_per_s_single_process']:,.0f} -> {ratio:.2f}x "
         f"(target >= {TARGET_RATIO}x)"
+    )
+    print(
+        f"         {r['ops_per_batch']:.1f} operations per batch, "
+        f"{r['results_per_group']:.1f} results per reply group"
     )
     print(f"         bare round trips {r['bare_roundtrips_per_s']:,.0f}/s (batched)")
     print(
