@@ -8,6 +8,7 @@ takes over.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -314,6 +315,34 @@ async def test_r22_one_session_failing_never_stops_the_others(
     failed = [r for r in caplog.records if getattr(r, "session_id", None) == bad]
     assert 1 == len(failed)
     assert bad in failed[0].getMessage()
+
+
+async def test_r22_failover_recovers_at_most_concurrency_sessions_at_once() -> None:
+    """R22: a bounded sweep: never more than ``concurrency`` recoveries at once."""
+    store, runs = DyingStore(), []
+    refund = _refund(store, runs)
+    ids = _ids_on(0, 1, 6)
+    for sid in ids:
+        runs.clear()
+        await _die_mid_tool(store, refund, sid)
+    real = _taking_over(store, refund)
+    in_flight: list[int] = [0]
+    most: list[int] = [0]
+
+    async def recover(session_id: str) -> Any:
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        try:
+            await asyncio.sleep(0)  # let the others in, if the gate allows
+            return await real(session_id)
+        finally:
+            in_flight[0] -= 1
+
+    finished = await finish_open_turns(
+        store, index=0, n_hosts=1, recover=recover, concurrency=2
+    )
+
+    assert (6, 2) == (finished, most[0])
 
 
 async def test_r22_a_stale_open_turn_mark_is_removed() -> None:
