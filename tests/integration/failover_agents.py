@@ -48,8 +48,9 @@ async def count_run(url: str) -> int:
     """Count one run of the tool and say which process (and node) runs it."""
     client = aioredis.from_url(url)
     try:
-        runs = int(await client.incr(RUNS_KEY))
+        # The pid first: a test that sees the run counted finds the pid set.
         await client.set(PID_KEY, os.getpid())
+        runs = int(await client.incr(RUNS_KEY))
     finally:
         await client.aclose()
     return runs
