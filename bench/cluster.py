@@ -178,6 +178,7 @@ async def run(
             out["bare_roundtrips_per_s"] = pings / (time.perf_counter() - started)
 
             await cluster.evict(0.0)
+            evicted_before = sum(u.evicted for u in await cluster.usage())
             _rate, failed = await _sessions(store, burst, agent.client)
             out["burst_sessions"] = burst
             out["failed_turns"] = failed * len(TURNS)
@@ -185,7 +186,7 @@ async def run(
             # The burst holds more sessions per host than max_resident: the
             # hosts dropped the least recently used idle ones as it ran.
             out["resident_after_eviction"] = max(u.resident for u in usage)
-            out["evicted_in_burst"] = sum(u.evicted for u in usage)
+            out["evicted_in_burst"] = sum(u.evicted for u in usage) - evicted_before
             await cluster.evict(0.0)
             usage = await cluster.usage()
             out["resident_after_idle_sweep"] = max(u.resident for u in usage)
