@@ -343,7 +343,6 @@ class Cluster:
         self._started_ray = False
         self._links: list[HostLink] = []
         self._info: HostInfo | None = None
-        self._actors: list[Any] = []
 
     @property
     def n_hosts(self) -> int:
@@ -565,25 +564,53 @@ class Cluster:
         result is one ``PolicyLink`` per hosted link, in that order: what an
         agent factory attaches where it would attach the inline links, and
         what every session on every host shares (R17).
-        """
-        from ._policy import chain_links
 
+        The actor is named for the cluster and the factory
+        (``<name>.policy.<module:qualname>``) and detached, so every client
+        process of this cluster reaches the same chain and its state; it
+        lives until ``destroy()``. It is not restarted when it dies: its
+        hooks then deny (fail closed) rather than run on forgotten state.
+        """
+        from ._policy import ActorRef, chain_links
+
+        ref = ActorRef(f"{self.name}.policy.{factory_key(factory)}", NAMESPACE)
         remote: Any = ray.remote(PolicyActor)
         # One hook at a time: a rule updates its state without racing another
         # session's call.
-        handle = remote.options(num_cpus=0, max_concurrency=1).remote(factory)
+        handle = remote.options(
+            name=ref.name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,
+            max_concurrency=1,
+        ).remote(factory)
         described = ray.get(handle.describe.remote())
-        self._actors.append(handle)
-        return chain_links(handle, described)
+        return chain_links(ref, described)
 
     def isolated(self, *tools: Tool) -> list[Tool]:
         """Run these tools in a ``ToolExecutor`` of their own; the returned
         tools are what an agent factory registers in their place. Their
-        arguments and results cross as typed messages (R12)."""
+        arguments and results cross as typed messages (R12).
+
+        The executor is named for the cluster and the tools' names
+        (``<name>.tools.<a,b>``) and detached, like ``policy``'s actors: every
+        client process of this cluster shares it until ``destroy()``.
+        """
+        from ._policy import ActorRef
+
+        names = ",".join(sorted(t.name for t in tools))
+        ref = ActorRef(f"{self.name}.tools.{names}", NAMESPACE)
         remote: Any = ray.remote(ToolExecutor)
-        handle = remote.options(num_cpus=0, max_concurrency=100).remote(list(tools))
-        self._actors.append(handle)
-        return [isolated_tool(t, handle) for t in tools]
+        remote.options(
+            name=ref.name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,
+            max_concurrency=100,
+        ).remote(list(tools))
+        return [isolated_tool(t, ref) for t in tools]
 
     # -- approvals ----------------------------------------------------------
 
@@ -652,21 +679,18 @@ class Cluster:
     # -- stopping -----------------------------------------------------------
 
     async def shutdown(self, *, hosts: bool = False) -> None:
-        """Stop what this client started: its policy actors and tool
-        executors, and Ray when it started it (which ends a local cluster's
-        hosts too). The named hosts stay for other clients unless ``hosts``."""
+        """Leave the cluster: stop Ray when this client started it (which ends
+        a local cluster's actors too). The named hosts, chains and executors
+        stay for other clients unless ``hosts`` (then ``destroy()``)."""
         if hosts:
             await self.destroy()
         self._links = []
-        for actor in self._actors:
-            ray.kill(actor)
-        self._actors = []
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
 
     async def destroy(self) -> None:
-        """Stop this cluster's named hosts for good (tests, the CLI)."""
+        """Stop this cluster's named hosts, chains and executors for good."""
         handles: list[Any] = []
         i = 0
         while (handle := self._existing(i)) is not None:
@@ -678,5 +702,13 @@ class Cluster:
         )
         for handle in handles:
             ray.kill(handle, no_restart=True)
+        prefixes = (f"{self.name}.policy.", f"{self.name}.tools.")
+        for named in ray.util.list_named_actors(all_namespaces=True):
+            if named["namespace"] == NAMESPACE and named["name"].startswith(prefixes):
+                try:
+                    actor = ray.get_actor(named["name"], namespace=NAMESPACE)
+                except ValueError:
+                    continue  # it died meanwhile
+                ray.kill(actor, no_restart=True)
         self._links = []
         self._info = None

@@ -27,9 +27,17 @@ reads and updates its state without racing another session.
 
 Why the factories are picklable callables: Ray ships the chain factory to the
 PolicyActor and the agent factory to every session host (cloudpickle, so a
-module-level function or a ``functools.partial`` of one). The links the
-cluster returns hold only an actor handle and their name and hooks, so an
-agent factory may close over them.
+module-level function or a ``functools.partial`` of one). The links and
+tools the cluster returns hold only their actor's name (``ActorRef``) and
+their own name and hooks, so an agent factory may close over them, and two
+client processes attaching the same chain pickle the same factory.
+
+Why the actors are named and detached (``<cluster>.policy.<factory>``,
+``<cluster>.tools.<names>``): the hosts are shared by every client process
+and outlive the one that created them; so must the chain whose state they
+share. They are not restarted when they die: a restarted chain would forget
+its state (a budget would be refilled), so a dead one fails closed (every
+hook it hosted denies, G7) until the cluster is destroyed and built again.
 """
 
 from __future__ import annotations
@@ -164,6 +172,38 @@ class PolicyActor:
         return encode_reply(reply_of(out))
 
 
+class ActorRef:
+    """A named, detached actor, by name: what a proxy keeps and pickles.
+
+    Why by name and not a handle: an agent factory closes over its proxies
+    and is pickled to every host, and the cluster compares factories by their
+    pickled arguments (``factory_key``), so two client processes attaching the
+    same chain must pickle it to the same bytes; a name does, a handle does
+    not. The handle is looked up once per process.
+    """
+
+    __slots__ = ("_handle", "name", "namespace")
+
+    def __init__(self, name: str, namespace: str) -> None:
+        self.name = name
+        self.namespace = namespace
+        self._handle: Any = None
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            import ray
+
+            self._handle = ray.get_actor(self.name, namespace=self.namespace)
+        return self._handle
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActorRef, (self.name, self.namespace))
+
+    def __repr__(self) -> str:
+        return f"ActorRef({self.name!r})"
+
+
 class PolicyLink:
     """One link of a chain hosted by a ``PolicyActor`` (its state is shared).
 
@@ -171,26 +211,31 @@ class PolicyLink:
     policy version see the same link they would inline.
     """
 
-    def __init__(self, handle: Any, index: int, info: LinkInfo) -> None:
+    def __init__(self, ref: ActorRef, index: int, info: LinkInfo) -> None:
         self.name = info.name
-        self._handle = handle
+        self._ref = ref
         self._index = index
+        self._info = info
         self.on_tool_call = self._call if info.on_tool_call else None
         self.on_tool_result = self._call if info.on_tool_result else None
         self.on_message = self._call if info.on_message else None
 
     async def _call(self, ctx: Context) -> Any:
         data = encode(call_in(self._index, ctx))
-        return outcome_of(decode_hook_reply(await self._handle.call.remote(data)))
+        reply = await self._ref.handle.call.remote(data)
+        return outcome_of(decode_hook_reply(reply))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PolicyLink, (self._ref, self._index, self._info))
 
     def __repr__(self) -> str:
         return f"PolicyLink(name={self.name!r})"
 
 
-def chain_links(handle: Any, described: bytes) -> list[PolicyLink]:
+def chain_links(ref: ActorRef, described: bytes) -> list[PolicyLink]:
     """The proxies for a ``PolicyActor``'s chain, in its order."""
     info = decode_chain(described)
-    return [PolicyLink(handle, i, link) for i, link in enumerate(info.links)]
+    return [PolicyLink(ref, i, link) for i, link in enumerate(info.links)]
 
 
 class ToolExecutor:
@@ -215,12 +260,18 @@ class ToolExecutor:
         return encode_reply(Returned(value=out))
 
 
-def isolated_tool(tool: Tool, handle: Any) -> Tool:
-    """A ``Tool`` equal to ``tool`` whose ``execute`` runs in an executor."""
+class RemoteExecute:
+    """A tool's ``execute`` that runs it in a ``ToolExecutor`` (by name)."""
 
-    async def execute(**kwargs: Any) -> Any:
-        data = encode(ExecuteIn(tool_name=tool.name, args=kwargs))
-        reply = decode_execute_reply(await handle.execute.remote(data))
+    __slots__ = ("ref", "tool_name")
+
+    def __init__(self, ref: ActorRef, tool_name: str) -> None:
+        self.ref = ref
+        self.tool_name = tool_name
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        data = encode(ExecuteIn(tool_name=self.tool_name, args=kwargs))
+        reply = decode_execute_reply(await self.ref.handle.execute.remote(data))
         if isinstance(reply, AskedHuman):
             # Raised here, inside the host's running tool, so the run pauses (G69).
             ask_human(reply.question, reply.detail)
@@ -228,6 +279,12 @@ def isolated_tool(tool: Tool, handle: Any) -> Tool:
             raise RemoteRaised(reply.text)
         return reply.value
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RemoteExecute, (self.ref, self.tool_name))
+
+
+def isolated_tool(tool: Tool, ref: ActorRef) -> Tool:
+    """A ``Tool`` equal to ``tool`` whose ``execute`` runs in an executor."""
     proxy = copy.copy(tool)
-    proxy.execute = execute
+    proxy.execute = RemoteExecute(ref, tool.name)
     return proxy

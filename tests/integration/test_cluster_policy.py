@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import ray
 
 from helmlog import is_ask_pause
 from helmlog.actors import Cluster, host_for
@@ -80,6 +81,36 @@ async def test_r17_a_policy_actor_shares_its_state_across_sessions_and_hosts(
     ] == outcomes
     hosted = await cluster.hosted()
     assert all(hosted), "both hosts held sessions (the state crossed hosts)"
+
+
+@_on_session_loop
+async def test_r21_a_chain_is_named_and_shared_by_every_client_of_its_cluster(
+    cluster: Cluster, ray_local: None, redis_url: str
+) -> None:
+    """R21/R17: a chain and an executor are named, detached actors of their
+    cluster: a second client's ``policy``/``isolated`` reach the same ones
+    (the same state, the same pickled factory), a client's ``shutdown()``
+    leaves them, and ``destroy()`` stops them."""
+    from ray import cloudpickle
+
+    other = Cluster.local(redis_url, name=cluster.name)
+    first, second = cluster.policy(budget), other.policy(budget)
+    assert cloudpickle.dumps(first) == cloudpickle.dumps(second)
+    (tool_a,), (tool_b,) = cluster.isolated(refund), other.isolated(refund)
+    assert cloudpickle.dumps(tool_a.execute) == cloudpickle.dumps(tool_b.execute)
+    agent = cluster.agent(functools.partial(refund_agent, tools=[tool_a], links=first))
+    assert "Done." == await agent.client().run("refund order 7")
+    await other.shutdown()  # the second client leaves; the chain stays
+    # The same chain, reached through the second client's proxies: its budget
+    # already counts the first client's refund.
+    (link,) = second
+    from helmlog.runtime import ToolCallContext
+
+    ctx = ToolCallContext("refund", None, "c9", 1, {"order": 7}, (), {})
+    assert "1 refunds left in the budget" == (await link.on_tool_call(ctx)).why
+    await cluster.destroy()
+    names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
+    assert not {n for n in names if n.startswith(f"{cluster.name}.")}
 
 
 @_on_session_loop
