@@ -9,23 +9,13 @@ Laws: G44–G48 (presence, ``why``, ``changed``, ``iteration``).
 
 Why ``changed`` and ``iteration`` have no default: G45 wants ``changed=False``
 and ``iteration=0`` always encoded, and ``omit_defaults`` drops defaults.
-
-Why a row interns its vocabulary (link name, moment, at, outcome, phase, tool
-name): a host keeps thousands of sessions resident (R21), each holding every
-row it folded, and every decoded row would otherwise carry its own copy of
-the same few words — about a fifth of a resident session's memory. Interning
-changes no value, only how many copies of it exist.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import msgspec
-
-_intern = sys.intern
-_set = msgspec.structs.force_setattr
 
 
 class MiddlewareDecision(
@@ -62,14 +52,3 @@ class MiddlewareDecision(
     before: Any = None
     after: Any = None
     component_id: str | None = None
-
-    def __post_init__(self) -> None:
-        # Runs on construction and on decoding; see the module docstring.
-        _set(self, "middleware", _intern(self.middleware))
-        _set(self, "moment", _intern(self.moment))
-        _set(self, "at", _intern(self.at))
-        _set(self, "outcome", _intern(self.outcome))
-        if self.phase is not None:
-            _set(self, "phase", _intern(self.phase))
-        if self.tool_name is not None:
-            _set(self, "tool_name", _intern(self.tool_name))

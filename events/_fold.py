@@ -39,6 +39,7 @@ case, copies nothing.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -275,7 +276,7 @@ class Folder:
         self._accept(ev.seq or 0, tuple(ev.history), None)
 
     def _filed(self, ev: DecisionFiled) -> None:
-        self.rows.append(ev.row)
+        self.rows.append(_shared_words(ev.row))
 
     def _turn_started(self, ev: TurnStarted) -> None:
         base = ev.base_seq
@@ -362,6 +363,28 @@ class Folder:
 
     def _unknown(self, ev: UnknownEvent) -> None:
         self.unknown.append((ev.seq or 0, ev.type))
+
+
+def _shared_words(row: MiddlewareDecision) -> MiddlewareDecision:
+    """The row with its vocabulary interned (an equal value, fewer copies).
+
+    Why: a host keeps thousands of sessions resident (R21), each holding every
+    row it folded, and every decoded row carries its own copy of the same few
+    words (link name, moment, at, outcome, phase, tool name) — about a fifth
+    of a resident session's memory. Interning replaces each with an equal
+    string, so no value changes; it is done here, where rows are kept, not in
+    the decoder, so reading a stream pays nothing for it.
+    """
+    for name in _WORDS:
+        word = getattr(row, name)
+        if type(word) is str:  # None, or a str subclass a caller built: kept
+            _set(row, name, _intern(word))
+    return row
+
+
+_intern = sys.intern
+_set = msgspec.structs.force_setattr
+_WORDS = ("middleware", "moment", "at", "outcome", "phase", "tool_name")
 
 
 # One table for every folder: a per-instance table of bound methods would be
