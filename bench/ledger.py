@@ -428,7 +428,7 @@ async def run(quick: bool) -> dict[str, Any]:
             key = f"helmlog:{{{sid}}}:events"
             read_runs, xrange_runs, redispy_read_runs = [], [], []
             # Reads take a fraction of a second each: more runs, less noise.
-            for _ in range(repeat * 2):
+            for _ in range(repeat * 4):
                 read_runs.append(await bench_store_read(store, sid, read_n))
                 xrange_runs.append(await bench_raw_xrange(client, key, read_n, 2_000))
                 redispy_read_runs.append(await bench_redispy_read(client, key, read_n))

@@ -26,7 +26,7 @@ from ._codec import decode_envelope, decode_event, encode_event
 from ._types import TRANSIENT_TYPES, Event, UnknownEvent
 
 
-class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
+class StoredEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One event as a store keeps it: its seq, stored bytes and hash."""
 
     seq: int
