@@ -15,10 +15,10 @@ cluster is not slower than one process).
 
 The turn: the refund desk's (``helmlog._demo``): five rules at every moment,
 a four-eyes pause resumed by a second person, three turns per session. The
-model is the demo's script answered from the request (``DemoModel`` in
-``resumable_demo_agent``) rather than popped from a list, so a session that a
-host dropped and re-activated from its stream still gets its next reply — the
-demo's popping script would start over. Both sides of the comparison use it.
+model is the demo's script answered from the request (``DemoModel``, which
+``demo_agent`` uses) rather than popped from a list, so a session that a host
+dropped and re-activated from its stream still gets its next reply. Both
+sides of the comparison run ``demo_agent``.
 
 Fields of the JSON line:
     turns_per_s_cluster: governed turns/s through the cluster, at
@@ -45,23 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helmlog import Agent
-from helmlog._demo import (
-    KEEP_RECENT_TURNS,
-    SSN,
-    SYSTEM,
-    TURNS,
-    codename_scrub,
-    four_eyes,
-    pii_strip,
-    refund,
-    refund_ceiling,
-    run_session,
-    ssn_scrub,
-)
+from helmlog._demo import TURNS, demo_agent, run_session
 from helmlog.events import EventStore, open_event_store
-from helmlog.runtime import sliding_window
-from helmlog.runtime.providers import ProviderRequest, Reply
 
 # tests.fixtures_redis (the RedisServer the bench starts) lives in the repo.
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,46 +55,6 @@ sys.path.insert(0, str(ROOT))
 TARGET_RATIO = 0.8
 TARGET_BYTES = 20_000
 MAX_RESIDENT = 2_000
-
-
-def _reply_for(request: Any) -> Reply | str:
-    """The demo's scripted reply for what the model is sent: the turn is the
-    last customer message, the step whether a tool result follows it."""
-    messages = request.messages
-    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
-    said = messages[last_user].content
-    for turn in TURNS:
-        if SSN.sub("[SSN removed]", turn.customer) == said:
-            answered = any(m.role == "tool" for m in messages[last_user:])
-            return turn.model[1 if answered else 0]
-    raise RuntimeError(f"no turn of the demo says {said!r}")
-
-
-class DemoModel:
-    """The demo's script as a stateless model: answered from the request,
-    keeping nothing (a real provider keeps no per-session record either;
-    ``scripted`` logs every request it is sent, for tests)."""
-
-    async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
-        out = _reply_for(request)
-        return out if isinstance(out, Reply) else Reply(content=out)
-
-
-def resumable_demo_agent(store: EventStore) -> Agent:
-    """The refund desk with its script answered from the request."""
-    return (
-        Agent.create(provider=DemoModel(), model="scripted", store=store)
-        .system(SYSTEM)
-        .tool(refund)
-        .act(
-            input=[ssn_scrub],
-            before_tool=[refund_ceiling, four_eyes],
-            after_tool=[pii_strip],
-            window=sliding_window(keep_recent_turns=KEEP_RECENT_TURNS),
-            output=[codename_scrub],
-        )
-        .build()
-    )
 
 
 async def _sessions(store: EventStore, count: int, make: Any) -> tuple[float, int]:
@@ -149,13 +94,13 @@ async def run(
             idle_s=3600.0,
         )
         try:
-            agent = cluster.agent(resumable_demo_agent)
+            agent = cluster.agent(demo_agent)
             await _sessions(store, 100, agent.client)  # warm both paths
-            await _sessions(store, 100, lambda: resumable_demo_agent(store))
+            await _sessions(store, 100, lambda: demo_agent(store))
             single, clustered = [], []
             for _ in range(rounds):
                 s, fail_s = await _sessions(
-                    store, concurrency, lambda: resumable_demo_agent(store)
+                    store, concurrency, lambda: demo_agent(store)
                 )
                 c, fail_c = await _sessions(store, concurrency, agent.client)
                 single.append(s)

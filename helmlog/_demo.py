@@ -3,7 +3,8 @@
 Pattern: a worked example — five rules, one at each moment of the loop, and
          a three-turn conversation written in advance that trips every one.
 Role:    the face; the first governed agent a new user reads. The model is
-         ``scripted``, so it needs no network, no key and no server.
+         the script (``DemoModel``), so it needs no network, no key and no
+         server.
 Emits:   through the agent, into the event store it is given;
          ``decision_table`` and ``render_transcript`` draw the result.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -57,7 +58,7 @@ from helmlog import (
     tool,
 )
 from helmlog.events import EventStore, WindowCompacted
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest
 
 
 class DemoError(RuntimeError):
@@ -137,10 +138,10 @@ def refund(order: int, amount: float) -> str:
 SYSTEM = "You run the refund desk: refund what the rules allow, explain the rest."
 
 
-def build_agent(store: EventStore, model_replies: Sequence[Reply | str]) -> Agent:
+def build_agent(store: EventStore, provider: Any) -> Agent:
     """The refund-desk agent: every rule attached at its moment by ``.act()``."""
     return (
-        Agent.create(provider=scripted(model_replies), model="scripted", store=store)
+        Agent.create(provider=provider, model="scripted", store=store)
         .system(SYSTEM)
         .tool(refund)
         .act(
@@ -238,12 +239,41 @@ TIMELINE_KINDS = {
 }
 
 
+def reply_for(request: ProviderRequest) -> Reply | str:
+    """The script's reply for what the model is sent: the turn is the last
+    customer message, the step whether a tool result follows it."""
+    messages = request.messages
+    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+    said = messages[last_user].content
+    for turn in TURNS:
+        if SSN.sub("[SSN removed]", turn.customer) == said:
+            answered = any(m.role == "tool" for m in messages[last_user:])
+            return turn.model[1 if answered else 0]
+    raise DemoError(f"no turn of the demo says {said!r}")
+
+
+class DemoModel:
+    """The script as a model that answers from what it is sent, keeping
+    nothing between calls.
+
+    Why not ``scripted(replies)``: that pops its replies in order, so a
+    session whose host dropped it (R21) or died (R22) would hear the script
+    from the start; and it keeps a copy of every request (for tests), which
+    a host holding thousands of idle sessions would pay for. A real provider
+    keeps neither.
+    """
+
+    async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
+        out = reply_for(request)
+        return out if isinstance(out, Reply) else Reply(content=out)
+
+
 def demo_agent(store: EventStore) -> Agent:
     """The refund-desk agent with the whole script, on ``store``.
 
     Module-level so a cluster can ship it to its session hosts (R17).
     """
-    return build_agent(store, [reply for turn in TURNS for reply in turn.model])
+    return build_agent(store, DemoModel())
 
 
 async def run_session(store: EventStore, agent: Any = None) -> DemoSession:
