@@ -70,6 +70,7 @@ class Journal:
         "_buffer",
         "_served",
         "_stored",
+        "attempted",
         "broken",
         "clock",
         "fenced",
@@ -102,6 +103,8 @@ class Journal:
         self.last_hash = ""
         self.broken = False
         self.fenced = False
+        # (seq, hash) the last failed append would have ended the stream at.
+        self.attempted: tuple[int, str] | None = None
         self._buffer: list[tuple[StoredEvent, str]] = []
         self._stored = stored_form
         self._served = served_form
@@ -135,6 +138,16 @@ class Journal:
             self.flushed_seq = records[-1].seq
             self.last_hash = records[-1].hash
         self.next_seq = self.flushed_seq + 1
+
+    def still_ours(self, fresh: Journal) -> bool:
+        """Whether ``fresh`` (reopened after this journal's append failed)
+        ends where this writer left the stream: at its last flush, or at the
+        end of the append reported failed that landed after all. Anything
+        else is another writer's (R20): this run must append nothing more.
+        """
+        if fresh.flushed_seq == self.flushed_seq:
+            return True
+        return (fresh.flushed_seq, fresh.last_hash) == self.attempted
 
     async def reopened(self) -> Journal:
         """A fresh journal over what the store holds, for use after a failed append."""
@@ -203,6 +216,7 @@ class Journal:
         except Exception as exc:
             # Translated, never swallowed: what was not recorded did not happen.
             self.broken = True
+            self.attempted = (records[-1].seq, records[-1].hash)
             raise LedgerAppendError(
                 session_id=self.session_id, store=self.store.url, cause=str(exc)
             ) from exc

@@ -651,8 +651,13 @@ class Loop:
         try:
             if j.broken:
                 # The cache holds events the store never accepted: record the
-                # failure on the stream as the store holds it (G91, R1).
-                j = await j.reopened()
+                # failure on the stream as the store holds it (G91, R1) —
+                # unless another writer moved it meanwhile (R20): then the
+                # stream is theirs, and this run appends nothing more.
+                fresh = await j.reopened()
+                if not j.still_ours(fresh):
+                    return
+                j = fresh
             for call in outstanding_calls(j.folder.history):
                 if call.id in j.folder.dispatched:
                     continue

@@ -195,6 +195,66 @@ async def test_r5_a_store_outage_is_still_a_ledger_append_error() -> None:
     assert not isinstance(info.value, SequenceConflictError)
 
 
+class OutageWhileAnotherWrites(MemoryEventStore):
+    """An append that fails as an outage (not a conflict) — and, when
+    ``lands``, landed after all; when ``other`` is set, another writer's turn
+    lands first, so the stream is no longer where the failed run left it."""
+
+    armed = False
+    lands = False
+    other: Agent | None = None
+
+    async def append_sealed(
+        self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
+    ) -> int:
+        if not self.armed:
+            return await super().append_sealed(session_id, records, expected_seq)
+        self.armed = False
+        if self.other is not None:
+            cp = self.other.checkpoint()
+            assert cp is not None
+            await self.other.recover(session_id)  # activate it on the other host
+            await self.other.run("the other host's turn", continue_from=cp)
+        if self.lands:
+            await super().append_sealed(session_id, records, expected_seq)
+        raise ConnectionError("the reply was lost")
+
+
+async def test_r20_after_an_outage_a_run_appends_nothing_after_another_writer() -> None:
+    """R20/R5: after an outage, a run records its error.fatal only on the
+    stream as it left it (or as its landed append left it), never after
+    another writer's events."""
+    store = OutageWhileAnotherWrites()
+    here = Agent.create(provider=scripted(reply="here"), model="m", store=store).build()
+    there = Agent.create(
+        provider=scripted(reply="there"), model="m", store=store
+    ).build()
+    assert "here" == await here.run("hi")
+    cp = here.checkpoint()
+    assert cp is not None
+    await there.run("x", continue_from=cp)  # the other host holds the session
+    cp = there.checkpoint()
+    assert cp is not None
+    store.armed, store.other = True, there
+    with pytest.raises(LedgerAppendError):
+        await here.run("again", continue_from=cp)
+    records = await store.read(cp.session_id)
+    types = [r.decode().type for r in records]
+    assert "error.fatal" not in types
+    assert "agent.turn_end" == types[-1]
+    assert verify_chain(records) is None
+    # The append that was reported failed but landed is this run's own: its
+    # error.fatal follows it (G91), as before.
+    store.armed, store.other, store.lands = True, None, True
+    cp = there.checkpoint()
+    assert cp is not None
+    with pytest.raises(LedgerAppendError):
+        await here.run("once more", continue_from=cp)
+    tail = [r.decode().type for r in await store.read(cp.session_id, cp.seq)]
+    assert "error.fatal" == tail[-1]
+    assert verify_chain(await store.read(cp.session_id)) is None
+
+
 class StopsAfterDispatch(MemoryEventStore):
     """The host stops right after it records a dispatch: nothing more lands."""
 
