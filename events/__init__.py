@@ -40,7 +40,13 @@ from ._errors import (
 from ._fold import Folder, PendingPause, SessionState, fold
 from ._index import PendingAsk
 from ._messages import Message, ToolCallRequest
-from ._store import EventStore, FactRecord, MemoryEventStore, open_event_store
+from ._store import (
+    EventStore,
+    FactDelivery,
+    FactRecord,
+    MemoryEventStore,
+    open_event_store,
+)
 from ._types import (
     EVENT_CLASSES,
     EVENT_TYPES,
@@ -101,6 +107,7 @@ __all__ = [
     "DecisionRequiredError",
     "Event",
     "EventStore",
+    "FactDelivery",
     "FactRecord",
     "FatalError",
     "Folder",

@@ -20,7 +20,10 @@ are published after the session append succeeded, best-effort, never failing
 it; ``reindex``/``republish_facts`` publish from the stream what was missed),
 R5 (every driver error becomes a retryable ``StoreError`` naming the store;
 a full pool waits, and a wait past ``pool_timeout`` is a ``StoreError``
-naming the pool), R7/R18 (the indexes of ``events/_index.py``), R11 (every
+naming the pool), R7/R18 (the indexes of ``events/_index.py``), R4 also
+(consumer groups on every facts shard: XGROUP CREATE … MKSTREAM,
+XREADGROUP, XACK, XAUTOCLAIM; on a cluster one command per shard, routed to
+its node), R11 (every
 key of a session carries its ``{session_id}`` hash tag; every key spanning
 sessions is sharded into N keys tagged ``{<n>}``).
 
@@ -66,6 +69,11 @@ before the turn does: it goes *before* the append (same pipeline on one
 server; a round trip earlier on a cluster), so a crash in between leaves a
 stale mark, never a missing one. Every index rule is seq-guarded, so late or
 repeated operations are harmless (``events/_index.py``).
+
+Why a group read blocks only on a standalone server: one XREADGROUP there
+covers every shard, but a cluster's shards live on several nodes, and a
+command blocking on one node would hide the others' facts; so a cluster
+read polls each shard without BLOCK, like ``read_facts``.
 
 Why the transport is its own module (``events/_redis_wire.py``) and the
 scripts too (``events/_redis_scripts.py``): this module is the port's
@@ -113,7 +121,7 @@ from ._redis_wire import (
     public_url,
     split_url,
 )
-from ._store import FactRecord, StoreBase, is_fact_record
+from ._store import FactDelivery, FactRecord, StoreBase, is_fact_record
 
 log = logging.getLogger("helmlog.events")
 
@@ -405,6 +413,182 @@ class RedisEventStore(StoreBase):
                     )
         except DRIVER_ERRORS as exc:
             raise self._error("read the facts of", exc) from exc
+
+    # -- consumer groups on the facts shards (R4) ---------------------------
+
+    async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
+        start = "0" if from_start else "$"
+        keyed = [
+            (keys[0], ("XGROUP", "CREATE", keys[0], group, start, "MKSTREAM"))
+            for keys in self._shards
+        ]
+        try:
+            await self._routes.prepare()
+            replies = await self._routes.call(keyed)
+        except DRIVER_ERRORS as exc:
+            raise self._error("create a facts group on", exc) from exc
+        for reply in replies:
+            if isinstance(reply, ResponseError) and str(reply).startswith("BUSYGROUP"):
+                continue  # the group exists: it keeps its position
+            if isinstance(reply, BaseException):
+                raise self._error("create a facts group on", reply) from reply
+
+    async def read_facts_group(
+        self,
+        group: str,
+        consumer: str,
+        *,
+        count: int = 100,
+        block_ms: int | None = None,
+        pending: bool = False,
+    ) -> list[FactDelivery]:
+        keys = [keys[0] for keys in self._shards]
+        since = "0" if pending else ">"
+        head: list[Arg] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
+        try:
+            await self._routes.prepare()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + (block_ms or 0) / 1000
+            while True:
+                if self._routes.cluster:
+                    replies = await self._routes.call(
+                        [(k, (*head, "STREAMS", k, since)) for k in keys]
+                    )
+                    found = [
+                        (n, entries)
+                        for n, r in enumerate(replies)
+                        for _k, entries in _stream_pairs(
+                            self._group_entries(group, r, keys[n])
+                        )
+                    ]
+                else:
+                    wait: list[Arg] = []
+                    if block_ms and not pending:
+                        left = max(1, int((deadline - loop.time()) * 1000))
+                        wait = ["BLOCK", min(left, _BLOCK_SLICE_MS)]
+                    reply = (
+                        await self._routes.call(
+                            [
+                                (
+                                    keys[0],
+                                    (*head, *wait, "STREAMS", *keys)
+                                    + (since,) * len(keys),
+                                )
+                            ]
+                        )
+                    )[0]
+                    by_key = self._group_entries(group, reply, keys[0])
+                    index = {k.encode(): n for n, k in enumerate(keys)}
+                    found = [(index[bytes(k)], e) for k, e in _stream_pairs(by_key)]
+                out = await self._deliveries(group, found)
+                if out or pending or loop.time() >= deadline:
+                    return out
+                if self._routes.cluster:
+                    await asyncio.sleep(
+                        min(_CLUSTER_POLL_S, max(0.0, deadline - loop.time()))
+                    )
+        except DRIVER_ERRORS as exc:
+            raise self._error("read a facts group of", exc) from exc
+
+    async def ack_facts(self, group: str, deliveries: Sequence[FactDelivery]) -> int:
+        by_shard: dict[int, list[Arg]] = {}
+        for delivery in deliveries:
+            by_shard.setdefault(delivery.shard, []).append(delivery.entry_id)
+        if not by_shard:
+            return 0
+        keyed = [
+            (self._shards[n][0], ("XACK", self._shards[n][0], group, *ids))
+            for n, ids in by_shard.items()
+        ]
+        try:
+            await self._routes.prepare()
+            replies = await self._routes.call(keyed)
+        except DRIVER_ERRORS as exc:
+            raise self._error("acknowledge facts in", exc) from exc
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise self._error("acknowledge facts in", reply) from reply
+        return sum(int(r) for r in replies)
+
+    async def claim_facts(
+        self, group: str, consumer: str, *, min_idle_ms: int, count: int = 100
+    ) -> list[FactDelivery]:
+        # ``count`` caps each shard, as in ``read_facts_group``; shards are
+        # claimed in parallel, each walking its pending list by cursor.
+        cursors = {n: "0-0" for n in range(self.options.shards)}
+        taken = dict.fromkeys(cursors, 0)
+        found: list[tuple[int, Any]] = []
+        try:
+            await self._routes.prepare()
+            while cursors:
+                todo = list(cursors)
+                keyed = [
+                    (
+                        self._shards[n][0],
+                        (
+                            "XAUTOCLAIM", self._shards[n][0], group, consumer,
+                            min_idle_ms, cursors[n], "COUNT", count - taken[n],
+                        ),
+                    )
+                    for n in todo
+                ]  # fmt: skip
+                replies = await self._routes.call(keyed)
+                for n, reply in zip(todo, replies, strict=True):
+                    if isinstance(reply, BaseException):
+                        raise self._error("claim facts in", reply) from reply
+                    # [next cursor, entries, ids of entries trimmed away];
+                    # Redis drops the trimmed ones from the pending list itself.
+                    after, entries = bytes(reply[0]).decode(), reply[1]
+                    live = [e for e in entries if e is not None and e[1] is not None]
+                    found.append((n, live))
+                    taken[n] += len(live)
+                    if after == "0-0" or taken[n] >= count:
+                        del cursors[n]
+                    else:
+                        cursors[n] = after
+        except DRIVER_ERRORS as exc:
+            raise self._error("claim facts in", exc) from exc
+        return await self._deliveries(group, found)
+
+    def _group_entries(self, group: str, reply: Any, key: str) -> Any:
+        if isinstance(reply, BaseException):
+            if str(reply).startswith("NOGROUP"):
+                raise StoreError(
+                    f"no consumer group {group!r} on the facts shard {key} of "
+                    f"{self.url} (create_facts_group first)"
+                )
+            raise self._error("read a facts group of", reply) from reply
+        return reply
+
+    async def _deliveries(
+        self, group: str, found: Sequence[tuple[int, Any]]
+    ) -> list[FactDelivery]:
+        """Typed deliveries in entry-id order; entries trimmed away are acked."""
+        flat: list[tuple[tuple[int, int], int, Any]] = []
+        gone: list[FactDelivery] = []
+        empty = FactRecord(id="", session_id="", seq=0, data=b"")
+        for shard, entries in found:
+            for entry in entries or ():
+                entry_id = bytes(entry[0]).decode()
+                if entry[1] is None:
+                    # Pending, but trimmed away (MAXLEN ~): nothing to deliver.
+                    gone.append(
+                        FactDelivery(fact=empty, shard=shard, entry_id=entry_id)
+                    )
+                    continue
+                ms, _, sub = entry_id.partition("-")
+                flat.append(((int(ms), int(sub or 0)), shard, entry))
+        if gone:
+            await self.ack_facts(group, gone)
+        flat.sort(key=lambda item: (item[0], item[1]))
+        return [
+            FactDelivery(
+                fact=_fact(entry, bytes(entry[0]).decode()),
+                shard=shard,
+                entry_id=bytes(entry[0]).decode(),
+            )
+            for _order, shard, entry in flat
+        ]
 
     async def open_turns(self) -> list[str]:
         replies = await self._shard_reads("HKEYS", 1, "list the open turns of")
@@ -973,6 +1157,15 @@ def _fact(entry: Any, cursor: str) -> FactRecord:
         seq=int(named[b"seq"]),
         data=named[b"data"],
     )
+
+
+def _stream_pairs(reply: Any) -> list[tuple[Any, Any]]:
+    """``[(key, entries)]`` of an XREAD(GROUP) reply: a RESP3 map or RESP2 pairs."""
+    if reply is None:
+        return []
+    if isinstance(reply, dict):
+        return list(reply.items())
+    return [(k, entries) for k, entries in reply]
 
 
 def _url_of(client: aioredis.Redis) -> str:

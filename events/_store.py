@@ -12,7 +12,10 @@ and nothing is appended), R3 (the store keeps each hash beside its event and
 chains under its ``chain_key``), R4 (decision facts also go to one global
 facts list), R7/R18 (``open_turns`` and ``pending_asks`` answer from an
 index kept beside the streams, repairable from them: ``events/_index.py``),
-R11 (``MemoryEventStore`` needs no server; ``open_event_store``).
+R11 (``MemoryEventStore`` needs no server; ``open_event_store``), R4 also
+(consumer groups over the facts streams: ``create_facts_group``,
+``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
+pending for its consumer until acknowledged, and an idle one can be claimed).
 
 Why sealing happens before ``append_sealed``: the journal needs the stamped
 events (seq, prev_hash) to fold and deliver, and a remote store cannot compute
@@ -22,13 +25,15 @@ knows, and the store's seq check makes a stale head a conflict, never a fork.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
 
 from ._chain import StoredEvent, seal
-from ._errors import SequenceConflictError
+from ._errors import SequenceConflictError, StoreError
 from ._index import MemoryIndex, PendingAsk, delta_of
 from ._types import Event, MiddlewareDecisionEvent
 
@@ -40,6 +45,19 @@ class FactRecord(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     seq: int
     data: bytes
+
+
+class FactDelivery(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact read through a consumer group, with what acknowledging it needs.
+
+    ``shard`` and ``entry_id`` name the facts-stream entry (``fact.id`` is the
+    entry id too); the group keeps it pending for its consumer until
+    ``ack_facts`` names it.
+    """
+
+    fact: FactRecord
+    shard: int
+    entry_id: str
 
 
 @runtime_checkable
@@ -77,6 +95,43 @@ class EventStore(Protocol):
         self, after_id: str | None = None, *, block_ms: int | None = None
     ) -> list[FactRecord]:
         """Decision facts published after ``after_id`` (all when ``None``)."""
+        ...
+
+    async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
+        """Create consumer group ``group`` on every facts shard; idempotent.
+
+        A new group starts at the oldest retained fact (``from_start``) or
+        after the newest; an existing group keeps its position.
+        """
+        ...
+
+    async def read_facts_group(
+        self,
+        group: str,
+        consumer: str,
+        *,
+        count: int = 100,
+        block_ms: int | None = None,
+        pending: bool = False,
+    ) -> list[FactDelivery]:
+        """Facts for ``consumer``: new ones (each to one consumer of the group),
+        or with ``pending`` the ones delivered to it and not yet acknowledged.
+
+        Waits up to ``block_ms`` for a new fact; ``count`` caps each shard.
+        """
+        ...
+
+    async def ack_facts(self, group: str, deliveries: Sequence[FactDelivery]) -> int:
+        """Acknowledge delivered facts; return how many were still pending."""
+        ...
+
+    async def claim_facts(
+        self, group: str, consumer: str, *, min_idle_ms: int, count: int = 100
+    ) -> list[FactDelivery]:
+        """Take over facts pending (on any consumer) for at least ``min_idle_ms``.
+
+        ``count`` caps each shard; a claimed fact is pending on ``consumer``.
+        """
         ...
 
     async def open_turns(self) -> list[str]:
@@ -165,6 +220,7 @@ class MemoryEventStore(StoreBase):
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
         self._facts: list[FactRecord] = []
+        self._groups: dict[str, _MemoryGroup] = {}
         self._index = MemoryIndex()
 
     async def head(self, session_id: str) -> tuple[int, str]:
@@ -219,6 +275,66 @@ class MemoryEventStore(StoreBase):
         start = int(after_id) if after_id else 0
         return list(self._facts[start:])
 
+    async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
+        if group not in self._groups:
+            self._groups[group] = _MemoryGroup(0 if from_start else len(self._facts))
+
+    async def read_facts_group(
+        self,
+        group: str,
+        consumer: str,
+        *,
+        count: int = 100,
+        block_ms: int | None = None,
+        pending: bool = False,
+    ) -> list[FactDelivery]:
+        state = self._group(group)
+        if pending:
+            mine = [i for i, (who, _t) in state.pending.items() if who == consumer]
+            return self._deliver(state, consumer, sorted(mine)[:count])
+        deadline = time.monotonic() + (block_ms or 0) / 1000
+        while state.next >= len(self._facts) and time.monotonic() < deadline:
+            await asyncio.sleep(_MEMORY_POLL_S)
+        taken = list(range(state.next, min(len(self._facts), state.next + count)))
+        state.next += len(taken)
+        return self._deliver(state, consumer, taken)
+
+    async def ack_facts(self, group: str, deliveries: Sequence[FactDelivery]) -> int:
+        state = self._group(group)
+        acked = 0
+        for delivery in deliveries:
+            if state.pending.pop(int(delivery.entry_id) - 1, None) is not None:
+                acked += 1
+        return acked
+
+    async def claim_facts(
+        self, group: str, consumer: str, *, min_idle_ms: int, count: int = 100
+    ) -> list[FactDelivery]:
+        state = self._group(group)
+        cutoff = time.monotonic() - min_idle_ms / 1000
+        idle = sorted(i for i, (_who, at) in state.pending.items() if at <= cutoff)
+        return self._deliver(state, consumer, idle[:count])
+
+    def _group(self, group: str) -> _MemoryGroup:
+        state = self._groups.get(group)
+        if state is None:
+            raise StoreError(
+                f"no consumer group {group!r} on the facts of {self.url} "
+                "(create_facts_group first)"
+            )
+        return state
+
+    def _deliver(
+        self, state: _MemoryGroup, consumer: str, indexes: Sequence[int]
+    ) -> list[FactDelivery]:
+        now = time.monotonic()
+        out: list[FactDelivery] = []
+        for i in indexes:
+            state.pending[i] = (consumer, now)
+            fact = self._facts[i]
+            out.append(FactDelivery(fact=fact, shard=0, entry_id=fact.id))
+        return out
+
     async def open_turns(self) -> list[str]:
         return sorted(self._index.open)
 
@@ -237,6 +353,23 @@ class MemoryEventStore(StoreBase):
 
     async def close(self) -> None:
         return None
+
+
+_MEMORY_POLL_S = 0.01
+
+
+class _MemoryGroup:
+    """A consumer group on the memory facts list: its position and pending list.
+
+    ``pending`` maps a fact's index to the consumer it was last delivered to
+    and when (monotonic seconds), as Redis keeps a group's PEL.
+    """
+
+    __slots__ = ("next", "pending")
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+        self.pending: dict[int, tuple[str, float]] = {}
 
 
 def _ask_order(ask: PendingAsk) -> tuple[str, int]:

@@ -99,6 +99,7 @@ EVENTS = [
     "DecisionRequiredError",
     "Event",
     "EventStore",
+    "FactDelivery",
     "FactRecord",
     "FatalError",
     "Folder",
