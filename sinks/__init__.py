@@ -3,8 +3,18 @@
 Imports nothing of helmlog but ``helmlog.events`` (R16).
 """
 
+from ._export import ExportError, OtlpExport, export, otlp_endpoints
 from ._jsonl import ConsoleSink, JsonlSink
 from ._otel import OtelSink
 from ._replay import replay
 
-__all__ = ["ConsoleSink", "JsonlSink", "OtelSink", "replay"]
+__all__ = [
+    "ConsoleSink",
+    "ExportError",
+    "JsonlSink",
+    "OtelSink",
+    "OtlpExport",
+    "export",
+    "otlp_endpoints",
+    "replay",
+]

@@ -220,7 +220,16 @@ PROVIDERS = [
     "word_chunks",
 ]
 
-SINKS = ["ConsoleSink", "JsonlSink", "OtelSink", "replay"]
+SINKS = [
+    "ConsoleSink",
+    "ExportError",
+    "JsonlSink",
+    "OtelSink",
+    "OtlpExport",
+    "export",
+    "otlp_endpoints",
+    "replay",
+]
 TESTING = [
     "FakeClock",
     "Recorder",

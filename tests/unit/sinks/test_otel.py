@@ -1,4 +1,4 @@
-"""OtelSink: spans per turn and tool call, a log record per fact, no values (R16).
+"""OtelSink: GenAI spans per turn, model and tool call, a record per fact (R16).
 
 Fed live as a watcher and after the fact through ``replay``, the sink yields
 the same spans and records (R6), timed by the recorded timestamps, once per
@@ -71,9 +71,10 @@ def _agent(*watchers: object) -> Agent:
                 tool_calls=[
                     ToolCallRequest(id="c1", name="refund", args={"order": SECRET_ARG}),
                     ToolCallRequest(id="c2", name="refund", args={"order": "big"}),
-                ]
+                ],
+                usage={"input_tokens": 11, "output_tokens": 7},
             ),
-            "Done.",
+            Reply(content="Done.", usage={"input_tokens": 30, "output_tokens": 2}),
         ]
     )
     ceiling = ToolMiddleware(
@@ -89,19 +90,63 @@ def _agent(*watchers: object) -> Agent:
     )
 
 
-async def test_r16_spans_per_turn_and_tool_call_and_one_record_per_fact() -> None:
-    """R16: a span per turn, one per tool call, and a log record per row."""
+async def test_r16_genai_spans_per_turn_model_call_and_tool_call() -> None:
+    """R16: ``invoke_agent`` per turn, ``chat``/``execute_tool`` children (GenAI)."""
     telemetry = Telemetry()
     agent = _agent(telemetry.sink())
     assert "Done." == await agent.run("refund please")
     spans = telemetry.spans.get_finished_spans()
     names = sorted(s.name for s in spans)
-    assert ["execute_tool refund", "execute_tool refund", "invoke_agent"] == names
-    (turn,) = [s for s in spans if s.name == "invoke_agent"]
+    expected_names = [
+        "chat m",
+        "chat m",
+        "execute_tool refund",
+        "execute_tool refund",
+        "invoke_agent helmlog",
+    ]
+    assert expected_names == names
+    (turn,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert turn.parent is None
     for span in spans:
-        if span.name != "invoke_agent":
+        if span is not turn:
             assert span.parent is not None
             assert turn.context.span_id == span.parent.span_id
+    assert {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "helmlog",
+        "gen_ai.conversation.id": agent.session_id,
+    }.items() <= dict(turn.attributes or {}).items()
+    chats = sorted(
+        (s for s in spans if s.name == "chat m"), key=lambda s: s.start_time or 0
+    )
+    assert [
+        ("chat", "m", 11, 7, ("tool_calls",)),
+        ("chat", "m", 30, 2, ("stop",)),
+    ] == [
+        (
+            a["gen_ai.operation.name"],
+            a["gen_ai.request.model"],
+            a["gen_ai.usage.input_tokens"],
+            a["gen_ai.usage.output_tokens"],
+            tuple(a["gen_ai.response.finish_reasons"]),
+        )
+        for a in (dict(s.attributes or {}) for s in chats)
+    ]
+    tools = sorted(
+        (dict(s.attributes or {}) for s in spans if s.name.startswith("execute_tool")),
+        key=lambda a: str(a["gen_ai.tool.call.id"]),
+    )
+    assert [("execute_tool", "refund", "c1"), ("execute_tool", "refund", "c2")] == [
+        (a["gen_ai.operation.name"], a["gen_ai.tool.name"], a["gen_ai.tool.call.id"])
+        for a in tools
+    ]
+
+
+async def test_r16_one_log_record_per_fact_and_no_value_in_it() -> None:
+    """R16: each decision fact is a log record under its turn, with no value."""
+    telemetry = Telemetry()
+    agent = _agent(telemetry.sink())
+    assert "Done." == await agent.run("refund please")
     rows = agent.last_snapshot().middleware_decisions
     records = telemetry.records()
     assert len(rows) == len(records)
@@ -114,6 +159,13 @@ async def test_r16_spans_per_turn_and_tool_call_and_one_record_per_fact() -> Non
         )
         for r in records
     ]
+    (turn,) = [
+        s
+        for s in telemetry.spans.get_finished_spans()
+        if s.name.startswith("invoke_agent")
+    ]
+    assert {turn.context.trace_id} == {r.trace_id for r in records}
+    assert SECRET_ARG not in telemetry.everything()
 
 
 async def test_r16_no_values_unless_configured() -> None:

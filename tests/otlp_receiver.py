@@ -1,0 +1,96 @@
+"""A tiny OTLP/HTTP receiver on a free local port, for export tests.
+
+Pattern: a real ``http.server`` in a thread that records each POST body by
+         path (``/v1/traces``, ``/v1/logs``) and answers 200, or a fixed
+         status when told to fail.
+Role:    tests; the collector ``OtlpExport`` and ``helmlog ... --otlp`` send to.
+Emits:   nothing of helmlog's.
+
+Why a real socket, not a mocked exporter: what is tested is that the bytes
+reach a collector, and that a refusing or absent one is reported.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+
+
+class Receiver:
+    """What a receiver was sent, decoded, by signal."""
+
+    def __init__(self, server: ThreadingHTTPServer) -> None:
+        self.server = server
+        self.posts: dict[str, list[bytes]] = {}
+        self.status = 200
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def span_names(self) -> list[str]:
+        names = []
+        for body in self.posts.get("/v1/traces", []):
+            request = ExportTraceServiceRequest.FromString(body)
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    names.extend(span.name for span in scope.spans)
+        return names
+
+    def log_count(self) -> int:
+        count = 0
+        for body in self.posts.get("/v1/logs", []):
+            request = ExportLogsServiceRequest.FromString(body)
+            for resource in request.resource_logs:
+                for scope in resource.scope_logs:
+                    count += len(scope.log_records)
+        return count
+
+    def wait_for(self, path: str, deadline_s: float = 10.0) -> None:
+        """Poll until ``path`` received a POST, or fail at the deadline."""
+        end = time.monotonic() + deadline_s
+        while path not in self.posts:
+            if time.monotonic() > end:
+                raise AssertionError(f"no POST to {path} in {deadline_s}s")
+            time.sleep(0.02)
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """Serve on 127.0.0.1 at a free port until the block exits."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with receiver.lock:
+                receiver.posts.setdefault(self.path, []).append(body)
+            self.send_response(receiver.status)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return  # keep test output clean
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    receiver = Receiver(server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

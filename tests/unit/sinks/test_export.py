@@ -1,0 +1,123 @@
+"""Exports reach a real OTLP/HTTP receiver, and a failed one is raised (issue 8).
+
+The collector is a real local HTTP server (``tests/otlp_receiver.py``); the
+exporters are the SDK's own OTLP/HTTP ones.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from helmlog import Agent, tool
+from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export, otlp_endpoints
+from tests.otlp_receiver import otlp_receiver
+
+
+@tool
+def refund(order: str) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+
+
+def _agent(*watchers: object) -> Agent:
+    model = scripted(
+        [
+            Reply(
+                tool_calls=[
+                    ToolCallRequest(id="c1", name="refund", args={"order": "7"})
+                ]
+            ),
+            "Done.",
+        ]
+    )
+    return (
+        Agent.create(provider=model, model="m", clock=FakeClock(step=3))
+        .tool(refund)
+        .watch(*watchers)
+        .build()
+    )
+
+
+async def _records(agent: Agent) -> list:  # type: ignore[type-arg]
+    assert "Done." == await agent.run("refund please")
+    assert agent.session_id is not None
+    return await agent.store.read(agent.session_id)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+EXPECTED_SPANS = ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"]
+
+
+def test_otlp_endpoints_accept_the_base_url_and_either_signal_url() -> None:
+    """The base URL, ``/v1/traces`` and ``/v1/logs`` name the same collector."""
+    both = ("http://c:4318/v1/traces", "http://c:4318/v1/logs")
+    for url in ("http://c:4318", "http://c:4318/", both[0], both[1]):
+        assert both == otlp_endpoints(url)
+
+
+@pytest.mark.parametrize("path", ["", "/v1/traces"])
+async def test_live_watcher_exports_spans_and_records_to_a_real_receiver(
+    path: str,
+) -> None:
+    """A watching ``OtlpExport`` sends GenAI spans and fact records over HTTP."""
+    with otlp_receiver() as receiver:
+        otlp = OtlpExport(receiver.url + path)
+        agent = _agent(otlp.sink)
+        await _records(agent)
+        otlp.close()
+        assert EXPECTED_SPANS == sorted(receiver.span_names())
+        assert len(agent.last_snapshot().middleware_decisions) == receiver.log_count()
+
+
+async def test_the_standard_otel_environment_variables_configure_the_export(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no URL, ``OTEL_EXPORTER_OTLP_ENDPOINT`` names the collector."""
+    with otlp_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        otlp = OtlpExport()
+        await export(await _records(_agent()), otlp.sink, target=otlp.target)
+        otlp.close()
+        assert EXPECTED_SPANS == sorted(receiver.span_names())
+
+
+async def test_a_collector_that_refuses_the_batch_is_an_export_error() -> None:
+    """A 400 from the collector is raised at close, never swallowed."""
+    with otlp_receiver() as receiver:
+        receiver.status = 400
+        otlp = OtlpExport(receiver.url)
+        await export(await _records(_agent()), otlp.sink, target=otlp.target)
+        with pytest.raises(ExportError) as raised:
+            otlp.close()
+        assert receiver.url == raised.value.target
+
+
+async def test_an_unreachable_collector_is_an_export_error_within_its_timeout() -> None:
+    """Nothing listening: the bounded retries end in an ``ExportError``."""
+    url = f"http://127.0.0.1:{_free_port()}"
+    otlp = OtlpExport(url, timeout=0.5)
+    await export(await _records(_agent()), otlp.sink, target=otlp.target)
+    with pytest.raises(ExportError) as raised:
+        otlp.close()
+    assert url == raised.value.target
+
+
+async def test_export_into_an_unwritable_path_raises_instead_of_logging(
+    tmp_path: Path,
+) -> None:
+    """A JSONL export whose folder does not exist stops with an ``ExportError``."""
+    target = tmp_path / "missing" / "x.jsonl"
+    records = await _records(_agent())
+    with pytest.raises(ExportError) as raised:
+        await export(records, JsonlSink(target), target=str(target))
+    assert str(target) == raised.value.target
+    assert not target.exists()
