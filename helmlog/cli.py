@@ -55,7 +55,6 @@ from helmlog._embedded import RedisServerMissingError, embedded_redis
 from helmlog._record import (
     chain_key_from_env,
     records_json,
-    replay_to_otlp,
     timeline_table,
 )
 from helmlog._record import (
@@ -65,9 +64,10 @@ from helmlog._record import (
     verify as verify_session,
 )
 from helmlog._recover import recover_sessions
-from helmlog.events import EventStore, open_event_store
-from helmlog.sinks import JsonlSink
-from helmlog.sinks import replay as replay_events
+from helmlog._watch import SINK_HELP, default_consumer, open_sink
+from helmlog._watch import watch as run_watch
+from helmlog.events import EventStore, StoredEvent, open_event_store
+from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export
 
 app = typer.Typer(
     name="helmlog",
@@ -95,7 +95,17 @@ CLUSTER_HELP = (
     "--store redis://... or, without --store, a redis-server the demo starts "
     "and stops itself."
 )
+OTLP_HELP = (
+    "Export to an OTLP/HTTP collector: its base URL or its /v1/traces URL "
+    "(spans per turn, model call and tool call; decision facts as log records). "
+    "Headers, certificates and timeout come from OTEL_EXPORTER_OTLP_*."
+)
+JSONL_HELP = "Export the recorded events into a JSON-lines file."
+DEMO_EXPORT_NOTE = " The sessions are exported from the record once they have run."
 SHOWN_IDS = 10
+# Events delivered between flushes of a many-session OTLP export, so the
+# exporters' bounded queues (2,048 spans, 2,048 records) never drop any.
+FLUSH_EVERY = 1_000
 
 
 @app.command()
@@ -107,6 +117,10 @@ def demo(
     concurrency: Annotated[
         int, typer.Option(min=1, help=CONCURRENCY_HELP)
     ] = DEFAULT_CONCURRENCY,
+    otlp: Annotated[str | None, typer.Option(help=OTLP_HELP + DEMO_EXPORT_NOTE)] = None,
+    jsonl: Annotated[
+        str | None, typer.Option(help=JSONL_HELP + DEMO_EXPORT_NOTE)
+    ] = None,
 ) -> None:
     """Run the governed refund-desk scenario on a scripted model (no network)."""
     out = Console()
@@ -126,8 +140,13 @@ def demo(
                 progress=not as_json,
                 cluster=cluster,
                 concurrency=concurrency,
+                otlp=otlp,
+                jsonl=jsonl,
             )
             finished, elapsed, recorded = asyncio.run(run)
+    except ExportError as exc:
+        typer.echo(f"helmlog demo failed: {exc}", err=True)  # one line
+        raise typer.Exit(1) from None
     except RedisServerMissingError as exc:
         typer.echo(str(exc), err=True)  # one line, never wrapped
         raise typer.Exit(1) from None
@@ -169,10 +188,14 @@ async def _run_demo(
     progress: bool,
     cluster: bool = False,
     concurrency: int = DEFAULT_CONCURRENCY,
+    otlp: str | None = None,
+    jsonl: str | None = None,
 ) -> tuple[DemoRun, float, str]:
     """Run the sessions; return them, the time taken and where they were
     recorded (the store's own URL, which a Redis store keeps free of
-    credentials). The progress bar goes to stderr, never into ``--json``."""
+    credentials). The progress bar goes to stderr, never into ``--json``.
+    With ``otlp``/``jsonl`` the recorded sessions are exported before the
+    store closes (a memory store's record ends with it)."""
     store = open_event_store(url)
     where = str(getattr(store, "url", url))
     hosts = None
@@ -202,11 +225,45 @@ async def _run_demo(
                 cluster_agent=None if hosts is None else hosts.agent(demo_agent),
                 concurrency=concurrency,
             )
+        if jsonl:
+            await _export_jsonl(store, finished.session_ids, jsonl)
+        if otlp:
+            await _export_otlp(store, finished.session_ids, otlp)
     finally:
         await store.close()
         if hosts is not None:
             await hosts.shutdown(hosts=True)
     return finished, time.perf_counter() - started, where
+
+
+async def _export_jsonl(store: EventStore, session_ids: list[str], path: str) -> int:
+    """Export each session's record into one JSON-lines file; ``ExportError``
+    (or ``OSError`` for a path that cannot be opened) when it fails."""
+    sink = JsonlSink(path)
+    return sum(
+        [await export(await store.read(s), sink, target=path) for s in session_ids]
+    )
+
+
+async def _export_otlp(store: EventStore, session_ids: list[str], url: str) -> int:
+    """Export each session's record to a collector, flushing as it goes;
+    ``ExportError`` as soon as a batch fails."""
+    with OtlpExport(url) as collector:
+        count = since_flush = 0
+        for sid in session_ids:
+            delivered = await export(await store.read(sid), collector.sink, target=url)
+            count += delivered
+            since_flush += delivered
+            if since_flush >= FLUSH_EVERY:
+                collector.flush()
+                since_flush = 0
+    return count
+
+
+async def _replay_otlp(records: list[StoredEvent], url: str) -> int:
+    """Export one session to a collector; ``ExportError`` if it did not take it."""
+    with OtlpExport(url) as collector:
+        return await export(records, collector.sink, target=url)
 
 
 SESSION_ARG = "The session id (``helmlog demo --store URL`` prints them)."
@@ -248,7 +305,7 @@ def replay(
     ] = None,
     otlp: Annotated[
         str | None,
-        typer.Option(help="Re-emit the session to an OTLP/HTTP collector at this URL."),
+        typer.Option(help="Re-emit the session to a collector. " + OTLP_HELP),
     ] = None,
 ) -> None:
     """Print a session as a timeline: turns, messages, tool calls, decisions."""
@@ -260,12 +317,17 @@ def replay(
     if not records:
         err.print(f"[bold red]no session '{escape(session)}' in {escape(store)}[/]")
         raise typer.Exit(1)
-    if jsonl:
-        count = asyncio.run(replay_events(records, JsonlSink(jsonl)))
-        err.print(f"replayed {count} events into {escape(jsonl)}")
-    if otlp:
-        count = asyncio.run(replay_to_otlp(records, otlp))
-        err.print(f"replayed {count} events to {escape(otlp)}")
+    try:
+        if jsonl:
+            count = asyncio.run(export(records, JsonlSink(jsonl), target=jsonl))
+            err.print(f"replayed {count} events into {escape(jsonl)}")
+        if otlp:
+            count = asyncio.run(_replay_otlp(records, otlp))
+            err.print(f"replayed {count} events to {escape(otlp)}")
+    except (ExportError, ValueError, OSError) as exc:
+        # One line, never wrapped: a script reads the reason from stderr.
+        typer.echo(f"helmlog replay failed: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(records_json(records), ensure_ascii=False))
     elif not (jsonl or otlp):
@@ -328,6 +390,72 @@ def tail(
         return
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "tail", exc) from None
+
+
+@app.command()
+def watch(
+    group: Annotated[
+        str, typer.Option(help="The consumer group; its members share the facts.")
+    ],
+    sink: Annotated[str, typer.Option(help=SINK_HELP)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    consumer: Annotated[
+        str | None,
+        typer.Option(
+            help="This consumer's name (default: the host name); a "
+            "restart under it resumes its unacknowledged facts."
+        ),
+    ] = None,
+    from_start: Annotated[
+        bool,
+        typer.Option(
+            "--from-start/--from-now",
+            help="Where a new group starts: the oldest retained fact, or the next.",
+        ),
+    ] = True,
+    claim_idle: Annotated[
+        int,
+        typer.Option(help="Claim facts another consumer left pending this many ms."),
+    ] = 30_000,
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many facts.")
+    ] = None,
+    idle_exit: Annotated[
+        float | None, typer.Option(help="Stop after this many idle seconds.")
+    ] = None,
+) -> None:
+    """Deliver decision facts to a sink through a consumer group (R4).
+
+    Each fact is acknowledged only after the sink took it; a watcher that
+    dies leaves it pending, for its restart or another consumer to deliver.
+    """
+    err = Console(stderr=True)
+    try:
+        opened_sink, close_sink = open_sink(sink)
+    except HelmlogError as exc:
+        raise _fail(err, "watch", exc) from None
+    name = consumer or default_consumer()
+    try:
+        delivered = _on_store(
+            store,
+            lambda opened: run_watch(
+                opened,
+                group=group,
+                consumer=name,
+                sink=opened_sink,
+                from_start=from_start,
+                claim_idle_ms=claim_idle,
+                count=count,
+                idle_exit_s=idle_exit,
+            ),
+        )
+    except KeyboardInterrupt:
+        return
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "watch", exc) from None
+    finally:
+        close_sink()
+    err.print(f"watched {delivered} facts as {escape(name)} of {escape(group)}")
 
 
 AGENT_HELP = "The agent that paused: module:function taking the store, returning it."
