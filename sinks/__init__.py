@@ -3,6 +3,7 @@
 Imports nothing of helmlog but ``helmlog.events`` (R16).
 """
 
+from ._consumer import FactsConsumer
 from ._export import ExportError, OtlpExport, export, otlp_endpoints
 from ._jsonl import ConsoleSink, JsonlSink
 from ._otel import OtelSink
@@ -11,6 +12,7 @@ from ._replay import replay
 __all__ = [
     "ConsoleSink",
     "ExportError",
+    "FactsConsumer",
     "JsonlSink",
     "OtelSink",
     "OtlpExport",

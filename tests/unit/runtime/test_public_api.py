@@ -224,6 +224,7 @@ SINKS = [
     "ConsoleSink",
     "ExportError",
     "JsonlSink",
+    "FactsConsumer",
     "OtelSink",
     "OtlpExport",
     "export",
