@@ -26,7 +26,7 @@ import hmac
 
 import msgspec
 
-from ._codec import canonical_json
+from ._codec import MAX_DEPTH, canonical_json, too_deep
 from ._errors import CheckpointError
 from ._messages import Message
 
@@ -69,11 +69,18 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_json(cls, text: str | bytes) -> Checkpoint:
         """Read a checkpoint; anything else raises ``CheckpointError("malformed")``."""
+        if not isinstance(text, str | bytes):
+            raise CheckpointError("malformed", "a checkpoint is JSON text")
+        if too_deep(text):
+            raise CheckpointError("malformed", f"nested deeper than {MAX_DEPTH}")
         try:
             cp = msgspec.json.decode(text, type=cls)
         # UnicodeError: a str holding lone surrogates is not UTF-8 JSON text.
         except (msgspec.DecodeError, TypeError, UnicodeError) as exc:
             raise CheckpointError("malformed", str(exc)) from None
+        except RecursionError:
+            detail = "nested past the decoder's limit"
+            raise CheckpointError("malformed", detail) from None
         if cp.version != CHECKPOINT_VERSION or cp.kind not in ("conversation", "pause"):
             raise CheckpointError(
                 "malformed",

@@ -7,7 +7,18 @@ Emits:   nothing.
 
 Laws: R10 (an unknown ``type`` decodes to ``UnknownEvent``, never a crash),
 R12 (JSON and msgpack decode into the union), the SPEC conventions for
-canonical JSON, digests and shapes.
+canonical JSON, digests and shapes; issue 8 item 7 (bad bytes raise the typed
+``EventDecodeError``, never ``RecursionError`` or a bare msgspec error).
+
+Why decoding is depth-bounded (``MAX_DEPTH``): msgspec recurses once per
+nesting level and raises ``RecursionError`` near the interpreter's limit, and
+a value that did decode deeply would still overflow later walks of it (a
+digest, a hook's copy). Text nested deeper than ``MAX_DEPTH`` is refused
+before it is decoded. The check costs two ``bytes.count`` calls for the usual
+event; only text holding more than ``MAX_DEPTH`` containers is scanned (its
+strings skipped by one regex), and a ``RecursionError`` that still escapes
+msgspec (msgpack, which cannot be scanned) becomes the same typed error.
+256 is twice serde_json's default limit and far beyond any recorded value.
 
 Why an ``enc_hook`` that falls back to ``str``: a tool may return any Python
 object. The model reads it as JSON (G25) and the stream must keep a record of
@@ -18,11 +29,47 @@ the whole event, which would stop the run (R5) over a rendering detail.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import msgspec
 
+from ._errors import EventDecodeError
 from ._types import AnyEvent, Event, UnknownEvent
+
+MAX_DEPTH = 256
+"""The deepest nesting of arrays and objects a decoder accepts."""
+
+# A JSON string, escapes included, so a bracket inside one never counts. The
+# closing quote is optional: an unterminated string runs to the end in one
+# match, so the scan stays linear whatever the text.
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_OPEN = frozenset(b"[{")
+
+
+def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``text`` nests arrays/objects deeper than ``limit``.
+
+    Malformed text may be judged either way; its decode then fails on its own.
+    """
+    if isinstance(text, bytes):
+        data = text
+    elif isinstance(text, str):
+        data = text.encode("utf-8", "replace")
+    else:
+        data = bytes(text)
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
+    for byte in _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS):
+        if byte in _OPEN:
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -56,29 +103,60 @@ def encode_event(event: Event) -> bytes:
     return _json_encoder.encode(event)
 
 
+def _refuse_deep(data: bytes | str) -> None:
+    if too_deep(data):
+        raise EventDecodeError("too-deep", f"nested deeper than {MAX_DEPTH}")
+
+
 def decode_event(data: bytes) -> Event | UnknownEvent:
-    """Decode one stored event; an unknown ``type`` becomes ``UnknownEvent``."""
+    """Decode one stored event; an unknown ``type`` becomes ``UnknownEvent``.
+
+    Raises:
+        EventDecodeError: the bytes are not an event (``"malformed"``) or nest
+            deeper than ``MAX_DEPTH`` (``"too-deep"``).
+    """
+    _refuse_deep(data)
     try:
         return _json_decoder.decode(data)
-    except msgspec.ValidationError:
+    except msgspec.ValidationError as exc:
+        invalid = str(exc)
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError("malformed", str(exc)) from None
+    except RecursionError:
+        raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
+    try:
         env = _envelope_decoder.decode(data)
-        from ._types import EVENT_TYPES
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError("malformed", str(exc)) from None
+    except RecursionError:
+        raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
+    from ._types import EVENT_TYPES
 
-        if env.type in EVENT_TYPES:
-            raise
-        return UnknownEvent(
-            type=env.type,
-            session_id=env.session_id,
-            seq=env.seq,
-            timestamp=env.timestamp,
-            prev_hash=env.prev_hash,
-            data=bytes(data),
-        )
+    if env.type in EVENT_TYPES:
+        raise EventDecodeError("malformed", invalid)
+    return UnknownEvent(
+        type=env.type,
+        session_id=env.session_id,
+        seq=env.seq,
+        timestamp=env.timestamp,
+        prev_hash=env.prev_hash,
+        data=bytes(data),
+    )
 
 
 def decode_envelope(data: bytes) -> tuple[str, int | None, str]:
-    """``(type, seq, prev_hash)`` of any stored event, known or not."""
-    env = _envelope_decoder.decode(data)
+    """``(type, seq, prev_hash)`` of any stored event, known or not.
+
+    Raises:
+        EventDecodeError: as ``decode_event`` (a ``msgspec.DecodeError`` too).
+    """
+    _refuse_deep(data)
+    try:
+        env = _envelope_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError("malformed", str(exc)) from None
+    except RecursionError:
+        raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
     return env.type, env.seq, env.prev_hash
 
 
@@ -88,8 +166,17 @@ def encode_msgpack(event: Event) -> bytes:
 
 
 def decode_msgpack(data: bytes) -> Event:
-    """Decode a msgpack-encoded event."""
-    return _msgpack_decoder.decode(data)
+    """Decode a msgpack-encoded event.
+
+    Raises:
+        EventDecodeError: the bytes are not an event of the union.
+    """
+    try:
+        return _msgpack_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError("malformed", str(exc)) from None
+    except RecursionError:
+        raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
 
 
 def compact_json(value: Any) -> str:

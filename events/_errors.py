@@ -12,6 +12,8 @@ The tree::
     ├── NoConversationError       ERR_NO_CONVERSATION    nothing to continue
     ├── DecisionRequiredError     ERR_DECISION_REQUIRED  resume without a decision
     ├── CheckpointError           ERR_CHECKPOINT         a checkpoint was refused
+    ├── EventDecodeError          ERR_EVENT_DECODE       bytes are not an event (also
+    │                                                    a msgspec.DecodeError)
     ├── RecoveryRequiredError     ERR_RECOVERY_REQUIRED  a turn left dispatched calls
     │                                                    without results: recover it
     ├── StoreError                ERR_STORE              a store failed (retryable)
@@ -37,6 +39,8 @@ where and why; the record holds the rest, under the redaction policy.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+import msgspec
 
 
 class HelmlogError(Exception):
@@ -148,6 +152,24 @@ class CheckpointError(HelmlogError):
         self.reason = reason
         self.detail = detail
         text = f"checkpoint refused ({reason})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class EventDecodeError(HelmlogError, msgspec.DecodeError):
+    """Stored or received bytes do not decode to an event (R10, R12).
+
+    ``reason`` is ``"malformed"`` (not JSON/msgpack, or a known type with bad
+    fields) or ``"too-deep"`` (nested past the decoders' depth bound). Also a
+    ``msgspec.DecodeError`` (so a ``ValueError``): callers that guarded a
+    decode with those keep working. Not retryable: the bytes will not change.
+    """
+
+    code = "ERR_EVENT_DECODE"
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        text = f"event does not decode ({reason})"
         super().__init__(f"{text}: {detail}" if detail else text)
 
 

@@ -48,8 +48,10 @@ from helmlog.events import (
     MiddlewareDecision,
     NoConversationError,
     PauseResumed,
+    PendingPause,
     RecoveryRequiredError,
     SessionState,
+    ToolCallRequest,
     TurnStarted,
     binding_mac,
     shape,
@@ -62,7 +64,7 @@ from ._journal import Journal
 from ._loop import Loop, MessageRefused, Session, find_call
 from ._pause import AskPause, CheckInDecision, decision_why
 from ._residency import Residency
-from ._tools import invalid_arguments_text
+from ._tools import Tool, invalid_arguments_text
 from ._watchers import Listeners
 from .providers import Provider
 
@@ -466,17 +468,8 @@ class Agent:
         async with self._operating(session):
             await session.journal.activate()  # catch up with other hosts
             f = session.journal.folder
-            self._check_pause(f, cp)
-            pending = f.pending
-            assert pending is not None
-            if (
-                find_call(f.history, pending.tool_call_id) is None
-                or pending.tool_name not in self._config.tools
-            ):
-                # G91, R9: refused before anything is appended.
-                raise CheckpointError(
-                    "tampered", f"call {pending.tool_call_id} is not in the session"
-                )
+            pending = self._check_pause(f, cp)
+            call, tool = self._paused_call(f, pending)
             if pending.kind in ("ask", "check-in"):
                 if not isinstance(decision, CheckInDecision):
                     raise DecisionRequiredError(
@@ -494,11 +487,40 @@ class Agent:
                 )
             self._use(session)
             return await self._guard(
-                session, self._resume(session, decision), resumed=cp.seq
+                session,
+                self._resume(session, pending, call, tool, decision),
+                resumed=cp.seq,
             )
 
-    def _check_pause(self, f: Folder, cp: Checkpoint) -> None:
-        """R9: refuse a checkpoint before anything is appended."""
+    def _paused_call(self, f: Folder, p: PendingPause) -> tuple[ToolCallRequest, Tool]:
+        """The paused call and its tool, checked as read from the stream.
+
+        The stream is data, not an invariant: a pause whose kind, call, tool or
+        asking link the session does not hold is refused as ``"tampered"``
+        before anything is appended (G91, R9), never by an ``assert``.
+        """
+        call = find_call(f.history, p.tool_call_id)
+        tool = self._config.tools.get(p.tool_name)
+        if call is None or tool is None or call.name != p.tool_name:
+            raise CheckpointError(
+                "tampered", f"call {p.tool_call_id} is not in the session"
+            )
+        if p.kind not in ("ask", "check-in", "ask-human"):
+            raise CheckpointError("tampered", f"no pause of kind {p.kind!r}")
+        if p.kind == "ask":
+            links = self._config.tool_links
+            if (
+                p.middleware is None
+                or not 0 <= p.link_index < len(links)
+                or links[p.link_index].name != p.middleware
+            ):
+                raise CheckpointError(
+                    "tampered", "the ask names no link of this agent's chain"
+                )
+        return call, tool
+
+    def _check_pause(self, f: Folder, cp: Checkpoint) -> PendingPause:
+        """R9: refuse a checkpoint before anything is appended; the pending pause."""
         if cp.kind != "pause":
             raise CheckpointError(
                 "stale", "a conversation checkpoint cannot be resumed"
@@ -518,7 +540,8 @@ class Agent:
                 "stale", f"the session moved past the pause at seq {cp.seq}"
             )
         stored = f.pause_checkpoint
-        assert stored is not None
+        if stored is None:
+            raise CheckpointError("tampered", f"no pause at seq {cp.seq}")
         if (
             cp.tool_call_id != p.tool_call_id
             or cp.args_digest != p.args_digest
@@ -550,26 +573,36 @@ class Agent:
                 "the agent's rules changed since this pause; resume it with the agent "
                 "that paused it",
             )
+        return p
 
-    async def _resume(self, s: Session, decision: Any) -> str | AskPause:
+    async def _resume(
+        self,
+        s: Session,
+        p: PendingPause,
+        call: ToolCallRequest,
+        tool: Tool,
+        decision: Any,
+    ) -> str | AskPause:
         cfg = self._config
         loop = self._loop
         j = s.journal
         f = j.folder
-        p = f.pending
-        assert p is not None
-        call = find_call(f.history, p.tool_call_id)
-        tool = cfg.tools.get(p.tool_name)
-        # Invariant: resume() refused a missing call or tool before appending.
-        assert call is not None and tool is not None
-        approved = decision.approved if isinstance(decision, CheckInDecision) else None
+        checkin = decision if isinstance(decision, CheckInDecision) else None
+        if checkin is None and p.kind != "ask-human":
+            # resume() refused this already; a gate never falls through to a result.
+            raise DecisionRequiredError(
+                gate=p.kind,
+                middleware=p.middleware,
+                tool_name=p.tool_name,
+                received=shape(decision),
+            )
         j.add(
             PauseResumed(
                 kind=p.kind,
                 tool_call_id=p.tool_call_id,
-                approved=approved,
-                by=decision.by if isinstance(decision, CheckInDecision) else None,
-                note=decision.note if isinstance(decision, CheckInDecision) else None,
+                approved=checkin.approved if checkin is not None else None,
+                by=checkin.by if checkin is not None else None,
+                note=checkin.note if checkin is not None else None,
                 paused_duration_ms=max(0, cfg.clock() - p.timestamp),
                 component_id=p.component_id,
             )
@@ -583,11 +616,11 @@ class Agent:
             loop.identity(s),
         )
         pause: AskPause | None = None
-        if p.kind == "ask":
-            assert isinstance(decision, CheckInDecision) and p.middleware is not None
-            j.file([_resume_row(p.middleware, site, decision, p.component_id)])
-            if not decision.approved:
-                loop.refuse(s, call, _declined_text(decision))
+        if p.kind == "ask" and checkin is not None:
+            asker = p.middleware or ""  # checked by _paused_call
+            j.file([_resume_row(asker, site, checkin, p.component_id)])
+            if not checkin.approved:
+                loop.refuse(s, call, _declined_text(checkin))
             else:
                 verdict = await walk_tool_calls(
                     cfg.tool_links,
@@ -603,10 +636,9 @@ class Agent:
                     pause = await loop.validate_and_run(
                         s, call, tool, site, verdict.args, asked_by=p.middleware
                     )
-        elif p.kind == "check-in":
-            assert isinstance(decision, CheckInDecision)
-            if not decision.approved:
-                loop.refuse(s, call, _declined_text(decision))
+        elif p.kind == "check-in" and checkin is not None:
+            if not checkin.approved:
+                loop.refuse(s, call, _declined_text(checkin))
             else:
                 kwargs, issues = tool.validate(p.args)
                 if kwargs is None:

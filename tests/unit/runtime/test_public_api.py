@@ -98,6 +98,7 @@ EVENTS = [
     "DecisionFiled",
     "DecisionRequiredError",
     "Event",
+    "EventDecodeError",
     "EventStore",
     "FactDelivery",
     "FactRecord",
@@ -223,8 +224,8 @@ PROVIDERS = [
 SINKS = [
     "ConsoleSink",
     "ExportError",
-    "JsonlSink",
     "FactsConsumer",
+    "JsonlSink",
     "OtelSink",
     "OtlpExport",
     "export",
