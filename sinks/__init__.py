@@ -6,6 +6,7 @@ Imports nothing of helmlog but ``helmlog.events`` (R16).
 from ._consumer import FactsConsumer
 from ._export import ExportError, OtlpExport, export, otlp_endpoints
 from ._jsonl import ConsoleSink, JsonlSink
+from ._offload import OtelProcess
 from ._otel import OtelSink
 from ._replay import replay
 
@@ -14,6 +15,7 @@ __all__ = [
     "ExportError",
     "FactsConsumer",
     "JsonlSink",
+    "OtelProcess",
     "OtelSink",
     "OtlpExport",
     "export",

@@ -226,6 +226,7 @@ SINKS = [
     "ExportError",
     "FactsConsumer",
     "JsonlSink",
+    "OtelProcess",
     "OtelSink",
     "OtlpExport",
     "export",

@@ -1,0 +1,270 @@
+"""Benchmark an attached OtelSink's cost on governed turns per second.
+
+Pattern: a micro-benchmark in one process, in one run: the same governed
+         one-tool turn on two long-lived agents, one with no watcher and one
+         watched by an ``OtelSink`` on the SDK's own batch processors; the
+         two take turns within every repetition (median of several), so a
+         burst of load elsewhere on the machine lands on both alike.
+Role:    bench; run as ``uv run python bench/sinks.py`` (``--quick`` for a
+         smoke run). Not part of the test suite: it prints a short summary
+         and ends with one JSON line.
+Emits:   nothing of helmlog's; stdout only.
+
+Measures: governed turns per second (3 ``allow()`` links at before-tool, one
+``allow(value, why)`` transform at after-tool, two model calls) with no sink,
+with a watcher that does nothing (what delivering to any watcher costs the
+runtime), and with an ``OtelSink`` attached; the sink's cost is
+``1 - otel / no_sink``, of which ``1 - otel / noop_watcher`` is its own.
+Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
+``execute_tool``) and one log record per decision fact (5).
+
+Target (issue 8 item 8): the attached sink costs at most 15 % of the turns/s.
+
+Why the exporters discard: the bench measures what the sink costs the run —
+its projection and the SDK's span and record handling, batch thread included
+— not a collector's network; an OTLP exporter does its I/O on the batch
+processor's thread, off the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from helmlog import Agent, ToolMiddleware, allow, tool
+from helmlog.runtime.providers import (
+    ProviderRequest,
+    Reply,
+    ScriptedProvider,
+    ToolCallRequest,
+    scripted,
+)
+from helmlog.sinks import OtelProcess, OtelSink
+
+REPETITIONS = 9
+TURNS = 300
+WARMUP_TURNS = 200
+TARGET_COST = 0.15
+ANSWER = "Done."
+
+
+@tool
+def lookup(order: int) -> dict[str, int]:
+    """Look an order up."""
+    return {"order": order, "status": 1}
+
+
+def respond(request: ProviderRequest) -> Reply:
+    """One tool call for a fresh user message, else the final answer."""
+    if request.messages[-1].role == "user":
+        return Reply(
+            tool_calls=[ToolCallRequest(id="c0", name="lookup", args={"order": 7})],
+            usage={"input_tokens": 40, "output_tokens": 9},
+        )
+    return Reply(content=ANSWER, usage={"input_tokens": 60, "output_tokens": 2})
+
+
+def governed_links() -> list[ToolMiddleware]:
+    """Three pass-throughs at before-tool, one transform at after-tool."""
+    passes = [
+        ToolMiddleware(name=f"pass-{i}", on_tool_call=lambda call: allow())
+        for i in range(3)
+    ]
+    stamp = ToolMiddleware(
+        name="stamp",
+        on_tool_result=lambda res: allow({**res.result, "checked": True}, "stamped"),
+    )
+    return [*passes, stamp]
+
+
+class Discard(SpanExporter, LogRecordExporter):
+    """Takes every batch and counts it, as a collector that is always up."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.records = 0
+
+    def export(self, batch: Sequence[Any]) -> Any:
+        if batch and isinstance(batch[0], ReadableSpan):
+            self.spans += len(batch)
+            return SpanExportResult.SUCCESS
+        self.records += len(batch)
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class Noop:
+    """A watcher that does nothing: the runtime's cost of having one."""
+
+    def on_event(self, event: Any) -> None:
+        return None
+
+
+def discarding_providers() -> tuple[TracerProvider, LoggerProvider]:
+    """The child's providers for ``OtelProcess``: batch processors, discarded."""
+    exporter = Discard()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    return tracer_provider, logger_provider
+
+
+class Case:
+    """One agent, its provider, and the samples taken of it."""
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        watched: bool = False,
+        noop: bool = False,
+        process: bool = False,
+    ) -> None:
+        self.label = label
+        self.model: ScriptedProvider = scripted(respond=respond)
+        builder = (
+            Agent.create(provider=self.model, model="bench")
+            .system("Look up.")
+            .tool(lookup)
+            .tool_middleware(*governed_links())
+        )
+        self.exporter = Discard()
+        self.tracer_provider = TracerProvider()
+        self.logger_provider = LoggerProvider()
+        if watched:
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(self.exporter))
+            self.logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(self.exporter)
+            )
+            builder = builder.watch(
+                OtelSink(self.tracer_provider, self.logger_provider)
+            )
+        elif noop:
+            builder = builder.watch(Noop())
+        self.process: OtelProcess | None = None
+        if process:
+            self.process = OtelProcess(setup=discarding_providers)
+            builder = builder.watch(self.process)
+        self.agent = builder.build()
+        self.samples: list[float] = []
+
+    async def run(self, turns: int) -> float:
+        """Seconds for ``turns`` fresh runs, each one governed turn."""
+        agent, requests = self.agent, self.model.requests
+        started = time.perf_counter()
+        for _ in range(turns):
+            out = await agent.run("Look my order up.")
+            requests.clear()  # the scripted provider's test evidence
+            if out != ANSWER:
+                raise RuntimeError(f"{self.label}: unexpected answer {out!r}")
+        await agent.idle()
+        if self.process is not None:
+            self.process.flush()  # the child's work is done inside the timing
+        return time.perf_counter() - started
+
+    async def sample(self, turns: int) -> None:
+        self.samples.append(turns / await self.run(turns))
+
+    @property
+    def turns_per_s(self) -> float:
+        return statistics.median(self.samples)
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+
+
+async def measure(repetitions: int, turns: int) -> dict[str, Any]:
+    """Both cases, interleaved; the JSON result."""
+    bare = Case("no sink")
+    noop = Case("noop watcher", noop=True)
+    otel = Case("otel", watched=True)
+    process = Case("otel process", process=True)
+    cases = [bare, noop, otel, process]
+    for case in cases:
+        await case.run(min(turns, WARMUP_TURNS))
+    for _ in range(repetitions):
+        for case in cases:
+            gc.collect()
+            await case.sample(turns)
+    for case in cases:
+        case.close()
+    cost = 1 - otel.turns_per_s / bare.turns_per_s
+    return {
+        "bench": "sinks",
+        "turns_per_s_no_sink": round(bare.turns_per_s, 1),
+        "turns_per_s_otel": round(otel.turns_per_s, 1),
+        "turns_per_s_noop_watcher": round(noop.turns_per_s, 1),
+        "turns_per_s_otel_process": round(process.turns_per_s, 1),
+        "otel_process_cost": round(1 - process.turns_per_s / bare.turns_per_s, 3),
+        "otel_cost": round(cost, 3),
+        "noop_watcher_cost": round(1 - noop.turns_per_s / bare.turns_per_s, 3),
+        "otel_own_cost": round(1 - otel.turns_per_s / noop.turns_per_s, 3),
+        "target_cost": TARGET_COST,
+        "met": cost <= TARGET_COST,
+        "spans_exported": otel.exporter.spans,
+        "records_exported": otel.exporter.records,
+        "repetitions": repetitions,
+        "turns_per_sample": turns,
+    }
+
+
+def summary(result: dict[str, Any]) -> str:
+    verdict = "met" if result["met"] else "MISSED"
+    return "\n".join(
+        [
+            "helmlog OtelSink cost: governed one-tool turns, in-process, memory "
+            f"store, median of {result['repetitions']}",
+            f"  no sink     {result['turns_per_s_no_sink']:10,.0f} turns/s",
+            f"  noop watch  {result['turns_per_s_noop_watcher']:10,.0f} turns/s  "
+            f"cost {result['noop_watcher_cost']:.1%} (the runtime's delivery)",
+            f"  OtelSink    {result['turns_per_s_otel']:10,.0f} turns/s  "
+            f"cost {result['otel_cost']:.1%} (own {result['otel_own_cost']:.1%})  "
+            f"target <= {TARGET_COST:.0%}: {verdict}",
+            f"  OtelProcess {result['turns_per_s_otel_process']:10,.0f} turns/s  "
+            f"cost {result['otel_process_cost']:.1%} (the SDK on a second core)",
+            f"  exported    {result['spans_exported']:,} spans, "
+            f"{result['records_exported']:,} decision records",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    args = parser.parse_args()
+    repetitions, turns = (3, 50) if args.quick else (REPETITIONS, TURNS)
+    result = asyncio.run(measure(repetitions, turns))
+    print(summary(result))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""An OtelSink in a process of its own: the watched run pays for encoding only.
+
+Pattern: a watcher that encodes the events the OTel projection reads
+         (msgpack, batched) and sends them down a pipe to a spawned child
+         process, which runs ``OtelSink`` and the SDK's exporters there.
+Role:    sinks layer; ``.watch(OtelProcess(url))`` where a run's throughput
+         matters more than a second process (bench/sinks.py measures both).
+Emits:   through the child's exporters; raises ``ExportError`` at
+         ``flush``/``close``.
+
+Laws: R16 (a sink never drives the run: ``on_event`` never raises; a failure,
+the child's death included, is kept and raised where the caller asks, at
+``flush`` or ``close``), R4 (the child's ``OtelSink`` is idempotent by
+``(session_id, seq)``), R6 (the spans are those an in-process ``OtelSink``
+makes from the same events).
+
+Why a process and not a thread: the SDK's span and record handling is pure
+Python, so a thread holds the same GIL the loop needs; on a second core the
+projection costs the run only the encoding and one pipe write per batch.
+
+Why events are sent only at a batch or a turn's end: one pipe write per event
+costs more than the projection saves; a batch is flushed at every
+``agent.turn_end``, pause and fatal error, so a finished turn is never held.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+import msgspec
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.trace import TracerProvider
+
+from helmlog.events import AnyEvent, FatalError, PauseRequested, TurnEnded
+
+from ._export import ExportError, OtlpExport
+from ._otel import _HANDLERS, DEFAULT_AGENT_NAME, OtelSink
+
+Setup = Callable[[], tuple[TracerProvider, LoggerProvider]]
+_ENDS_A_TURN = (TurnEnded, PauseRequested, FatalError)
+DEFAULT_BATCH = 256
+
+
+class OtelProcess:
+    """An ``OtelSink`` exporting from a child process.
+
+    Args:
+        endpoint: as ``OtlpExport`` (``None``: the ``OTEL_EXPORTER_OTLP_*``
+            variables).
+        timeout: as ``OtlpExport``.
+        values: passed to the child's sink (R16: off by default).
+        agent_name: ``gen_ai.agent.name`` of the turn spans.
+        setup: instead of OTLP, a module-level function the child calls for
+            its ``(tracer_provider, logger_provider)`` (it must pickle).
+        batch: events held before a pipe write (a turn's end always writes).
+    """
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        timeout: float | None = None,
+        values: bool = False,
+        agent_name: str = DEFAULT_AGENT_NAME,
+        setup: Setup | None = None,
+        batch: int = DEFAULT_BATCH,
+    ) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self.target = endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
+        self._process = context.Process(
+            target=_serve,
+            args=(child, endpoint, timeout, values, agent_name, setup),
+            name="helmlog-otel",
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._encoder = msgspec.msgpack.Encoder()
+        self._batch = batch
+        self._pending: list[bytes] = []
+        self._lock = threading.Lock()
+        self._failure: str | None = None
+        self._closed = False
+
+    def on_event(self, event: Any) -> None:
+        """Queue one event for the child; never raises into the run (R16)."""
+        kind = type(event)
+        if kind not in _HANDLERS or self._failure is not None:
+            return
+        self._pending.append(self._encoder.encode(event))
+        if len(self._pending) >= self._batch or kind in _ENDS_A_TURN:
+            self._send()
+
+    def _send(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending or self._failure is not None:
+            return
+        try:
+            with self._lock:
+                self._conn.send(("events", pending))
+        except OSError as exc:  # the child died: kept, raised by flush/close
+            self._failure = f"the export process is gone ({exc})"
+
+    def _ask(self, verb: str) -> None:
+        self._send()
+        if self._failure is None:
+            try:
+                with self._lock:
+                    self._conn.send((verb, None))
+                    reply = self._conn.recv()
+            except (OSError, EOFError) as exc:
+                reply = f"the export process is gone ({type(exc).__name__})"
+            if reply is not None:
+                self._failure = str(reply)
+        if self._failure is not None:
+            raise ExportError(target=self.target, reason=self._failure)
+
+    def flush(self) -> None:
+        """Wait until the child exported all sent; ``ExportError`` if it failed."""
+        self._ask("flush")
+
+    def close(self) -> None:
+        """Export what is left and stop the child; ``ExportError`` if it failed."""
+        if self._closed:
+            if self._failure is not None:
+                raise ExportError(target=self.target, reason=self._failure)
+            return
+        self._closed = True
+        try:
+            self._ask("close")
+        finally:
+            self._conn.close()
+            self._process.join(timeout=30)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+
+    def __enter__(self) -> OtelProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _serve(
+    conn: Connection,
+    endpoint: str | None,
+    timeout: float | None,
+    values: bool,
+    agent_name: str,
+    setup: Setup | None,
+) -> None:
+    """The child: project what arrives; answer ``flush``/``close`` with the
+    failure's reason, or ``None``."""
+    flush: Callable[[], None]
+    close: Callable[[], None]
+    if setup is None:
+        export = OtlpExport(
+            endpoint, timeout=timeout, values=values, agent_name=agent_name
+        )
+        sink, flush, close = export.sink, export.flush, export.close
+    else:
+        tracer_provider, logger_provider = setup()
+        sink = OtelSink(
+            tracer_provider, logger_provider, values=values, agent_name=agent_name
+        )
+
+        def flush() -> None:
+            tracer_provider.force_flush()
+            logger_provider.force_flush()
+
+        def close() -> None:
+            tracer_provider.shutdown()
+            logger_provider.shutdown()
+
+    decoder = msgspec.msgpack.Decoder(AnyEvent)
+    while True:
+        try:
+            verb, payload = conn.recv()
+        except EOFError:
+            # The parent went away without closing: export what is held; a
+            # failure has no one left to be reported to, so it ends the child.
+            close()
+            return
+        if verb == "events":
+            for raw in payload:
+                sink.on_event(decoder.decode(raw))
+            continue
+        try:
+            (close if verb == "close" else flush)()
+        except ExportError as exc:
+            conn.send(exc.reason)
+        else:
+            conn.send(None)
+        if verb == "close":
+            return
