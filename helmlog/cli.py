@@ -64,6 +64,8 @@ from helmlog._record import (
     verify as verify_session,
 )
 from helmlog._recover import recover_sessions
+from helmlog._watch import SINK_HELP, default_consumer, open_sink
+from helmlog._watch import watch as run_watch
 from helmlog.events import EventStore, StoredEvent, open_event_store
 from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export
 
@@ -388,6 +390,74 @@ def tail(
         return
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "tail", exc) from None
+
+
+@app.command()
+def watch(
+    group: Annotated[
+        str, typer.Option(help="The consumer group; its members share the facts.")
+    ],
+    sink: Annotated[str, typer.Option(help=SINK_HELP)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    consumer: Annotated[
+        str | None,
+        typer.Option(
+            help="This consumer's name (default: the host name); a "
+            "restart under it resumes its unacknowledged facts."
+        ),
+    ] = None,
+    from_start: Annotated[
+        bool,
+        typer.Option(
+            "--from-start/--from-now",
+            help="Where a new group starts: the oldest retained fact, or the next.",
+        ),
+    ] = True,
+    claim_idle: Annotated[
+        int,
+        typer.Option(help="Claim facts another consumer left pending this many ms."),
+    ] = 30_000,
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many facts.")
+    ] = None,
+    idle_exit: Annotated[
+        float | None, typer.Option(help="Stop after this many idle seconds.")
+    ] = None,
+) -> None:
+    """Deliver decision facts to a sink through a consumer group (R4).
+
+    Each fact is acknowledged only after the sink took it; a watcher that
+    dies leaves it pending, for its restart or another consumer to deliver.
+    """
+    err = Console(stderr=True)
+    try:
+        opened_sink, close_sink = open_sink(sink)
+    except HelmlogError as exc:
+        # One line, never wrapped: a script reads it.
+        typer.echo(f"helmlog watch failed: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    name = consumer or default_consumer()
+    try:
+        delivered = _on_store(
+            store,
+            lambda opened: run_watch(
+                opened,
+                group=group,
+                consumer=name,
+                sink=opened_sink,
+                from_start=from_start,
+                claim_idle_ms=claim_idle,
+                count=count,
+                idle_exit_s=idle_exit,
+            ),
+        )
+    except KeyboardInterrupt:
+        return
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "watch", exc) from None
+    finally:
+        close_sink()
+    err.print(f"watched {delivered} facts as {escape(name)} of {escape(group)}")
 
 
 AGENT_HELP = "The agent that paused: module:function taking the store, returning it."
