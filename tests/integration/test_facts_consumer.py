@@ -183,11 +183,13 @@ async def test_r4_a_watcher_killed_mid_stream_and_restarted_writes_each_fact_onc
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("server", ["redis_url", "redis_cluster_url"])
 async def test_r4_two_consumers_of_one_group_split_the_facts(
-    redis_url: str, tmp_path: Path
+    server: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """R4: two consumers (two stores, as two processes) share one group: each
-    fact reaches one of them, and together they get all."""
+    fact reaches one of them, and together they get all (Redis and Cluster)."""
+    redis_url: str = request.getfixturevalue(server)
     writer = open_event_store(redis_url)
     stores = [open_event_store(redis_url), open_event_store(redis_url)]
     try:
