@@ -18,6 +18,10 @@ runtime), and with an ``OtelSink`` attached; the sink's cost is
 Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
 ``execute_tool``) and one log record per decision fact (5).
 
+The same four cases run again on a Redis store (a ``redis-server`` the
+bench starts on a free port; ``--no-redis`` skips it), where a turn waits on
+its appends as a production one does, reported under ``"redis"``.
+
 Target (issue 8 item 8): the attached sink costs at most 15 % of the turns/s.
 
 Why the exporters discard: the bench measures what the sink costs the run —
@@ -51,6 +55,8 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from helmlog import Agent, ToolMiddleware, allow, tool
+from helmlog._embedded import embedded_redis
+from helmlog.events import EventStore, MemoryEventStore, open_event_store
 from helmlog.runtime.providers import (
     ProviderRequest,
     Reply,
@@ -64,6 +70,7 @@ REPETITIONS = 9
 TURNS = 300
 WARMUP_TURNS = 200
 TARGET_COST = 0.15
+REDIS_TURNS_DIVISOR = 3  # a Redis-recorded turn is slower: fewer per sample
 ANSWER = "Done."
 
 
@@ -140,6 +147,7 @@ class Case:
     def __init__(
         self,
         label: str,
+        store: EventStore,
         *,
         watched: bool = False,
         noop: bool = False,
@@ -148,7 +156,7 @@ class Case:
         self.label = label
         self.model: ScriptedProvider = scripted(respond=respond)
         builder = (
-            Agent.create(provider=self.model, model="bench")
+            Agent.create(provider=self.model, model="bench", store=store)
             .system("Look up.")
             .tool(lookup)
             .tool_middleware(*governed_links())
@@ -201,12 +209,18 @@ class Case:
         self.logger_provider.shutdown()
 
 
-async def measure(repetitions: int, turns: int) -> dict[str, Any]:
-    """Both cases, interleaved; the JSON result."""
-    bare = Case("no sink")
-    noop = Case("noop watcher", noop=True)
-    otel = Case("otel", watched=True)
-    process = Case("otel process", process=True)
+async def measure(
+    repetitions: int, turns: int, store_url: str | None = None
+) -> dict[str, Any]:
+    """The four cases, interleaved, each on its own store; the JSON result."""
+    stores: list[EventStore] = [
+        MemoryEventStore() if store_url is None else open_event_store(store_url)
+        for _ in range(4)
+    ]
+    bare = Case("no sink", stores[0])
+    noop = Case("noop watcher", stores[1], noop=True)
+    otel = Case("otel", stores[2], watched=True)
+    process = Case("otel process", stores[3], process=True)
     cases = [bare, noop, otel, process]
     for case in cases:
         await case.run(min(turns, WARMUP_TURNS))
@@ -216,6 +230,8 @@ async def measure(repetitions: int, turns: int) -> dict[str, Any]:
             await case.sample(turns)
     for case in cases:
         case.close()
+    for store in stores:
+        await store.close()
     cost = 1 - otel.turns_per_s / bare.turns_per_s
     return {
         "bench": "sinks",
@@ -236,12 +252,12 @@ async def measure(repetitions: int, turns: int) -> dict[str, Any]:
     }
 
 
-def summary(result: dict[str, Any]) -> str:
+def summary(result: dict[str, Any], where: str = "memory") -> str:
     verdict = "met" if result["met"] else "MISSED"
     return "\n".join(
         [
-            "helmlog OtelSink cost: governed one-tool turns, in-process, memory "
-            f"store, median of {result['repetitions']}",
+            "helmlog OtelSink cost: governed one-tool turns, in-process, "
+            f"{where} store, median of {result['repetitions']}",
             f"  no sink     {result['turns_per_s_no_sink']:10,.0f} turns/s",
             f"  noop watch  {result['turns_per_s_noop_watcher']:10,.0f} turns/s  "
             f"cost {result['noop_watcher_cost']:.1%} (the runtime's delivery)",
@@ -259,10 +275,18 @@ def summary(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument("--no-redis", action="store_true", help="memory store only")
     args = parser.parse_args()
     repetitions, turns = (3, 50) if args.quick else (REPETITIONS, TURNS)
     result = asyncio.run(measure(repetitions, turns))
     print(summary(result))
+    if not args.no_redis:
+        with embedded_redis() as url:
+            on_redis = asyncio.run(
+                measure(repetitions, max(1, turns // REDIS_TURNS_DIVISOR), url)
+            )
+        print(summary(on_redis, "redis"))
+        result["redis"] = {k: v for k, v in on_redis.items() if k != "bench"}
     print(json.dumps(result))
 
 

@@ -19,6 +19,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from helmlog import Agent, ToolMiddleware, allow, deny, tool
+from helmlog.events import (
+    LlmEnded,
+    LlmStarted,
+    PauseRequested,
+    PauseResumed,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+    UnknownEvent,
+)
 from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
 from helmlog.sinks import OtelSink, replay
 
@@ -193,3 +203,57 @@ async def test_r6_replay_gives_the_spans_a_watcher_saw_and_r4_only_once() -> Non
     assert live.span_shape() == later.span_shape()
     assert len(live.records()) == len(later.records())
     assert all(r.attributes["helmlog.replayed"] for r in later.records())
+
+
+async def test_dispatch_is_by_event_class_not_by_type_string() -> None:
+    """An unknown event named like a known one opens no span (typed table)."""
+    telemetry = Telemetry()
+    sink = telemetry.sink()
+    impostor = UnknownEvent(type="agent.turn_start", session_id="s", seq=1)
+    sink.on_event(impostor)
+    sink.on_event(UnknownEvent(type="agent.turn_end", session_id="s", seq=2))
+    assert () == telemetry.spans.get_finished_spans()
+
+
+async def test_a_paused_turn_ends_its_span_and_the_resume_opens_one() -> None:
+    """A pause ends the turn's span; the resumed work gets a span of its own."""
+    telemetry = Telemetry()
+    sink = telemetry.sink()
+    events = [
+        TurnStarted(session_id="s", seq=1, timestamp=10, turn=1),
+        LlmStarted(session_id="s", seq=2, timestamp=11, iteration=1, model="m"),
+        LlmEnded(session_id="s", seq=3, timestamp=12, iteration=1, content=""),
+        ToolStarted(
+            session_id="s",
+            seq=4,
+            timestamp=13,
+            tool_name="refund",
+            tool_call_id="c1",
+            iteration=1,
+        ),
+        PauseRequested(
+            session_id="s",
+            seq=5,
+            timestamp=14,
+            kind="ask",
+            tool_name="refund",
+            tool_call_id="c1",
+        ),
+        PauseResumed(
+            session_id="s", seq=6, timestamp=20, kind="ask", tool_call_id="c1"
+        ),
+        TurnEnded(session_id="s", seq=7, timestamp=25, turn=1, final_content="ok"),
+    ]
+    await replay(events, sink)
+    shape = [
+        (s.name, (s.start_time or 0) // 1_000_000, (s.end_time or 0) // 1_000_000)
+        for s in sorted(
+            telemetry.spans.get_finished_spans(), key=lambda s: s.start_time or 0
+        )
+    ]
+    assert [
+        ("invoke_agent helmlog", 10, 14),
+        ("chat m", 11, 12),
+        ("execute_tool refund", 13, 14),
+        ("invoke_agent helmlog", 20, 25),
+    ] == shape
