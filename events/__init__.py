@@ -8,7 +8,12 @@ Imports nothing of helmlog: every other layer stands on this one.
 from typing import TYPE_CHECKING
 
 from ._chain import StoredEvent, hash_bytes, seal, verify_chain
-from ._checkpoint import CHECKPOINT_VERSION, Checkpoint, binding_mac
+from ._checkpoint import (
+    CHECKPOINT_VERSION,
+    Checkpoint,
+    binding_mac,
+    pause_content_digest,
+)
 from ._codec import (
     canonical_json,
     compact_json,
@@ -62,8 +67,10 @@ from ._types import (
     LlmStarted,
     MessageCommitted,
     MiddlewareDecisionEvent,
+    PausedCall,
     PauseRequested,
     PauseResumed,
+    SessionImported,
     StreamToken,
     ToolDispatched,
     ToolEnded,
@@ -128,12 +135,14 @@ __all__ = [
     "NoConversationError",
     "PauseRequested",
     "PauseResumed",
+    "PausedCall",
     "PendingAsk",
     "PendingPause",
     "ProviderError",
     "RecoveryRequiredError",
     "RedisEventStore",
     "SequenceConflictError",
+    "SessionImported",
     "SessionState",
     "StoreError",
     "StoredEvent",
@@ -160,6 +169,7 @@ __all__ = [
     "fold",
     "hash_bytes",
     "open_event_store",
+    "pause_content_digest",
     "seal",
     "shape",
     "verify_chain",

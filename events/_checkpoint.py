@@ -17,6 +17,16 @@ Why the checkpoint carries history although the stream has it too: a caller
 may continue a conversation on a machine whose store lacks the session (R14
 seeds a new one); the bindings and the MAC keep that from being a way around
 the record.
+
+Why a pause checkpoint carries ``call`` (a ``PausedCall``): a store that lacks
+the session imports it (R9), and resuming needs what only the stream held —
+the arguments as they stood after before-tool transforms (the history has
+them only as the model proposed them), the asking link, the pause's kind.
+``call.args`` is bound by ``args_digest``; the rest, with the history, by
+``content_digest``, which a keyed pause's MAC covers, so an edit of the link
+to resume after, or of the kind of pause, is refused like a forged binding.
+``call`` is ``UNSET`` (omitted from the JSON) on conversation checkpoints and
+on pause checkpoints written before it existed, so their text is unchanged.
 """
 
 from __future__ import annotations
@@ -26,9 +36,10 @@ import hmac
 
 import msgspec
 
-from ._codec import MAX_DEPTH, canonical_json, too_deep
+from ._codec import MAX_DEPTH, canonical_json, digest, too_deep
 from ._errors import CheckpointError
 from ._messages import Message
+from ._types import PausedCall
 
 CHECKPOINT_VERSION = 1
 
@@ -48,6 +59,8 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
         args_digest: digest of the arguments as they stood at the pause.
         policy_version: digest of the governance posture at the pause.
         mac: HMAC of the bindings when the store has a chain key.
+        call: the paused call, for a store that lacks the session (pause
+            only; ``UNSET`` before portable checkpoints).
     """
 
     kind: str
@@ -61,6 +74,23 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     policy_version: str | None = None
     mac: str | None = None
     version: int = CHECKPOINT_VERSION
+    call: PausedCall | msgspec.UnsetType = msgspec.UNSET
+
+    def digest(self) -> str:
+        """Hex SHA-256 of the checkpoint's canonical JSON (what an import records)."""
+        return digest(self)
+
+    def content_digest(self) -> str | None:
+        """The digest a pause's MAC covers beside its bindings; ``None`` without
+        ``call``."""
+        if isinstance(self.call, msgspec.UnsetType):
+            return None
+        return pause_content_digest(
+            history=self.history,
+            original_input=self.original_input,
+            tool_name=self.tool_name,
+            call=self.call,
+        )
 
     def to_json(self) -> str:
         """Plain JSON text; ``Checkpoint.from_json`` reads it back equal."""
@@ -89,6 +119,24 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
         return cp
 
 
+def pause_content_digest(
+    *,
+    history: tuple[Message, ...],
+    original_input: str | None,
+    tool_name: str | None,
+    call: PausedCall,
+) -> str:
+    """Digest of what a pause resumes from beyond its bindings (R9)."""
+    return digest(
+        {
+            "history": history,
+            "original_input": original_input,
+            "tool_name": tool_name,
+            "call": call,
+        }
+    )
+
+
 def binding_mac(
     key: bytes,
     *,
@@ -97,17 +145,23 @@ def binding_mac(
     tool_call_id: str | None,
     args_digest: str | None,
     policy_version: str | None,
+    content_digest: str | None = None,
 ) -> str:
-    """HMAC-SHA-256 over a pause checkpoint's bindings (R9)."""
-    body = canonical_json(
-        {
-            "session_id": session_id,
-            "seq": seq,
-            "tool_call_id": tool_call_id,
-            "args_digest": args_digest,
-            "policy_version": policy_version,
-        }
-    )
+    """HMAC-SHA-256 over a pause checkpoint's bindings (R9).
+
+    ``content_digest`` (``pause_content_digest``) is covered when given; pauses
+    recorded before it existed were MACed without it, and still verify.
+    """
+    bindings: dict[str, object] = {
+        "session_id": session_id,
+        "seq": seq,
+        "tool_call_id": tool_call_id,
+        "args_digest": args_digest,
+        "policy_version": policy_version,
+    }
+    if content_digest is not None:
+        bindings["content_digest"] = content_digest
+    body = canonical_json(bindings)
     return hmac.new(
         key, b"helmlog/v1/checkpoint\x00" + body, hashlib.sha256
     ).hexdigest()

@@ -12,7 +12,8 @@ checkpoint, exact), R10 (unknown events are listed and skipped), R15 (a prefix
 folds to the state as of its last seq), R20 (a turn's dispatch bookkeeping is
 its own: ``agent.turn_start`` resets it, so a call id reused by a later turn
 is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
-recovery finishes).
+recovery finishes), R9 (``session.imported`` seeds a session from a pause
+checkpoint and leaves its pause pending at the checkpoint's seq).
 
 What "unfinished" means: a turn started (``agent.turn_start``), ended neither
 by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending. That is
@@ -55,8 +56,10 @@ from ._types import (
     FatalError,
     LlmStarted,
     MessageCommitted,
+    PausedCall,
     PauseRequested,
     PauseResumed,
+    SessionImported,
     ToolDispatched,
     ToolEnded,
     ToolOutcomeUnknown,
@@ -84,6 +87,7 @@ class PendingPause(msgspec.Struct, frozen=True, kw_only=True):
     iteration: int
     seq: int
     timestamp: int
+    content_digest: str = ""
 
 
 class SessionState(msgspec.Struct, frozen=True, kw_only=True):
@@ -315,35 +319,81 @@ class Folder:
         self.history.append(msg)
 
     def _pause_requested(self, ev: PauseRequested) -> None:
-        seq = ev.seq or 0
+        call = PausedCall(
+            kind=ev.kind,
+            args=ev.args,
+            middleware=ev.middleware,
+            link_index=ev.link_index,
+            iteration=ev.iteration,
+            question=ev.question,
+            component_id=ev.component_id,
+            turn=self.turn,
+            identity=self.identity,
+        )
+        self._pause(
+            ev.seq or 0, ev, call, tuple(self.history), self.original_input, ev.detail
+        )
+
+    def _pause(
+        self,
+        seq: int,
+        ev: PauseRequested | SessionImported,
+        call: PausedCall,
+        history: tuple[Message, ...],
+        original_input: str | None,
+        detail: Any,
+    ) -> None:
         self.pause_seqs.add(seq)
         self.pending = PendingPause(
-            kind=ev.kind,
+            kind=call.kind,
             tool_name=ev.tool_name,
             tool_call_id=ev.tool_call_id,
-            middleware=ev.middleware,
-            question=ev.question,
-            detail=ev.detail,
-            component_id=ev.component_id,
-            link_index=ev.link_index,
-            args=ev.args,
+            middleware=call.middleware,
+            question=call.question,
+            detail=detail,
+            component_id=call.component_id,
+            link_index=call.link_index,
+            args=call.args,
             args_digest=ev.args_digest,
             policy_version=ev.policy_version,
-            iteration=ev.iteration,
+            iteration=call.iteration,
             seq=seq,
             timestamp=ev.timestamp,
+            content_digest=ev.content_digest,
         )
         self.pause_checkpoint = Checkpoint(
             kind="pause",
             session_id=self.session_id,
             seq=seq,
-            history=tuple(self.history),
-            original_input=self.original_input,
+            history=history,
+            original_input=original_input,
             tool_name=ev.tool_name,
             tool_call_id=ev.tool_call_id,
             args_digest=ev.args_digest,
             policy_version=ev.policy_version,
             mac=ev.mac,
+            call=call,
+        )
+
+    def _imported(self, ev: SessionImported) -> None:
+        # The turn the checkpoint paused goes on here: its history, its
+        # number and identity, its model call, and the pause itself, pending
+        # at the seq it had where it was taken (R9: so a second resume of the
+        # same checkpoint is "replayed").
+        self.history = list(ev.history)
+        self.original_input = ev.original_input
+        self._line_base, self._line_start = None, 0
+        call = ev.call
+        if call is None:
+            return
+        self.turn = call.turn
+        self.identity = call.identity
+        self.iteration = call.iteration
+        self.in_turn = True
+        self.failed = False
+        self.dispatched = {}
+        self._pause(
+            ev.checkpoint_seq, ev, call, tuple(ev.history), ev.original_input, None
         )
 
     def _pause_resumed(self, ev: PauseResumed) -> None:
@@ -391,6 +441,7 @@ _WORDS = ("middleware", "moment", "at", "outcome", "phase", "tool_name")
 # thirteen objects and a reference cycle for every session a host holds.
 _HANDLERS: dict[type[Any], Callable[[Folder, Any], None]] = {
     ConversationSeeded: Folder._seeded,
+    SessionImported: Folder._imported,
     DecisionFiled: Folder._filed,
     TurnStarted: Folder._turn_started,
     TurnEnded: Folder._turn_ended,

@@ -7,8 +7,10 @@ Role:    events layer; the runtime appends these through its journal, stores
 Emits:   nothing; these are the emissions.
 
 Laws: R12 (the envelope; ``stream.token`` is the one transient type), R13
-(the types), R10 (every field added later gets a default; unknown fields are
-ignored, never ``forbid_unknown_fields``), G49 (the decision fact carries no
+(the types), R9 (``session.imported`` records that a session was seeded from a
+pause checkpoint, with the checkpoint's digest), R10 (every field added later
+gets a default; unknown fields are ignored, never ``forbid_unknown_fields``),
+G49 (the decision fact carries no
 value field at all, by schema).
 
 Why ``gc=False``: a stream is read as tens of thousands of small immutable
@@ -150,6 +152,55 @@ class PauseRequested(Event, tag="pause.request", frozen=True):
     policy_version: str = ""
     iteration: int = 0
     mac: str | None = None
+    content_digest: str = ""
+
+
+class PausedCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What a pause checkpoint carries so a store without its session can resume it.
+
+    The paused call as the pipeline held it (R9, R14): its pause ``kind``,
+    the arguments as they stood (``args``, bound by ``args_digest``), the
+    asking link (``middleware``, ``link_index``), the model call it came from
+    (``iteration``) and the turn's number and identity. ``question`` is what
+    the person was asked; the ask's ``detail`` is not carried (the stream may
+    hold it only redacted, G87, and a checkpoint handed back is real, G88),
+    nor the time it paused (an imported pause's wait counts from its import).
+    """
+
+    kind: str
+    args: Any = None
+    middleware: str | None = None
+    link_index: int = -1
+    iteration: int = 0
+    question: str = ""
+    component_id: str | None = None
+    turn: int = 0
+    identity: Any = None
+
+
+class SessionImported(Event, tag="session.imported", frozen=True):
+    """A session seeded from a pause checkpoint whose session the store lacked.
+
+    Recorded first in the new stream, so the record says the session came
+    from a checkpoint (its ``checkpoint_digest`` and ``kind``) rather than
+    from runs this store saw (R9). It holds what the checkpoint held; the
+    pause it names is pending at ``checkpoint_seq``, the seq it had where it
+    was taken.
+    """
+
+    type: ClassVar[str] = "session.imported"
+    kind: str
+    checkpoint_digest: str
+    checkpoint_seq: int = 0
+    history: tuple[Message, ...] = ()
+    original_input: str | None = None
+    tool_name: str = ""
+    tool_call_id: str = ""
+    args_digest: str = ""
+    policy_version: str = ""
+    mac: str | None = None
+    content_digest: str = ""
+    call: PausedCall | None = None
 
 
 class PauseResumed(Event, tag="pause.resume", frozen=True):
@@ -259,6 +310,7 @@ AnyEvent = (
     | FatalError
     | MessageCommitted
     | ConversationSeeded
+    | SessionImported
     | ToolDispatched
     | ToolOutcomeUnknown
     | WindowCompacted
@@ -279,6 +331,7 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     FatalError,
     MessageCommitted,
     ConversationSeeded,
+    SessionImported,
     ToolDispatched,
     ToolOutcomeUnknown,
     WindowCompacted,

@@ -9,7 +9,10 @@ Laws: G33–G38 (admission, continued turns, a refused input is not a
 conversation, the errors), G59–G68 (pause and resume, decisions, a pending
 question blocks continuation), G82–G84, G86 (``last_snapshot`` is served
 redacted), R1 (``last_snapshot`` is the fold of the last run's session), R9
-(checkpoints are checked before anything is appended, and single-use), R14,
+(checkpoints are checked before anything is appended, and single-use; a
+pause checkpoint whose session the store lacks is imported: the stream it
+seeds opens with ``session.imported``, and the import is checked like any
+resume, on that stream, before anything is appended), R14,
 R20 (one writer per session: a run that loses a sequence conflict appends
 nothing more and raises ``CheckpointError("replayed")`` when the winner
 answered the pause it resumed, else the ``SequenceConflictError``; a turn
@@ -20,6 +23,14 @@ idle ones dropped, busy ones never; a dropped session re-activates silently).
 Why sessions are re-activated from the store after a failed append: the
 cached fold then holds events the store never accepted; the store's stream is
 the truth (R1, R5).
+
+Why an import is checked on a scratch fold of its own event: the checks that
+bind a checkpoint to a stream (R9) are then the same code for a stream this
+store holds and for the one the import would seed, MAC included; only what a
+stream cannot say (the carried arguments against ``args_digest``) is checked
+beside them. Without a chain key nothing can tell a forged checkpoint from a
+genuine one that is self-consistent; with one, the MAC covers the history and
+the paused call too.
 
 Why ``recover`` settles a turn ended by ``error.fatal``: such a turn is
 finished (the open-turns index does not list it), but a call it left
@@ -36,6 +47,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+import msgspec
+
 from helmlog.events import (
     Checkpoint,
     CheckpointError,
@@ -50,10 +63,12 @@ from helmlog.events import (
     PauseResumed,
     PendingPause,
     RecoveryRequiredError,
+    SessionImported,
     SessionState,
     ToolCallRequest,
     TurnStarted,
     binding_mac,
+    digest,
     shape,
 )
 
@@ -464,10 +479,37 @@ class Agent:
     ) -> str | AskPause:
         """Answer a pause and continue the run (G59–G70)."""
         cp = _coerce(checkpoint)
-        session = await self._hosted(cp.session_id)
+        found = await self._activate(cp.session_id)
+        imported: SessionImported | None = None
+        if found is None:
+            # R9: a pause checkpoint of a session this store lacks is imported.
+            imported = self._importable(cp)
+            session = self._new_session(cp.session_id)
+        else:
+            session = found
+        try:
+            return await self._resume_in(session, cp, decision, imported)
+        finally:
+            if imported is not None and session.journal.folder.last_seq == 0:
+                # Refused before anything was appended: no session to keep.
+                self._resident.discard(session)
+
+    async def _resume_in(
+        self,
+        session: Session,
+        cp: Checkpoint,
+        decision: Any,
+        imported: SessionImported | None,
+    ) -> str | AskPause:
         async with self._operating(session):
-            await session.journal.activate()  # catch up with other hosts
-            f = session.journal.folder
+            if imported is None:
+                await session.journal.activate()  # catch up with other hosts
+                f = session.journal.folder
+            else:
+                # Check the import as resume checks any pause, on the stream
+                # it would seed, before anything is appended.
+                f = Folder(cp.session_id)
+                f.apply(imported)
             pending = self._check_pause(f, cp)
             call, tool = self._paused_call(f, pending)
             if pending.kind in ("ask", "check-in"):
@@ -485,12 +527,53 @@ class Agent:
                     tool_name=pending.tool_name,
                     received="nothing",
                 )
+            if imported is not None:
+                # The pause as recorded (stamped) is the one resumed.
+                session.journal.add(imported)
+                pending = session.journal.folder.pending or pending
             self._use(session)
             return await self._guard(
                 session,
                 self._resume(session, pending, call, tool, decision),
                 resumed=cp.seq,
             )
+
+    def _importable(self, cp: Checkpoint) -> SessionImported:
+        """The import event for a pause checkpoint this store lacks (R9).
+
+        Refused, before anything is appended, when the checkpoint cannot be
+        resumed faithfully: ``"unknown-session"`` for a conversation
+        checkpoint or one written before checkpoints carried their call,
+        ``"tampered"`` when the carried arguments do not match
+        ``args_digest``. ``_check_pause`` then checks the rest on the stream
+        the import would seed, the MAC included under a chain key.
+        """
+        call = cp.call
+        if cp.kind != "pause" or isinstance(call, msgspec.UnsetType):
+            raise CheckpointError(
+                "unknown-session",
+                f"no session '{cp.session_id}' in the store, and a "
+                f"{cp.kind} checkpoint without its paused call cannot seed one",
+            )
+        if digest(call.args) != cp.args_digest:
+            raise CheckpointError(
+                "tampered", "the carried arguments do not match args_digest"
+            )
+        return SessionImported(
+            session_id=cp.session_id,
+            kind=cp.kind,
+            checkpoint_digest=cp.digest(),
+            checkpoint_seq=cp.seq,
+            history=cp.history,
+            original_input=cp.original_input,
+            tool_name=cp.tool_name or "",
+            tool_call_id=cp.tool_call_id or "",
+            args_digest=cp.args_digest or "",
+            policy_version=cp.policy_version or "",
+            mac=cp.mac,
+            content_digest=cp.content_digest() or "",
+            call=call,
+        )
 
     def _paused_call(self, f: Folder, p: PendingPause) -> tuple[ToolCallRequest, Tool]:
         """The paused call and its tool, checked as read from the stream.
@@ -549,6 +632,8 @@ class Agent:
             or cp.tool_name != p.tool_name
             or cp.history != stored.history
             or (cp.mac or None) != (stored.mac or None)
+            # A checkpoint written before it carried its call is still good.
+            or (not isinstance(cp.call, msgspec.UnsetType) and cp.call != stored.call)
         ):
             raise CheckpointError(
                 "tampered", "a binding disagrees with the session stream"
@@ -562,6 +647,7 @@ class Agent:
                 tool_call_id=cp.tool_call_id,
                 args_digest=cp.args_digest,
                 policy_version=cp.policy_version,
+                content_digest=p.content_digest or None,
             )
             if not cp.mac or not hmac.compare_digest(cp.mac, expected):
                 raise CheckpointError(

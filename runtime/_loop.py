@@ -33,6 +33,7 @@ import logging
 from typing import Any
 
 from helmlog.events import (
+    CheckpointError,
     FatalError,
     LedgerAppendError,
     LlmEnded,
@@ -40,6 +41,7 @@ from helmlog.events import (
     Message,
     MessageCommitted,
     MessageDeniedError,
+    PausedCall,
     PauseRequested,
     ProviderError,
     StoreError,
@@ -51,6 +53,7 @@ from helmlog.events import (
     TurnEnded,
     binding_mac,
     digest,
+    pause_content_digest,
 )
 
 from ._chain import (
@@ -525,11 +528,33 @@ class Loop:
         *,
         link_index: int = -1,
     ) -> AskPause:
-        """Record the pause and hand back its checkpoint (G59)."""
+        """Record the pause and hand back its checkpoint (G59).
+
+        The MAC covers the bindings and the pause's content digest (history,
+        the paused call, its asking link), so a checkpoint imported by a store
+        that lacks the session is verified whole (R9).
+        """
         cfg = self.config
         j = s.journal
+        f = j.folder
         seq = j.next_seq
         args_digest = digest(args)
+        content = pause_content_digest(
+            history=tuple(f.history),
+            original_input=f.original_input,
+            tool_name=call.name,
+            call=PausedCall(
+                kind=kind,
+                args=args,
+                middleware=ask.middleware,
+                link_index=link_index,
+                iteration=site.iteration,
+                question=ask.question,
+                component_id=ask.component_id,
+                turn=f.turn,
+                identity=f.identity,
+            ),
+        )
         key = cfg.store.chain_key
         mac = (
             binding_mac(
@@ -539,6 +564,7 @@ class Loop:
                 tool_call_id=call.id,
                 args_digest=args_digest,
                 policy_version=cfg.policy_version,
+                content_digest=content,
             )
             if key
             else None
@@ -558,11 +584,13 @@ class Loop:
                 policy_version=cfg.policy_version,
                 iteration=site.iteration,
                 mac=mac,
+                content_digest=content,
             )
         )
         await j.flush()
         checkpoint = j.folder.pause_checkpoint
-        assert checkpoint is not None
+        if checkpoint is None:  # pragma: no cover - the fold of a pause.request sets it
+            raise CheckpointError("tampered", "the recorded pause folded to nothing")
         return AskPause(
             kind=kind,
             ask=ask,

@@ -1,9 +1,9 @@
 """Golden streams: record them, load them, and compare their folds.
 
 Pattern: recorded histories replayed in CI (Temporal-style replay tests).
-Role:    test helper; ``python -m tests.replay.streams`` re-records the
-         scenario fixtures under ``tests/fixtures/streams/``; the replay tests
-         load them.
+Role:    test helper; ``python -m tests.replay.streams [NAME...]``
+         re-records the named scenario fixtures (all without a name) under
+         ``tests/fixtures/streams/``; the replay tests load them.
 Emits:   files only when run as a script.
 
 Why the stored bytes are kept as text, not as parsed JSON: the hash chain is
@@ -168,6 +168,65 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
     return {"v1_refund_desk": await agent.store.read(sid)}
 
 
+async def _record_imported() -> dict[str, list[StoredEvent]]:
+    """A pause taken on one store, imported and resumed on another (R9), which
+    then pauses again: ``session.imported`` first, a pending pause last."""
+    from helmlog import Agent, ToolMiddleware, allow, ask, check_in_approved, tool
+    from helmlog.events import MemoryEventStore
+    from helmlog.runtime import counter_ids
+    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+
+    def clock() -> int:
+        return next(ticks)
+
+    @tool
+    def refund(order: int, amount: float) -> str:
+        """Refund an order."""
+        return f"refunded {amount:.2f} on order {order}"
+
+    cap = ToolMiddleware(
+        name="cap",
+        on_tool_call=lambda c: allow(
+            {**c.args, "amount": min(c.args["amount"], 500)}, "capped"
+        ),
+    )
+    four_eyes = ToolMiddleware(
+        name="four-eyes", on_tool_call=lambda c: ask("Approve this refund?")
+    )
+
+    def refund_call(call_id: str, order: int) -> Reply:
+        args = {"order": order, "amount": 900}
+        return Reply(tool_calls=[ToolCallRequest(id=call_id, name="refund", args=args)])
+
+    def agent(store: MemoryEventStore, script: list[Any]) -> Any:
+        return (
+            Agent.create(
+                provider=scripted(script),
+                model="m",
+                clock=clock,
+                ids=counter_ids("golden-"),
+                store=store,
+            )
+            .tool(refund)
+            .tool_middleware(cap, four_eyes)
+            .build()
+        )
+
+    first = agent(MemoryEventStore(), [refund_call("c1", 7)])
+    out = await first.run("Refund order 7")
+    store = MemoryEventStore()
+    second = agent(store, [refund_call("c2", 8)])
+    again = await second.resume(
+        out.checkpoint.to_json(), check_in_approved(by="dana@ops")
+    )
+    assert not isinstance(again, str)
+    sid = second.session_id
+    assert sid is not None
+    return {"v2_imported_pause": await store.read(sid)}
+
+
 def _old_and_unknown() -> list[StoredEvent]:
     """A stream as an older writer stored it, with one type this reader lacks."""
     bodies: list[dict[str, Any]] = [
@@ -221,14 +280,19 @@ def _old_and_unknown() -> list[StoredEvent]:
     return records
 
 
-def main() -> None:
-    """Re-record every fixture (run only when the format changes on purpose)."""
+def main(names: list[str]) -> None:
+    """Re-record the named fixtures, or every one (only when the format changes
+    on purpose: a re-recorded stream no longer shows what an older writer
+    stored)."""
     from helmlog.events import fold
 
     streams = asyncio.run(_record_scenarios())
     streams["v0_old_fields_and_unknown_type"] = _old_and_unknown()
+    streams.update(asyncio.run(_record_imported()))
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for name, records in streams.items():
+        if names and name not in names:
+            continue
         dump_records(FIXTURES / f"{name}.jsonl", records)
         state = fold(r.decode() for r in records)
         (FIXTURES / f"{name}.state.json").write_text(
@@ -239,4 +303,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helmlog.events import UnknownEvent, fold, verify_chain
+from helmlog.events import SessionImported, UnknownEvent, fold, verify_chain
 from helmlog.sinks import replay
 
 from .streams import FIXTURES, ReplayDivergenceError, check_fold, load_records
@@ -78,3 +78,19 @@ async def test_r6_replay_marks_events_and_never_changes_the_record(
     assert "decision.filed" not in {getattr(e, "type", "") for e in seen}
     assert before == [(r.seq, r.data, r.hash) for r in records]
     assert verify_chain(records) is None
+
+
+def test_r9_an_imported_stream_starts_with_its_import_and_folds_its_pause() -> None:
+    """R9: a stream seeded from a pause checkpoint opens with ``session.imported``
+    (its digest, kind and seq where it was taken) and folds a pending pause."""
+    records = load_records(FIXTURES / "v2_imported_pause.jsonl")
+    first = records[0].decode()
+    assert isinstance(first, SessionImported)
+    assert ("pause", 11, 64) == (
+        first.kind,
+        first.checkpoint_seq,
+        len(first.checkpoint_digest),
+    )
+    state = fold(r.decode() for r in records)
+    assert state.pending is not None
+    assert ({11}, "c2") == (set(state.resolved_pauses), state.pending.tool_call_id)

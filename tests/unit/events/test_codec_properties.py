@@ -134,6 +134,7 @@ REQUIRED: dict[str, list[str]] = {
     "error.fatal": ["code"],
     "message.committed": ["message"],
     "conversation.seeded": [],
+    "session.imported": ["kind", "checkpoint_digest"],
     "tool.dispatched": ["tool_name", "tool_call_id"],
     "tool.outcome_unknown": ["tool_name", "tool_call_id"],
     "window.compacted": [

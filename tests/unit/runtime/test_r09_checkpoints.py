@@ -184,16 +184,22 @@ async def test_r09_a_value_that_is_not_a_checkpoint_is_malformed() -> None:
 # -- unknown-session ------------------------------------------------------------
 
 
-async def test_r09_a_checkpoint_of_a_session_the_store_lacks_is_unknown() -> None:
-    """R9: a pause checkpoint naming a session the store lacks is unknown-session."""
+async def test_r09_a_checkpoint_the_store_lacks_that_cannot_seed_is_unknown() -> None:
+    """R9: a pause checkpoint without its paused call (written before portable
+    checkpoints), or a conversation checkpoint, of a session the store lacks is
+    unknown-session; nothing is appended anywhere."""
     paused = await Paused().start()
-    await paused.refuse(
-        altered(paused.checkpoint, session_id="elsewhere"), "unknown-session"
-    )
-    other = build(scripted(["x"]), Refunds(), MemoryEventStore())
+    old = altered(paused.checkpoint, session_id="elsewhere", call=msgspec.UNSET)
+    await paused.refuse(old, "unknown-session")
+    await paused.refuse(old.to_json(), "unknown-session")
+    other_store = MemoryEventStore()
+    other = build(scripted(["x"]), Refunds(), other_store)
+    conversation = altered(paused.checkpoint, kind="conversation")
     with pytest.raises(CheckpointError) as caught:
-        await other.resume(paused.checkpoint, check_in_approved(by="dana"))
+        await other.resume(conversation, check_in_approved(by="dana"))
     assert "unknown-session" == caught.value.reason
+    assert [] == await other_store.sessions()
+    assert 0 == other.resident_count
     await paused.still_resumes()
 
 
@@ -229,7 +235,8 @@ async def test_r09_an_altered_json_checkpoint_is_tampered() -> None:
 
 
 async def test_r09_under_a_chain_key_the_checkpoint_carries_a_verifying_mac() -> None:
-    """R9: with a chain key the pause checkpoint's mac is the HMAC of its bindings."""
+    """R9: with a chain key the pause checkpoint's mac is the HMAC of its bindings
+    and of its content digest (history and the paused call)."""
     paused = await Paused(chain_key=KEY).start()
     cp = paused.checkpoint
     assert cp.mac == binding_mac(
@@ -239,6 +246,7 @@ async def test_r09_under_a_chain_key_the_checkpoint_carries_a_verifying_mac() ->
         tool_call_id=cp.tool_call_id,
         args_digest=cp.args_digest,
         policy_version=cp.policy_version,
+        content_digest=cp.content_digest(),
     )
 
 
