@@ -16,8 +16,9 @@ a value that did decode deeply would still overflow later walks of it (a
 digest, a hook's copy). Text nested deeper than ``MAX_DEPTH`` is refused
 before it is decoded. The check costs two ``bytes.count`` calls for the usual
 event; only text holding more than ``MAX_DEPTH`` containers is scanned (its
-strings skipped by one regex), and a ``RecursionError`` that still escapes
-msgspec (msgpack, which cannot be scanned) becomes the same typed error.
+strings dropped, then one pass of ``bytes.replace`` per nesting level), and
+a ``RecursionError`` that still escapes msgspec (msgpack, which cannot be
+scanned) becomes the same typed error.
 256 is twice serde_json's default limit and far beyond any recorded value.
 
 Why an ``enc_hook`` that falls back to ``str``: a tool may return any Python
@@ -45,7 +46,6 @@ MAX_DEPTH = 256
 # match, so the scan stays linear whatever the text.
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_OPEN = frozenset(b"[{")
 
 
 def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
@@ -61,15 +61,21 @@ def too_deep(text: bytes | str, limit: int = MAX_DEPTH) -> bool:
         data = bytes(text)
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    depth = 0
-    for byte in _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS):
-        if byte in _OPEN:
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
+    # Each pass removes the innermost pairs, one level everywhere at once (in
+    # C; a removed pair is first marked, so the pair around it waits for the
+    # next pass); the usual event takes a few passes, nesting past ``limit``
+    # is left.
+    if b'\\"' in data:
+        outside = _STRINGS.sub(b"", data)
+    else:  # no escaped quote: every other piece between quotes is a string
+        outside = b"".join(data.split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        fewer = brackets.replace(b"[]", b"x").replace(b"{}", b"x").replace(b"x", b"")
+        if not fewer or fewer == brackets:
+            return False  # flat now, or unbalanced: the decoder judges that
+        brackets = fewer
+    return True
 
 
 def _enc_hook(obj: Any) -> Any:

@@ -275,3 +275,30 @@ def test_item7_fuzz_checkpoint_text_is_a_checkpoint_or_malformed(
 ) -> None:
     """Checkpoint.from_json over random and mutated text: only malformed."""
     checkpoint_any(text)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+_bracketed = st.text(alphabet='[]{}"\\ab', max_size=6)
+_nested = st.recursive(
+    st.none() | st.integers() | _bracketed,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(_bracketed, inner, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(value=_nested, limit=st.integers(0, 6))
+def test_item7_the_depth_bound_is_exact(value: Any, limit: int) -> None:
+    """too_deep(text, limit) is exactly "nests deeper than limit", whatever the
+    strings hold (brackets, quotes, escapes), for JSON as msgspec writes it."""
+    data = encode_event(ToolDispatched(tool_name="t", tool_call_id="c", args=value))
+    assert (_depth(value) + 1 > limit) == too_deep(data, limit)
