@@ -85,14 +85,24 @@ def otlp_endpoints(url: str) -> tuple[str, str]:
 
 
 class _Failures(logging.Handler):
-    """Keeps the OTLP client's last error line, the reason a batch failed."""
+    """Keeps the OTLP client's last error line, the reason a batch failed, and
+    the cause of its last retry (the client logs that as a warning)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.ERROR)
+        super().__init__(logging.WARNING)
         self.last: str | None = None
+        self.cause: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.last = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            self.last = record.getMessage()
+        elif str(record.msg).startswith("Transient error") and record.args:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            self.cause = str(args[0])
+
+    def reason(self) -> str:
+        said = self.last or "the collector did not accept it"
+        return f"{said} (last retry: {self.cause})" if self.cause else said
 
 
 class _Outcome:
@@ -109,7 +119,7 @@ class _Outcome:
                 cause = (
                     f"{type(error).__name__}: {error}"
                     if error is not None
-                    else self._failures.last or "the collector did not accept it"
+                    else self._failures.reason()
                 )
                 self.failure = f"{signal}: {cause}"
 
