@@ -185,7 +185,8 @@ class OtlpExport:
             ``OTEL_EXPORTER_OTLP_TIMEOUT``, else 5 s.
         values: passed to the sink (R16: off by default).
         agent_name: ``gen_ai.agent.name`` of the turn spans.
-        service_name: the resource's ``service.name``.
+        service_name: the resource's ``service.name`` unless
+            ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` names one.
 
     Attach ``export.sink`` as a watcher, or replay into it; ``flush()`` and
     ``close()`` raise ``ExportError`` once a batch has failed. A failed export
@@ -218,7 +219,9 @@ class OtlpExport:
         self._failures = _Failures()
         logging.getLogger(_EXPORTER_LOGGER).addHandler(self._failures)
         self._outcome = _Outcome(self._failures)
-        resource = Resource.create({"service.name": service_name})
+        resource = Resource.create()  # the OTEL_* resource variables, defaults
+        if str(resource.attributes.get("service.name", "")).startswith("unknown"):
+            resource = resource.merge(Resource({"service.name": service_name}))
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(
             BatchSpanProcessor(

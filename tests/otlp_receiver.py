@@ -49,6 +49,17 @@ class Receiver:
                     names.extend(span.name for span in scope.spans)
         return names
 
+    def service_names(self) -> set[str]:
+        """The ``service.name`` of every resource that sent spans."""
+        names = set()
+        for body in self.posts.get("/v1/traces", []):
+            request = ExportTraceServiceRequest.FromString(body)
+            for resource in request.resource_spans:
+                for kv in resource.resource.attributes:
+                    if kv.key == "service.name":
+                        names.add(kv.value.string_value)
+        return names
+
     def log_count(self) -> int:
         count = 0
         for body in self.posts.get("/v1/logs", []):

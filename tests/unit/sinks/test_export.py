@@ -84,10 +84,25 @@ async def test_the_standard_otel_environment_variables_configure_the_export(
     """With no URL, ``OTEL_EXPORTER_OTLP_ENDPOINT`` names the collector."""
     with otlp_receiver() as receiver:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "refund-desk")
         otlp = OtlpExport()
         await export(await _records(_agent()), otlp.sink, target=otlp.target)
         otlp.close()
         assert EXPECTED_SPANS == sorted(receiver.span_names())
+        assert {"refund-desk"} == receiver.service_names()
+
+
+async def test_without_otel_service_name_the_service_is_helmlog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No ``OTEL_SERVICE_NAME``: the spans' resource says ``helmlog``."""
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    with otlp_receiver() as receiver:
+        otlp = OtlpExport(receiver.url)
+        await export(await _records(_agent()), otlp.sink, target=otlp.target)
+        otlp.close()
+        assert {"helmlog"} == receiver.service_names()
 
 
 async def test_a_collector_that_refuses_the_batch_is_an_export_error() -> None:
