@@ -201,7 +201,8 @@ def checkpoint_texts(draw: Any) -> str:
 def test_item7_fuzz_resume_accepts_only_typed_errors(
     text: str, value: Any, at: int
 ) -> None:
-    """Random, deep and mutated checkpoints: resume answers or raises typed."""
+    """Random, deep and mutated checkpoints: resume answers or raises typed, on
+    the store that holds the session and on one that would import it."""
 
     async def go() -> None:
         agent, _store, out, _ran = await paused()
@@ -220,6 +221,8 @@ def test_item7_fuzz_resume_accepts_only_typed_errors(
         else:
             cp = text
         await resume_typed(agent, cp)
+        # The import path: the same text on a store that lacks the session.
+        await resume_typed(build(MemoryEventStore(), []), cp)
 
     asyncio.run(go())
 
