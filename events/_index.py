@@ -40,6 +40,9 @@ from ._types import PauseRequested
 DEFAULT_SHARDS: Final = 16
 
 TURN_START: Final = b"agent.turn_start"
+# An imported pause (R9) continues a turn another store saw start: it opens
+# one here, so failover finds it if its host dies mid-run (R22).
+IMPORTED: Final = b"session.imported"
 TURN_END: Final = b"agent.turn_end"
 FATAL: Final = b"error.fatal"
 PAUSE_REQUEST: Final = b"pause.request"
@@ -47,7 +50,7 @@ PAUSE_RESUME: Final = b"pause.resume"
 FACT_TYPE: Final = b"middleware.decision"
 # The types that move an index entry; any other record leaves the index alone.
 RELEVANT_TYPES: Final = frozenset(
-    {TURN_START, TURN_END, FATAL, PAUSE_REQUEST, PAUSE_RESUME}
+    {TURN_START, IMPORTED, TURN_END, FATAL, PAUSE_REQUEST, PAUSE_RESUME}
 )
 _PREFIX: Final = b'{"type":"'
 
@@ -69,7 +72,8 @@ class IndexDelta(msgspec.Struct, frozen=True, kw_only=True):
     """What one batch (or a whole stream) does to the indexes.
 
     Attributes:
-        open_at: seq of the batch's last ``agent.turn_start``, else 0.
+        open_at: seq of the batch's last ``agent.turn_start`` (or
+            ``session.imported``), else 0.
         close_at: seq of the last ``agent.turn_end``/``error.fatal`` after
             ``open_at``, else 0.
         resolved_at: seq of the last ``pause.resume``, else 0.
@@ -115,7 +119,7 @@ def delta_of(session_id: str, records: Sequence[StoredEvent]) -> IndexDelta | No
         if kind not in RELEVANT_TYPES:
             continue
         found = True
-        if kind == TURN_START:
+        if kind in (TURN_START, IMPORTED):
             open_at, close_at = record.seq, 0
         elif kind in (TURN_END, FATAL):
             close_at = record.seq

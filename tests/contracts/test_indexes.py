@@ -22,6 +22,7 @@ from helmlog.events import (
     PauseRequested,
     PauseResumed,
     PendingAsk,
+    SessionImported,
     TurnEnded,
     TurnStarted,
 )
@@ -57,6 +58,19 @@ async def test_r7_open_turn_listed_until_its_end(store: EventStore) -> None:
     assert set() == {a, b} & set(await store.open_turns())
     await store.append(b, [TurnStarted(turn=2)], seq_b)
     assert [b] == [s for s in await store.open_turns() if s in {a, b}]
+
+
+async def test_r22_an_imported_pause_opens_a_turn_until_its_end(
+    store: EventStore,
+) -> None:
+    """R22/R9: a session imported from a pause checkpoint continues a turn, so
+    it is open (failover finds it) until agent.turn_end."""
+    sid = new_session()
+    imported = SessionImported(kind="check-in", checkpoint_digest="d", checkpoint_seq=7)
+    seq = await store.append(sid, [imported, resume()], 0)
+    assert sid in await store.open_turns()
+    await store.append(sid, [TurnEnded(turn=1, final_content="done")], seq)
+    assert sid not in await store.open_turns()
 
 
 async def test_r7_fatal_error_closes_the_turn(store: EventStore) -> None:
