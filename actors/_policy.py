@@ -49,11 +49,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from helmlog.runtime import Tool, ask_human
-
-# Not yet public in helmlog.runtime (no ``lowlevel`` namespace exists): the
-# signal ``ask_human`` raises and the call that marks a tool as running.
-from helmlog.runtime._pause import AskHumanSignal
-from helmlog.runtime._tools import call_execute
+from helmlog.runtime.lowlevel import AskHumanSignal, call_execute
 
 from ._messages import (
     AskedHuman,

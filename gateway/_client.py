@@ -31,7 +31,7 @@ import anyio
 import mcp.types as types
 from mcp.client.session import ClientSession
 
-from helmlog.runtime._tools import Tool
+from helmlog.runtime import Tool
 
 from ._serve import ServedTools
 

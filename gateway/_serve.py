@@ -42,20 +42,24 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 
 from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
-from helmlog.runtime._chain import CallSite, walk_tool_calls, walk_tool_results
-from helmlog.runtime._journal import Journal
-from helmlog.runtime._links import Link, as_tool_link, tool_link_problem
-from helmlog.runtime._pause import AskHumanSignal
-from helmlog.runtime._tools import (
+from helmlog.runtime import Tool
+from helmlog.runtime.lowlevel import (
+    AskHumanSignal,
+    CallSite,
     CredentialResolver,
-    Tool,
+    Journal,
+    Link,
+    Listeners,
+    as_tool_link,
     call_execute,
     invalid_arguments_text,
     render_result,
+    tool_link_problem,
     unknown_tool_text,
+    walk_tool_calls,
+    walk_tool_results,
     with_credentials,
 )
-from helmlog.runtime._watchers import Listeners
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
 

@@ -258,6 +258,23 @@ ACTORS = [
     "host_for",
 ]
 GATEWAY = ["mcp_client", "mcp_serve"]
+LOWLEVEL = [
+    "AskHumanSignal",
+    "CallSite",
+    "CredentialResolver",
+    "Journal",
+    "Link",
+    "Listeners",
+    "as_tool_link",
+    "call_execute",
+    "invalid_arguments_text",
+    "render_result",
+    "tool_link_problem",
+    "unknown_tool_text",
+    "walk_tool_calls",
+    "walk_tool_results",
+    "with_credentials",
+]
 
 PINNED = {
     "helmlog": FACE,
@@ -268,6 +285,7 @@ PINNED = {
     "helmlog.events": EVENTS,
     "helmlog.runtime": RUNTIME,
     "helmlog.runtime.providers": PROVIDERS,
+    "helmlog.runtime.lowlevel": LOWLEVEL,
 }
 
 

@@ -1,0 +1,48 @@
+"""helmlog.runtime.lowlevel — the kernel that upper layers build on.
+
+Pattern: a public low-level namespace (trio's ``trio.lowlevel``): the pieces
+         of the governed loop that the actors and gateway layers, and
+         extension authors, compose — the walkers, the journal, the tool
+         pipeline's steps — named and pinned here, so no other layer reaches
+         into a private module of ``runtime``.
+Role:    runtime layer; imported by ``actors`` (PolicyActor, ToolExecutor) and
+         ``gateway`` (MCP serving and the client). Not for ordinary agent code:
+         ``helmlog`` and ``helmlog.runtime`` hold that API.
+Emits:   nothing itself.
+
+Why a namespace of re-exports and not the modules themselves: the private
+modules stay free to be split and renamed (issue 9 will); what is listed
+here is the contract, pinned by a test like every public ``__all__``.
+"""
+
+from ._chain import CallSite, walk_tool_calls, walk_tool_results
+from ._journal import Journal
+from ._links import Link, as_tool_link, tool_link_problem
+from ._pause import AskHumanSignal
+from ._tools import (
+    CredentialResolver,
+    call_execute,
+    invalid_arguments_text,
+    render_result,
+    unknown_tool_text,
+    with_credentials,
+)
+from ._watchers import Listeners
+
+__all__ = [
+    "AskHumanSignal",
+    "CallSite",
+    "CredentialResolver",
+    "Journal",
+    "Link",
+    "Listeners",
+    "as_tool_link",
+    "call_execute",
+    "invalid_arguments_text",
+    "render_result",
+    "tool_link_problem",
+    "unknown_tool_text",
+    "walk_tool_calls",
+    "walk_tool_results",
+    "with_credentials",
+]
