@@ -51,6 +51,11 @@ def _violations(layer: str) -> list[str]:
                 target = parts[1] if len(parts) > 1 else "helmlog"
                 if target not in ALLOWED[layer] and target != layer:
                     problems.append(f"{where} imports {module} (up or across a layer)")
+                elif target != layer and any(p.startswith("_") for p in parts[2:]):
+                    problems.append(
+                        f"{where} imports {module}, another layer's private module "
+                        "(build on its public names, e.g. helmlog.runtime.lowlevel)"
+                    )
             elif parts[0] in FORBIDDEN_THIRD_PARTY.get(layer, set()):
                 problems.append(f"{where} imports {module}, which {layer} must not use")
     return problems
@@ -58,7 +63,8 @@ def _violations(layer: str) -> list[str]:
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layers_import_downward_only(layer: str) -> None:
-    """No module of a layer imports a layer above it (or the face)."""
+    """No module of a layer imports a layer above it (or the face), nor another
+    layer's private module."""
     assert [] == _violations(layer)
 
 
