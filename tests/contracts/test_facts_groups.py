@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from helmlog.events import (
     fact_for,
 )
 from tests.contracts.conftest import StoreFactory
+from tests.contracts.test_event_store import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -59,24 +59,6 @@ def decision(n: int) -> list[Event]:
         tool_call_id=f"call-{n}",
     )
     return [DecisionFiled(row=row), fact_for(row)]
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]],
-    until: Callable[[Any], bool],
-    *,
-    timeout: float = 5.0,
-) -> Any:
-    """Poll ``probe`` until ``until(result)`` holds, or fail at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = await probe()
-        if until(result):
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met in {timeout}s; last: {result!r}")
-        await asyncio.sleep(0.01)
 
 
 async def publish(store: EventStore, per_session: int, sessions: int) -> set[Any]:

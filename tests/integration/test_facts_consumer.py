@@ -34,6 +34,7 @@ from helmlog.events import (
 )
 from helmlog.events._redis_store import shard_keys
 from helmlog.sinks import FactsConsumer, JsonlSink
+from tests.contracts.test_event_store import eventually as poll
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -56,21 +57,10 @@ def decision(n: int) -> list[Event]:
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[Any]],
-    until: Callable[[Any], bool],
-    *,
-    timeout: float = 60.0,
+    probe: Callable[[], Awaitable[Any]], until: Callable[[Any], bool]
 ) -> Any:
-    """Poll ``probe`` until ``until(result)`` holds, or fail at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = await probe()
-        if until(result):
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met in {timeout}s; last: {result!r}")
-        await asyncio.sleep(0.02)
+    """The contract suite's poll, with a deadline for subprocesses."""
+    return await poll(probe, until, timeout=60.0)
 
 
 async def produce(
