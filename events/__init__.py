@@ -46,12 +46,12 @@ from ._errors import (
 from ._fold import Folder, PendingPause, SessionState, fold
 from ._index import PendingAsk
 from ._messages import Message, ToolCallRequest
+from ._open import open_event_store
 from ._store import (
     EventStore,
     FactDelivery,
     FactRecord,
     MemoryEventStore,
-    open_event_store,
 )
 from ._types import (
     EVENT_CLASSES,

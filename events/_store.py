@@ -12,7 +12,7 @@ and nothing is appended), R3 (the store keeps each hash beside its event and
 chains under its ``chain_key``), R4 (decision facts also go to one global
 facts list), R7/R18 (``open_turns`` and ``pending_asks`` answer from an
 index kept beside the streams, repairable from them: ``events/_index.py``),
-R11 (``MemoryEventStore`` needs no server; ``open_event_store``), R4 also
+R11 (``MemoryEventStore`` needs no server), R4 also
 (consumer groups over the facts streams: ``create_facts_group``,
 ``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
 pending for its consumer until acknowledged, and an idle one can be claimed).
@@ -374,27 +374,3 @@ class _MemoryGroup:
 
 def _ask_order(ask: PendingAsk) -> tuple[str, int]:
     return ask.session_id, ask.seq
-
-
-def open_event_store(
-    url: str | None = None,
-    *,
-    chain_key: bytes | None = None,
-    max_connections: int | None = None,
-) -> EventStore:
-    """The store a URL names: ``None``/``memory://`` or ``redis://``/``rediss://``.
-
-    ``max_connections`` sizes a Redis store's blocking pool per node (it wins
-    over the URL's ``?max_connections=``); the memory store ignores it.
-    """
-    if url is None or url == "memory://":
-        return MemoryEventStore(chain_key=chain_key)
-    if url.startswith(("redis://", "rediss://")):
-        from ._redis_store import RedisEventStore
-
-        return RedisEventStore.from_url(
-            url, chain_key=chain_key, max_connections=max_connections
-        )
-    raise ValueError(
-        f"unknown event store URL {url!r}: use memory:// or redis://host:port/db"
-    )

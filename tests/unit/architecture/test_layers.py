@@ -73,3 +73,62 @@ def test_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
     bad = tmp_path / "m.py"
     bad.write_text("def f():\n    from helmlog.runtime import Agent\n")
     assert [(2, "helmlog.runtime")] == _imports(bad)
+
+
+def _sibling_imports(path: Path) -> set[str]:
+    """The sibling modules ``path`` imports (relative imports, lazy ones too)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(alias.name for alias in node.names)
+    return found
+
+
+def _cycles(package: Path) -> list[list[str]]:
+    """Import circles among a package's modules (``__init__`` left out)."""
+    graph = {
+        p.stem: _sibling_imports(p)
+        for p in sorted(package.glob("*.py"))
+        if p.stem != "__init__"
+    }
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def walk(node: str, path: list[str]) -> None:
+        if node in path:
+            cycle = path[path.index(node) :]
+            if min(cycle) == cycle[0]:  # report each circle once
+                cycles.append([*cycle, node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, set()) & graph.keys()):
+            walk(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        walk(start, [])
+    return cycles
+
+
+# Invariant: a package listed here has no import circle among its modules.
+# runtime's (``_agent`` <-> ``_builder``) is issue 9's to break.
+ACYCLIC = ("events", "sinks")
+
+
+@pytest.mark.parametrize("package", ACYCLIC)
+def test_package_modules_import_no_circle(package: str) -> None:
+    """No two modules of the package import each other, directly or round a
+    ring, not even lazily inside a function (issue 8 item 9)."""
+    assert [] == _cycles(ROOT / package)
+
+
+def test_cycle_check_catches_a_lazy_circle(tmp_path: Path) -> None:
+    """The cycle walker finds a circle closed by a function-level import."""
+    (tmp_path / "_a.py").write_text("from ._b import x\n")
+    (tmp_path / "_b.py").write_text("def f():\n    from ._a import y\n")
+    assert [["_a", "_b", "_a"]] == _cycles(tmp_path)
