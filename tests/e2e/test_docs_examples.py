@@ -25,6 +25,7 @@ test, not as a guide that quietly lies.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,29 @@ def test_readme_and_design_link_the_guide_and_the_laws() -> None:
         assert link in readme
     for link in ("guide.md", "laws.md"):
         assert link in opening
+
+
+def _shell_commands() -> list[list[str]]:
+    text = GUIDE.read_text()
+    commands: list[list[str]] = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.startswith("helmlog "):
+                commands.append(shlex.split(line))
+    return commands
+
+
+def test_guide_shell_commands_use_real_commands_and_options() -> None:
+    """Every ``helmlog`` line the guide shows names a real command and its options."""
+    from typer.testing import CliRunner
+
+    from helmlog.cli import app
+
+    commands = _shell_commands()
+    assert len(commands) >= 10
+    runner = CliRunner()
+    for words in commands:
+        result = runner.invoke(app, [words[1], "--help"], terminal_width=200)
+        assert 0 == result.exit_code, words
+        options = [w.split("=")[0] for w in words if w.startswith("--")]
+        assert [] == [o for o in options if o not in result.output], words
