@@ -3,7 +3,8 @@
 Pattern: the README test's approach (``tests/e2e/test_readme.py``) applied
          to every ```python block of docs/guide.md: each block is executed in
          a fresh namespace and its stdout compared with the ```text block that
-         follows it, when one does.
+         follows it, when one does. Each ``helmlog ...`` line of a ```sh
+         block must name a real command and options of that command.
 Role:    e2e tests of the docs; they keep the guide honest as the code moves.
 Emits:   nothing.
 
