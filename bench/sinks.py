@@ -84,6 +84,7 @@ TURNS = 300
 WARMUP_TURNS = 200
 TARGET_COST = 0.15
 FACTS_PER_TURN = 4  # decision facts of one bench turn (3 passes, 1 stamp)
+FLOOR_TURNS = 1000  # turns of bare SDK work per floor sample
 REDIS_TURNS_DIVISOR = 3  # a Redis-recorded turn is slower: fewer per sample
 ANSWER = "Done."
 
@@ -350,7 +351,7 @@ async def measure(
         await store.close()
     cost = 1 - otel.turns_per_s / bare.turns_per_s
     process_cost = 1 - process.turns_per_s / bare.turns_per_s
-    floor = sdk_floor_us_per_turn(turns)
+    floor = sdk_floor_us_per_turn(FLOOR_TURNS)
     turn_us = 1e6 / bare.turns_per_s
     return {
         "bench": "sinks",
