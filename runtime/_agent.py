@@ -18,7 +18,10 @@ nothing more and raises ``CheckpointError("replayed")`` when the winner
 answered the pause it resumed, else the ``SequenceConflictError``; a turn
 holding dispatched calls without results is refused continuation with
 ``RecoveryRequiredError``), R21 (at most ``max_resident`` sessions resident,
-idle ones dropped, busy ones never; a dropped session re-activates silently).
+idle ones dropped, busy ones never; a dropped session re-activates silently),
+issue 8 item 8 (``run``/``follow_up``/``resume`` take the caller's W3C trace
+context; without one a turn gets a minted context and a resume continues the
+turn's recorded one, see ``_trace.py``).
 
 Why sessions are re-activated from the store after a failed append: the
 cached fold then holds events the store never accepted; the store's stream is
