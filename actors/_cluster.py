@@ -216,8 +216,13 @@ class ClusterAgent:
         *,
         continue_from: Checkpoint | str | None = None,
         identity: Mapping[str, Any] | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> str | AskPause:
         """Run one turn on the host of its session (a new one when fresh).
+
+        ``traceparent``/``tracestate``: the caller's W3C trace context, as
+        ``Agent.run`` takes it (recorded on the turn's start by the host).
 
         Raises:
             HostUnavailableError: the host died or is restarting (it carries
@@ -232,26 +237,49 @@ class ClusterAgent:
             cp = _coerce(continue_from)
             sid = cp.session_id
         ident = dict(identity) if identity is not None else None
-        out = await self._op("run", sid, message=message, checkpoint=cp, identity=ident)
+        out = await self._op(
+            "run",
+            sid,
+            message=message,
+            checkpoint=cp,
+            identity=ident,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )
         assert out is not None
         return out
 
-    async def follow_up(self, message: str) -> str | AskPause:
+    async def follow_up(
+        self,
+        message: str,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> str | AskPause:
         """Continue the last conversation."""
         cp = self._checkpoint
         if cp is None:
             raise NoConversationError("never-run")
         if cp.kind == "pause":
             raise NoConversationError("pending-question")
-        return await self.run(message, continue_from=cp)
+        return await self.run(
+            message, continue_from=cp, traceparent=traceparent, tracestate=tracestate
+        )
 
     async def resume(
-        self, checkpoint: Checkpoint | str, decision: Any = None
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any = None,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> str | AskPause:
         """Answer a pause on the host of its session.
 
         A restarting host is waited for: a resume is single-use (R9), so a
         second attempt of one that ran is refused as ``replayed``.
+        ``traceparent``/``tracestate``: the resuming caller's trace context,
+        as ``Agent.resume`` takes it.
         """
         cp = _coerce(checkpoint)
         check_in, answer = encode_decision(decision)
@@ -262,6 +290,8 @@ class ClusterAgent:
             checkpoint=cp,
             check_in=check_in,
             answer=answer,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
         assert out is not None
         return out
@@ -623,9 +653,17 @@ class Cluster:
         finally:
             await store.close()
 
-    async def resume(self, session_id: str, decision: Any) -> str | AskPause:
+    async def resume(
+        self,
+        session_id: str,
+        decision: Any,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> str | AskPause:
         """Resume the pending pause of ``session_id`` on its host, which takes
-        the pause's checkpoint from the session's stream.
+        the pause's checkpoint from the session's stream (``traceparent``:
+        the approver's trace context, as ``Agent.resume`` takes it).
 
         Raises:
             CheckpointError: ``stale`` when the session has no pending pause,
@@ -644,7 +682,9 @@ class Cluster:
             raise CheckpointError(
                 "stale", f"session '{session_id}' has no pending pause"
             )
-        return await view.resume(cp, decision)
+        return await view.resume(
+            cp, decision, traceparent=traceparent, tracestate=tracestate
+        )
 
     # -- what the hosts hold ------------------------------------------------
 

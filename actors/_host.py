@@ -330,15 +330,28 @@ class SessionHost:
                 assert op.message is not None
                 if op.checkpoint is None:
                     out = await agent.run(
-                        op.message, session_id=op.session_id, identity=op.identity
+                        op.message,
+                        session_id=op.session_id,
+                        identity=op.identity,
+                        traceparent=op.traceparent,
+                        tracestate=op.tracestate,
                     )
                 else:
                     out = await agent.run(
-                        op.message, continue_from=op.checkpoint, identity=op.identity
+                        op.message,
+                        continue_from=op.checkpoint,
+                        identity=op.identity,
+                        traceparent=op.traceparent,
+                        tracestate=op.tracestate,
                     )
             elif kind == "resume":
                 assert op.checkpoint is not None
-                out = await agent.resume(op.checkpoint, decode_decision(op))
+                out = await agent.resume(
+                    op.checkpoint,
+                    decode_decision(op),
+                    traceparent=op.traceparent,
+                    tracestate=op.tracestate,
+                )
             else:
                 out = await agent.recover(op.session_id)
             result = result_of(op.id, out, agent.checkpoint())

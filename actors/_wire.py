@@ -67,6 +67,8 @@ class Op(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         checkpoint: what a continued run continues from, or what a resume
             answers; ``None`` for a fresh run.
         identity: a run's identity, as given.
+        traceparent: the caller's W3C trace context for a run or resume
+            (``tracestate`` beside it), as given.
         check_in: a resume's ``CheckInDecision``.
         answer: a resume's ``ask_human`` answer (msgpack), when not a check-in.
         state: whether the result should carry the session's served state.
@@ -78,6 +80,8 @@ class Op(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     message: str | None = None
     checkpoint: Checkpoint | None = None
     identity: dict[str, Any] | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
     check_in: DecisionIn | None = None
     answer: msgspec.Raw = NIL
     state: bool = True

@@ -23,6 +23,19 @@ bench starts on a free port; ``--no-redis`` skips it), where a turn waits on
 its appends as a production one does, reported under ``"redis"``.
 
 Target (issue 8 item 8): the attached sink costs at most 15 % of the turns/s.
+The JSON line reports it three ways: in-process on the memory store
+(``otel_cost``, ``met``), in-process on Redis (``redis.otel_cost``,
+``met_redis``) and exported from a child process (``otel_process_cost``,
+``redis.otel_process_cost``, ``met_otel_process``,
+``met_otel_process_redis``).
+
+Why the memory-store figure cannot meet it in process: the SDK's own work for
+one turn's telemetry — 4 spans and a record per fact, built and ended with
+the attributes the sink sets, on the same batch processors, with no helmlog
+code at all — is timed as ``sdk_floor_us_per_turn``; ``sdk_floor_cost`` is
+that floor as a share of a memory-store turn (``1 - 1 / (1 + floor / turn)``),
+the least any in-process sink built on the SDK can cost. A Redis-recorded
+turn waits on its appends, so the same floor is a far smaller share of it.
 
 Why the exporters discard: the bench measures what the sink costs the run —
 its projection and the SDK's span and record handling, batch thread included
@@ -70,6 +83,8 @@ REPETITIONS = 9
 TURNS = 300
 WARMUP_TURNS = 200
 TARGET_COST = 0.15
+FACTS_PER_TURN = 4  # decision facts of one bench turn (3 passes, 1 stamp)
+FLOOR_TURNS = 1000  # turns of bare SDK work per floor sample
 REDIS_TURNS_DIVISOR = 3  # a Redis-recorded turn is slower: fewer per sample
 ANSWER = "Done."
 
@@ -139,6 +154,108 @@ def discarding_providers() -> tuple[TracerProvider, LoggerProvider]:
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
     return tracer_provider, logger_provider
+
+
+def sdk_floor_us_per_turn(turns: int) -> float:
+    """Microseconds the OTel SDK alone spends on one turn's telemetry.
+
+    What ``OtelSink`` asks of the SDK per bench turn, without the sink: an
+    ``invoke_agent`` span, two ``chat`` spans (usage set at their end), one
+    ``execute_tool`` span, and one log record per fact, on batch processors.
+    """
+    from opentelemetry import trace
+    from opentelemetry._logs import LogRecord
+
+    tracer_provider, logger_provider = discarding_providers()
+    tracer = tracer_provider.get_tracer("floor")
+    logger = logger_provider.get_logger("floor")
+    fact = {
+        "helmlog.session_id": "0" * 32,
+        "helmlog.seq": 7,
+        "helmlog.middleware": "pass-0",
+        "helmlog.moment": "before-tool",
+        "helmlog.at": "tool",
+        "helmlog.iteration": 1,
+        "helmlog.outcome": "allow",
+        "helmlog.changed": False,
+        "helmlog.replayed": False,
+        "helmlog.tool_name": "lookup",
+        "helmlog.tool_call_id": "c0",
+    }
+
+    def one_turn() -> None:
+        turn = tracer.start_span(
+            "invoke_agent helmlog",
+            start_time=1,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "helmlog",
+                "gen_ai.conversation.id": "0" * 32,
+                "helmlog.session_id": "0" * 32,
+                "helmlog.replayed": False,
+                "helmlog.turn": 1,
+            },
+        )
+        under = trace.set_span_in_context(turn)
+        for iteration in (1, 2):
+            chat = tracer.start_span(
+                "chat bench",
+                context=under,
+                kind=trace.SpanKind.CLIENT,
+                start_time=2,
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": "bench",
+                    "gen_ai.conversation.id": "0" * 32,
+                    "helmlog.iteration": iteration,
+                },
+            )
+            chat.set_attributes(
+                {
+                    "helmlog.tool_call_count": 1,
+                    "gen_ai.usage.input_tokens": 40,
+                    "gen_ai.usage.output_tokens": 9,
+                    "gen_ai.response.finish_reasons": ("stop",),
+                }
+            )
+            chat.end(end_time=3)
+        call = tracer.start_span(
+            "execute_tool lookup",
+            context=under,
+            start_time=4,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.id": "c0",
+                "helmlog.iteration": 1,
+            },
+        )
+        at_tool = trace.set_span_in_context(call)
+        for _ in range(FACTS_PER_TURN):
+            logger.emit(
+                LogRecord(
+                    timestamp=5,
+                    context=at_tool,
+                    event_name="helmlog.middleware.decision",
+                    body="pass-0 allow at before-tool",
+                    attributes=fact,
+                )
+            )
+        call.end(end_time=6)
+        turn.end(end_time=7)
+
+    for _ in range(min(turns, WARMUP_TURNS)):
+        one_turn()
+    samples = []
+    for _ in range(3):
+        gc.collect()
+        started = time.perf_counter()
+        for _ in range(turns):
+            one_turn()
+        samples.append((time.perf_counter() - started) / turns * 1e6)
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+    return statistics.median(samples)
 
 
 class Case:
@@ -233,18 +350,25 @@ async def measure(
     for store in stores:
         await store.close()
     cost = 1 - otel.turns_per_s / bare.turns_per_s
+    process_cost = 1 - process.turns_per_s / bare.turns_per_s
+    floor = sdk_floor_us_per_turn(FLOOR_TURNS)
+    turn_us = 1e6 / bare.turns_per_s
     return {
         "bench": "sinks",
         "turns_per_s_no_sink": round(bare.turns_per_s, 1),
         "turns_per_s_otel": round(otel.turns_per_s, 1),
         "turns_per_s_noop_watcher": round(noop.turns_per_s, 1),
         "turns_per_s_otel_process": round(process.turns_per_s, 1),
-        "otel_process_cost": round(1 - process.turns_per_s / bare.turns_per_s, 3),
+        "otel_process_cost": round(process_cost, 3),
         "otel_cost": round(cost, 3),
         "noop_watcher_cost": round(1 - noop.turns_per_s / bare.turns_per_s, 3),
         "otel_own_cost": round(1 - otel.turns_per_s / noop.turns_per_s, 3),
         "target_cost": TARGET_COST,
         "met": cost <= TARGET_COST,
+        "met_otel_process": process_cost <= TARGET_COST,
+        "turn_us_no_sink": round(turn_us, 1),
+        "sdk_floor_us_per_turn": round(floor, 1),
+        "sdk_floor_cost": round(1 - 1 / (1 + floor / turn_us), 3),
         "spans_exported": otel.exporter.spans,
         "records_exported": otel.exporter.records,
         "repetitions": repetitions,
@@ -268,6 +392,9 @@ def summary(result: dict[str, Any], where: str = "memory") -> str:
             f"cost {result['otel_process_cost']:.1%} (the SDK on a second core)",
             f"  exported    {result['spans_exported']:,} spans, "
             f"{result['records_exported']:,} decision records",
+            f"  SDK floor   {result['sdk_floor_us_per_turn']:10,.1f} us/turn  "
+            f"= {result['sdk_floor_cost']:.1%} of a {result['turn_us_no_sink']:,.0f}"
+            " us turn (the least an in-process SDK sink costs)",
         ]
     )
 
@@ -287,6 +414,8 @@ def main() -> None:
             )
         print(summary(on_redis, "redis"))
         result["redis"] = {k: v for k, v in on_redis.items() if k != "bench"}
+        result["met_redis"] = on_redis["met"]
+        result["met_otel_process_redis"] = on_redis["met_otel_process"]
     print(json.dumps(result))
 
 

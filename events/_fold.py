@@ -13,7 +13,9 @@ folds to the state as of its last seq), R20 (a turn's dispatch bookkeeping is
 its own: ``agent.turn_start`` resets it, so a call id reused by a later turn
 is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
 recovery finishes), R9 (``session.imported`` seeds a session from a pause
-checkpoint and leaves its pause pending at the checkpoint's seq).
+checkpoint and leaves its pause pending at the checkpoint's seq), issue 8
+item 8 (``Folder.trace``: the W3C trace context the open turn runs under, as
+last recorded, so a resume or recovery with no caller context continues it).
 
 What "unfinished" means: a turn started (``agent.turn_start``), ended neither
 by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending. That is
@@ -155,6 +157,7 @@ class Folder:
         "resolved_pauses",
         "rows",
         "session_id",
+        "trace",
         "turn",
         "unknown",
         "window_records",
@@ -179,6 +182,8 @@ class Folder:
         # The current turn was ended by error.fatal (it is not unfinished).
         self.failed = False
         self.identity: Any = None
+        # (traceparent, tracestate) of the current turn, as last recorded.
+        self.trace: tuple[str, str] = ("", "")
         self.dispatched: dict[str, ToolDispatched] = {}
         self.resolved_pauses: set[int] = set()
         # Every pause.request seq, so a checkpoint naming another seq is known forged.
@@ -293,6 +298,7 @@ class Folder:
         # else: the history already is exactly that checkpoint's; keep it.
         self.turn = ev.turn
         self.identity = ev.identity
+        self.trace = (ev.traceparent, ev.tracestate)
         self.iteration = 0
         self.original_input = None
         self.in_turn = True
@@ -388,6 +394,7 @@ class Folder:
             return
         self.turn = call.turn
         self.identity = call.identity
+        self.trace = (ev.traceparent, ev.tracestate)
         self.iteration = call.iteration
         self.in_turn = True
         self.failed = False
@@ -401,12 +408,23 @@ class Folder:
             self.resolved_pauses.add(self.pending.seq)
         self.pending = None
         self.pause_checkpoint = None
+        self._continued(ev)
+
+    def _continued(self, ev: PauseResumed | ToolOutcomeUnknown) -> None:
+        # A continuation recorded without a context (an older stream) keeps
+        # the turn's.
+        if ev.traceparent:
+            self.trace = (ev.traceparent, ev.tracestate)
 
     def _dispatched(self, ev: ToolDispatched) -> None:
         self.dispatched[ev.tool_call_id] = ev
 
-    def _tool_ended(self, ev: ToolEnded | ToolOutcomeUnknown) -> None:
+    def _tool_ended(self, ev: ToolEnded) -> None:
         self.dispatched.pop(ev.tool_call_id, None)
+
+    def _outcome_unknown(self, ev: ToolOutcomeUnknown) -> None:
+        self.dispatched.pop(ev.tool_call_id, None)
+        self._continued(ev)
 
     def _window(self, ev: WindowCompacted) -> None:
         self.window_records.append(ev)
@@ -452,7 +470,7 @@ _HANDLERS: dict[type[Any], Callable[[Folder, Any], None]] = {
     PauseResumed: Folder._pause_resumed,
     ToolDispatched: Folder._dispatched,
     ToolEnded: Folder._tool_ended,
-    ToolOutcomeUnknown: Folder._tool_ended,
+    ToolOutcomeUnknown: Folder._outcome_unknown,
     WindowCompacted: Folder._window,
     UnknownEvent: Folder._unknown,
 }

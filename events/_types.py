@@ -8,7 +8,10 @@ Emits:   nothing; these are the emissions.
 
 Laws: R12 (the envelope; ``stream.token`` is the one transient type), R13
 (the types), R9 (``session.imported`` records that a session was seeded from a
-pause checkpoint, with the checkpoint's digest), R10 (every field added later
+pause checkpoint, with the checkpoint's digest), issue 8 item 8 (the W3C
+trace context of a turn — ``traceparent``, ``tracestate`` — is recorded on the
+event that opens it and on each that continues it elsewhere: a resume, an
+import, a recovery's ``tool.outcome_unknown``), R10 (every field added later
 gets a default; unknown fields are ignored, never ``forbid_unknown_fields``),
 G49 (the decision fact carries no
 value field at all, by schema).
@@ -70,12 +73,18 @@ class MiddlewareDecisionEvent(Event, tag="middleware.decision", frozen=True):
 
 
 class TurnStarted(Event, tag="agent.turn_start", frozen=True):
-    """A turn began; ``base_seq`` is the seq of the checkpoint it continues."""
+    """A turn began; ``base_seq`` is the seq of the checkpoint it continues.
+
+    ``traceparent``/``tracestate`` are the turn's W3C trace context (the
+    caller's, else one the runtime minted); empty in older streams.
+    """
 
     type: ClassVar[str] = "agent.turn_start"
     turn: int
     base_seq: int = 0
     identity: Any = None
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 class TurnEnded(Event, tag="agent.turn_end", frozen=True):
@@ -201,6 +210,8 @@ class SessionImported(Event, tag="session.imported", frozen=True):
     mac: str | None = None
     content_digest: str = ""
     call: PausedCall | None = None
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 class PauseResumed(Event, tag="pause.resume", frozen=True):
@@ -214,6 +225,8 @@ class PauseResumed(Event, tag="pause.resume", frozen=True):
     note: str | None = None
     paused_duration_ms: int = 0
     component_id: str | None = None
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 class FatalError(Event, tag="error.fatal", frozen=True):
@@ -257,6 +270,8 @@ class ToolOutcomeUnknown(Event, tag="tool.outcome_unknown", frozen=True):
     type: ClassVar[str] = "tool.outcome_unknown"
     tool_name: str
     tool_call_id: str
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 class WindowRefusal(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -11,7 +11,10 @@ middleware, question — from the store's pending-asks index, not a scan and
 fold of every session; ``approve|decline SESSION --by WHO [--note TEXT]``
 resolves one as ``check_in_approved``/``check_in_declined`` would), R1 (the
 pause being resolved and its checkpoint are read from the fold of its
-stream), R9 (the checkpoint is checked like any other).
+stream), R9 (the checkpoint is checked like any other), issue 8 item 8 (an
+approval joins the caller's trace when the shell passes one in the
+``TRACEPARENT``/``TRACESTATE`` environment variables, OpenTelemetry's
+environment carrier; else the turn's recorded trace goes on).
 
 Why ``--agent module:function``: resuming runs the rest of the turn — the
 chain after the asker, the tool, the model — so the command needs the agent
@@ -22,6 +25,7 @@ returns the agent built on it.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -101,5 +105,10 @@ async def decide(
             "the --agent function must build its agent on the store it is given"
         )
     decision = (check_in_approved if approved else check_in_declined)(by, note)
-    out: Any = await agent.resume(state.checkpoint, decision)
+    out: Any = await agent.resume(
+        state.checkpoint,
+        decision,
+        traceparent=os.environ.get("TRACEPARENT"),
+        tracestate=os.environ.get("TRACESTATE"),
+    )
     return out  # type: ignore[no-any-return]

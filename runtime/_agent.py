@@ -18,7 +18,10 @@ nothing more and raises ``CheckpointError("replayed")`` when the winner
 answered the pause it resumed, else the ``SequenceConflictError``; a turn
 holding dispatched calls without results is refused continuation with
 ``RecoveryRequiredError``), R21 (at most ``max_resident`` sessions resident,
-idle ones dropped, busy ones never; a dropped session re-activates silently).
+idle ones dropped, busy ones never; a dropped session re-activates silently),
+issue 8 item 8 (``run``/``follow_up``/``resume`` take the caller's W3C trace
+context; without one a turn gets a minted context and a resume continues the
+turn's recorded one, see ``_trace.py``).
 
 Why sessions are re-activated from the store after a failed append: the
 cached fold then holds events the store never accepted; the store's stream is
@@ -80,6 +83,7 @@ from ._loop import Loop, MessageRefused, Session, find_call
 from ._pause import AskPause, CheckInDecision, decision_why
 from ._residency import Residency
 from ._tools import Tool, invalid_arguments_text
+from ._trace import NO_TRACE, Trace, given, resolve
 from ._watchers import Listeners
 from .providers import Provider
 
@@ -109,7 +113,8 @@ class Agent:
     def create(provider: Provider, model: str, **options: Any) -> AgentBuilder:
         """Start building an agent.
 
-        Options: ``redact``, ``store``, ``clock``, ``ids``, ``credentials``,
+        Options: ``redact``, ``store``, ``clock``, ``ids``, ``traces`` (the
+        source of minted W3C ``traceparent`` values, default random), ``credentials``,
         ``max_resident`` (sessions kept resident, default 10,000) and
         ``idle_s`` (seconds without an operation after which a resident
         session is dropped, default 600, on the agent's clock). A dropped
@@ -266,11 +271,16 @@ class Agent:
         continue_from: Checkpoint | str | None = None,
         identity: Mapping[str, Any] | None = None,
         session_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> str | AskPause:
         """Run one turn: admit the message, loop, return the answer or a pause.
 
         ``session_id`` names a fresh session (a cluster places a session before
-        it exists); it must be new to the store.
+        it exists); it must be new to the store. ``traceparent`` (with
+        ``tracestate``) is the caller's W3C trace context: the turn's spans
+        become its children. Without one (or with a malformed one) the turn
+        gets a fresh context; either is recorded on ``agent.turn_start``.
         """
         if not isinstance(message, str):
             raise TypeError(f"run() takes the message as a str, got {shape(message)}")
@@ -300,8 +310,12 @@ class Agent:
                 await session.journal.activate()  # catch up with other hosts
                 base_seq = self._check_continuation(session.journal.folder, cp)
             self._use(session)
+            trace = resolve(
+                traceparent, tracestate, NO_TRACE, self._config.new_traceparent
+            )
             return await self._guard(
-                session, self._start_turn(session, message, identity, base_seq, seed)
+                session,
+                self._start_turn(session, message, identity, base_seq, seed, trace),
             )
 
     def _check_continuation(self, f: Folder, cp: Checkpoint) -> int:
@@ -329,6 +343,7 @@ class Agent:
         identity: Mapping[str, Any] | None,
         base_seq: int,
         seed: Checkpoint | None,
+        trace: Trace,
     ) -> str | AskPause:
         cfg = self._config
         j = s.journal
@@ -358,11 +373,25 @@ class Agent:
                 )
             )
             base_seq = seeded.seq or 0
-        j.add(TurnStarted(turn=j.folder.turn + 1, base_seq=base_seq, identity=ident))
+        j.add(
+            TurnStarted(
+                turn=j.folder.turn + 1,
+                base_seq=base_seq,
+                identity=ident,
+                traceparent=trace[0],
+                tracestate=trace[1],
+            )
+        )
         j.add(MessageCommitted(message=Message(role="user", content=admitted)))
         return await self._loop.drive(s)
 
-    async def follow_up(self, message: str) -> str | AskPause:
+    async def follow_up(
+        self,
+        message: str,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> str | AskPause:
         """Continue the last conversation: ``run(m, continue_from=checkpoint())``."""
         cp = self._checkpoint
         if cp is None:
@@ -374,7 +403,9 @@ class Agent:
             raise NoConversationError(reason)
         if cp.kind == "pause":
             raise NoConversationError("pending-question")
-        return await self.run(message, continue_from=cp)
+        return await self.run(
+            message, continue_from=cp, traceparent=traceparent, tracestate=tracestate
+        )
 
     async def _guard(
         self, s: Session, body: Any, *, resumed: int | None = None
@@ -475,20 +506,35 @@ class Agent:
     # -- resume -------------------------------------------------------------
 
     async def resume(
-        self, checkpoint: Checkpoint | str, decision: Any = None
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any = None,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> str | AskPause:
-        """Answer a pause and continue the run (G59–G70)."""
+        """Answer a pause and continue the run (G59–G70).
+
+        ``traceparent``/``tracestate``: the resuming caller's W3C trace
+        context (an approval request's, say); the continuation's spans become
+        its children. Without one the turn's recorded context goes on (an
+        imported checkpoint carries none: its session gets a fresh one).
+        """
         cp = _coerce(checkpoint)
+        caller = given(traceparent, tracestate)
         found = await self._activate(cp.session_id)
         imported: SessionImported | None = None
         if found is None:
             # R9: a pause checkpoint of a session this store lacks is imported.
-            imported = self._importable(cp)
+            traceparent, tracestate = caller or (self._config.new_traceparent(), "")
+            imported = msgspec.structs.replace(
+                self._importable(cp), traceparent=traceparent, tracestate=tracestate
+            )
             session = self._new_session(cp.session_id)
         else:
             session = found
         try:
-            return await self._resume_in(session, cp, decision, imported)
+            return await self._resume_in(session, cp, decision, imported, caller)
         finally:
             if imported is not None and session.journal.folder.last_seq == 0:
                 # Refused before anything was appended: no session to keep.
@@ -500,6 +546,7 @@ class Agent:
         cp: Checkpoint,
         decision: Any,
         imported: SessionImported | None,
+        caller: Trace | None,
     ) -> str | AskPause:
         async with self._operating(session):
             if imported is None:
@@ -532,9 +579,12 @@ class Agent:
                 session.journal.add(imported)
                 pending = session.journal.folder.pending or pending
             self._use(session)
+            trace = caller or resolve(
+                None, None, session.journal.folder.trace, self._config.new_traceparent
+            )
             return await self._guard(
                 session,
-                self._resume(session, pending, call, tool, decision),
+                self._resume(session, pending, call, tool, decision, trace),
                 resumed=cp.seq,
             )
 
@@ -668,6 +718,7 @@ class Agent:
         call: ToolCallRequest,
         tool: Tool,
         decision: Any,
+        trace: Trace,
     ) -> str | AskPause:
         cfg = self._config
         loop = self._loop
@@ -691,6 +742,8 @@ class Agent:
                 note=checkin.note if checkin is not None else None,
                 paused_duration_ms=max(0, cfg.clock() - p.timestamp),
                 component_id=p.component_id,
+                traceparent=trace[0],
+                tracestate=trace[1],
             )
         )
         site = CallSite(

@@ -39,6 +39,7 @@ from ._links import (
 from ._moments import ACT_KEYS
 from ._redaction import RedactionPolicy
 from ._tools import CredentialResolver, Tool
+from ._trace import random_traceparent
 from ._watchers import Listeners
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec
@@ -79,6 +80,7 @@ class AgentBuilder:
         credentials: CredentialResolver | Mapping[str, str] | None = None,
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
+        traces: Callable[[], str] | None = None,
     ) -> None:
         if not callable(getattr(provider, "call", None)):
             raise AgentBuildError(
@@ -109,6 +111,10 @@ class AgentBuilder:
             raise AgentBuildError(
                 f"idle_s= takes a number of seconds, 0 or more, got {idle_s!r}"
             )
+        if traces is not None and not callable(traces):
+            raise AgentBuildError(
+                f"traces= takes a callable returning a traceparent, got {traces!r}"
+            )
         self._max_resident = max_resident
         self._idle_s = float(idle_s)
         self._provider = provider
@@ -117,6 +123,7 @@ class AgentBuilder:
         self._store = store
         self._clock = clock or wall_clock_ms
         self._ids = ids or uuid_ids
+        self._traces = traces or random_traceparent
         if isinstance(credentials, Mapping):
             table = dict(credentials)
             self._credentials: CredentialResolver | None = table.get
@@ -324,6 +331,7 @@ class AgentBuilder:
             ),
             max_resident=self._max_resident,
             idle_s=self._idle_s,
+            new_traceparent=self._traces,
         )
         return Agent(config, listeners)
 

@@ -24,6 +24,7 @@ from helmlog.events import EventStore, digest
 from ._links import Link
 from ._redaction import RedactionPolicy
 from ._tools import CredentialResolver, Tool
+from ._trace import random_traceparent
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec
 
@@ -58,6 +59,7 @@ class AgentConfig:
     policy_version: str = ""
     max_resident: int = DEFAULT_MAX_RESIDENT
     idle_s: float = DEFAULT_IDLE_S
+    new_traceparent: Callable[[], str] = random_traceparent
 
     @staticmethod
     def posture_digest(

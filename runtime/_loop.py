@@ -15,7 +15,9 @@ ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
 (output admission and holding), G51 (the fixed dispatch order), G52
 (batches), G53 (unknown tools first), G54 (the permission gate), G55–G57,
 G59–G66 (pause, resume, one question per call, no dropped call), G69–G70
-(``ask_human``), G80 (window records), G91 (one ``error.fatal``), R5, R7,
+(``ask_human``), G80 (window records), G91 (one ``error.fatal``), R5, R7
+(a recovery's ``tool.outcome_unknown`` carries the turn's trace context, so
+the recovering host's spans join the turn's trace: issue 8 item 8),
 R20 (a run that lost a sequence conflict records nothing more, not even its
 failure).
 
@@ -75,6 +77,7 @@ from ._tools import (
     unknown_tool_text,
     with_credentials,
 )
+from ._trace import resolve
 from ._verbs import Allow, Deny
 from .providers import ProviderRequest
 
@@ -619,7 +622,17 @@ class Loop:
                     s, call, tool, site, record.args, kwargs, attempt=record.attempt + 1
                 )
         text = OUTCOME_UNKNOWN.format(name=call.name, id=call.id)
-        j.add(ToolOutcomeUnknown(tool_name=call.name, tool_call_id=call.id))
+        traceparent, tracestate = resolve(
+            None, None, j.folder.trace, self.config.new_traceparent
+        )
+        j.add(
+            ToolOutcomeUnknown(
+                tool_name=call.name,
+                tool_call_id=call.id,
+                traceparent=traceparent,
+                tracestate=tracestate,
+            )
+        )
         j.add(
             MessageCommitted(
                 message=Message(
@@ -638,9 +651,15 @@ class Loop:
         """
         j = s.journal
         for record in list(j.folder.dispatched.values()):
+            traceparent, tracestate = resolve(
+                None, None, j.folder.trace, self.config.new_traceparent
+            )
             j.add(
                 ToolOutcomeUnknown(
-                    tool_name=record.tool_name, tool_call_id=record.tool_call_id
+                    tool_name=record.tool_name,
+                    tool_call_id=record.tool_call_id,
+                    traceparent=traceparent,
+                    tracestate=tracestate,
                 )
             )
         await j.flush()

@@ -161,7 +161,8 @@ class Listeners:
             except Exception:
                 log.exception("helmlog listener failed on %s", etype)
                 continue
-            if inspect.isawaitable(out):
+            # A plain watcher returns None: skip the (costly) awaitable check.
+            if out is not None and inspect.isawaitable(out):
                 sub.ordered = _Ordered(sub.fn)
                 sub.ordered.push(event, out)
 

@@ -150,6 +150,36 @@ async def test_errors_raised_on_a_host_reach_the_caller_as_themselves(
     assert agent.last_snapshot().middleware_decisions
 
 
+@_on_session_loop
+async def test_the_callers_trace_context_reaches_the_hosts_record(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """Issue 8 item 8: ``run``/``follow_up``/``resume`` through the cluster
+    record the caller's W3C trace context on the turn and on the resume."""
+    from helmlog._demo import TURNS, the_approval
+    from helmlog.events import PauseResumed, TurnStarted
+
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    approver = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    agent: ClusterAgent = cluster.agent(demo_agent).client()
+    for number, turn in enumerate(TURNS, start=1):
+        if number == 1:
+            out = await agent.run(turn.customer, traceparent=caller)
+        else:
+            out = await agent.follow_up(turn.customer, traceparent=caller)
+        if is_ask_pause(out):
+            out = await agent.resume(
+                out.checkpoint, the_approval(), traceparent=approver
+            )
+        assert isinstance(out, str)
+    assert agent.session_id is not None
+    events = [r.decode() for r in await store.read(agent.session_id)]
+    starts = [e.traceparent for e in events if isinstance(e, TurnStarted)]
+    resumes = [e.traceparent for e in events if isinstance(e, PauseResumed)]
+    assert [caller] * len(TURNS) == starts
+    assert resumes and [approver] * len(resumes) == resumes
+
+
 def test_r18_demo_cluster_runs_the_sessions_on_session_hosts(
     no_desk: None, redis_url: str
 ) -> None:

@@ -90,7 +90,15 @@ def test_r12_ops_results_and_state_round_trip() -> None:
         history=(Message(role="user", content="hi"),),
     )
     check_in, _answer = encode_decision(check_in_approved(by="dana@ops", note="ok"))
-    op = Op(id=3, kind="resume", session_id="s1", checkpoint=cp, check_in=check_in)
+    op = Op(
+        id=3,
+        kind="resume",
+        session_id="s1",
+        checkpoint=cp,
+        check_in=check_in,
+        traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        tracestate="vendor=1",
+    )
     (back,) = decode_ops(encode_ops([op]))
     assert op == back
     decision = decode_decision(back)

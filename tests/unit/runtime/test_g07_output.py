@@ -59,6 +59,9 @@ def final(text: str = DRAFT) -> Reply:
     return Reply(content=text, usage={"input_tokens": 5, "output_tokens": 4})
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
 def build(model: Any, store: MemoryEventStore | None = None) -> Any:
     return (
         Agent.create(
@@ -66,6 +69,7 @@ def build(model: Any, store: MemoryEventStore | None = None) -> Any:
             model="m",
             ids=counter_ids(),
             clock=lambda: 1000,
+            traces=lambda: TRACEPARENT,
             store=store or MemoryEventStore(),
         )
         .system("You help.")

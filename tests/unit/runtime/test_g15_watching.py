@@ -69,6 +69,9 @@ def script() -> list[Any]:
     return [calls(call("c1", "lookup", order=7)), "It shipped."]
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
 def builder(model: Any | None = None) -> Any:
     """A governed agent's builder with deterministic ids and clock."""
     return (
@@ -77,6 +80,7 @@ def builder(model: Any | None = None) -> Any:
             model="m",
             ids=counter_ids(),
             clock=lambda: 1_700_000_000_000,
+            traces=lambda: TRACEPARENT,
         )
         .system("You look orders up.")
         .tool(lookup)

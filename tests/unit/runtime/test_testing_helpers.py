@@ -20,6 +20,9 @@ def echo(text: str) -> str:
     return text
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
 def _agent(recorder: Recorder) -> Agent:
     model = scripted(
         [
@@ -30,7 +33,13 @@ def _agent(recorder: Recorder) -> Agent:
         ]
     )
     return (
-        Agent.create(provider=model, model="m", clock=FakeClock(), ids=counter_ids())
+        Agent.create(
+            provider=model,
+            model="m",
+            clock=FakeClock(),
+            ids=counter_ids(),
+            traces=lambda: TRACEPARENT,
+        )
         .tool(echo)
         .act(before_tool=[ToolMiddleware(name="pass", on_tool_call=lambda c: allow())])
         .watch(recorder)
@@ -39,7 +48,8 @@ def _agent(recorder: Recorder) -> Agent:
 
 
 async def test_g50_same_script_same_clock_gives_identical_streams() -> None:
-    """G50: two agents with the same chains, script, clock and ids store equal bytes."""
+    """G50: two agents with the same chains, script, clock, ids and trace source
+    store equal bytes."""
     streams = []
     for _ in range(2):
         recorder = Recorder()

@@ -116,7 +116,16 @@ async def test_r16_genai_spans_per_turn_model_call_and_tool_call() -> None:
     ]
     assert expected_names == names
     (turn,) = [s for s in spans if s.name.startswith("invoke_agent")]
-    assert turn.parent is None
+    assert agent.session_id is not None
+    (started,) = [
+        e
+        for e in (r.decode() for r in await agent.store.read(agent.session_id))
+        if isinstance(e, TurnStarted)
+    ]
+    assert turn.parent is not None
+    assert started.traceparent == (
+        f"00-{turn.context.trace_id:032x}-{turn.parent.span_id:016x}-01"
+    )
     for span in spans:
         if span is not turn:
             assert span.parent is not None

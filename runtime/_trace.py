@@ -1,0 +1,103 @@
+"""W3C trace context for a turn: taken from the caller, continued, or minted.
+
+Pattern: a value object kept as the two W3C header strings (``traceparent``,
+         ``tracestate``), resolved once per operation and recorded in the
+         event that opens or continues a turn.
+Role:    runtime layer; ``Agent.run``/``resume``/``recover`` resolve the
+         context, the loop records it; ``helmlog.sinks.OtelSink`` parents the
+         turn's spans on it, in whatever process reads the record.
+Emits:   nothing.
+
+Laws: issue 8 item 8 (trace context travels in the events, so spans made on
+different hosts join one trace; a caller's context is the turn's parent; a
+resume or recovery with no caller context continues the turn's recorded one),
+R1 (the fold stays pure: minting happens here, at the edge, never in ``fold``).
+
+Why the runtime mints rather than leaving a turn without context: the turn's
+first span may be made by one host and its continuation by another, after a
+pause or a crash; only a context fixed in the record gives both the same
+trace id. A minted ``traceparent`` names a parent span no one emits (as an
+ingress that starts a trace would): its trace id is what joins the spans.
+
+Why a malformed caller value is ignored, not raised: W3C Trace Context says a
+receiver that cannot parse ``traceparent`` restarts the trace (and ignores
+``tracestate``); callers pass headers through, and a bad header must never
+stop a governed run. Nothing here imports OpenTelemetry: the runtime runs
+without it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from typing import TypeGuard
+
+# version-traceid-parentid-flags; a future version may append fields.
+_TRACEPARENT = re.compile(
+    r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[0-9a-zA-Z_.=-]*)?"
+)
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+_MAX_TRACESTATE = 512  # W3C: at most 32 members; vendors may cut at 512 chars
+
+Trace = tuple[str, str]
+"""``(traceparent, tracestate)``; ``("", "")`` when there is none."""
+
+NO_TRACE: Trace = ("", "")
+
+
+def valid_traceparent(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a ``traceparent`` W3C Trace Context accepts."""
+    if not isinstance(value, str):
+        return False
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return False
+    version, trace_id, span_id, _flags, rest = match.groups()
+    if version == "ff" or (version == "00" and rest):
+        return False
+    return trace_id != _ZERO_TRACE and span_id != _ZERO_SPAN
+
+
+def random_traceparent() -> str:
+    """A fresh ``traceparent``: a random 128-bit trace id and 64-bit parent
+    id (``secrets``), sampled. The default source of minted contexts."""
+    trace_id = _ZERO_TRACE
+    while trace_id == _ZERO_TRACE:
+        trace_id = secrets.token_hex(16)
+    span_id = _ZERO_SPAN
+    while span_id == _ZERO_SPAN:
+        span_id = secrets.token_hex(8)
+    return f"00-{trace_id}-{span_id}-01"
+
+
+def given(traceparent: object, tracestate: object) -> Trace | None:
+    """The caller's context when its ``traceparent`` is valid, else ``None``
+    (its ``tracestate`` is kept only with a valid ``traceparent``)."""
+    if not valid_traceparent(traceparent):
+        return None
+    state = tracestate if isinstance(tracestate, str) else ""
+    return (traceparent, state.strip()[:_MAX_TRACESTATE])
+
+
+def resolve(
+    traceparent: object,
+    tracestate: object,
+    recorded: Trace,
+    mint: Callable[[], str] = random_traceparent,
+) -> Trace:
+    """The context an operation records: the caller's when valid, else the
+    recorded one it continues, else a minted one.
+
+    Args:
+        traceparent: what the caller passed (``None`` for nothing).
+        tracestate: the caller's ``tracestate``.
+        recorded: the context the session's open turn runs under
+            (``Folder.trace``), ``NO_TRACE`` for a new turn.
+        mint: the agent's source of fresh ``traceparent`` values.
+    """
+    caller = given(traceparent, tracestate)
+    if caller is not None:
+        return caller
+    return recorded if recorded[0] else (mint(), "")
