@@ -21,6 +21,12 @@ a ``RecursionError`` that still escapes msgspec (msgpack, which cannot be
 scanned) becomes the same typed error.
 256 is twice serde_json's default limit and far beyond any recorded value.
 
+Why ``event_type`` reads a prefix: stores tell a record's type without
+decoding it (the index, the facts projection), on every record they read.
+msgspec writes the tag first, so ``{"type":"<name>"`` opens every record this
+package stored, and a known name is looked up, not decoded; bytes another
+writer shaped otherwise fall back to decoding the envelope.
+
 Why an ``enc_hook`` that falls back to ``str``: a tool may return any Python
 object. The model reads it as JSON (G25) and the stream must keep a record of
 it; a value msgspec cannot encode is recorded as its text rather than losing
@@ -36,7 +42,7 @@ from typing import Any
 import msgspec
 
 from ._errors import EventDecodeError
-from ._types import AnyEvent, Event, UnknownEvent
+from ._types import EVENT_TYPES, AnyEvent, Event, UnknownEvent
 
 MAX_DEPTH = 256
 """The deepest nesting of arrays and objects a decoder accepts."""
@@ -138,8 +144,6 @@ def decode_event(data: bytes) -> Event | UnknownEvent:
         raise EventDecodeError("malformed", str(exc)) from None
     except RecursionError:
         raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
-    from ._types import EVENT_TYPES
-
     if env.type in EVENT_TYPES:
         raise EventDecodeError("malformed", invalid)
     return UnknownEvent(
@@ -166,6 +170,29 @@ def decode_envelope(data: bytes) -> tuple[str, int | None, str]:
     except RecursionError:
         raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
     return env.type, env.seq, env.prev_hash
+
+
+_TAG_PREFIX = b'{"type":"'
+# The stored tag of each known type, to its (interned) name.
+_KNOWN_TAGS: dict[bytes, str] = {t.encode(): t for t in EVENT_TYPES}
+
+
+def event_type(data: bytes) -> str:
+    """The ``type`` of one stored event, read from its first bytes.
+
+    A known type is read from the tag msgspec writes first; anything else is
+    found by decoding the envelope (an unknown type is named, R10). Never
+    raises: bytes that are not an event have the type ``""``, and decoding
+    them later reports why.
+    """
+    if data[:9] == _TAG_PREFIX:
+        name = _KNOWN_TAGS.get(data[9 : data.find(b'"', 9)])
+        if name is not None:
+            return name
+    try:
+        return decode_envelope(data)[0]
+    except EventDecodeError:
+        return ""
 
 
 def encode_msgpack(event: Event) -> bytes:
