@@ -91,24 +91,44 @@ def fact_records(
 
     A row's fact is encoded from its projection (never the row's bytes, so no
     ``before``/``after``); a stored fact of an older stream is published as
-    stored. Only rows are decoded.
+    stored (with the session id put back, if its bytes lack it).
     """
     out: list[tuple[int, bytes]] = []
     last = len(records) - 1
     for i, record in enumerate(records):
         kind = type_of(record)
         if kind == FACT_TYPE:
-            out.append((record.seq, record.data))
+            out.append((record.seq, _stored_fact(session_id, record)))
         elif kind == FILED_TYPE:
             if i < last and type_of(records[i + 1]) == FACT_TYPE:
                 continue  # an older stream: its stored fact follows
-            try:
-                filed = decode_event(record.data)
-            except EventDecodeError:
-                continue  # a damaged record: verification names its seq
-            if not isinstance(filed, DecisionFiled):
-                continue
-            if not filed.session_id:
-                _set(filed, "session_id", session_id)  # fresh: nobody holds it
-            out.append((record.seq, encode_event(fact_of(filed))))
+            filed = _decoded(session_id, record)
+            if isinstance(filed, DecisionFiled):
+                out.append((record.seq, encode_event(fact_of(filed))))
     return out
+
+
+def _decoded(session_id: str, record: StoredEvent) -> object:
+    """The record's event with its session id, or ``None`` if it is damaged."""
+    try:
+        event = decode_event(record.data)
+    except EventDecodeError:
+        return None  # a damaged record: verification names its seq
+    if not event.session_id:
+        _set(event, "session_id", session_id)  # fresh: nobody else holds it
+    return event
+
+
+def _stored_fact(session_id: str, record: StoredEvent) -> bytes:
+    """A stored fact as published: its bytes, which name the session in an
+    older writer's stream; one stored without its session id is encoded with
+    it, so every published fact says whose it is."""
+    # A key in JSON bytes: inside a string value its quotes would be escaped.
+    if record.seq == 1 or b'"session_id"' in record.data:
+        return record.data
+    event = _decoded(session_id, record)
+    return (
+        encode_event(event)
+        if isinstance(event, MiddlewareDecisionEvent)
+        else record.data
+    )
