@@ -175,19 +175,33 @@ def decode_envelope(data: bytes) -> tuple[str, int | None, str]:
 _TAG_PREFIX = b'{"type":"'
 # The stored tag of each known type, to its (interned) name.
 _KNOWN_TAGS: dict[bytes, str] = {t.encode(): t for t in EVENT_TYPES}
+# Enough of a record's first bytes to hold the longest known tag and its
+# closing quote: two records that open with the same window have one type.
+_WINDOW = len(_TAG_PREFIX) + max(map(len, EVENT_TYPES)) + 1
+_SEEN_MAX = 4_096
+# Windows already typed, to their type: the window after a tag is the first
+# field's name (and a few bytes of its value), so a stream has few of them.
+_seen: dict[bytes, str] = {}
 
 
 def event_type(data: bytes) -> str:
     """The ``type`` of one stored event, read from its first bytes.
 
-    A known type is read from the tag msgspec writes first; anything else is
-    found by decoding the envelope (an unknown type is named, R10). Never
-    raises: bytes that are not an event have the type ``""``, and decoding
-    them later reports why.
+    A known type is read from the tag msgspec writes first (once per distinct
+    opening, then looked up); anything else is found by decoding the envelope
+    (an unknown type is named, R10). Never raises: bytes that are not an
+    event have the type ``""``, and decoding them later reports why.
     """
-    if data[:9] == _TAG_PREFIX:
-        name = _KNOWN_TAGS.get(data[9 : data.find(b'"', 9)])
+    window = data[:_WINDOW]
+    name = _seen.get(window)
+    if name is not None:
+        return name
+    if window[:9] == _TAG_PREFIX:
+        end = data.find(b'"', 9)
+        name = _KNOWN_TAGS.get(data[9:end])
         if name is not None:
+            if end < _WINDOW and len(_seen) < _SEEN_MAX:
+                _seen[window] = name
             return name
     try:
         return decode_envelope(data)[0]

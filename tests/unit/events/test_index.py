@@ -93,6 +93,10 @@ def test_r10_event_type_reads_reordered_encodings() -> None:
     assert "agent.turn_start" == event_type(data)
     assert "future.thing" == event_type(b'{"type":"future.thing","x":1}')
     assert "" == event_type(b"not an event")
+    # A known type's name opening a longer, unknown one is not taken for it.
+    _, (filed,) = seal("s", [FatalError(code="E")], after_seq=0, prev_hash="")
+    assert "error.fatal" == event_type(filed.data) == event_type(filed.data)
+    assert "error.fatality" == event_type(b'{"type":"error.fatality","seq":1}')
 
 
 def test_r7_records_built_by_hand_are_typed_from_their_bytes() -> None:
