@@ -52,6 +52,7 @@ from helmlog.events import (
     UnknownEvent,
     decode_event,
     fact_for,
+    fact_of,
     fold,
     hash_bytes,
     open_event_store,
@@ -591,6 +592,38 @@ async def test_r4_failed_publication_never_fails_the_append(
         assert 0 == await store.republish_facts(sid)
         facts = await store.read_facts()
         assert [(sid, 2), (sid, 4)] == [(f.session_id, f.seq) for f in facts]
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_r4_republished_facts_are_projections_with_the_rows_seq(
+    redis_url: str, raw_redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R4: facts republished from a stream of rows are the rows' projections,
+    at the rows' seqs, with no value; published once."""
+    sid = new_session()
+    facts_key = shard_keys(shard_of(sid, DEFAULT_SHARDS))[0]
+    await raw_redis.set(facts_key, "not a stream")
+    store = RedisEventStore.from_url(redis_url)
+    try:
+        with caplog.at_level(logging.WARNING, logger="helmlog"):
+            seq = await store.append(sid, turn(1)[:1] + filed(1) + filed(2), 0)
+            assert 3 == seq
+            await eventually(
+                lambda: asyncio.sleep(0, caplog.records),
+                lambda recs: any("not published" in r.getMessage() for r in recs),
+            )
+        await raw_redis.delete(facts_key)
+        assert 2 == await store.republish_facts(sid)
+        assert 0 == await store.republish_facts(sid)
+        facts = await store.read_facts()
+        assert [(sid, 2), (sid, 3)] == [(f.session_id, f.seq) for f in facts]
+        rows = [r.decode() for r in (await store.read(sid))[1:]]
+        assert [fact_of(r) for r in rows if isinstance(r, DecisionFiled)] == [
+            decode_event(f.data) for f in facts
+        ]
+        assert [] == [f for f in facts if SECRET.encode() in f.data]
     finally:
         await store.close()
 
