@@ -1,7 +1,9 @@
 """helmlog.events — the vocabulary and the record.
 
 The typed event union, the ledger row, codecs, the event-store port with its
-memory and Redis adapters, the hash chain, checkpoints and the pure fold.
+memory and Redis adapters, the hash chain, checkpoints, the pure fold and the
+facts projection (``fact_of``, ``watched``: a decision is stored once, as its
+row; watchers see its fact).
 Imports nothing of helmlog: every other layer stands on this one.
 """
 
