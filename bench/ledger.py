@@ -36,12 +36,15 @@ Units: every ``*_rows_per_s`` and ``raw_xadd_per_s`` counts rows, a row being
 the one stored entry of a decision (``decision.filed``; its fact is a
 projection, published, never stored — before issue 8 a row was two entries,
 the row and its stored fact, so append figures from before are not
-comparable). The raw baseline XADDs exactly those bytes, in redis-py
-pipelines of 1,000 commands, and nothing else; the store also runs its
-sequence check, projects each row's fact and publishes it to its shard
-``helmlog:facts:{<n>}``. Raw ``XRANGE`` reads the same
-stream and decodes nothing; it keeps the entries it reads, as ``store.read``
-returns the whole stream (``raw_xrange_per_s``, the read target's yardstick).
+comparable). The raw baseline XADDs exactly the payloads the store writes —
+each row's entry to its session's stream and the row's fact to a facts
+stream — in redis-py pipelines of 1,000 commands, and nothing else; the store
+also runs its sequence check in its script, projects each row's fact and
+publishes it to its shard ``helmlog:facts:{<n>}``. (Before issue 8 the
+baseline XADDed the row and its stored fact to the session's stream.) Raw
+``XRANGE`` reads the same stream and decodes nothing; it keeps the entries it
+reads, as ``store.read`` returns the whole stream (``raw_xrange_per_s``, the
+read target's yardstick).
 The same read dropping each page (``paged_xrange_per_s``, the yardstick
 before issue 7) is printed beside it: holding 50,000 decoded events costs
 garbage collection that a reader keeping nothing never pays — on this
@@ -253,10 +256,19 @@ async def bench_store_append(
 async def bench_raw_xadd(
     client: aioredis.Redis, sessions: int, rows: int, tag: str, pipeline: int
 ) -> float:
-    # The same stored bytes and hashes the store writes: one entry per row.
-    _, records = seal("bench", decision_batch(0), after_seq=0, prev_hash="")
-    fields = [{"seq": r.seq, "data": r.data, "hash": r.hash} for r in records]
-    total = sessions * rows * len(fields)
+    # The same payloads the store writes: the row's entry (bytes and hash) to
+    # the session's stream, and its fact to a facts stream.
+    stamped, (record,) = seal("bench", decision_batch(0), after_seq=0, prev_hash="")
+    (filed,) = stamped
+    assert isinstance(filed, DecisionFiled)
+    row = {"seq": record.seq, "data": record.data, "hash": record.hash}
+    fact = {
+        "session_id": "bench",
+        "seq": record.seq,
+        "data": encode_event(fact_of(filed)),
+    }
+    facts_key = f"raw:facts:{{{tag}}}"
+    total = sessions * rows * 2
 
     async def body() -> None:
         pipe = client.pipeline(transaction=False)
@@ -264,8 +276,8 @@ async def bench_raw_xadd(
         for _row in range(rows):
             for s in range(sessions):
                 key = f"raw:{{{tag}-{s}}}:events"
-                for f in fields:
-                    pipe.xadd(key, f)  # type: ignore[arg-type]
+                for k, f in ((key, row), (facts_key, fact)):
+                    pipe.xadd(k, f)  # type: ignore[arg-type]
                     queued += 1
                     if queued == pipeline:
                         await pipe.execute()
@@ -274,7 +286,7 @@ async def bench_raw_xadd(
         if queued:
             await pipe.execute()
 
-    return await timed(total, body) / len(fields)
+    return await timed(total, body) / 2
 
 
 async def bench_redispy_append(
