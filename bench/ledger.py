@@ -14,7 +14,17 @@ realistic decoded stream).
 
 Targets (issue 7): store appends ≥ 70 % of raw pipelined ``XADD`` of the
 same payloads; fold ≥ 300k events/s; ``read`` + decode ≥ 80 % of raw
-``XRANGE``.
+``XRANGE``. Issue 8: at most ``BYTES_PER_TURN_TARGET`` (4,000) bytes of
+stored ``data`` per governed one-tool turn (``bytes_per_turn``).
+
+Bytes per turn: the governed one-tool turn of ``bench/turns.py`` (three
+``allow()`` links at before-tool, one ``allow(value, why)`` transform at
+after-tool), run once on a ``MemoryEventStore``, summing ``len(record.data)``
+over its stream (``events_per_turn`` events). Before issue 8 each decision
+was stored twice (``decision.filed`` and its ``middleware.decision`` fact)
+with every default field and the session id in every event: 21 events,
+``BYTES_PER_TURN_BEFORE`` = 6,721 bytes, measured on 2026-12-01; that writer
+is gone, so the figure is a constant, not re-created.
 
 Why it also measures the store's work done with redis-py's own primitives
 (a ``Script`` in ``pipeline(transaction=False)`` for the appends, ``xrange``
@@ -23,12 +33,18 @@ only where that beats the driver, and this run is what decides.
 ``wire_vs_redispy_append`` and ``wire_vs_redispy_read`` above 1.0 keep ``Wire``.
 
 Units: every ``*_rows_per_s`` and ``raw_xadd_per_s`` counts rows, a row being
-the two stored entries of a decision (``decision.filed`` + its fact). The raw
-baseline XADDs exactly those bytes, in redis-py pipelines of 1,000 commands,
-and nothing else; the store also runs its sequence check and publishes each
-fact to its shard ``helmlog:facts:{<n>}``. Raw ``XRANGE`` reads the same
-stream and decodes nothing; it keeps the entries it reads, as ``store.read``
-returns the whole stream (``raw_xrange_per_s``, the read target's yardstick).
+the one stored entry of a decision (``decision.filed``; its fact is a
+projection, published, never stored — before issue 8 a row was two entries,
+the row and its stored fact, so append figures from before are not
+comparable). The raw baseline XADDs exactly the payloads the store writes —
+each row's entry to its session's stream and the row's fact to a facts
+stream — in redis-py pipelines of 1,000 commands, and nothing else; the store
+also runs its sequence check in its script, projects each row's fact and
+publishes it to its shard ``helmlog:facts:{<n>}``. (Before issue 8 the
+baseline XADDed the row and its stored fact to the session's stream.) Raw
+``XRANGE`` reads the same stream and decodes nothing; it keeps the entries it
+reads, as ``store.read`` returns the whole stream (``raw_xrange_per_s``, the
+read target's yardstick).
 The same read dropping each page (``paged_xrange_per_s``, the yardstick
 before issue 7) is printed beside it: holding 50,000 decoded events costs
 garbage collection that a reader keeping nothing never pays — on this
@@ -74,7 +90,8 @@ from helmlog.events import (
     TurnStarted,
     UnknownEvent,
     decode_event,
-    fact_for,
+    encode_event,
+    fact_of,
     fold,
     seal,
 )
@@ -87,6 +104,11 @@ from helmlog.events._redis_store import (
 )
 
 TARGETS = {"append": 0.70, "fold": 300_000.0, "read": 0.80}
+BYTES_PER_TURN_TARGET = 4_000
+# Measured on 2026-12-01, before issue 8 (21 events: each decision stored
+# twice, every default and the session id in every event).
+BYTES_PER_TURN_BEFORE = 6_721
+EVENTS_PER_TURN_BEFORE = 21
 
 
 def decision_row(n: int) -> MiddlewareDecision:
@@ -105,9 +127,9 @@ def decision_row(n: int) -> MiddlewareDecision:
 
 
 def decision_batch(n: int) -> list[Event]:
-    """One ledger row and its fact: the batch a walker appends per decision."""
-    row = decision_row(n)
-    return [DecisionFiled(row=row, timestamp=1_700_000_000_000 + n), fact_for(row)]
+    """One ledger row: the batch a walker appends per decision (its fact is a
+    projection the store publishes, R4)."""
+    return [DecisionFiled(row=decision_row(n), timestamp=1_700_000_000_000 + n)]
 
 
 def realistic_turn(t: int) -> list[Event]:
@@ -150,7 +172,6 @@ def realistic_turn(t: int) -> list[Event]:
             timestamp=ts,
         ),
         DecisionFiled(row=row, timestamp=ts),
-        fact_for(row),
         ToolDispatched(
             tool_name="search_documents",
             tool_call_id=call,
@@ -235,10 +256,19 @@ async def bench_store_append(
 async def bench_raw_xadd(
     client: aioredis.Redis, sessions: int, rows: int, tag: str, pipeline: int
 ) -> float:
-    # The same stored bytes and hashes the store writes: two entries per row.
-    _, records = seal("bench", decision_batch(0), after_seq=0, prev_hash="")
-    fields = [{"seq": r.seq, "data": r.data, "hash": r.hash} for r in records]
-    total = sessions * rows * len(fields)
+    # The same payloads the store writes: the row's entry (bytes and hash) to
+    # the session's stream, and its fact to a facts stream.
+    stamped, (record,) = seal("bench", decision_batch(0), after_seq=0, prev_hash="")
+    (filed,) = stamped
+    assert isinstance(filed, DecisionFiled)
+    row = {"seq": record.seq, "data": record.data, "hash": record.hash}
+    fact = {
+        "session_id": "bench",
+        "seq": record.seq,
+        "data": encode_event(fact_of(filed)),
+    }
+    facts_key = f"raw:facts:{{{tag}}}"
+    total = sessions * rows * 2
 
     async def body() -> None:
         pipe = client.pipeline(transaction=False)
@@ -246,8 +276,8 @@ async def bench_raw_xadd(
         for _row in range(rows):
             for s in range(sessions):
                 key = f"raw:{{{tag}-{s}}}:events"
-                for f in fields:
-                    pipe.xadd(key, f)  # type: ignore[arg-type]
+                for k, f in ((key, row), (facts_key, fact)):
+                    pipe.xadd(k, f)  # type: ignore[arg-type]
                     queued += 1
                     if queued == pipeline:
                         await pipe.execute()
@@ -256,7 +286,7 @@ async def bench_raw_xadd(
         if queued:
             await pipe.execute()
 
-    return await timed(total, body) / len(fields)
+    return await timed(total, body) / 2
 
 
 async def bench_redispy_append(
@@ -265,8 +295,9 @@ async def bench_redispy_append(
     """The store's append work on redis-py's primitives, ideally group-committed.
 
     Every session's next append (the script with its seq check, then the
-    fact's ``XADD``) goes into one ``pipeline(transaction=False)`` per round,
-    the best batching a group commit can reach.
+    ``XADD`` of the row's projected fact) goes into one
+    ``pipeline(transaction=False)`` per round, the best batching a group
+    commit can reach.
     """
     script = client.register_script(APPEND_LUA)
     batches = [decision_batch(n) for n in range(rows)]
@@ -280,17 +311,22 @@ async def bench_redispy_append(
             for s in range(sessions):
                 sid = f"{tag}-{s}"
                 seq, prev = heads[s]
-                _, records = seal(sid, batch, after_seq=seq, prev_hash=prev)
+                stamped, records = seal(sid, batch, after_seq=seq, prev_hash=prev)
                 sealed[s] = records
                 args: list[Any] = [seq, prev, f"bench:{seq}"]
                 for r in records:
                     args += [r.data, r.hash]
                 keys = [stream_key(sid)]
                 await script(keys=keys, args=args, client=pipe)
-                fact = records[-1]
+                row = stamped[-1]
+                assert isinstance(row, DecisionFiled)
                 pipe.xadd(
                     facts,
-                    {"session_id": sid, "seq": fact.seq, "data": fact.data},
+                    {
+                        "session_id": sid,
+                        "seq": records[-1].seq,
+                        "data": encode_event(fact_of(row)),
+                    },
                     maxlen=1_000_000,
                     approximate=True,
                 )
@@ -387,6 +423,36 @@ def bench_fold(events: list[Event | UnknownEvent], repeat: int) -> float:
     return best_of(rates)
 
 
+# -- bytes per turn --------------------------------------------------------
+
+
+async def bytes_per_turn() -> tuple[int, int]:
+    """``(stored data bytes, events)`` of one governed one-tool turn.
+
+    The turn of ``bench/turns.py``: three ``allow()`` links at before-tool and
+    one ``allow(value, why)`` transform at after-tool, on a memory store.
+    """
+    from bench.turns import governed_links, lookup, responder
+    from helmlog import Agent
+    from helmlog.events import MemoryEventStore
+    from helmlog.runtime.providers import scripted
+
+    store = MemoryEventStore()
+    agent = (
+        Agent.create(
+            provider=scripted(respond=responder(1)), model="bench", store=store
+        )
+        .system("Look up.")
+        .tool(lookup)
+        .tool_middleware(*governed_links())
+        .build()
+    )
+    await agent.run("Look my orders up.")
+    (sid,) = await store.sessions()
+    records = await store.read(sid)
+    return sum(len(r.data) for r in records), len(records)
+
+
 # -- main ----------------------------------------------------------------
 
 
@@ -454,6 +520,7 @@ async def run(quick: bool) -> dict[str, Any]:
             await client.aclose()
 
     fold_rate = bench_fold(fold_events(fold_n), repeat)
+    turn_bytes, turn_events = await bytes_per_turn()
     append_rate, raw_rate = best_of(append_runs), best_of(raw_runs)
     read_rate, xrange_rate = best_of(read_runs), best_of(xrange_runs)
     return {
@@ -474,6 +541,8 @@ async def run(quick: bool) -> dict[str, Any]:
         "paged_xrange_per_s": best_of(paged_runs),
         "fold_events": fold_n,
         "read_rows": read_n,
+        "bytes_per_turn": turn_bytes,
+        "events_per_turn": turn_events,
     }
 
 
@@ -490,6 +559,7 @@ def main() -> int:
         "append": append_ratio >= TARGETS["append"],
         "fold": r["fold_events_per_s"] >= TARGETS["fold"],
         "read": read_ratio >= TARGETS["read"],
+        "bytes": r["bytes_per_turn"] <= BYTES_PER_TURN_TARGET,
     }
 
     wire_append = r["append_rows_per_s"] / r["redispy_append_rows_per_s"]
@@ -498,7 +568,7 @@ def main() -> int:
     def mark(name: str) -> str:
         return "ok  " if ok[name] else "MISS"
 
-    print("helmlog ledger benchmark (best of runs; rows = a decision row + its fact)")
+    print("helmlog ledger benchmark (best of runs; a row = one decision.filed entry)")
     print(
         f"  [{mark('append')}] append   {r['append_rows_per_s']:>11,.0f} rows/s  "
         f"({r['sessions']} sessions x {r['rows_per_session']} rows, group-committed)"
@@ -534,6 +604,12 @@ def main() -> int:
         f"  [{mark('fold')}] fold     {r['fold_events_per_s']:>11,.0f} events/s "
         f"({r['fold_events']:,} decoded events; target ≥ {TARGETS['fold']:,.0f})"
     )
+    print(
+        f"  [{mark('bytes')}] bytes    {r['bytes_per_turn']:>11,} per governed "
+        f"one-tool turn ({r['events_per_turn']} events; before "
+        f"{BYTES_PER_TURN_BEFORE:,} in {EVENTS_PER_TURN_BEFORE}; "
+        f"target ≤ {BYTES_PER_TURN_TARGET:,})"
+    )
     line = {
         "bench": "ledger",
         "append_rows_per_s": round(r["append_rows_per_s"]),
@@ -548,6 +624,10 @@ def main() -> int:
         "read_ratio_vs_paged_xrange": round(paged_ratio, 3),
         "wire_vs_redispy_append": round(wire_append, 3),
         "wire_vs_redispy_read": round(wire_read, 3),
+        "bytes_per_turn": r["bytes_per_turn"],
+        "bytes_per_turn_before": BYTES_PER_TURN_BEFORE,
+        "bytes_per_turn_target": BYTES_PER_TURN_TARGET,
+        "events_per_turn": r["events_per_turn"],
         "targets_met": all(ok.values()),
     }
     print(json.dumps(line))

@@ -1,13 +1,15 @@
 """helmlog.events — the vocabulary and the record.
 
 The typed event union, the ledger row, codecs, the event-store port with its
-memory and Redis adapters, the hash chain, checkpoints and the pure fold.
+memory and Redis adapters, the hash chain, checkpoints, the pure fold and the
+facts projection (``fact_of``, ``watched``: a decision is stored once, as its
+row; watchers see its fact).
 Imports nothing of helmlog: every other layer stands on this one.
 """
 
 from typing import TYPE_CHECKING
 
-from ._chain import StoredEvent, hash_bytes, seal, verify_chain
+from ._chain import StoredEvent, hash_bytes, seal, stored_encoding, verify_chain
 from ._checkpoint import (
     CHECKPOINT_VERSION,
     Checkpoint,
@@ -22,6 +24,7 @@ from ._codec import (
     digest,
     encode_event,
     encode_msgpack,
+    event_type,
     shape,
 )
 from ._decision import MiddlewareDecision
@@ -43,6 +46,7 @@ from ._errors import (
     SequenceConflictError,
     StoreError,
 )
+from ._facts import fact_of, watched
 from ._fold import Folder, PendingPause, SessionState, fold
 from ._index import PendingAsk
 from ._messages import Message, ToolCallRequest
@@ -165,12 +169,16 @@ __all__ = [
     "digest",
     "encode_event",
     "encode_msgpack",
+    "event_type",
     "fact_for",
+    "fact_of",
     "fold",
     "hash_bytes",
     "open_event_store",
     "pause_content_digest",
     "seal",
     "shape",
+    "stored_encoding",
     "verify_chain",
+    "watched",
 ]

@@ -21,6 +21,12 @@ a ``RecursionError`` that still escapes msgspec (msgpack, which cannot be
 scanned) becomes the same typed error.
 256 is twice serde_json's default limit and far beyond any recorded value.
 
+Why ``event_type`` reads a prefix: stores tell a record's type without
+decoding it (the index, the facts projection), on every record they read.
+msgspec writes the tag first, so ``{"type":"<name>"`` opens every record this
+package stored, and a known name is looked up, not decoded; bytes another
+writer shaped otherwise fall back to decoding the envelope.
+
 Why an ``enc_hook`` that falls back to ``str``: a tool may return any Python
 object. The model reads it as JSON (G25) and the stream must keep a record of
 it; a value msgspec cannot encode is recorded as its text rather than losing
@@ -36,7 +42,7 @@ from typing import Any
 import msgspec
 
 from ._errors import EventDecodeError
-from ._types import AnyEvent, Event, UnknownEvent
+from ._types import EVENT_TYPES, AnyEvent, Event, UnknownEvent
 
 MAX_DEPTH = 256
 """The deepest nesting of arrays and objects a decoder accepts."""
@@ -138,8 +144,6 @@ def decode_event(data: bytes) -> Event | UnknownEvent:
         raise EventDecodeError("malformed", str(exc)) from None
     except RecursionError:
         raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
-    from ._types import EVENT_TYPES
-
     if env.type in EVENT_TYPES:
         raise EventDecodeError("malformed", invalid)
     return UnknownEvent(
@@ -166,6 +170,43 @@ def decode_envelope(data: bytes) -> tuple[str, int | None, str]:
     except RecursionError:
         raise EventDecodeError("too-deep", "nested past the decoder's limit") from None
     return env.type, env.seq, env.prev_hash
+
+
+_TAG_PREFIX = b'{"type":"'
+# The stored tag of each known type, to its (interned) name.
+_KNOWN_TAGS: dict[bytes, str] = {t.encode(): t for t in EVENT_TYPES}
+# Enough of a record's first bytes to hold the longest known tag and its
+# closing quote: two records that open with the same window have one type.
+_WINDOW = len(_TAG_PREFIX) + max(map(len, EVENT_TYPES)) + 1
+_SEEN_MAX = 4_096
+# Windows already typed, to their type: the window after a tag is the first
+# field's name (and a few bytes of its value), so a stream has few of them.
+_seen: dict[bytes, str] = {}
+
+
+def event_type(data: bytes) -> str:
+    """The ``type`` of one stored event, read from its first bytes.
+
+    A known type is read from the tag msgspec writes first (once per distinct
+    opening, then looked up); anything else is found by decoding the envelope
+    (an unknown type is named, R10). Never raises: bytes that are not an
+    event have the type ``""``, and decoding them later reports why.
+    """
+    window = data[:_WINDOW]
+    name = _seen.get(window)
+    if name is not None:
+        return name
+    if window[:9] == _TAG_PREFIX:
+        end = data.find(b'"', 9)
+        name = _KNOWN_TAGS.get(data[9:end])
+        if name is not None:
+            if end < _WINDOW and len(_seen) < _SEEN_MAX:
+                _seen[window] = name
+            return name
+    try:
+        return decode_envelope(data)[0]
+    except EventDecodeError:
+        return ""
 
 
 def encode_msgpack(event: Event) -> bytes:

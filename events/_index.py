@@ -33,26 +33,31 @@ from typing import Final
 
 import msgspec
 
-from ._chain import StoredEvent
+from ._chain import StoredEvent, type_of
 from ._codec import decode_event
-from ._types import PauseRequested
+from ._types import (
+    FatalError,
+    PauseRequested,
+    PauseResumed,
+    SessionImported,
+    TurnEnded,
+    TurnStarted,
+)
 
 DEFAULT_SHARDS: Final = 16
 
-TURN_START: Final = b"agent.turn_start"
+TURN_START: Final = TurnStarted.type
 # An imported pause (R9) continues a turn another store saw start: it opens
 # one here, so failover finds it if its host dies mid-run (R22).
-IMPORTED: Final = b"session.imported"
-TURN_END: Final = b"agent.turn_end"
-FATAL: Final = b"error.fatal"
-PAUSE_REQUEST: Final = b"pause.request"
-PAUSE_RESUME: Final = b"pause.resume"
-FACT_TYPE: Final = b"middleware.decision"
+IMPORTED: Final = SessionImported.type
+TURN_END: Final = TurnEnded.type
+FATAL: Final = FatalError.type
+PAUSE_REQUEST: Final = PauseRequested.type
+PAUSE_RESUME: Final = PauseResumed.type
 # The types that move an index entry; any other record leaves the index alone.
 RELEVANT_TYPES: Final = frozenset(
     {TURN_START, IMPORTED, TURN_END, FATAL, PAUSE_REQUEST, PAUSE_RESUME}
 )
-_PREFIX: Final = b'{"type":"'
 
 
 class PendingAsk(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,26 +101,13 @@ def shard_of(session_id: str, shards: int) -> int:
     return int.from_bytes(digest[:8], "big") % shards
 
 
-def record_type(data: bytes) -> bytes:
-    """The ``type`` of a stored record, read from its first bytes (cheap).
-
-    msgspec writes the tag first; a record that does not start that way
-    (another writer's encoding) is decoded to find it.
-    """
-    if data.startswith(_PREFIX):
-        end = data.find(b'"', 9)
-        if end > 0:
-            return data[9:end]
-    return decode_event(data).type.encode()
-
-
 def delta_of(session_id: str, records: Sequence[StoredEvent]) -> IndexDelta | None:
     """The index effect of ``records`` in order; ``None`` when they have none."""
     open_at = close_at = resolved_at = 0
     ask: PendingAsk | None = None
     found = False
     for record in records:
-        kind = record_type(record.data)
+        kind = type_of(record)
         if kind not in RELEVANT_TYPES:
             continue
         found = True

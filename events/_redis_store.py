@@ -10,8 +10,10 @@ Pattern: a port adapter (``EventStore``) over ``redis.asyncio`` blocking
 Role:    events layer; the durable store behind hosts and the CLI's
          ``verify``, ``replay``, ``tail``, ``asks`` and ``recover``. Passes
          ``tests/contracts`` on a standalone server and on a 3-master cluster.
-Emits:   decision facts to the sharded facts streams ``helmlog:facts:{<n>}``
-         (R4), and the open-turn and pending-ask index entries (R7, R18).
+Emits:   decision facts — each row's projection, with the row's seq, never
+         its values (``_fact_ops``) — to the sharded facts streams
+         ``helmlog:facts:{<n>}`` (R4), and the open-turn and pending-ask
+         index entries (R7, R18).
 
 Laws: R2 (the script appends a batch only when the stream's last seq equals
 ``expected_seq``; stream ids are ``0-<seq>``, so Redis itself refuses a gap
@@ -25,7 +27,8 @@ naming the pool), R7/R18 (the indexes of ``events/_index.py``), R4 also
 XREADGROUP, XACK, XAUTOCLAIM; on a cluster one command per shard, routed to
 its node), R11 (every
 key of a session carries its ``{session_id}`` hash tag; every key spanning
-sessions is sharded into N keys tagged ``{<n>}``).
+sessions is sharded into N keys tagged ``{<n>}``), R12 (records read carry
+their ``type``, from the codec, and the session id their key names).
 
 Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
 
@@ -97,17 +100,16 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ._chain import StoredEvent
-from ._codec import decode_envelope
+from ._chain import StoredEvent, type_of
+from ._codec import decode_envelope, event_type
 from ._errors import SequenceConflictError, StoreError
+from ._facts import fact_records
 from ._index import (
-    FACT_TYPE,
     RELEVANT_TYPES,
     PendingAsk,
     decode_ask,
     delta_of,
     encode_ask,
-    record_type,
     shard_of,
 )
 from ._redis_scripts import APPEND_SHA, SHARD_SHA
@@ -121,7 +123,7 @@ from ._redis_wire import (
     public_url,
     split_url,
 )
-from ._store import FactDelivery, FactRecord, StoreBase, is_fact_record
+from ._store import FactDelivery, FactRecord, StoreBase
 
 log = logging.getLogger("helmlog.events")
 
@@ -339,7 +341,7 @@ class RedisEventStore(StoreBase):
                 page = await self._routes.one(
                     key, "XRANGE", key, start, "+", "COUNT", _READ_PAGE
                 )
-                _records_into(out, page)
+                _records_into(out, page, session_id)
                 if len(page) < _READ_PAGE:
                     return out
                 start = f"(0-{_id_seq(page[-1][0])}"
@@ -687,9 +689,7 @@ class RedisEventStore(StoreBase):
             at = await self._routes.one(keys[3], "HGET", keys[3], session_id)
             published = int(at) if at else 0
             ops.extend(
-                ("P", session_id, r.seq, 0, r.data)
-                for r in records
-                if r.seq > published and is_fact_record(r)
+                op for op in _fact_ops(session_id, records, "P") if op[2] > published
             )
             if not ops:
                 return 0, 0
@@ -785,7 +785,7 @@ class RedisEventStore(StoreBase):
         if not top:
             self._heads.pop(session_id, None)
             return 0, ""
-        record = _records_into([], top)[0]
+        record = _records_into([], top, session_id)[0]
         head = (record.seq, record.hash)
         self._remember(session_id, head)
         return head
@@ -811,7 +811,6 @@ class RedisEventStore(StoreBase):
             "EVALSHA", APPEND_SHA, 1, stream_key(session_id),
             expected_seq, prev_hash, f"{self._writer}:{self._tokens}",
         ]  # fmt: skip
-        after: list[Op] = []
         relevant = False
         seq = expected_seq
         for record in records:
@@ -820,11 +819,9 @@ class RedisEventStore(StoreBase):
                 raise ValueError(f"record seq {record.seq} does not follow {seq - 1}")
             args.append(record.data)
             args.append(record.hash)
-            kind = record_type(record.data)
-            if kind == FACT_TYPE:
-                after.append(("F", session_id, record.seq, 0, record.data))
-            elif kind in RELEVANT_TYPES:
+            if type_of(record) in RELEVANT_TYPES:
                 relevant = True
+        after = _fact_ops(session_id, records, "F")
         premark: Op | None = None
         if relevant:
             delta = delta_of(session_id, records)
@@ -1108,6 +1105,21 @@ class RedisEventStore(StoreBase):
         )
 
 
+def _fact_ops(session_id: str, records: Sequence[StoredEvent], code: str) -> list[Op]:
+    """The operations publishing the facts of ``records`` (R4).
+
+    Each fact is its row's projection (``fact_records``: the published
+    ``data`` is the encoded fact, never the row, so it holds no value), with
+    the row's seq; a stored fact of an older stream is published as stored.
+    ``code`` is ``"F"`` (a plain ``XADD`` after an append) or ``"P"`` (the
+    shard script's guarded publish, for ``reindex``).
+    """
+    return [
+        (code, session_id, seq, 0, data)
+        for seq, data in fact_records(session_id, records)
+    ]
+
+
 def _with(options: StoreOptions, **changes: Any) -> StoreOptions:
     values = {name: getattr(options, name) for name in StoreOptions.__slots__}
     values.update(changes)
@@ -1119,15 +1131,27 @@ def _id_seq(entry_id: Any) -> int:
     return int(bytes(entry_id).rsplit(b"-", 1)[-1])
 
 
-def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
-    """Append the records of raw ``XRANGE`` entries to ``out``."""
+def _records_into(
+    out: list[StoredEvent], entries: Any, session_id: str
+) -> list[StoredEvent]:
+    """Append the records of raw ``XRANGE`` entries of ``session_id`` to ``out``.
+
+    Each carries its type (the codec's ``event_type``) and the session id.
+    """
     push = out.append
     for _id, fields in entries:
         # Invariant: the script writes seq, data, hash in this order (and a
         # batch's last entry then its append token, w).
         if len(fields) >= 6 and (fields[0], fields[2], fields[4]) == _FIELDS:
+            data = fields[3]
             push(
-                StoredEvent(seq=int(fields[1]), data=fields[3], hash=fields[5].decode())
+                StoredEvent(
+                    seq=int(fields[1]),
+                    data=data,
+                    hash=fields[5].decode(),
+                    type=event_type(data),
+                    session_id=session_id,
+                )
             )
         else:
             # A damaged entry still yields a record, so verification names
@@ -1138,11 +1162,14 @@ def _records_into(out: list[StoredEvent], entries: Any) -> list[StoredEvent]:
                 seq = int(named.get(b"seq", id_seq))
             except ValueError:
                 seq = id_seq
+            data = bytes(named.get(b"data", b""))
             push(
                 StoredEvent(
                     seq=seq,
-                    data=bytes(named.get(b"data", b"")),
+                    data=data,
                     hash=bytes(named.get(b"hash", b"")).decode(errors="replace"),
+                    type=event_type(data),
+                    session_id=session_id,
                 )
             )
     return out

@@ -9,9 +9,11 @@ Emits:   nothing; it stores what the journal seals.
 Laws: R2 (seq 1, 2, 3 … with no gaps; a batch appends atomically only when
 the stream's last seq equals ``expected_seq``, else ``SequenceConflictError``
 and nothing is appended), R3 (the store keeps each hash beside its event and
-chains under its ``chain_key``), R4 (decision facts also go to one global
-facts list), R7/R18 (``open_turns`` and ``pending_asks`` answer from an
-index kept beside the streams, repairable from them: ``events/_index.py``),
+chains under its ``chain_key``), R4 (the facts of each appended batch — each
+row's projection, ``fact_records`` — go to one global facts list, with the
+row's seq), R12 (a record read carries its ``type`` and session id),
+R7/R18 (``open_turns`` and ``pending_asks`` answer from an index kept beside
+the streams, repairable from them: ``events/_index.py``),
 R11 (``MemoryEventStore`` needs no server), R4 also
 (consumer groups over the facts streams: ``create_facts_group``,
 ``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
@@ -32,10 +34,11 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from ._chain import StoredEvent, seal
+from ._chain import StoredEvent, seal, type_of
 from ._errors import SequenceConflictError, StoreError
+from ._facts import fact_records
 from ._index import MemoryIndex, PendingAsk, delta_of
-from ._types import Event, MiddlewareDecisionEvent
+from ._types import Event
 
 
 class FactRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -200,14 +203,6 @@ class StoreBase:
         return await self.append_sealed(session_id, records, expected_seq)
 
 
-_FACT_TYPE = MiddlewareDecisionEvent.type.encode()
-
-
-def is_fact_record(record: StoredEvent) -> bool:
-    """Whether a stored record is a ``middleware.decision`` fact (cheap check)."""
-    return b'"type":"' + _FACT_TYPE + b'"' in record.data[:40]
-
-
 class MemoryEventStore(StoreBase):
     """Streams in this process's memory: the embedded default (R11).
 
@@ -243,22 +238,27 @@ class MemoryEventStore(StoreBase):
             if record.seq != expected_seq + offset:
                 previous = expected_seq + offset - 1
                 raise ValueError(f"record seq {record.seq} does not follow {previous}")
+        records = [
+            r
+            if r.type and r.session_id == session_id
+            else msgspec.structs.replace(r, type=type_of(r), session_id=session_id)
+            for r in records
+        ]
         delta = delta_of(session_id, records)
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
         if delta is not None:
             self._index.apply(session_id, delta)
-        for record in records:
-            if is_fact_record(record):
-                self._facts.append(
-                    FactRecord(
-                        id=str(len(self._facts) + 1),
-                        session_id=session_id,
-                        seq=record.seq,
-                        data=record.data,
-                    )
+        for seq, data in fact_records(session_id, records):
+            self._facts.append(
+                FactRecord(
+                    id=str(len(self._facts) + 1),
+                    session_id=session_id,
+                    seq=seq,
+                    data=data,
                 )
+            )
         return stream[-1].seq if stream else 0
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:

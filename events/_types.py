@@ -13,18 +13,32 @@ trace context of a turn — ``traceparent``, ``tracestate`` — is recorded on t
 event that opens it and on each that continues it elsewhere: a resume, an
 import, a recovery's ``tool.outcome_unknown``), R10 (every field added later
 gets a default; unknown fields are ignored, never ``forbid_unknown_fields``),
-G49 (the decision fact carries no
-value field at all, by schema).
+G49 (the decision fact carries no value field at all, by schema), R4 (a fact
+is a projection of its row).
 
 Why ``gc=False``: a stream is read as tens of thousands of small immutable
 records; untracked by the cycle collector, they decode without triggering
 collections. They cannot form cycles: they are frozen and hold only values.
 
-Why two decision events: the stream must keep the ledger's values (a row's
-``before``/``after``) so that ``fold`` can rebuild the ledger, while watchers
-must get facts that cannot carry a value. ``decision.filed`` holds the row;
-``middleware.decision`` is the fact, appended in the same atomic batch right
-after it. Watchers receive the fact, never the filing (see ``WATCHED``).
+Why two decision events, one of them stored: the stream must keep the
+ledger's values (a row's ``before``/``after``) so that ``fold`` can rebuild
+the ledger, while watchers must get facts that cannot carry a value.
+``decision.filed`` holds the row and is the only one stored; the fact
+(``middleware.decision``) is a projection of it, computed at delivery by
+``fact_of`` and carrying the row's envelope (its seq among them), so the
+record holds each decision once (R4). Watchers receive the fact, never the
+filing: ``watched`` (events/_facts.py) is the one rule that turns a stream
+into what they see. Streams written before that change also hold a stored
+fact right after each row; they still decode and fold (``fold`` reads rows
+only), and ``watched`` delivers their stored facts as stored.
+
+Why ``omit_defaults``: a field at its default is not written, so the stored
+encoding holds what an event says and no more (``replayed: false``, an empty
+``usage``, ``prev_hash: ""`` at seq 1); a reader fills the defaults back in
+(R10: every field has one), and the bytes hashed are the bytes stored (R3).
+Stores also leave ``session_id`` out of every event after seq 1 (the stream
+key names the session; seq 1 keeps it, so the chain is bound to its session)
+and readers stamp it back (``StoredEvent.decode``).
 """
 
 from __future__ import annotations
@@ -37,7 +51,14 @@ from ._decision import MiddlewareDecision
 from ._messages import Message
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
+class Event(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="type",
+    gc=False,
+    omit_defaults=True,
+):
     """The envelope every event carries (R12)."""
 
     type: ClassVar[str]
@@ -356,12 +377,16 @@ EVENT_TYPES: frozenset[str] = frozenset(c.type for c in EVENT_CLASSES)
 # Invariant: the only event type that is never appended (R12).
 TRANSIENT_TYPES: frozenset[str] = frozenset({StreamToken.type})
 
-# Watchers get every event but the filing, which carries the ledger's values.
+# Watchers get every event but the filing, which carries the ledger's values;
+# they get its fact instead (``watched``).
 UNWATCHED_TYPES: frozenset[str] = frozenset({DecisionFiled.type})
 
 
 def fact_for(row: MiddlewareDecision) -> MiddlewareDecisionEvent:
-    """The value-free fact for one row (G49)."""
+    """The value-free fact for one row (G49), with an empty envelope.
+
+    ``fact_of`` gives the fact of a filed row with the row's envelope.
+    """
     return MiddlewareDecisionEvent(
         middleware=row.middleware,
         moment=row.moment,

@@ -57,7 +57,7 @@ from helmlog import (
     sliding_window,
     tool,
 )
-from helmlog.events import EventStore, WindowCompacted
+from helmlog.events import EventStore, WindowCompacted, watched
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest
 
 
@@ -311,7 +311,7 @@ async def run_session(store: EventStore, agent: Any = None) -> DemoSession:
     silent = [moment for moment in LOOP_MOMENTS if moment not in spoke]
     if silent:
         raise DemoError(f"the demo is meant to show every moment; silent: {silent}")
-    stream = [stored.decode() for stored in await store.read(session_id)]
+    stream = watched(stored.decode() for stored in await store.read(session_id))
     timeline = tuple(TIMELINE_KINDS[e.type] for e in stream if e.type in TIMELINE_KINDS)
     return DemoSession(session_id, state, tuple(transcript), timeline)
 

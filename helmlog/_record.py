@@ -10,6 +10,10 @@ Laws: R18 (``verify`` exits 0 for an intact chain and 1 naming the first
 broken seq; ``replay`` prints a timeline, ``--json`` for JSON, ``--jsonl``
 re-emits; ``tail`` follows the facts stream), R3, R4, R6.
 
+Why the timeline shows facts, not rows: it is what a watcher sees
+(``watched``: each row as its fact, at the row's seq), so a stream written
+before facts were projections, which stores both, shows each decision once.
+
 Why the timeline is built from events and not from the fold: an auditor reads
 the order things happened in — a decision, then the tool it let run — which
 the folded state has already flattened.
@@ -34,6 +38,7 @@ from helmlog.events import (
     UnknownEvent,
     decode_event,
     verify_chain,
+    watched,
 )
 
 CHAIN_KEY_ENV = "HELMLOG_CHAIN_KEY"
@@ -157,8 +162,8 @@ def timeline_table(session_id: str, records: list[StoredEvent]) -> Table:
     table.add_column("seq", justify="right")
     table.add_column("what")
     table.add_column("detail", overflow="fold")
-    for record in records:
-        row = timeline_row(record.decode())
+    for event in watched(record.decode() for record in records):
+        row = timeline_row(event)
         if row is not None:
             # Text, not markup: recorded values may contain "[...]".
             table.add_row(*(Text(cell) for cell in row))
@@ -166,8 +171,15 @@ def timeline_table(session_id: str, records: list[StoredEvent]) -> Table:
 
 
 def records_json(records: list[StoredEvent]) -> list[Any]:
-    """Every stored event as JSON (the stored bytes, decoded as JSON)."""
-    return [json.loads(r.data) for r in records]
+    """Every stored event as JSON (the stored bytes, decoded as JSON), with the
+    session id its store read it under where the bytes leave it out."""
+    out = []
+    for record in records:
+        body = json.loads(record.data)
+        if isinstance(body, dict) and record.session_id and not body.get("session_id"):
+            body["session_id"] = record.session_id
+        out.append(body)
+    return out
 
 
 async def verify(

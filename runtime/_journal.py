@@ -14,7 +14,9 @@ the decoded stored bytes, not the live objects, so the two cannot drift), R2
 ``LedgerAppendError`` and the action does not happen), R12 (tokens are never
 appended), R20 (an append that loses a sequence conflict raises
 ``SequenceConflictError`` as itself and fences the journal: its run appends
-nothing more), G49 (facts are delivered after their rows are appended), G84.
+nothing more), G49 (facts are delivered after their rows are appended), R4
+(a row is stored once; listeners get its fact, ``fact_of``, with the row's
+seq, by the one rule of ``watched``), G84.
 
 Why fold at ``add`` and not at ``flush``: the loop reads the history it has
 just committed (the next request, a later call's context) before the next
@@ -37,8 +39,8 @@ from typing import Any
 
 import msgspec
 
+from helmlog.events import DecisionFiled as _Filed
 from helmlog.events import (
-    UNWATCHED_TYPES,
     Event,
     EventStore,
     Folder,
@@ -48,12 +50,10 @@ from helmlog.events import (
     StoredEvent,
     StreamToken,
     UnknownEvent,
-    decode_event,
-    encode_event,
-    fact_for,
     hash_bytes,
+    stored_encoding,
+    watched,
 )
-from helmlog.events import DecisionFiled as _Filed
 
 from ._watchers import Listeners
 
@@ -105,7 +105,7 @@ class Journal:
         self.fenced = False
         # (seq, hash) the last failed append would have ended the stream at.
         self.attempted: tuple[int, str] | None = None
-        self._buffer: list[tuple[StoredEvent, str]] = []
+        self._buffer: list[StoredEvent] = []
         self._stored = stored_form
         self._served = served_form
 
@@ -178,22 +178,26 @@ class Journal:
             prev_hash=self.last_hash,
             timestamp=event.timestamp or self.clock(),
         )
-        data = encode_event(stamped)
+        data = stored_encoding(stamped)
         digest = hash_bytes(data, self.store.chain_key)
-        recorded = decode_event(data)
-        self.folder.apply(recorded)
-        self._buffer.append(
-            (StoredEvent(seq=self.next_seq, data=data, hash=digest), recorded.type)
+        record = StoredEvent(
+            seq=self.next_seq,
+            data=data,
+            hash=digest,
+            type=stamped.type,
+            session_id=self.session_id,
         )
+        recorded = record.decode()
+        self.folder.apply(recorded)
+        self._buffer.append(record)
         self.next_seq += 1
         self.last_hash = digest
         return recorded
 
     def file(self, rows: list[MiddlewareDecision]) -> None:
-        """File ledger rows, each followed by its value-free fact (G49)."""
+        """File ledger rows; each is stored once, its fact is delivered (R4)."""
         for row in rows:
             self.add(_Filed(row=row))
-            self.add(fact_for(row))
 
     async def flush(self) -> None:
         """Append what was added, atomically; then deliver it (R5, G49).
@@ -206,8 +210,7 @@ class Journal:
         """
         if not self._buffer:
             return
-        batch, self._buffer = self._buffer, []
-        records = [record for record, _ in batch]
+        records, self._buffer = self._buffer, []
         try:
             await self.store.append_sealed(self.session_id, records, self.flushed_seq)
         except SequenceConflictError:
@@ -222,11 +225,11 @@ class Journal:
             ) from exc
         self.flushed_seq = records[-1].seq
         if self.listeners:
-            for record, event_type in batch:
-                if event_type not in UNWATCHED_TYPES:
-                    # G84, G60: listeners get their own copy; the folded objects
-                    # (history, the pending call's args) stay the session's.
-                    self.deliver(decode_event(record.data))
+            # G84, G60: listeners get their own copy; the folded objects
+            # (history, the pending call's args) stay the session's. Each row
+            # is delivered as its fact, with the row's seq (R4, G49).
+            for event in watched(record.decode() for record in records):
+                self.deliver(event)
 
     def deliver(self, event: Any) -> None:
         """Hand one event to the listeners, in its served (redacted) form."""

@@ -6,9 +6,9 @@ Pattern: a driver that always continues from the recorded state: whatever
          resume and a failover activation all enter the same ``drive``.
 Role:    runtime layer; ``Agent`` (the face) delegates every run here.
 Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
-         ``message.committed``, ``stream.*``, ``decision.filed`` +
-         ``middleware.decision``, ``tool.dispatched``, ``pause.*``,
-         ``window.compacted``, ``error.fatal``.
+         ``message.committed``, ``stream.*``, ``decision.filed`` (whose
+         ``middleware.decision`` fact listeners get), ``tool.dispatched``,
+         ``pause.*``, ``window.compacted``, ``error.fatal``.
 
 Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
 ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43

@@ -9,6 +9,11 @@ twice has the effect of one), R16 (``JsonlSink(path)`` writes one JSON line
 per event, skipping a ``(session_id, seq)`` already written; ``ConsoleSink()``
 prints one line per event).
 
+Why a line spells out every field, defaults included: events are stored
+without their defaults (``omit_defaults``, events/_types.py), but a line is
+read by tools that know no schema, so each says all of its event (``replayed:
+false`` as well as ``true``), as lines always did.
+
 Why the JSONL sink re-reads its file on open: idempotency must survive a
 restart, and the file itself is the only record of what it already wrote.
 """
@@ -49,7 +54,16 @@ class JsonlSink:
         if not self._once.first(event):
             return
         with self.path.open("ab") as fh:
-            fh.write(_encoder.encode(event) + b"\n")
+            fh.write(_encoder.encode(_whole(event)) + b"\n")
+
+
+def _whole(event: Any) -> Any:
+    """The event with every field, defaults included, its ``type`` first."""
+    if not isinstance(event, msgspec.Struct):
+        return event
+    body = msgspec.structs.asdict(event)
+    tag = getattr(event, "type", None)
+    return {"type": tag, **body} if "type" not in body and tag else body
 
 
 class ConsoleSink:

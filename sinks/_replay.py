@@ -6,7 +6,9 @@ Emits:   the recorded events, in seq order, each with ``replayed=True``.
 
 Laws: R6 (replay never appends and leaves stored events and hashes
 untouched), R10 (unknown events are delivered as ``UnknownEvent``), R16
-(sinks read; they never drive).
+(sinks read; they never drive), R4 (each row is delivered as its fact, with
+the row's seq, by ``watched``'s rule: a stream written before facts were
+projections replays its stored facts, one per row either way).
 
 Why ``replayed`` is set on a copy: the mark is a delivery fact, not part of
 the record; the stored bytes (and so the hash chain) never change.
@@ -21,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import UNWATCHED_TYPES, Event, StoredEvent, UnknownEvent
+from helmlog.events import Event, StoredEvent, UnknownEvent, watched
 
 log = logging.getLogger("helmlog")
 
@@ -31,7 +33,8 @@ async def replay(
     *sinks: Any,
     redact: Any = None,
 ) -> int:
-    """Deliver recorded events to each sink's ``on_event`` in seq order.
+    """Deliver recorded events to each sink's ``on_event`` in seq order,
+    each row (``decision.filed``) as its fact (``watched``).
 
     ``redact`` is the agent's redaction policy (anything with ``served(event)``):
     a replayed run is then served as a watcher saw it live (G86). Returns the
@@ -43,9 +46,7 @@ async def replay(
     ]
     decoded.sort(key=lambda e: e.seq or 0)
     count = 0
-    for event in decoded:
-        if event.type in UNWATCHED_TYPES:
-            continue
+    for event in watched(decoded):
         marked = msgspec.structs.replace(event, replayed=True)
         if redact is not None:
             marked = redact.served(marked)

@@ -50,7 +50,9 @@ from helmlog.events import (
     TurnEnded,
     TurnStarted,
     UnknownEvent,
+    decode_event,
     fact_for,
+    fact_of,
     fold,
     hash_bytes,
     open_event_store,
@@ -94,9 +96,21 @@ def row(n: int, *, outcome: str = "allow") -> MiddlewareDecision:
 
 
 def decision(n: int) -> list[Event]:
-    """A decision row and its fact: the batch a walker files."""
+    """A decision row and its stored fact: the batch walkers filed before facts
+    were projections (R4: such a batch still publishes one fact per row)."""
     r = row(n)
     return [DecisionFiled(row=r), fact_for(r)]
+
+
+SECRET = "4111-1111-1111-1111"
+
+
+def filed(n: int) -> list[Event]:
+    """A decision row, stored once: the batch a walker files (R4)."""
+    r = msgspec.structs.replace(
+        row(n), changed=True, why="masked", before=SECRET, after="[card]"
+    )
+    return [DecisionFiled(row=r)]
 
 
 def turn(n: int) -> list[Event]:
@@ -159,7 +173,13 @@ def unknown_record(
             "novelty": {"nested": [1, 2, 3]},
         }
     )
-    return StoredEvent(seq=seq, data=data, hash=hash_bytes(data, key))
+    return StoredEvent(
+        seq=seq,
+        data=data,
+        hash=hash_bytes(data, key),
+        type="future.thing_happened",
+        session_id=session_id,
+    )
 
 
 # -- R2: sequence numbers and atomic appends ----------------------------------
@@ -415,10 +435,10 @@ async def test_r4_facts_are_published_with_session_and_seq(store: EventStore) ->
     got = [(f.session_id, f.seq) for f in facts]
     assert [(a, 7), (b, 2), (b, 4)] == sorted(got)
     assert [(b, 2), (b, 4)] == [f for f in got if f[0] == b]
-    stored = {(a, r.seq): r.data for r in await store.read(a)}
-    stored |= {(b, r.seq): r.data for r in await store.read(b)}
+    stored = {(a, r.seq): r.decode() for r in await store.read(a)}
+    stored |= {(b, r.seq): r.decode() for r in await store.read(b)}
     for fact in facts:
-        assert stored[(fact.session_id, fact.seq)] == fact.data
+        assert stored[(fact.session_id, fact.seq)] == decode_event(fact.data)
         event = msgspec.json.decode(fact.data)
         assert "middleware.decision" == event["type"]
         assert not {"before", "after", "row"} & set(event)
@@ -433,6 +453,103 @@ async def test_r4_facts_are_published_with_session_and_seq(store: EventStore) ->
     assert isinstance(
         msgspec.json.decode(later[0].data, type=MiddlewareDecisionEvent), Event
     )
+
+
+async def test_r4_a_row_is_stored_once_and_published_as_its_fact(
+    store: EventStore,
+) -> None:
+    """R4: the stream holds the row only; the facts stream gets one fact per row,
+    its projection, with the row's session and seq, and no value."""
+    sid = new_session()
+    seq = await store.append(sid, turn(1) + filed(1) + filed(2), 0)
+    assert 7 == seq
+    records = await store.read(sid)
+    types = [r.decode().type for r in records]
+    assert "middleware.decision" not in types
+    assert ["decision.filed", "decision.filed"] == types[5:]
+    facts: list[FactRecord] = await eventually(
+        store.read_facts, lambda f: len([x for x in f if x.session_id == sid]) >= 2
+    )
+    mine = [f for f in facts if f.session_id == sid]
+    assert [(sid, 6), (sid, 7)] == [(f.session_id, f.seq) for f in mine]
+    for fact, record in zip(mine, records[5:], strict=True):
+        event = msgspec.json.decode(fact.data, type=MiddlewareDecisionEvent)
+        filed_row = record.decode()
+        assert isinstance(filed_row, DecisionFiled)
+        assert (sid, fact.seq, filed_row.timestamp, filed_row.prev_hash) == (
+            event.session_id,
+            event.seq,
+            event.timestamp,
+            event.prev_hash,
+        )
+        assert (
+            msgspec.structs.replace(
+                fact_for(filed_row.row),
+                session_id=sid,
+                seq=fact.seq,
+                timestamp=event.timestamp,
+                prev_hash=event.prev_hash,
+            )
+            == event
+        )
+        assert SECRET.encode() not in fact.data
+        assert not {"before", "after", "row"} & set(msgspec.json.decode(fact.data))
+
+
+async def test_r4_a_legacy_row_and_its_stored_fact_publish_one_fact(
+    store: EventStore,
+) -> None:
+    """R4: a batch holding a row and its stored fact (an older writer's)
+    publishes that fact as stored, never a second one for the row."""
+    sid = new_session()
+    await store.append(sid, decision(1) + filed(2), 0)
+    facts = await eventually(
+        store.read_facts, lambda f: len([x for x in f if x.session_id == sid]) >= 2
+    )
+    mine = [f for f in facts if f.session_id == sid]
+    assert [(sid, 2), (sid, 3)] == [(f.session_id, f.seq) for f in mine]
+    records = await store.read(sid)
+    assert records[1].decode() == decode_event(mine[0].data)
+    assert sid == decode_event(mine[0].data).session_id
+
+
+async def test_r12_stored_event_type_is_set_on_every_path(store: EventStore) -> None:
+    """R12: ``seal``, ``read`` and ``append_sealed`` of hand-built records give
+    every ``StoredEvent`` its type, unknown types included."""
+    sid = new_session()
+    batch = turn(1) + filed(1)
+    _, sealed = seal(sid, batch, after_seq=0, prev_hash="")
+    assert [e.type for e in batch] == [r.type for r in sealed]
+    await store.append_sealed(sid, sealed, 0)
+    # Built by hand, with no type: the store types it from its bytes.
+    later = msgspec.structs.replace(
+        unknown_record(sid, 7, sealed[-1].hash, None), type="", session_id=""
+    )
+    await store.append_sealed(sid, [later], 6)
+    records = await store.read(sid)
+    assert [*[e.type for e in batch], "future.thing_happened"] == [
+        r.type for r in records
+    ]
+    assert [r.decode().type for r in records] == [r.type for r in records]
+    assert [r.type for r in records[3:]] == [r.type for r in await store.read(sid, 3)]
+
+
+async def test_r12_a_records_session_id_is_restored_on_read(store: EventStore) -> None:
+    """R12: only seq 1 stores the session id; every record read carries it and
+    every decoded event has it back."""
+    sid = new_session()
+    seq = await store.append(sid, turn(1), 0)
+    await store.append(sid, filed(1), seq)
+    records = await store.read(sid)
+    assert [True] + [False] * 5 == [
+        "session_id" in msgspec.json.decode(r.data) for r in records
+    ]
+    assert [sid] * 6 == [r.session_id for r in records]
+    assert [sid] * 6 == [r.decode().session_id for r in records]
+    assert [sid] * 3 == [r.decode().session_id for r in await store.read(sid, 3)]
+    assert None is verify_chain(records)
+    decoded = [e for e in (r.decode() for r in records) if isinstance(e, Event)]
+    assert None is verify_chain(decoded)  # re-encoded as seal encodes
 
 
 @pytest.mark.redis
@@ -475,6 +592,38 @@ async def test_r4_failed_publication_never_fails_the_append(
         assert 0 == await store.republish_facts(sid)
         facts = await store.read_facts()
         assert [(sid, 2), (sid, 4)] == [(f.session_id, f.seq) for f in facts]
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_r4_republished_facts_are_projections_with_the_rows_seq(
+    redis_url: str, raw_redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R4: facts republished from a stream of rows are the rows' projections,
+    at the rows' seqs, with no value; published once."""
+    sid = new_session()
+    facts_key = shard_keys(shard_of(sid, DEFAULT_SHARDS))[0]
+    await raw_redis.set(facts_key, "not a stream")
+    store = RedisEventStore.from_url(redis_url)
+    try:
+        with caplog.at_level(logging.WARNING, logger="helmlog"):
+            seq = await store.append(sid, turn(1)[:1] + filed(1) + filed(2), 0)
+            assert 3 == seq
+            await eventually(
+                lambda: asyncio.sleep(0, caplog.records),
+                lambda recs: any("not published" in r.getMessage() for r in recs),
+            )
+        await raw_redis.delete(facts_key)
+        assert 2 == await store.republish_facts(sid)
+        assert 0 == await store.republish_facts(sid)
+        facts = await store.read_facts()
+        assert [(sid, 2), (sid, 3)] == [(f.session_id, f.seq) for f in facts]
+        rows = [r.decode() for r in (await store.read(sid))[1:]]
+        assert [fact_of(r) for r in rows if isinstance(r, DecisionFiled)] == [
+            decode_event(f.data) for f in facts
+        ]
+        assert [] == [f for f in facts if SECRET.encode() in f.data]
     finally:
         await store.close()
 

@@ -31,6 +31,7 @@ from helmlog.events import (
     FactDelivery,
     MiddlewareDecision,
     StoreError,
+    decode_event,
     fact_for,
 )
 from tests.contracts.conftest import StoreFactory
@@ -47,7 +48,8 @@ def new_name(kind: str) -> str:
 
 
 def decision(n: int) -> list[Event]:
-    """A decision row and its fact: the batch a walker files."""
+    """A decision row and its stored fact, as walkers filed them before facts
+    were projections (R4: still one fact per row)."""
     row = MiddlewareDecision(
         middleware="guard",
         moment="before-tool",
@@ -112,12 +114,12 @@ async def test_r4_group_gives_each_fact_to_one_consumer(store: EventStore) -> No
     assert [] != a
     assert [] != b
     stored = {
-        (sid, r.seq): r.data
+        (sid, r.seq): r.decode()
         for sid in {k[0] for k in expected}
         for r in await store.read(sid)
     }
     for d in a + b:
-        assert stored[(d.fact.session_id, d.fact.seq)] == d.fact.data
+        assert stored[(d.fact.session_id, d.fact.seq)] == decode_event(d.fact.data)
 
 
 async def test_r4_a_delivered_fact_stays_pending_until_acked(

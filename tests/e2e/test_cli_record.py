@@ -59,15 +59,18 @@ def test_r18_verify_intact_session_exits_zero(redis_url: str) -> None:
 def test_r18_verify_names_the_first_broken_seq(redis_url: str) -> None:
     """An edited event makes ``verify`` exit 1 naming its seq."""
     sid = _demo_session(redis_url)
+    edited: list[int] = []
 
     def edit(fields: dict[bytes, bytes]) -> None:
-        if fields[b"seq"] == b"6":
+        if not edited and b"Ana Ruiz" in fields[b"data"]:
             fields[b"data"] = fields[b"data"].replace(b"Ana Ruiz", b"Bob Ruiz")
+            edited.append(int(fields[b"seq"]))
 
     _rewrite_stream(redis_url, sid, edit)
+    assert 1 == len(edited)
     result = runner.invoke(app, ["verify", sid, "--store", redis_url])
     assert 1 == result.exit_code
-    assert "breaks at seq 6" in result.stdout
+    assert f"breaks at seq {edited[0]}" in result.stdout
 
 
 def test_r18_verify_unknown_session_exits_one(redis_url: str) -> None:

@@ -20,7 +20,14 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import SessionState, StoredEvent, hash_bytes
+from helmlog.events import (
+    Event,
+    SessionState,
+    StoredEvent,
+    decode_event,
+    event_type,
+    hash_bytes,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 
@@ -30,15 +37,21 @@ class ReplayDivergenceError(AssertionError):
 
 
 def load_records(path: Path) -> list[StoredEvent]:
-    """Read a ``.jsonl`` fixture of stored records."""
-    records = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            records.append(
-                StoredEvent(seq=row["seq"], data=row["data"].encode(), hash=row["hash"])
-            )
-    return records
+    """Read a ``.jsonl`` fixture of stored records, as a store reads them: each
+    with its type and the session id (seq 1 names it; later events may not)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    first = decode_event(rows[0]["data"].encode()) if rows else None
+    session_id = first.session_id if first is not None else ""
+    return [
+        StoredEvent(
+            seq=row["seq"],
+            data=row["data"].encode(),
+            hash=row["hash"],
+            type=event_type(row["data"].encode()),
+            session_id=session_id,
+        )
+        for row in rows
+    ]
 
 
 def dump_records(path: Path, records: list[StoredEvent]) -> None:
@@ -53,8 +66,23 @@ def dump_records(path: Path, records: list[StoredEvent]) -> None:
 
 
 def state_json(state: SessionState) -> Any:
-    """A comparable JSON form of a folded state."""
-    return json.loads(msgspec.json.encode(state, order="sorted"))
+    """A comparable JSON form of a folded state.
+
+    The events a state holds (window records, dispatched calls) are written
+    with every field, defaults included, as recorded states always were:
+    events are encoded without their defaults (``omit_defaults``) since
+    decisions are stored once, which changes how they print, not what folds.
+    """
+    plain = msgspec.structs.replace(
+        state,
+        window_records=tuple(_whole(e) for e in state.window_records),  # type: ignore[misc]
+        dispatched=tuple(_whole(e) for e in state.dispatched),  # type: ignore[misc]
+    )
+    return json.loads(msgspec.json.encode(plain, order="sorted"))
+
+
+def _whole(event: Event) -> dict[str, Any]:
+    return {"type": event.type, **msgspec.structs.asdict(event)}
 
 
 def check_fold(name: str, state: SessionState) -> None:
@@ -165,7 +193,7 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
     await agent.follow_up("And order 9")
     sid = agent.session_id
     assert sid is not None
-    return {"v1_refund_desk": await agent.store.read(sid)}
+    return {"v3_refund_desk": await agent.store.read(sid)}
 
 
 async def _record_imported() -> dict[str, list[StoredEvent]]:
@@ -224,7 +252,7 @@ async def _record_imported() -> dict[str, list[StoredEvent]]:
     assert not isinstance(again, str)
     sid = second.session_id
     assert sid is not None
-    return {"v2_imported_pause": await store.read(sid)}
+    return {"v3_imported_pause": await store.read(sid)}
 
 
 def _old_and_unknown() -> list[StoredEvent]:
@@ -283,7 +311,13 @@ def _old_and_unknown() -> list[StoredEvent]:
 def main(names: list[str]) -> None:
     """Re-record the named fixtures, or every one (only when the format changes
     on purpose: a re-recorded stream no longer shows what an older writer
-    stored)."""
+    stored).
+
+    The scenarios record under the name of the current format (``v3_*``: rows
+    stored once, defaults left out, the session id at seq 1 only); the
+    streams of older writers (``v1_refund_desk``, ``v2_imported_pause``, with
+    their stored facts) are kept as they were and can no longer be made.
+    """
     from helmlog.events import fold
 
     streams = asyncio.run(_record_scenarios())

@@ -8,12 +8,24 @@ recorded with it, and replay to a sink without appending anything (R6).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
-from helmlog.events import SessionImported, UnknownEvent, fold, verify_chain
-from helmlog.sinks import replay
+from helmlog.events import (
+    DecisionFiled,
+    Event,
+    MiddlewareDecisionEvent,
+    SessionImported,
+    UnknownEvent,
+    fold,
+    verify_chain,
+    watched,
+)
+from helmlog.sinks import JsonlSink, replay
 
 from .streams import FIXTURES, ReplayDivergenceError, check_fold, load_records
 
@@ -94,3 +106,115 @@ def test_r9_an_imported_stream_starts_with_its_import_and_folds_its_pause() -> N
     state = fold(r.decode() for r in records)
     assert state.pending is not None
     assert ({11}, "c2") == (set(state.resolved_pauses), state.pending.tool_call_id)
+
+
+# -- R4: a decision is stored once; its fact is a projection -----------------
+
+# Streams of the same run shape: an older writer's (stored facts) and this one's.
+SAME_RUN = [
+    ("v1_refund_desk", "v3_refund_desk"),
+    ("v2_imported_pause", "v3_imported_pause"),
+]
+FACT_FIELDS = (
+    "middleware",
+    "moment",
+    "at",
+    "iteration",
+    "outcome",
+    "changed",
+    "phase",
+    "tool_name",
+    "tool_call_id",
+    "why",
+    "component_id",
+)
+
+
+def _decoded(name: str) -> list[Any]:
+    return [r.decode() for r in load_records(FIXTURES / f"{name}.jsonl")]
+
+
+def _what(fact: MiddlewareDecisionEvent) -> tuple[Any, ...]:
+    return tuple(getattr(fact, field) for field in FACT_FIELDS)
+
+
+@pytest.mark.parametrize(("legacy", "current"), SAME_RUN)
+def test_r4_a_new_stream_projects_the_facts_a_legacy_stream_stored(
+    legacy: str, current: str
+) -> None:
+    """R4: the new stream stores no fact, and its facts projection equals the
+    facts the older writer stored for the same run."""
+    old, new = _decoded(legacy), _decoded(current)
+    assert "middleware.decision" in {e.type for e in old}
+    assert "middleware.decision" not in {e.type for e in new}
+    stored = [e for e in old if isinstance(e, MiddlewareDecisionEvent)]
+    projected = [e for e in watched(new) if isinstance(e, MiddlewareDecisionEvent)]
+    assert [_what(f) for f in stored] == [_what(f) for f in projected]
+    rows = [e for e in new if isinstance(e, DecisionFiled)]
+    assert [(r.seq, r.session_id) for r in rows] == [
+        (f.seq, f.session_id) for f in projected
+    ]
+    assert fold(old).middleware_decisions == fold(new).middleware_decisions
+
+
+@pytest.mark.parametrize("name", [current for _legacy, current in SAME_RUN])
+def test_r12_a_new_stream_names_its_session_at_seq_one_only(name: str) -> None:
+    """R12: seq 1 stores the session id, later events leave it to the stream's
+    key; every event read back has it, and the chain verifies either way."""
+    records = load_records(FIXTURES / f"{name}.jsonl")
+    assert [True] + [False] * (len(records) - 1) == [
+        "session_id" in json.loads(r.data) for r in records
+    ]
+    sid = records[0].decode().session_id
+    assert {sid} == {r.decode().session_id for r in records}
+    assert None is verify_chain(records)
+    assert None is verify_chain(
+        [e for e in (r.decode() for r in records) if isinstance(e, Event)]
+    )
+
+
+async def test_r4_a_legacy_stream_replays_one_fact_per_row_as_before() -> None:
+    """R4/R6: an older writer's stream replays exactly as before: every stored
+    event but the rows, so each row's stored fact once, at its own seq."""
+    records = load_records(FIXTURES / "v1_refund_desk.jsonl")
+    seen: list[Any] = []
+
+    class Sink:
+        def on_event(self, event: Any) -> None:
+            seen.append(event)
+
+    count = await replay(records, Sink())
+    decoded = [r.decode() for r in records]
+    expected = [
+        msgspec.structs.replace(e, replayed=True)
+        for e in decoded
+        if not isinstance(e, DecisionFiled)
+    ]
+    assert (len(expected), expected) == (count, seen)
+    rows = [e for e in decoded if isinstance(e, DecisionFiled)]
+    facts = [e for e in seen if isinstance(e, MiddlewareDecisionEvent)]
+    assert [r.seq + 1 for r in rows] == [f.seq for f in facts]
+
+
+async def test_r4_replay_and_jsonl_get_one_fact_per_row_with_its_seq_and_no_value(
+    tmp_path: Path,
+) -> None:
+    """R4/R16: replaying a new stream into a JSONL sink writes each row as its
+    fact, at the row's seq, with no value, and no filing."""
+    records = load_records(FIXTURES / "v3_refund_desk.jsonl")
+    rows = [e for e in (r.decode() for r in records) if isinstance(e, DecisionFiled)]
+    path = tmp_path / "facts.jsonl"
+    count = await replay(records, JsonlSink(path))
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(records) == count == len(lines)
+    facts = [line for line in lines if line["type"] == "middleware.decision"]
+    assert [r.seq for r in rows] == [f["seq"] for f in facts]
+    assert "decision.filed" not in {line["type"] for line in lines}
+    assert [] == [f for f in facts if {"before", "after", "row"} & set(f)]
+    valued = [r.row for r in rows if r.row.changed]
+    assert valued  # the stream does hold values, which the facts must not
+    assert [] == [
+        f for f in facts if any(json.dumps(v.after) in json.dumps(f) for v in valued)
+    ]
+    assert all(line["replayed"] is True for line in lines)
+    assert {records[0].decode().session_id} == {line["session_id"] for line in lines}

@@ -24,6 +24,7 @@ from helmlog.events import (
     StoredEvent,
     TurnEnded,
     TurnStarted,
+    event_type,
     seal,
 )
 from helmlog.events._index import (
@@ -32,7 +33,6 @@ from helmlog.events._index import (
     decode_ask,
     delta_of,
     encode_ask,
-    record_type,
     shard_of,
 )
 
@@ -87,11 +87,24 @@ def test_r7_records_without_index_effect_give_none() -> None:
     assert None is delta_of("s", [])
 
 
-def test_r10_record_type_reads_reordered_encodings() -> None:
+def test_r10_event_type_reads_reordered_encodings() -> None:
     """R10: a record whose type is not its first field is still typed."""
     data = msgspec.json.encode({"seq": 1, "type": "agent.turn_start", "turn": 1})
-    assert b"agent.turn_start" == record_type(data)
-    assert b"future.thing" == record_type(b'{"type":"future.thing","x":1}')
+    assert "agent.turn_start" == event_type(data)
+    assert "future.thing" == event_type(b'{"type":"future.thing","x":1}')
+    assert "" == event_type(b"not an event")
+    # A known type's name opening a longer, unknown one is not taken for it.
+    _, (filed,) = seal("s", [FatalError(code="E")], after_seq=0, prev_hash="")
+    assert "error.fatal" == event_type(filed.data) == event_type(filed.data)
+    assert "error.fatality" == event_type(b'{"type":"error.fatality","seq":1}')
+
+
+def test_r7_records_built_by_hand_are_typed_from_their_bytes() -> None:
+    """R7: a record with no ``type`` (built by hand) still moves the index."""
+    _, records = seal("s", [TurnStarted(turn=1)], after_seq=0, prev_hash="")
+    bare = StoredEvent(seq=1, data=records[0].data, hash=records[0].hash)
+    assert ("agent.turn_start", "") == (records[0].type, bare.type)
+    assert IndexDelta(open_at=1) == delta_of("s", [bare])
 
 
 def test_r18_ask_entries_round_trip_with_their_seq_first() -> None:

@@ -465,7 +465,6 @@ async def test_g38_stored_stream_of_a_refused_input_has_no_turn() -> None:
     records = await store.read(agent.session_id or "")
     assert [
         "decision.filed",
-        "middleware.decision",
         "error.fatal",
     ] == [r.decode().type for r in records]
     assert all(

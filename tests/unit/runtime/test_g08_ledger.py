@@ -508,9 +508,9 @@ async def test_g49_one_fact_per_row_after_the_row_without_values(redact: bool) -
     assert [fact_view(r) for r in rows(agent)] == [
         tuple(getattr(f, name) for name in sorted(FACT_FIELDS)) for f in facts
     ]
-    assert [("decision.filed", "middleware.decision")] * len(facts) == [
-        (held.get(ev.seq - 1), held.get(ev.seq)) for ev, held in heard
-    ]
+    # R4: each fact carries its row's seq, and is heard once the row is stored.
+    assert ["decision.filed"] * len(facts) == [held.get(ev.seq) for ev, held in heard]
+    assert len(set(f.seq for f in facts)) == len(facts)
     assert {MiddlewareDecisionEvent} == {type(f) for f in facts}
     assert [] == [f for f in facts if SECRET in msgspec.json.encode(f).decode()]
     # The values the facts must not carry are really in the ledger's rows.

@@ -149,14 +149,18 @@ EVENTS = [
     "digest",
     "encode_event",
     "encode_msgpack",
+    "event_type",
     "fact_for",
+    "fact_of",
     "fold",
     "hash_bytes",
     "open_event_store",
     "pause_content_digest",
     "seal",
     "shape",
+    "stored_encoding",
     "verify_chain",
+    "watched",
 ]
 
 RUNTIME = [

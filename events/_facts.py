@@ -1,0 +1,134 @@
+"""Decision facts as projections of their rows: what watchers see of a stream.
+
+Pattern: a projection (eventsourcing's notification: the stored event seen
+         through a view), computed at delivery and never stored beside its
+         source.
+Role:    events layer; the one rule every producer of facts applies: the
+         journal's delivery to listeners, ``replay``, the memory store's facts
+         list, the Redis store's facts streams, ``helmlog replay``/``tail``.
+Emits:   nothing; it computes what others deliver.
+
+Laws: R4 (a fact is a projection of its row, computed at delivery, published
+with the row's ``session_id`` and ``seq``; new streams store the row once,
+and streams that also hold stored ``middleware.decision`` events still decode
+and fold), G49 (a fact carries no value: ``fact_of`` copies the row's
+value-free fields into a type that has no value field).
+
+The rule, in one place: watchers see every event of a stream except
+``decision.filed``, which is replaced by its fact (``fact_of``, with the
+row's envelope: its session id, seq, timestamp and prev_hash). A stream
+written before facts became projections stores each fact right after its row;
+there the stored fact is delivered as stored and the row adds nothing, so a
+row never has two facts. The check is local (the event after a row), so it
+holds for a whole stream, for one appended batch (a row and its stored fact
+were always appended in one batch), and for a stream mixing both writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+import msgspec
+
+from ._chain import StoredEvent, type_of
+from ._codec import decode_event, encode_event
+from ._errors import EventDecodeError
+from ._types import DecisionFiled, MiddlewareDecisionEvent, fact_for
+
+FILED_TYPE = DecisionFiled.type
+FACT_TYPE = MiddlewareDecisionEvent.type
+
+E = TypeVar("E")
+
+_replace = msgspec.structs.replace
+_set = msgspec.structs.force_setattr
+
+
+def fact_of(filed: DecisionFiled) -> MiddlewareDecisionEvent:
+    """The value-free fact of a filed row, with the row's envelope (G49, R4).
+
+    It carries the row's ``session_id``, ``seq``, ``timestamp`` and
+    ``prev_hash`` (and its ``replayed`` mark), so a watcher keyed by
+    ``(session_id, seq)`` sees the fact where the row is.
+    """
+    return _replace(
+        fact_for(filed.row),
+        session_id=filed.session_id,
+        seq=filed.seq,
+        timestamp=filed.timestamp,
+        prev_hash=filed.prev_hash,
+        replayed=filed.replayed,
+    )
+
+
+def watched(events: Iterable[E]) -> Iterator[E | MiddlewareDecisionEvent]:
+    """What watchers see of ``events``, in order: each row as its fact.
+
+    Every event but ``decision.filed`` is yielded as given; a row is
+    replaced by ``fact_of`` it, unless the event after it is a stored
+    ``middleware.decision`` (a stream written before facts were projections),
+    which is then yielded as stored: one fact per row either way.
+    """
+    row: DecisionFiled | None = None
+    for event in events:
+        if row is not None:
+            if not isinstance(event, MiddlewareDecisionEvent):
+                yield fact_of(row)
+            row = None
+        if isinstance(event, DecisionFiled):
+            row = event
+            continue
+        yield event
+    if row is not None:
+        yield fact_of(row)
+
+
+def fact_records(
+    session_id: str, records: Sequence[StoredEvent]
+) -> list[tuple[int, bytes]]:
+    """``(seq, encoded fact)`` of every decision in ``records``, by ``watched``'s rule.
+
+    A row's fact is encoded from its projection (never the row's bytes, so no
+    ``before``/``after``); a stored fact of an older stream is published as
+    stored (with the session id put back, if its bytes lack it).
+    """
+    out: list[tuple[int, bytes]] = []
+    last = len(records) - 1
+    for i, record in enumerate(records):
+        kind = type_of(record)
+        if kind == FACT_TYPE:
+            out.append((record.seq, _stored_fact(session_id, record)))
+        elif kind == FILED_TYPE:
+            if i < last and type_of(records[i + 1]) == FACT_TYPE:
+                continue  # an older stream: its stored fact follows
+            filed = _decoded(session_id, record)
+            if isinstance(filed, DecisionFiled):
+                out.append((record.seq, encode_event(fact_of(filed))))
+    return out
+
+
+def _decoded(session_id: str, record: StoredEvent) -> object:
+    """The record's event with its session id, or ``None`` if it is damaged."""
+    try:
+        event = decode_event(record.data)
+    except EventDecodeError:
+        return None  # a damaged record: verification names its seq
+    if not event.session_id:
+        _set(event, "session_id", session_id)  # fresh: nobody else holds it
+    return event
+
+
+def _stored_fact(session_id: str, record: StoredEvent) -> bytes:
+    """A stored fact as published: its bytes, which name the session in an
+    older writer's stream; one stored without its session id is encoded with
+    it, so every published fact says whose it is."""
+    # A key in JSON bytes: inside a string value its quotes would be escaped.
+    if record.seq == 1 or b'"session_id"' in record.data:
+        return record.data
+    event = _decoded(session_id, record)
+    return (
+        encode_event(event)
+        if isinstance(event, MiddlewareDecisionEvent)
+        else record.data
+    )
