@@ -147,8 +147,29 @@ class EventStore(Protocol):
         """Pending pauses across sessions, from the index (no fold of each)."""
         ...
 
+    async def publish_facts(self, session_id: str) -> int:
+        """Publish the session's facts after its cursor; return how many (R4).
+
+        The outbox: each session has a cursor (the seq up to which its facts
+        are on the facts streams). This reads only the stream after it,
+        publishes the facts found there and only then advances the cursor,
+        so a fact whose publication failed, whose writer died, or whose
+        append was reported failed but landed is published by the next call.
+        Idempotent, and safe beside appends: a fact is published again only
+        when two calls race, and watchers dedupe by ``(session_id, seq)``.
+
+        Raises:
+            StoreError: the stream or the facts streams could not be reached,
+                or refused a fact; the cursor did not move past it.
+        """
+        ...
+
     async def reindex(self, session_id: str) -> None:
-        """Recompute this session's index entries from its stream; idempotent."""
+        """Recompute this session's index entries from its stream; idempotent.
+
+        Also publishes the session's facts after its cursor, as
+        ``publish_facts`` does.
+        """
         ...
 
     async def repair_indexes(self) -> int:
@@ -220,6 +241,8 @@ class MemoryEventStore(StoreBase):
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
         self._facts: list[FactRecord] = []
+        # The outbox cursor per session (R4): facts up to it are published.
+        self._facts_at: dict[str, int] = {}
         self._groups: dict[str, _MemoryGroup] = {}
         self._index = MemoryIndex()
 
@@ -247,10 +270,19 @@ class MemoryEventStore(StoreBase):
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
+        # Publication is synchronous here, through the same cursor as a
+        # remote store's outbox, so ``publish_facts`` means the same.
+        self._publish(session_id, records)
         if delta is not None:
             self._index.apply(session_id, delta)
+        return stream[-1].seq if stream else 0
+
+    def _publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
+        """Publish the facts of ``records`` after the cursor; then move it."""
+        at = self._facts_at.get(session_id, 0)
+        count = 0
         for record in records:
-            if is_fact_record(record):
+            if record.seq > at and is_fact_record(record):
                 self._facts.append(
                     FactRecord(
                         id=str(len(self._facts) + 1),
@@ -259,7 +291,16 @@ class MemoryEventStore(StoreBase):
                         data=record.data,
                     )
                 )
-        return stream[-1].seq if stream else 0
+                count += 1
+        if records and records[-1].seq > at:
+            self._facts_at[session_id] = records[-1].seq
+        return count
+
+    async def publish_facts(self, session_id: str) -> int:
+        return self._publish(
+            session_id,
+            await self.read(session_id, self._facts_at.get(session_id, 0)),
+        )
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         stream = self._streams.get(session_id, [])
@@ -344,6 +385,10 @@ class MemoryEventStore(StoreBase):
     async def reindex(self, session_id: str) -> None:
         stream = self._streams.get(session_id, [])
         self._index.replace(session_id, delta_of(session_id, stream))
+        if not stream:
+            self._facts_at.pop(session_id, None)  # no stream, no cursor
+            return
+        await self.publish_facts(session_id)
 
     async def repair_indexes(self) -> int:
         sessions = set(self._streams) | set(self._index.open) | set(self._index.asks)
