@@ -54,6 +54,9 @@ log = logging.getLogger("helmlog.actors")
 # call a model and run tools, so an unbounded sweep after a crash of a busy
 # host would flood the store and the provider at the worst moment.
 DEFAULT_CONCURRENCY: Final = 16
+# How often a host sweeps its open-turn sessions for facts their writers
+# left unpublished (R4): the longest a missed fact waits for watchers.
+DEFAULT_FACTS_SWEEP_S: Final = 30.0
 
 
 async def finish_open_turns(
@@ -114,6 +117,67 @@ async def finish_open_turns(
         extra={"host_index": index, "finished": count, "candidates": len(mine)},
     )
     return count
+
+
+async def publish_open_facts(
+    store: EventStore,
+    *,
+    index: int,
+    n_hosts: int,
+    busy: Callable[[str], bool] = lambda _session_id: False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> int:
+    """Publish the missed facts of host ``index``'s open-turn sessions (R4).
+
+    The open-turns index is the outbox's index: a turn's close is sent only
+    after (or with, in the same script) every earlier fact of its session,
+    so a session with an unpublished fact keeps its open mark. Sessions
+    ``busy`` says are in an operation here are left to it: their next
+    append or activation publishes.
+
+    Returns:
+        How many facts were published. A session whose publication failed
+        is logged with its id and error; the next sweep tries again.
+
+    Raises:
+        StoreError: the open-turns index could not be read.
+    """
+    if not 0 <= index < n_hosts:
+        raise ValueError(f"host index {index} is not one of {n_hosts} hosts")
+    mine = sorted(
+        {
+            sid
+            for sid in await store.open_turns()
+            if host_for(sid, n_hosts) == index and not busy(sid)
+        }
+    )
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(session_id: str) -> int:
+        async with gate:
+            try:
+                return await store.publish_facts(session_id)
+            except Exception as exc:  # one session's failure never stops the sweep
+                log.warning(
+                    "facts sweep: could not publish the facts of session %s: %s",
+                    session_id,
+                    _named(exc),
+                    exc_info=True,
+                    extra=_fields(session_id, exc),
+                )
+                return 0
+
+    published = sum(await asyncio.gather(*(one(sid) for sid in mine)))
+    if published:
+        log.info(
+            "facts sweep: host %d of %d published %d missed facts of %d sessions",
+            index,
+            n_hosts,
+            published,
+            len(mine),
+            extra={"host_index": index, "published": published},
+        )
+    return published
 
 
 async def _waiting_on_a_person(
