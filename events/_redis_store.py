@@ -128,6 +128,10 @@ _READ_PAGE: Final = 2000
 _OPS_BACKLOG_MAX: Final = 100_000
 _MARKS_MAX: Final = 4_096
 _HEAD_CACHE_MAX: Final = 65_536
+# How long publish_facts waits for this store's own queued facts of a session.
+_SETTLE_WAIT_S: Final = 1.0
+# The operations that publish facts or move a facts cursor.
+_OUTBOX_CODES: Final = frozenset({"F", "B", "K"})
 # Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
 _BLOCK_SLICE_MS: Final = 1_000
@@ -248,6 +252,8 @@ class RedisEventStore(StoreBase):
         # published or queued ahead of anything it sends next: a turn's close
         # is sent only for a session it vouches for (R4, the outbox).
         self._vouched: dict[str, int] = {}
+        # The shard operations of the round trip under way.
+        self._inflight: list[tuple[int, Op]] = []
         # Appends that landed and wait for their index entries to be sent.
         self._acks: list[tuple[asyncio.Future[int], int]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -692,6 +698,7 @@ class RedisEventStore(StoreBase):
         what = "reindex" if index else "publish the facts of"
         n = self._shard(session_id)
         keys = self._shards[n]
+        await self._settled(session_id)
         # This process's own unsent cursor note goes first, so what it
         # published already is not read (or published) again.
         held = self._marks.pop((n, session_id), None)
@@ -735,6 +742,25 @@ class RedisEventStore(StoreBase):
             )
         self._vouch_at_least(session_id, max(cursor, last))
         return len(ops), int(count)
+
+    async def _settled(self, session_id: str) -> None:
+        """Wait (briefly) until no fact or cursor move of the session is queued
+        or under way here, so publishing does not race this store's own."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _SETTLE_WAIT_S
+        while (
+            self._flusher is not None
+            and not self._flusher.done()
+            and self._owes(session_id)
+            and loop.time() < deadline
+        ):
+            await asyncio.sleep(0.001)
+
+    def _owes(self, session_id: str) -> bool:
+        return any(
+            op[1] == session_id and op[0] in _OUTBOX_CODES
+            for _n, op in (*self._inflight, *self._ops)
+        )
 
     def _vouch_at_least(self, session_id: str, seq: int) -> None:
         if self._vouched.get(session_id, -1) < seq:
@@ -968,6 +994,7 @@ class RedisEventStore(StoreBase):
         """One round trip (two on a cluster when a turn starts); settles all."""
         acks, self._acks = self._acks, []
         try:
+            self._inflight = ops
             premarks = [
                 (self._shard(i.session_id), i.premark) for i in batch if i.premark
             ]
@@ -1014,6 +1041,7 @@ class RedisEventStore(StoreBase):
                 self._settle(item, reply)
             return True
         finally:
+            self._inflight = []
             # The appends behind ``acks`` landed; their index entries were
             # sent or requeued, and reindex repairs either way.
             self._release(acks)
