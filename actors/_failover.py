@@ -1,4 +1,4 @@
-"""Automatic failover: a host that starts finishes its shard's unfinished turns.
+"""Automatic failover: a host finishes its shard's unfinished turns and facts.
 
 Pattern: a start-up sweep over a projection (the store's open-turns index),
          each item handed to the loop's own recovery (``agent.recover``), with
@@ -12,9 +12,12 @@ Emits:   nothing itself; each recovered turn appends, through its session's
 
 Laws: R22 (a host that starts or restarts finishes, per R7, the unfinished
 turns of its sessions, found through the open-turns index, never a scan of
-every session), R7 (a dispatched call without a result is not run again
-unless its tool is idempotent; the turn goes on), R8 (a host's shard is the
-sessions ``host_for`` places on it), R1 (the stream decides, not the index).
+every session), R4 (``publish_open_facts``: every ``facts_sweep_s`` a host
+publishes the facts its shard's open-turn sessions left unpublished; a
+session in an operation is left to it), R7 (a dispatched call without a
+result is not run again unless its tool is idempotent; the turn goes on),
+R8 (a host's shard is the sessions ``host_for`` places on it), R1 (the
+stream decides, not the index).
 
 Why a pending ask alone does not leave a session out: the index is a
 projection, updated after the append, so an ask can outlive its resume (the
@@ -29,6 +32,12 @@ Why ``reindex`` follows every candidate, whether its recovery worked or not:
 a mark whose turn ended (the host died between the append and the index
 update) must go, or every restart would fold that session again; repairing
 from the stream is idempotent and keeps a mark whose turn is still open.
+
+Why the facts sweep reads the open-turns index and nothing else: a turn's
+close is sent only after every earlier fact of its session is on the facts
+stream (the store withholds it otherwise), so a session with an unpublished
+fact keeps its open mark; the sweep therefore never scans every session, and
+``publish_facts`` reads each candidate's stream only after its cursor.
 
 Why one session's failure is logged and the sweep goes on: the sessions of a
 shard are independent; a tool that raises, a stream that fails verification

@@ -15,7 +15,9 @@ where, not what: a session run here appends what the same agent run in
 process appends), R6 (activation is silent), R21 (at most ``max_resident``
 sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
 session in the middle of an operation never is), R22 (a host that starts or
-restarts finishes its shard's open turns, per R7, by itself).
+restarts finishes its shard's open turns, per R7, by itself), R4 (every
+``facts_sweep_s``, default 30 s, a host publishes the facts its shard's
+open-turn sessions left unpublished, skipping sessions it is operating on).
 
 Why an agent object per session inside one host: an agent holds per-run
 conversation state and its provider (a scripted model's script, a client's

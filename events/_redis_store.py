@@ -17,7 +17,9 @@ Laws: R2 (the script appends a batch only when the stream's last seq equals
 ``expected_seq``; stream ids are ``0-<seq>``, so Redis itself refuses a gap
 or a duplicate), R3 (each entry keeps its hash beside its data), R4 (facts
 are published after the session append succeeded, best-effort, never failing
-it; ``reindex``/``republish_facts`` publish from the stream what was missed),
+it; publication is an outbox: a per-session cursor moves only past published
+facts, ``publish_facts`` publishes what lies after it, and a turn's close is
+sent only after every earlier fact of its session),
 R5 (every driver error becomes a retryable ``StoreError`` naming the store;
 a full pool waits, and a wait past ``pool_timeout`` is a ``StoreError``
 naming the pool), R7/R18 (the indexes of ``events/_index.py``), R4 also
@@ -32,7 +34,8 @@ Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
     helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
                                     session_id, seq, data
-    helmlog:facts-at:{<n>}          hash: session id -> last published fact seq
+    helmlog:facts-at:{<n>}          hash: session id -> facts cursor (every
+                                    fact up to this seq is published)
     helmlog:open:{<n>}              hash: session id -> seq of its open turn
     helmlog:asks:{<n>}              hash: session id -> "<seq>:<PendingAsk json>"
 
@@ -44,7 +47,9 @@ URL options (stripped before the URL reaches redis-py)::
     pool_timeout     seconds a call waits for a connection, default 20
     shards           index and facts shards, default 16; the same for every
                      process of one deployment
-    facts_maxlen     approximate cap of each facts shard, default 1,000,000
+    facts_maxlen     approximate cap of each facts shard, default 1,000,000:
+                     16 shards keep ~16 M facts, ~515 bytes each in Redis
+                     (~8 GB), i.e. ~4.4 h at 1,000 facts/s or ~44 h at 100
     cluster          auto (default: ask the server), yes or no
 
 Why the script also checks the stream's last hash against the batch's
@@ -58,6 +63,21 @@ conflict. A batch's last entry keeps its append's token (field ``w``), and
 only a resend with the same token is taken for one: two writers can seal
 byte-identical batches (one decision in the same millisecond), and the
 second must get ``SequenceConflictError``, never a shared success (R20).
+
+Why facts are an outbox (R4): the facts shards live in other slots than the
+session, so a fact cannot join its append's atomic step; a host can die, a
+shard refuse, or a reply be lost between the two. So each session has a
+cursor (``facts-at``) that only ever covers a range whose every fact is on
+the facts stream — a batch's range is noted once all its facts were
+accepted, and the shard script moves the cursor over ``(b, a]`` only when
+it already covers ``b`` — and ``publish_facts`` reads the stream after the
+cursor, publishes, and moves it in one script that skips the move when a
+fact is refused. The open-turn index is the outbox's index: this store
+sends a turn's close only for a session it vouches for (every earlier fact
+published or queued ahead here; else it first runs ``publish_facts``), and
+a close riding with facts goes through the same script after them and is
+skipped if one is refused; so a session with an unpublished fact keeps its
+open mark, and the hosts' sweep of the open turns finds it.
 
 Why facts and index entries travel in the round trip *after* their append:
 their keys live in other cluster slots than the session, so they cannot join
@@ -86,6 +106,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -145,7 +166,7 @@ _KEY_SUFFIX: Final = "}:events"
 _CURSOR_PREFIX: Final = "f1:"
 
 # One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
-# a fact's XADD and M its facts-at mark, sent as plain commands).
+# a fact's plain XADD, B notes locally that a batch (b, a] is out, never sent).
 Op = tuple[str, str, int, int, bytes]
 
 
@@ -617,6 +638,9 @@ class RedisEventStore(StoreBase):
         sessions = set(await self.sessions())
         sessions |= set(await self.open_turns())
         sessions |= {a.session_id for a in await self.pending_asks()}
+        # A cursor whose stream is gone is dropped by its reindex (R11).
+        cursors = await self._shard_reads("HKEYS", 3, "list the facts cursors of")
+        sessions |= {bytes(k).decode() for keys in cursors for k in keys}
         gate = asyncio.Semaphore(16)
 
         async def one(session_id: str) -> None:
@@ -633,9 +657,13 @@ class RedisEventStore(StoreBase):
         try:
             if self._flusher is not None:
                 await self._flusher
-            if self._ops or self._marks:
-                # One last try for operations a failed flush left behind.
-                await self._send([], self._take_ops() + self._take_marks())
+            for _round in range(2):
+                if not (self._ops or self._marks):
+                    break
+                # One last try for operations a failed flush left behind;
+                # the second round sends the cursor moves the first noted.
+                if not await self._send([], self._take_ops() + self._take_marks()):
+                    break
             if self._ops:
                 log.warning(
                     "redis event store %s closed with %d unsent index/fact "
@@ -664,7 +692,12 @@ class RedisEventStore(StoreBase):
         return (await self._publish(session_id, index=False))[1]
 
     async def republish_facts(self, session_id: str) -> int:
-        """Deprecated alias of ``publish_facts`` (its name before 0.x)."""
+        """Deprecated: ``publish_facts`` (the outbox's port method) is its name."""
+        warnings.warn(
+            "RedisEventStore.republish_facts is deprecated; use publish_facts",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return await self.publish_facts(session_id)
 
     # -- internals ---------------------------------------------------------

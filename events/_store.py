@@ -10,8 +10,10 @@ Laws: R2 (seq 1, 2, 3 … with no gaps; a batch appends atomically only when
 the stream's last seq equals ``expected_seq``, else ``SequenceConflictError``
 and nothing is appended), R3 (the store keeps each hash beside its event and
 chains under its ``chain_key``), R4 (decision facts also go to one global
-facts list), R7/R18 (``open_turns`` and ``pending_asks`` answer from an
-index kept beside the streams, repairable from them: ``events/_index.py``),
+facts list, through a per-session cursor: ``publish_facts`` is the outbox's
+port method, synchronous here, so the contract suite tests it everywhere),
+R7/R18 (``open_turns`` and ``pending_asks`` answer from an index kept beside
+the streams, repairable from them: ``events/_index.py``),
 R11 (``MemoryEventStore`` needs no server; ``open_event_store``), R4 also
 (consumer groups over the facts streams: ``create_facts_group``,
 ``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
@@ -392,6 +394,7 @@ class MemoryEventStore(StoreBase):
 
     async def repair_indexes(self) -> int:
         sessions = set(self._streams) | set(self._index.open) | set(self._index.asks)
+        sessions |= set(self._facts_at)
         for session_id in sessions:
             await self.reindex(session_id)
         return len(sessions)

@@ -14,7 +14,12 @@ the decoded stored bytes, not the live objects, so the two cannot drift), R2
 ``LedgerAppendError`` and the action does not happen), R12 (tokens are never
 appended), R20 (an append that loses a sequence conflict raises
 ``SequenceConflictError`` as itself and fences the journal: its run appends
-nothing more), G49 (facts are delivered after their rows are appended), G84.
+nothing more), G49 (facts are delivered after their rows are appended), G84,
+R4 (whoever next touches a session publishes the facts its writers left
+unpublished: a journal's first activation and a broken one's re-activation
+call ``store.publish_facts`` once, best-effort — a failure is logged, never
+raised, R5 — and an append reported failed that landed after all is
+recognised there, logged with its seqs and kept in ``reconciled``).
 
 Why fold at ``add`` and not at ``flush``: the loop reads the history it has
 just committed (the next request, a later call's context) before the next
@@ -119,7 +124,10 @@ class Journal:
         Called again on a cached session, it catches up with what other hosts
         appended since (the cache is only a cache). On a broken journal it
         folds the whole stream into a fresh folder, dropping what the store
-        never accepted; the journal is then whole again. Only between
+        never accepted; the journal is then whole again, and an append it
+        reported failed that landed after all is reported (``reconciled``).
+        The first activation and a re-activation then publish the facts the
+        session's writers left unpublished (R4), best-effort. Only between
         operations: never while events are buffered.
         """
         if self.broken:

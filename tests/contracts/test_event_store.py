@@ -471,8 +471,9 @@ async def test_r4_failed_publication_never_fails_the_append(
             )
         assert 4 == len(await store.read(sid))
         await raw_redis.delete(facts_key)
-        assert 2 == await store.republish_facts(sid)
-        assert 0 == await store.republish_facts(sid)
+        assert 2 == await store.publish_facts(sid)
+        with pytest.deprecated_call():
+            assert 0 == await store.republish_facts(sid)
         facts = await store.read_facts()
         assert [(sid, 2), (sid, 4)] == [(f.session_id, f.seq) for f in facts]
     finally:

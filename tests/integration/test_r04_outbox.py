@@ -218,3 +218,37 @@ async def test_r4_an_append_reported_failed_that_landed_is_reconciled(
             assert expected == await published(reader, sid)
         finally:
             await reader.close()
+
+
+async def test_r4_the_hosts_sweep_publishes_the_open_turns_missed_facts(
+    url: str, raw: Any
+) -> None:
+    """R4: the facts sweep over a host's open turns publishes what a refusing
+    shard dropped, once; a session the host is operating on is left alone."""
+    from helmlog.actors import host_for
+    from helmlog.actors._failover import publish_open_facts
+
+    sid = "outbox-swept"
+    facts_key = shard_keys(shard_of(sid, DEFAULT_SHARDS))[0]
+    await raw.set(facts_key, "not a stream")
+    writer = open_event_store(url)
+    try:
+        assert "Done." == await governed(writer).run("refund order 7", session_id=sid)
+    finally:
+        await writer.close()
+    await raw.delete(facts_key)
+    store = open_event_store(url)
+    mine, other = host_for(sid, 2), 1 - host_for(sid, 2)
+    try:
+        expected = fact_seqs(sid, await store.read(sid))
+        assert 0 == await publish_open_facts(store, index=other, n_hosts=2)
+        busy = await publish_open_facts(
+            store, index=mine, n_hosts=2, busy=lambda s: s == sid
+        )
+        assert (0, []) == (busy, await published(store, sid))
+        assert len(expected) == await publish_open_facts(store, index=mine, n_hosts=2)
+        assert 0 == await publish_open_facts(store, index=mine, n_hosts=2)
+        assert expected == await published(store, sid)
+        assert sid not in await store.open_turns()
+    finally:
+        await store.close()
