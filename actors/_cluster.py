@@ -72,6 +72,7 @@ from helmlog.events import (
 from helmlog.runtime import AskPause, Tool
 
 from ._batch import HostLink
+from ._failover import DEFAULT_FACTS_SWEEP_S
 from ._host import (
     DEFAULT_IDLE_S,
     DEFAULT_MAX_RESIDENT,
@@ -341,6 +342,8 @@ class Cluster:
         chain_key: the store's chain key (hosts compare its digest).
         max_resident: sessions a host keeps at most (default 10,000).
         idle_s: seconds after which an idle session is dropped (default 600).
+        facts_sweep_s: how often each host publishes the facts its shard's
+            open turns left unpublished (R4; default 30).
     """
 
     def __init__(
@@ -352,6 +355,7 @@ class Cluster:
         chain_key: bytes | None = None,
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
+        facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
     ) -> None:
         if not store_url.startswith(("redis://", "rediss://")):
             raise ValueError(
@@ -364,12 +368,15 @@ class Cluster:
             raise ValueError(f"a cluster name is a non-empty word, not {name!r}")
         if max_resident < 1 or idle_s <= 0:
             raise ValueError("max_resident must be >= 1 and idle_s > 0")
+        if facts_sweep_s <= 0:
+            raise ValueError("facts_sweep_s must be > 0")
         self.store_url = store_url
         self.name = name
         self._requested_hosts = n_hosts
         self.chain_key = chain_key
         self.max_resident = max_resident
         self.idle_s = idle_s
+        self.facts_sweep_s = facts_sweep_s
         self._started_ray = False
         self._links: list[HostLink] = []
         self._info: HostInfo | None = None
@@ -392,6 +399,7 @@ class Cluster:
         chain_key: bytes | None = None,
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
+        facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
     ) -> Cluster:
         """Start a local Ray instance (or use the one this process started);
         hosts come with ``agent()``."""
@@ -402,6 +410,7 @@ class Cluster:
             chain_key=chain_key,
             max_resident=max_resident,
             idle_s=idle_s,
+            facts_sweep_s=facts_sweep_s,
         )
         if not ray.is_initialized():
             # "local" starts a new instance: never join another process's
@@ -428,6 +437,7 @@ class Cluster:
         chain_key: bytes | None = None,
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
+        facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
     ) -> Cluster:
         """Join a running Ray cluster at ``address`` (and its named hosts)."""
         cluster = cls(
@@ -437,6 +447,7 @@ class Cluster:
             chain_key=chain_key,
             max_resident=max_resident,
             idle_s=idle_s,
+            facts_sweep_s=facts_sweep_s,
         )
         if not ray.is_initialized():
             ray.init(
@@ -581,6 +592,7 @@ class Cluster:
                 chain_key=self.chain_key,
                 max_resident=self.max_resident,
                 idle_s=self.idle_s,
+                facts_sweep_s=self.facts_sweep_s,
             )
             for i in range(count)
         ]

@@ -1,4 +1,4 @@
-"""Automatic failover: a host that starts finishes its shard's unfinished turns.
+"""Automatic failover: a host finishes its shard's unfinished turns and facts.
 
 Pattern: a start-up sweep over a projection (the store's open-turns index),
          each item handed to the loop's own recovery (``agent.recover``), with
@@ -12,9 +12,12 @@ Emits:   nothing itself; each recovered turn appends, through its session's
 
 Laws: R22 (a host that starts or restarts finishes, per R7, the unfinished
 turns of its sessions, found through the open-turns index, never a scan of
-every session), R7 (a dispatched call without a result is not run again
-unless its tool is idempotent; the turn goes on), R8 (a host's shard is the
-sessions ``host_for`` places on it), R1 (the stream decides, not the index).
+every session), R4 (``publish_open_facts``: every ``facts_sweep_s`` a host
+publishes the facts its shard's open-turn sessions left unpublished; a
+session in an operation is left to it), R7 (a dispatched call without a
+result is not run again unless its tool is idempotent; the turn goes on),
+R8 (a host's shard is the sessions ``host_for`` places on it), R1 (the
+stream decides, not the index).
 
 Why a pending ask alone does not leave a session out: the index is a
 projection, updated after the append, so an ask can outlive its resume (the
@@ -29,6 +32,12 @@ Why ``reindex`` follows every candidate, whether its recovery worked or not:
 a mark whose turn ended (the host died between the append and the index
 update) must go, or every restart would fold that session again; repairing
 from the stream is idempotent and keeps a mark whose turn is still open.
+
+Why the facts sweep reads the open-turns index and nothing else: a turn's
+close is sent only after every earlier fact of its session is on the facts
+stream (the store withholds it otherwise), so a session with an unpublished
+fact keeps its open mark; the sweep therefore never scans every session, and
+``publish_facts`` reads each candidate's stream only after its cursor.
 
 Why one session's failure is logged and the sweep goes on: the sessions of a
 shard are independent; a tool that raises, a stream that fails verification
@@ -54,6 +63,9 @@ log = logging.getLogger("helmlog.actors")
 # call a model and run tools, so an unbounded sweep after a crash of a busy
 # host would flood the store and the provider at the worst moment.
 DEFAULT_CONCURRENCY: Final = 16
+# How often a host sweeps its open-turn sessions for facts their writers
+# left unpublished (R4): the longest a missed fact waits for watchers.
+DEFAULT_FACTS_SWEEP_S: Final = 30.0
 
 
 async def finish_open_turns(
@@ -114,6 +126,67 @@ async def finish_open_turns(
         extra={"host_index": index, "finished": count, "candidates": len(mine)},
     )
     return count
+
+
+async def publish_open_facts(
+    store: EventStore,
+    *,
+    index: int,
+    n_hosts: int,
+    busy: Callable[[str], bool] = lambda _session_id: False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> int:
+    """Publish the missed facts of host ``index``'s open-turn sessions (R4).
+
+    The open-turns index is the outbox's index: a turn's close is sent only
+    after (or with, in the same script) every earlier fact of its session,
+    so a session with an unpublished fact keeps its open mark. Sessions
+    ``busy`` says are in an operation here are left to it: their next
+    append or activation publishes.
+
+    Returns:
+        How many facts were published. A session whose publication failed
+        is logged with its id and error; the next sweep tries again.
+
+    Raises:
+        StoreError: the open-turns index could not be read.
+    """
+    if not 0 <= index < n_hosts:
+        raise ValueError(f"host index {index} is not one of {n_hosts} hosts")
+    mine = sorted(
+        {
+            sid
+            for sid in await store.open_turns()
+            if host_for(sid, n_hosts) == index and not busy(sid)
+        }
+    )
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(session_id: str) -> int:
+        async with gate:
+            try:
+                return await store.publish_facts(session_id)
+            except Exception as exc:  # one session's failure never stops the sweep
+                log.warning(
+                    "facts sweep: could not publish the facts of session %s: %s",
+                    session_id,
+                    _named(exc),
+                    exc_info=True,
+                    extra=_fields(session_id, exc),
+                )
+                return 0
+
+    published = sum(await asyncio.gather(*(one(sid) for sid in mine)))
+    if published:
+        log.info(
+            "facts sweep: host %d of %d published %d missed facts of %d sessions",
+            index,
+            n_hosts,
+            published,
+            len(mine),
+            extra={"host_index": index, "published": published},
+        )
+    return published
 
 
 async def _waiting_on_a_person(

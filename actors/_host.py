@@ -15,7 +15,9 @@ where, not what: a session run here appends what the same agent run in
 process appends), R6 (activation is silent), R21 (at most ``max_resident``
 sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
 session in the middle of an operation never is), R22 (a host that starts or
-restarts finishes its shard's open turns, per R7, by itself).
+restarts finishes its shard's open turns, per R7, by itself), R4 (every
+``facts_sweep_s``, default 30 s, a host publishes the facts its shard's
+open-turn sessions left unpublished, skipping sessions it is operating on).
 
 Why an agent object per session inside one host: an agent holds per-run
 conversation state and its provider (a scripted model's script, a client's
@@ -57,7 +59,7 @@ from helmlog.events import (
 )
 from helmlog.runtime import Agent
 
-from ._failover import finish_open_turns
+from ._failover import DEFAULT_FACTS_SWEEP_S, finish_open_turns, publish_open_facts
 from ._wire import (
     Op,
     Result,
@@ -90,6 +92,7 @@ class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
     factory_key: str
     max_resident: int
     idle_s: float
+    facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S
 
 
 class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,6 +102,7 @@ class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
     busy: int
     evicted: int
     failover_finished: int
+    facts_published: int = 0
     traced_bytes: int = 0
     batches: int = 0
     groups: int = 0
@@ -136,6 +140,7 @@ class SessionHost:
         chain_key: bytes | None = None,
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
+        facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
         failover: bool = True,
     ) -> None:
         self._factory = factory
@@ -150,6 +155,7 @@ class SessionHost:
             factory_key=factory_key,
             max_resident=max_resident,
             idle_s=idle_s,
+            facts_sweep_s=facts_sweep_s,
         )
         self.index = index
         self._store: EventStore | None = None
@@ -157,6 +163,7 @@ class SessionHost:
         self._checked = False
         self._evicted = 0
         self._failover_finished = 0
+        self._facts_published = 0
         self._batches = self._groups = self._ops = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         try:
@@ -166,6 +173,7 @@ class SessionHost:
         self._spawn(loop, self._sweep_idle())
         if failover:
             self._spawn(loop, self._failover())
+            self._spawn(loop, self._sweep_facts())
 
     def _spawn(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
         task = loop.create_task(coro)
@@ -273,6 +281,29 @@ class SessionHost:
                 await asyncio.sleep(FAILOVER_RETRY_S)
                 continue
             return
+
+    async def _sweep_facts(self) -> None:
+        """Every ``facts_sweep_s``, publish the facts the writers of this
+        shard's open turns left unpublished (R4); a failure waits a period."""
+        while True:
+            await asyncio.sleep(self._info.facts_sweep_s)
+            try:
+                self._facts_published += await publish_open_facts(
+                    self._open(),
+                    index=self._info.index,
+                    n_hosts=self._info.n_hosts,
+                    busy=self._busy,
+                )
+            except StoreError as exc:
+                log.warning(
+                    "facts sweep: host %d cannot read the open turns: %s",
+                    self._info.index,
+                    exc,
+                )
+
+    def _busy(self, session_id: str) -> bool:
+        res = self._residents.get(session_id)
+        return res is not None and res.busy > 0
 
     async def _recover_one(self, session_id: str) -> object:
         res = self._hold(session_id)
@@ -415,6 +446,7 @@ class SessionHost:
                 busy=sum(1 for r in self._residents.values() if r.busy),
                 evicted=self._evicted,
                 failover_finished=self._failover_finished,
+                facts_published=self._facts_published,
                 traced_bytes=traced,
                 batches=self._batches,
                 groups=self._groups,

@@ -220,7 +220,12 @@ class SequenceConflictError(StoreError):
 
 
 class LedgerAppendError(StoreError):
-    """An append failed, so the governed action did not happen (R5)."""
+    """An append failed, so the governed action did not happen (R5).
+
+    Whether the append itself landed is unknown (a reply lost on the way
+    back looks like a refusal); the session's next activation reads the
+    stream, reports an append that landed after all, and publishes its facts.
+    """
 
     code = "ERR_LEDGER_APPEND"
 
@@ -229,7 +234,8 @@ class LedgerAppendError(StoreError):
         self.store = store
         super().__init__(
             f"could not append to session '{session_id}' in {store}: {cause}; "
-            "the action was not taken and nothing recorded was lost — retry"
+            "the action was not taken; whether the append landed is unknown, "
+            "and the session's next activation reconciles it — retry"
         )
 
 

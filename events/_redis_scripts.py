@@ -68,20 +68,27 @@ APPEND_SHA: Final = hashlib.sha1(APPEND_LUA).hexdigest()
 
 # One shard's operations, in order. KEYS: facts stream, open hash, asks hash,
 # facts-at hash. ARGV[1] facts maxlen, then 5 arguments per operation:
-# code, session id, a, b, value. Codes (the rules of events/_index.py):
-#   P publish a fact not yet published (a = seq, value = data; the append
-#   path publishes with plain XADD instead); O open mark (a = turn start
-#   seq); C close (a = end seq);
+# code, session id, a, b, value. Codes (the rules of events/_index.py and the
+# facts outbox, R4):
+#   P publish a fact after the session's cursor (a = seq, value = data; the
+#   append path publishes with plain XADD when no close rides along);
+#   K advance the facts cursor over (b, a] when it already covers b;
+#   O open mark (a = turn start seq); C close (a = end seq);
 #   A pending ask (a = seq, value = entry); R resolve (a = resume seq);
-#   X reindex (a = stream's last seq, b = open mark or 0, value = entry or '').
+#   X reindex (a = stream's last seq, b = open mark or 0, value = entry or '';
+#   a = 0, an empty stream, also drops the session's cursor).
+# A session whose P failed is "bad" for the rest of the call: its later
+# facts, cursor moves and closes are skipped, so neither the cursor nor a
+# close ever passes a fact that is not on the facts stream.
 # Each write is a pcall, so one bad key fails its operation, not the shard's.
-# Returns {failed, first error, facts published}.
+# Returns {failed, first error, facts published, sessions whose P failed}.
 SHARD_LUA: Final = b"""
 local function seq_of(entry)
   return tonumber(string.match(entry, '^(%d+):'))
 end
 local maxlen = ARGV[1]
 local failed, first, published = 0, '', 0
+local bad, refused = {}, {}
 local function run(...)
   local r = redis.pcall(...)
   if type(r) == 'table' and r.err then
@@ -91,27 +98,33 @@ local function run(...)
   end
   return true
 end
-local function publish(sid, s, data)
-  if run('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*',
-         'session_id', sid, 'seq', s, 'data', data) then
-    published = published + 1
-    local at = tonumber(redis.call('HGET', KEYS[4], sid) or '0')
-    if tonumber(s) > at then run('HSET', KEYS[4], sid, s) end
-  end
+local function cursor(sid)
+  return tonumber(redis.call('HGET', KEYS[4], sid) or '0')
 end
 for i = 2, #ARGV, 5 do
   local op, sid, a = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local b, value = ARGV[i + 3], ARGV[i + 4]
   local seq = tonumber(a)
   if op == 'P' then
-    if seq > tonumber(redis.call('HGET', KEYS[4], sid) or '0') then
-      publish(sid, a, value)
+    if not bad[sid] and seq > cursor(sid) then
+      if run('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*',
+             'session_id', sid, 'seq', a, 'data', value) then
+        published = published + 1
+      else
+        bad[sid] = true
+        refused[#refused + 1] = sid
+      end
+    end
+  elseif op == 'K' then
+    if not bad[sid] then
+      local at = cursor(sid)
+      if at >= tonumber(b) and at < seq then run('HSET', KEYS[4], sid, a) end
     end
   elseif op == 'O' then
     local v = redis.call('HGET', KEYS[2], sid)
     if not v or tonumber(v) < seq then run('HSET', KEYS[2], sid, a) end
   elseif op == 'C' then
-    if redis.call('HEXISTS', KEYS[3], sid) == 0 then
+    if not bad[sid] and redis.call('HEXISTS', KEYS[3], sid) == 0 then
       local v = redis.call('HGET', KEYS[2], sid)
       if v and tonumber(v) < seq then run('HDEL', KEYS[2], sid) end
     end
@@ -135,9 +148,10 @@ for i = 2, #ARGV, 5 do
     elseif e and seq_of(e) <= seq then
       run('HDEL', KEYS[3], sid)
     end
+    if seq == 0 then run('HDEL', KEYS[4], sid) end
   end
 end
-return {failed, first, published}
+return {failed, first, published, refused}
 """
 SHARD_SHA: Final = hashlib.sha1(SHARD_LUA).hexdigest()
 SCRIPTS: Final = (APPEND_LUA, SHARD_LUA)

@@ -19,7 +19,9 @@ Laws: R2 (the script appends a batch only when the stream's last seq equals
 ``expected_seq``; stream ids are ``0-<seq>``, so Redis itself refuses a gap
 or a duplicate), R3 (each entry keeps its hash beside its data), R4 (facts
 are published after the session append succeeded, best-effort, never failing
-it; ``reindex``/``republish_facts`` publish from the stream what was missed),
+it; publication is an outbox: a per-session cursor moves only past published
+facts, ``publish_facts`` publishes what lies after it, and a turn's close is
+sent only after every earlier fact of its session),
 R5 (every driver error becomes a retryable ``StoreError`` naming the store;
 a full pool waits, and a wait past ``pool_timeout`` is a ``StoreError``
 naming the pool), R7/R18 (the indexes of ``events/_index.py``), R4 also
@@ -35,7 +37,8 @@ Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
     helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
                                     session_id, seq, data
-    helmlog:facts-at:{<n>}          hash: session id -> last published fact seq
+    helmlog:facts-at:{<n>}          hash: session id -> facts cursor (every
+                                    fact up to this seq is published)
     helmlog:open:{<n>}              hash: session id -> seq of its open turn
     helmlog:asks:{<n>}              hash: session id -> "<seq>:<PendingAsk json>"
 
@@ -47,7 +50,9 @@ URL options (stripped before the URL reaches redis-py)::
     pool_timeout     seconds a call waits for a connection, default 20
     shards           index and facts shards, default 16; the same for every
                      process of one deployment
-    facts_maxlen     approximate cap of each facts shard, default 1,000,000
+    facts_maxlen     approximate cap of each facts shard, default 1,000,000:
+                     16 shards keep ~16 M facts, ~515 bytes each in Redis
+                     (~8 GB), i.e. ~4.4 h at 1,000 facts/s or ~44 h at 100
     cluster          auto (default: ask the server), yes or no
 
 Why the script also checks the stream's last hash against the batch's
@@ -61,6 +66,21 @@ conflict. A batch's last entry keeps its append's token (field ``w``), and
 only a resend with the same token is taken for one: two writers can seal
 byte-identical batches (one decision in the same millisecond), and the
 second must get ``SequenceConflictError``, never a shared success (R20).
+
+Why facts are an outbox (R4): the facts shards live in other slots than the
+session, so a fact cannot join its append's atomic step; a host can die, a
+shard refuse, or a reply be lost between the two. So each session has a
+cursor (``facts-at``) that only ever covers a range whose every fact is on
+the facts stream — a batch's range is noted once all its facts were
+accepted, and the shard script moves the cursor over ``(b, a]`` only when
+it already covers ``b`` — and ``publish_facts`` reads the stream after the
+cursor, publishes, and moves it in one script that skips the move when a
+fact is refused. The open-turn index is the outbox's index: this store
+sends a turn's close only for a session it vouches for (every earlier fact
+published or queued ahead here; else it first runs ``publish_facts``), and
+a close riding with facts goes through the same script after them and is
+skipped if one is refused; so a session with an unpublished fact keeps its
+open mark, and the hosts' sweep of the open turns finds it.
 
 Why facts and index entries travel in the round trip *after* their append:
 their keys live in other cluster slots than the session, so they cannot join
@@ -89,6 +109,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -131,6 +152,10 @@ _READ_PAGE: Final = 2000
 _OPS_BACKLOG_MAX: Final = 100_000
 _MARKS_MAX: Final = 4_096
 _HEAD_CACHE_MAX: Final = 65_536
+# How long publish_facts waits for this store's own queued facts of a session.
+_SETTLE_WAIT_S: Final = 1.0
+# The operations that publish facts or move a facts cursor.
+_OUTBOX_CODES: Final = frozenset({"F", "B", "K"})
 # Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
 _BLOCK_SLICE_MS: Final = 1_000
@@ -144,7 +169,7 @@ _KEY_SUFFIX: Final = "}:events"
 _CURSOR_PREFIX: Final = "f1:"
 
 # One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
-# a fact's XADD and M its facts-at mark, sent as plain commands).
+# a fact's plain XADD, B notes locally that a batch (b, a] is out, never sent).
 Op = tuple[str, str, int, int, bytes]
 
 
@@ -243,8 +268,16 @@ class RedisEventStore(StoreBase):
         self._heads: dict[str, tuple[int, str]] = {}
         self._queue: list[_Append] = []
         self._ops: list[tuple[int, Op]] = []
-        # Facts-at marks of published facts, sent when the flusher idles.
-        self._marks: dict[tuple[int, str], int] = {}
+        # Cursor moves (start, end] of published facts, sent when the flusher
+        # idles; the facts-at cursor of a session only ever covers a range
+        # whose every fact is on the facts stream (R4).
+        self._marks: dict[tuple[int, str], tuple[int, int]] = {}
+        # Per session, the seq up to which this store knows every fact is
+        # published or queued ahead of anything it sends next: a turn's close
+        # is sent only for a session it vouches for (R4, the outbox).
+        self._vouched: dict[str, int] = {}
+        # The shard operations of the round trip under way.
+        self._inflight: list[tuple[int, Op]] = []
         # Appends that landed and wait for their index entries to be sent.
         self._acks: list[tuple[asyncio.Future[int], int]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -608,6 +641,9 @@ class RedisEventStore(StoreBase):
         sessions = set(await self.sessions())
         sessions |= set(await self.open_turns())
         sessions |= {a.session_id for a in await self.pending_asks()}
+        # A cursor whose stream is gone is dropped by its reindex (R11).
+        cursors = await self._shard_reads("HKEYS", 3, "list the facts cursors of")
+        sessions |= {bytes(k).decode() for keys in cursors for k in keys}
         gate = asyncio.Semaphore(16)
 
         async def one(session_id: str) -> None:
@@ -624,9 +660,13 @@ class RedisEventStore(StoreBase):
         try:
             if self._flusher is not None:
                 await self._flusher
-            if self._ops or self._marks:
-                # One last try for operations a failed flush left behind.
-                await self._send([], self._take_ops() + self._take_marks())
+            for _round in range(2):
+                if not (self._ops or self._marks):
+                    break
+                # One last try for operations a failed flush left behind;
+                # the second round sends the cursor moves the first noted.
+                if not await self._send([], self._take_ops() + self._take_marks()):
+                    break
             if self._ops:
                 log.warning(
                     "redis event store %s closed with %d unsent index/fact "
@@ -638,16 +678,30 @@ class RedisEventStore(StoreBase):
             await self._routes.close()
             await self._client.aclose()
 
-    # -- recovery ----------------------------------------------------------
+    # -- the facts outbox (R4) -----------------------------------------------
+
+    async def publish_facts(self, session_id: str) -> int:
+        """Publish the session's facts after its cursor; return how many.
+
+        Reads only the stream after the cursor (``helmlog:facts-at:{<n>}``),
+        publishes its facts and then moves the cursor, in one shard script
+        that skips the move (and the close below) when a fact is refused; so
+        the cursor never passes a fact that is not on the facts stream.
+        Running it twice, or beside appends, is harmless: the script
+        publishes only facts after the cursor as it stands. A turn's close in
+        what it read is sent too (seq-guarded), since this store may have
+        held it back (R4: a close lands only after its session's facts).
+        """
+        return (await self._publish(session_id, index=False))[1]
 
     async def republish_facts(self, session_id: str) -> int:
-        """Publish the session's facts its shard has not seen; return how many.
-
-        Each shard remembers the last fact seq it published per session, so
-        this reads only the session's stream. Watchers are idempotent by
-        ``(session_id, seq)`` (R4), so a fact published twice is harmless.
-        """
-        return (await self._reindex(session_id, index=False))[1]
+        """Deprecated: ``publish_facts`` (the outbox's port method) is its name."""
+        warnings.warn(
+            "RedisEventStore.republish_facts is deprecated; use publish_facts",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return await self.publish_facts(session_id)
 
     # -- internals ---------------------------------------------------------
 
@@ -669,40 +723,84 @@ class RedisEventStore(StoreBase):
                 raise self._error(what, reply) from reply
         return replies
 
-    async def _reindex(self, session_id: str, *, index: bool = True) -> tuple[int, int]:
-        records = await self.read(session_id)
-        n = shard_of(session_id, self.options.shards)
+    async def _reindex(self, session_id: str) -> tuple[int, int]:
+        return await self._publish(session_id, index=True)
+
+    async def _publish(self, session_id: str, *, index: bool) -> tuple[int, int]:
+        """Publish after the cursor (and with ``index`` repair the index entries).
+
+        Returns ``(operations sent, facts published)``.
+        """
+        what = "reindex" if index else "publish the facts of"
+        n = self._shard(session_id)
         keys = self._shards[n]
-        last = records[-1].seq if records else 0
+        await self._settled(session_id)
+        # This process's own unsent cursor note goes first, so what it
+        # published already is not read (or published) again.
+        held = self._marks.pop((n, session_id), None)
         ops: list[Op] = []
-        if index:
-            delta = delta_of(session_id, records)
-            mark = 0
-            entry = b""
-            if delta is not None:
-                if delta.ask is not None:
-                    entry = encode_ask(delta.ask)
-                if delta.open_at and (not delta.close_at or delta.ask is not None):
-                    mark = delta.open_at
-            ops.append(("X", session_id, last, mark, entry))
         try:
+            await self._routes.prepare()
             at = await self._routes.one(keys[3], "HGET", keys[3], session_id)
-            published = int(at) if at else 0
-            ops.extend(
-                op for op in _fact_ops(session_id, records, "P") if op[2] > published
-            )
+            cursor = int(at) if at else 0
+            if held is not None:
+                ops.append(("K", session_id, held[1], held[0], b""))
+                if held[0] <= cursor < held[1]:
+                    cursor = held[1]
+            records = await self.read(session_id, 0 if index else cursor)
+            fresh = [r for r in records if r.seq > cursor]
+            ops.extend(_scripted(op) for op in _fact_ops(session_id, fresh))
+            last = records[-1].seq if records else 0
+            if index:
+                ops.append(_index_op(session_id, records, last))
+            else:
+                delta = delta_of(session_id, fresh)
+                if delta is not None and delta.close_at:
+                    ops.append(("C", session_id, delta.close_at, 0, b""))
+            if last > cursor:
+                ops.append(("K", session_id, last, cursor, b""))
             if not ops:
+                self._vouch_at_least(session_id, cursor)
                 return 0, 0
             reply = await self._routes.one(keys[0], *self._shard_command(keys, ops))
-        except DRIVER_ERRORS as exc:
-            raise self._error("reindex a session of", exc) from exc
-        failed, first, count = reply
+        except (*DRIVER_ERRORS, StoreError) as exc:
+            if held is not None:
+                self._mark(n, session_id, *held)
+            if isinstance(exc, StoreError):
+                raise
+            raise self._error(f"{what} a session of", exc) from exc
+        failed, first, count, _refused = reply
         if failed:
+            self._vouched.pop(session_id, None)
             raise StoreError(
-                f"could not reindex session {session_id!r} in the redis event store "
+                f"could not {what} session {session_id!r} in the redis event store "
                 f"{self.url}: {int(failed)} operations failed: {bytes(first).decode()}"
             )
+        self._vouch_at_least(session_id, max(cursor, last))
         return len(ops), int(count)
+
+    async def _settled(self, session_id: str) -> None:
+        """Wait (briefly) until no fact or cursor move of the session is queued
+        or under way here, so publishing does not race this store's own."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _SETTLE_WAIT_S
+        while (
+            self._flusher is not None
+            and not self._flusher.done()
+            and self._owes(session_id)
+            and loop.time() < deadline
+        ):
+            await asyncio.sleep(0.001)
+
+    def _owes(self, session_id: str) -> bool:
+        return any(
+            op[1] == session_id and op[0] in _OUTBOX_CODES
+            for _n, op in (*self._inflight, *self._ops)
+        )
+
+    def _vouch_at_least(self, session_id: str, seq: int) -> None:
+        if self._vouched.get(session_id, -1) < seq:
+            self._vouch(session_id, seq)
 
     def _shard_command(self, keys: Sequence[str], ops: Sequence[Op]) -> list[Arg]:
         args: list[Arg] = [
@@ -821,21 +919,24 @@ class RedisEventStore(StoreBase):
             args.append(record.hash)
             if type_of(record) in RELEVANT_TYPES:
                 relevant = True
-        after = _fact_ops(session_id, records, "F")
+        after = _fact_ops(session_id, records)
         premark: Op | None = None
-        if relevant:
-            delta = delta_of(session_id, records)
-            if delta is not None:
-                if delta.open_at:
-                    premark = ("O", session_id, delta.open_at, 0, b"")
-                if delta.resolved_at:
-                    after.append(("R", session_id, delta.resolved_at, 0, b""))
-                if delta.ask is not None:
-                    after.append(
-                        ("A", session_id, delta.ask.seq, 0, encode_ask(delta.ask))
-                    )
-                if delta.close_at:
-                    after.append(("C", session_id, delta.close_at, 0, b""))
+        delta = delta_of(session_id, records) if relevant else None
+        if delta is not None:
+            if delta.open_at:
+                premark = ("O", session_id, delta.open_at, 0, b"")
+            if delta.resolved_at:
+                after.append(("R", session_id, delta.resolved_at, 0, b""))
+            if delta.ask is not None:
+                after.append(("A", session_id, delta.ask.seq, 0, encode_ask(delta.ask)))
+            if delta.close_at:
+                after.append(("C", session_id, delta.close_at, 0, b""))
+                if not self._vouches(session_id, expected_seq):
+                    # R4: a close may land only once every earlier fact of the
+                    # session is published; this store cannot vouch for what
+                    # others wrote, so it publishes them first (best-effort:
+                    # if that fails the close waits for the sweep).
+                    await self._publish_before_close(session_id)
         last_hash = records[-1].hash if records else prev_hash
         loop = asyncio.get_running_loop()
         item = _Append(
@@ -852,13 +953,50 @@ class RedisEventStore(StoreBase):
             self._flusher = loop.create_task(self._flush())
         return await item.future
 
+    async def _publish_before_close(self, session_id: str) -> None:
+        try:
+            await self.publish_facts(session_id)
+        except StoreError as exc:
+            log.warning(
+                "redis event store %s: the facts of session %s could not be "
+                "published before its turn's close (%s); the turn stays in the "
+                "open-turns index until a sweep publishes them",
+                self.url,
+                session_id,
+                exc,
+            )
+
+    def _vouches(self, session_id: str, expected_seq: int) -> bool:
+        """Whether every fact up to ``expected_seq`` is published or queued here."""
+        return expected_seq == 0 or self._vouched.get(session_id) == expected_seq
+
+    def _vouch(self, session_id: str, seq: int) -> None:
+        vouched = self._vouched
+        vouched.pop(session_id, None)
+        if len(vouched) >= _HEAD_CACHE_MAX:
+            del vouched[next(iter(vouched))]
+        vouched[session_id] = seq
+
+    def _mark(self, n: int, session_id: str, start: int, end: int) -> None:
+        """Note that the facts of ``(start, end]`` are published (a cursor move)."""
+        key = (n, session_id)
+        held = self._marks.get(key)
+        if held is not None and held[0] <= start <= held[1]:
+            self._marks[key] = (held[0], max(held[1], end))
+        else:
+            # A gap: the cursor was moved past ``held`` meanwhile (a publish
+            # that re-vouched the session), so the newer range supersedes it.
+            self._marks[key] = (start, end)
+
     def _take_ops(self) -> list[tuple[int, Op]]:
         ops, self._ops = self._ops, []
         return ops
 
     def _take_marks(self) -> list[tuple[int, Op]]:
         marks, self._marks = self._marks, {}
-        return [(n, ("M", sid, seq, 0, b"")) for (n, sid), seq in marks.items()]
+        return [
+            (n, ("K", sid, end, start, b"")) for (n, sid), (start, end) in marks.items()
+        ]
 
     async def _flush(self) -> None:
         """Send queued appends (and the shard operations of earlier ones)."""
@@ -868,8 +1006,8 @@ class RedisEventStore(StoreBase):
                 batch, self._queue = self._queue, []
                 ops = self._take_ops()
                 if not batch or len(self._marks) >= _MARKS_MAX:
-                    # Marks only save reindex from republishing: under load
-                    # they wait and coalesce, one HSET per shard when idle.
+                    # Marks only save publish_facts from re-reading: under load
+                    # they wait and coalesce, one script call per shard when idle.
                     ops.extend(self._take_marks())
                 sent = await self._send(batch, ops)
                 if not sent and not self._queue:
@@ -895,17 +1033,22 @@ class RedisEventStore(StoreBase):
         """One round trip (two on a cluster when a turn starts); settles all."""
         acks, self._acks = self._acks, []
         try:
+            self._inflight = ops
             premarks = [
                 (self._shard(i.session_id), i.premark) for i in batch if i.premark
             ]
             staged = ops + [(n, op) for n, op in premarks if op is not None]
             shard_cmds, owners = self._shard_commands(staged)
             appends = [(stream_key(i.session_id), i.args) for i in batch]
+            if not shard_cmds and not appends:
+                # Only cursor notes of fact-free batches: nothing to send.
+                self._check_shards(staged, owners, [])
+                return True
             try:
                 if self._routes.cluster and premarks:
                     # The marks must be in before the appends, on other nodes.
                     shard_replies = await self._routes.call(shard_cmds)
-                    refused = self._marks_refused(owners, shard_replies, batch)
+                    refused = self._marks_refused(staged, owners, shard_replies, batch)
                     go = [i for i in batch if i.session_id not in refused]
                     append_replies = await self._routes.call(
                         [(stream_key(i.session_id), i.args) for i in go]
@@ -927,14 +1070,17 @@ class RedisEventStore(StoreBase):
                 )
                 for item in batch:
                     self._heads.pop(item.session_id, None)
+                    # The append may have landed: its facts were never queued.
+                    self._vouched.pop(item.session_id, None)
                     if not item.future.done():
                         item.future.set_exception(error)
                 return False
-            self._check_shards(owners, shard_replies)
+            self._check_shards(staged, owners, shard_replies)
             for item, reply in zip(batch, append_replies, strict=True):
                 self._settle(item, reply)
             return True
         finally:
+            self._inflight = []
             # The appends behind ``acks`` landed; their index entries were
             # sent or requeued, and reindex repairs either way.
             self._release(acks)
@@ -947,53 +1093,50 @@ class RedisEventStore(StoreBase):
 
     def _shard_commands(
         self, staged: list[tuple[int, Op]]
-    ) -> tuple[list[tuple[str, Command]], list[list[tuple[int, Op]]]]:
-        """The commands for ``staged`` and, for each, the operations it carries.
+    ) -> tuple[list[tuple[str, Command]], list[list[int]]]:
+        """The commands for ``staged`` and, for each, the indexes it carries.
 
         A fact is a plain ``XADD`` (the hot path: a script call costs more
-        than the write); its facts-at mark is a plain ``HSET`` sent once the
-        ``XADD`` succeeded; index operations go through the shard script.
+        than the write), unless a close of its session rides along: then its
+        facts go through the shard script, ahead of the close, so the close
+        is skipped when a fact is refused (R4: a session with an unpublished
+        fact keeps its open mark). ``B`` (a batch's facts are out) is a local
+        note, never sent; index operations and cursor moves go through the
+        shard script, in queue order.
         """
         commands: list[tuple[str, Command]] = []
-        owners: list[list[tuple[int, Op]]] = []
-        scripted: dict[int, list[tuple[int, Op]]] = {}
-        marks: dict[int, list[tuple[int, Op]]] = {}
+        owners: list[list[int]] = []
+        scripted: dict[int, list[int]] = {}
+        closing = {op[1] for _n, op in staged if op[0] == "C"}
         maxlen = self.options.facts_maxlen
-        for item in staged:
-            n, (code, sid, a, _b, value) = item
-            keys = self._shards[n]
-            if code == "F":
+        for i, (n, (code, sid, a, _b, value)) in enumerate(staged):
+            if code == "B":
+                continue
+            if code == "F" and sid not in closing:
+                key = self._shards[n][0]
                 commands.append(
                     (
-                        keys[0],
+                        key,
                         (
-                            "XADD", keys[0], "MAXLEN", "~", maxlen, "*",
+                            "XADD", key, "MAXLEN", "~", maxlen, "*",
                             "session_id", sid, "seq", a, "data", value,
                         ),
                     )
                 )  # fmt: skip
-                owners.append([item])
-            elif code == "M":
-                marks.setdefault(n, []).append(item)
+                owners.append([i])
             else:
-                scripted.setdefault(n, []).append(item)
-        for n, items in marks.items():
+                scripted.setdefault(n, []).append(i)
+        for n, carried in scripted.items():
             keys = self._shards[n]
-            fields: list[Arg] = []
-            for _n, (_code, sid, a, _b, _v) in items:
-                fields.extend((sid, a))
-            commands.append((keys[3], ("HSET", keys[3], *fields)))
-            owners.append(items)
-        for n, items in scripted.items():
-            keys = self._shards[n]
-            ops = [op for _n, op in items]
+            ops = [_scripted(staged[i][1]) for i in carried]
             commands.append((keys[0], self._shard_command(keys, ops)))
-            owners.append(items)
+            owners.append(carried)
         return commands, owners
 
     def _marks_refused(
         self,
-        owners: list[list[tuple[int, Op]]],
+        staged: list[tuple[int, Op]],
+        owners: list[list[int]],
         replies: list[Any],
         batch: list[_Append],
     ) -> dict[str, Exception]:
@@ -1001,7 +1144,8 @@ class RedisEventStore(StoreBase):
         refused: dict[str, Exception] = {}
         for carried, reply in zip(owners, replies, strict=True):
             if isinstance(reply, Exception):
-                for _n, op in carried:
+                for i in carried:
+                    op = staged[i][1]
                     if op[0] == "O":
                         refused[op[1]] = reply
         return {
@@ -1011,41 +1155,60 @@ class RedisEventStore(StoreBase):
         }
 
     def _check_shards(
-        self, owners: list[list[tuple[int, Op]]], replies: list[Any]
+        self, staged: list[tuple[int, Op]], owners: list[list[int]], replies: list[Any]
     ) -> None:
-        lost: list[tuple[int, Op]] = []
-        refused: list[str] = []
+        """Settle the shard operations: cursor notes, refusals, requeues."""
+        lost: set[int] = set()
+        refusals: list[str] = []
+        unpublished: set[str] = set()
         for carried, reply in zip(owners, replies, strict=True):
             if isinstance(reply, ResponseError):
                 # The server refused (a key of the wrong type): resending
-                # would fail again; reindex republishes from the stream.
-                refused.append(str(reply))
+                # would fail again; publish_facts publishes from the stream.
+                refusals.append(str(reply))
+                unpublished.update(
+                    staged[i][1][1] for i in carried if staged[i][1][0] in ("F", "P")
+                )
             elif isinstance(reply, Exception):
-                lost.extend(carried)  # a node failed: send again next flush
-            elif carried[0][1][0] == "F":
-                n, (_code, sid, seq, _b, _v) = carried[0]
-                if self._marks.get((n, sid), 0) < seq:
-                    self._marks[(n, sid)] = seq
-            elif isinstance(reply, list) and len(reply) == 3 and reply[0]:
-                refused.append(bytes(reply[1]).decode(errors="replace"))
-        if refused:
+                lost.update(carried)  # a node failed: send again next flush
+            elif isinstance(reply, list) and len(reply) == 4 and reply[0]:
+                refusals.append(bytes(reply[1]).decode(errors="replace"))
+                unpublished.update(bytes(s).decode() for s in reply[3])
+        for sid in unpublished:
+            self._vouched.pop(sid, None)
+        lost_sessions = {staged[i][1][1] for i in lost}
+        for i, (n, (code, sid, a, b, _v)) in enumerate(staged):
+            if code != "B" or sid in unpublished:
+                continue
+            if sid in lost_sessions:
+                lost.add(i)  # noted once the facts before it are out
+            else:
+                self._mark(n, sid, b, a)
+        if refusals:
             log.warning(
                 "redis event store %s: %d facts or index entries not published "
-                "(%s); reindex(session_id) publishes them from the streams",
+                "(%s); publish_facts(session_id) or the hosts' sweep publishes "
+                "them from the streams",
                 self.url,
-                len(refused),
-                refused[0],
+                len(refusals),
+                refusals[0],
             )
         if lost:
-            self._requeue(lost, RedisConnectionError("a shard node failed"))
+            self._requeue(
+                [staged[i] for i in sorted(lost)],
+                RedisConnectionError("a shard node failed"),
+            )
 
     def _shard_of_key(self, key: str) -> int:
         return int(key[key.index("{") + 1 : key.index("}")])
 
     def _settle(self, item: _Append, reply: Any) -> None:
         future = item.future
+        sid = item.session_id
         if isinstance(reply, Exception):
-            self._heads.pop(item.session_id, None)
+            self._heads.pop(sid, None)
+            # Unknown outcome: the append may have landed, its facts unqueued.
+            self._vouched.pop(sid, None)
             if not future.done():
                 future.set_exception(
                     reply
@@ -1055,24 +1218,31 @@ class RedisEventStore(StoreBase):
             return
         ok, seq = reply
         if not ok:
-            self._heads.pop(item.session_id, None)
+            self._heads.pop(sid, None)
             if not future.done():
                 future.set_exception(
                     SequenceConflictError(
-                        session_id=item.session_id, expected=item.expected, actual=seq
+                        session_id=sid, expected=item.expected, actual=seq
                     )
                 )
             return
-        self._remember(item.session_id, (seq, item.last_hash))
-        if item.after:
-            n = self._shard(item.session_id)
-            self._ops.extend((n, op) for op in item.after)
-            if any(op[0] != "F" for op in item.after):
-                # Read your writes: the caller sees its ask or closed turn in
-                # the index once we return (facts alone may lag, R4).
-                self._acks.append((future, seq))
-                item.acked = True
-                return
+        self._remember(sid, (seq, item.last_hash))
+        after = item.after
+        if self._vouches(sid, item.expected):
+            self._vouch(sid, seq)
+            after = [*after, ("B", sid, seq, item.expected, b"")]
+        else:
+            # R4: earlier facts of this session may be unpublished; its close
+            # waits, and the open mark stays for publish_facts to settle.
+            after = [op for op in after if op[0] != "C"]
+        n = self._shard(sid)
+        self._ops.extend((n, op) for op in after)
+        if any(op[0] in ("A", "R", "C") for op in after):
+            # Read your writes: the caller sees its ask or closed turn in
+            # the index once we return (facts alone may lag, R4).
+            self._acks.append((future, seq))
+            item.acked = True
+            return
         if not future.done():
             future.set_result(seq)
 
@@ -1086,16 +1256,20 @@ class RedisEventStore(StoreBase):
         for item in items:
             if not item.future.done() and not item.acked:
                 self._heads.pop(item.session_id, None)
+                self._vouched.pop(item.session_id, None)
                 item.future.set_exception(StoreError(why))
 
     def _requeue(self, ops: list[tuple[int, Op]], exc: BaseException) -> None:
         if not ops:
             return
-        kept = ops[: max(0, _OPS_BACKLOG_MAX - len(self._ops))]
+        room = max(0, _OPS_BACKLOG_MAX - len(self._ops))
+        kept = ops[:room]
+        for _n, op in ops[room:]:
+            self._vouched.pop(op[1], None)  # dropped: publish_facts must vouch
         self._ops[:0] = kept
         log.warning(
             "redis event store %s: sending %d fact/index operations failed "
-            "(%s: %s); %d kept for the next flush, %d left to reindex",
+            "(%s: %s); %d kept for the next flush, %d left to publish_facts",
             self.url,
             len(ops),
             type(exc).__name__,
@@ -1105,25 +1279,43 @@ class RedisEventStore(StoreBase):
         )
 
 
-def _fact_ops(session_id: str, records: Sequence[StoredEvent], code: str) -> list[Op]:
-    """The operations publishing the facts of ``records`` (R4).
-
-    Each fact is its row's projection (``fact_records``: the published
-    ``data`` is the encoded fact, never the row, so it holds no value), with
-    the row's seq; a stored fact of an older stream is published as stored.
-    ``code`` is ``"F"`` (a plain ``XADD`` after an append) or ``"P"`` (the
-    shard script's guarded publish, for ``reindex``).
-    """
-    return [
-        (code, session_id, seq, 0, data)
-        for seq, data in fact_records(session_id, records)
-    ]
-
-
 def _with(options: StoreOptions, **changes: Any) -> StoreOptions:
     values = {name: getattr(options, name) for name in StoreOptions.__slots__}
     values.update(changes)
     return StoreOptions(**values)
+
+
+def _fact_ops(session_id: str, records: Sequence[StoredEvent]) -> list[Op]:
+    """The fact operations ``records`` publish, in seq order (R4).
+
+    Every place that turns stored records into facts goes through here: the
+    append path, ``publish_facts`` and ``reindex``. Each fact is its row's
+    projection (``fact_records``: the published ``data`` is the encoded fact,
+    never the row, so it holds no value), with the row's seq; a stored fact of
+    an older stream is published as stored.
+    """
+    return [
+        ("F", session_id, seq, 0, data)
+        for seq, data in fact_records(session_id, records)
+    ]
+
+
+def _scripted(op: Op) -> Op:
+    """A fact's ``F`` as the shard script's ``P`` (published after the cursor)."""
+    return ("P", *op[1:]) if op[0] == "F" else op
+
+
+def _index_op(session_id: str, records: Sequence[StoredEvent], last: int) -> Op:
+    """The ``X`` operation that sets a session's index entries from its stream."""
+    delta = delta_of(session_id, records)
+    mark = 0
+    entry = b""
+    if delta is not None:
+        if delta.ask is not None:
+            entry = encode_ask(delta.ask)
+        if delta.open_at and (not delta.close_at or delta.ask is not None):
+            mark = delta.open_at
+    return ("X", session_id, last, mark, entry)
 
 
 def _id_seq(entry_id: Any) -> int:

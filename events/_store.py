@@ -11,7 +11,9 @@ the stream's last seq equals ``expected_seq``, else ``SequenceConflictError``
 and nothing is appended), R3 (the store keeps each hash beside its event and
 chains under its ``chain_key``), R4 (the facts of each appended batch — each
 row's projection, ``fact_records`` — go to one global facts list, with the
-row's seq), R12 (a record read carries its ``type`` and session id),
+row's seq, through a per-session cursor: ``publish_facts`` is the outbox's
+port method, synchronous here, so the contract suite tests it everywhere),
+R12 (a record read carries its ``type`` and session id),
 R7/R18 (``open_turns`` and ``pending_asks`` answer from an index kept beside
 the streams, repairable from them: ``events/_index.py``),
 R11 (``MemoryEventStore`` needs no server), R4 also
@@ -150,8 +152,29 @@ class EventStore(Protocol):
         """Pending pauses across sessions, from the index (no fold of each)."""
         ...
 
+    async def publish_facts(self, session_id: str) -> int:
+        """Publish the session's facts after its cursor; return how many (R4).
+
+        The outbox: each session has a cursor (the seq up to which its facts
+        are on the facts streams). This reads only the stream after it,
+        publishes the facts found there and only then advances the cursor,
+        so a fact whose publication failed, whose writer died, or whose
+        append was reported failed but landed is published by the next call.
+        Idempotent, and safe beside appends: a fact is published again only
+        when two calls race, and watchers dedupe by ``(session_id, seq)``.
+
+        Raises:
+            StoreError: the stream or the facts streams could not be reached,
+                or refused a fact; the cursor did not move past it.
+        """
+        ...
+
     async def reindex(self, session_id: str) -> None:
-        """Recompute this session's index entries from its stream; idempotent."""
+        """Recompute this session's index entries from its stream; idempotent.
+
+        Also publishes the session's facts after its cursor, as
+        ``publish_facts`` does.
+        """
         ...
 
     async def repair_indexes(self) -> int:
@@ -215,6 +238,8 @@ class MemoryEventStore(StoreBase):
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
         self._facts: list[FactRecord] = []
+        # The outbox cursor per session (R4): facts up to it are published.
+        self._facts_at: dict[str, int] = {}
         self._groups: dict[str, _MemoryGroup] = {}
         self._index = MemoryIndex()
 
@@ -248,18 +273,37 @@ class MemoryEventStore(StoreBase):
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
+        # Publication is synchronous here, through the same cursor as a
+        # remote store's outbox, so ``publish_facts`` means the same.
+        self._publish(session_id, records)
         if delta is not None:
             self._index.apply(session_id, delta)
-        for seq, data in fact_records(session_id, records):
-            self._facts.append(
-                FactRecord(
-                    id=str(len(self._facts) + 1),
-                    session_id=session_id,
-                    seq=seq,
-                    data=data,
-                )
-            )
         return stream[-1].seq if stream else 0
+
+    def _publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
+        """Publish the facts of ``records`` after the cursor; then move it."""
+        at = self._facts_at.get(session_id, 0)
+        count = 0
+        for seq, data in fact_records(session_id, records):
+            if seq > at:
+                self._facts.append(
+                    FactRecord(
+                        id=str(len(self._facts) + 1),
+                        session_id=session_id,
+                        seq=seq,
+                        data=data,
+                    )
+                )
+                count += 1
+        if records and records[-1].seq > at:
+            self._facts_at[session_id] = records[-1].seq
+        return count
+
+    async def publish_facts(self, session_id: str) -> int:
+        # Never yields: publication here cannot have failed, so activation
+        # pays nothing for asking (the cursor is at the head).
+        at = self._facts_at.get(session_id, 0)
+        return self._publish(session_id, self._streams.get(session_id, [])[at:])
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         stream = self._streams.get(session_id, [])
@@ -344,9 +388,14 @@ class MemoryEventStore(StoreBase):
     async def reindex(self, session_id: str) -> None:
         stream = self._streams.get(session_id, [])
         self._index.replace(session_id, delta_of(session_id, stream))
+        if not stream:
+            self._facts_at.pop(session_id, None)  # no stream, no cursor
+            return
+        await self.publish_facts(session_id)
 
     async def repair_indexes(self) -> int:
         sessions = set(self._streams) | set(self._index.open) | set(self._index.asks)
+        sessions |= set(self._facts_at)
         for session_id in sessions:
             await self.reindex(session_id)
         return len(sessions)

@@ -21,7 +21,10 @@ is cheap and sessions must not share those.
 Why ``reindex`` after every candidate, recovered or not: the index is a
 projection that can be stale (a host died between an append and its index
 update); repairing from the stream drops a mark whose turn is over and keeps
-one whose turn is still open, so the next sweep does not fold it again.
+one whose turn is still open, so the next sweep does not fold it again. It
+also publishes the facts after the session's cursor (R4), so one run of
+``recover`` is also one sweep of the facts outbox over the open turns (the
+agent's activation of each candidate publishes them first).
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ appended), R20 (an append that loses a sequence conflict raises
 ``SequenceConflictError`` as itself and fences the journal: its run appends
 nothing more), G49 (facts are delivered after their rows are appended), R4
 (a row is stored once; listeners get its fact, ``fact_of``, with the row's
-seq, by the one rule of ``watched``), G84.
+seq, by the one rule of ``watched``; and whoever next touches a session
+publishes the facts its writers left unpublished: a journal's first
+activation and a broken one's re-activation call ``store.publish_facts``
+once, best-effort — a failure is logged, never raised, R5 — and an append
+reported failed that landed after all is recognised there, logged with its
+seqs and kept in ``reconciled``), G84.
 
 Why fold at ``add`` and not at ``flush``: the loop reads the history it has
 just committed (the next request, a later call's context) before the next
@@ -79,6 +84,7 @@ class Journal:
         "last_hash",
         "listeners",
         "next_seq",
+        "reconciled",
         "session_id",
         "store",
     )
@@ -105,6 +111,9 @@ class Journal:
         self.fenced = False
         # (seq, hash) the last failed append would have ended the stream at.
         self.attempted: tuple[int, str] | None = None
+        # (first seq, last seq) of each append reported failed that landed,
+        # as re-activation found them in the stream (R4, R5).
+        self.reconciled: list[tuple[int, int]] = []
         self._buffer: list[StoredEvent] = []
         self._stored = stored_form
         self._served = served_form
@@ -115,11 +124,15 @@ class Journal:
         Called again on a cached session, it catches up with what other hosts
         appended since (the cache is only a cache). On a broken journal it
         folds the whole stream into a fresh folder, dropping what the store
-        never accepted; the journal is then whole again. Only between
+        never accepted; the journal is then whole again, and an append it
+        reported failed that landed after all is reported (``reconciled``).
+        The first activation and a re-activation then publish the facts the
+        session's writers left unpublished (R4), best-effort. Only between
         operations: never while events are buffered.
         """
         if self.broken:
             stream = await self.store.read(self.session_id, 0)
+            self._reconcile(stream)
             folder = Folder(self.session_id)
             for record in stream:
                 folder.apply(record.decode())
@@ -129,8 +142,11 @@ class Journal:
             self.next_seq = self.flushed_seq + 1
             self._buffer = []
             self.broken = self.fenced = False
+            if stream:
+                await self._publish_facts()
             return
         assert not self._buffer, "catch-up would interleave with unflushed events"
+        first = self.flushed_seq == 0
         records = await self.store.read(self.session_id, self.flushed_seq)
         for record in records:
             self.folder.apply(record.decode())
@@ -138,6 +154,49 @@ class Journal:
             self.flushed_seq = records[-1].seq
             self.last_hash = records[-1].hash
         self.next_seq = self.flushed_seq + 1
+        if first and records:
+            await self._publish_facts()
+
+    def _reconcile(self, stream: list[StoredEvent]) -> None:
+        """Report an append that was reported failed but is in the stream."""
+        if self.attempted is None:
+            return
+        last, digest = self.attempted
+        self.attempted = None
+        # Invariant: a full read holds seq n at index n-1.
+        if len(stream) >= last and stream[last - 1].hash == digest:
+            self._landed(self.flushed_seq + 1, last)
+
+    def _landed(self, first: int, last: int) -> None:
+        if (first, last) in self.reconciled:
+            return
+        self.reconciled.append((first, last))
+        log.warning(
+            "session %s: the append of seqs %d-%d was reported failed but "
+            "landed; it is part of the record, and its facts are published",
+            self.session_id,
+            first,
+            last,
+            extra={"session_id": self.session_id, "first_seq": first, "last_seq": last},
+        )
+
+    async def _publish_facts(self) -> None:
+        """Publish what earlier writers left unpublished (the outbox, R4).
+
+        Whoever next touches a session publishes its missed facts; one call,
+        best-effort: a publisher that fails never fails the run (R5).
+        """
+        try:
+            await self.store.publish_facts(self.session_id)
+        except Exception as exc:  # noqa: BLE001 - R5: a facts publisher never changes a run
+            log.warning(
+                "session %s: could not publish its missed facts (%s: %s); the "
+                "hosts' sweep or the next activation publishes them",
+                self.session_id,
+                type(exc).__name__,
+                exc,
+                extra={"session_id": self.session_id},
+            )
 
     def still_ours(self, fresh: Journal) -> bool:
         """Whether ``fresh`` (reopened after this journal's append failed)
@@ -159,7 +218,9 @@ class Journal:
             stored_form=self._stored,
             served_form=self._served,
         )
-        await fresh.activate()
+        await fresh.activate()  # its first activation publishes missed facts
+        if (fresh.flushed_seq, fresh.last_hash) == self.attempted:
+            self._landed(self.flushed_seq + 1, fresh.flushed_seq)
         return fresh
 
     @property

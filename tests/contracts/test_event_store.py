@@ -588,8 +588,9 @@ async def test_r4_failed_publication_never_fails_the_append(
             )
         assert 4 == len(await store.read(sid))
         await raw_redis.delete(facts_key)
-        assert 2 == await store.republish_facts(sid)
-        assert 0 == await store.republish_facts(sid)
+        assert 2 == await store.publish_facts(sid)
+        with pytest.deprecated_call():
+            assert 0 == await store.republish_facts(sid)
         facts = await store.read_facts()
         assert [(sid, 2), (sid, 4)] == [(f.session_id, f.seq) for f in facts]
     finally:
@@ -615,8 +616,8 @@ async def test_r4_republished_facts_are_projections_with_the_rows_seq(
                 lambda recs: any("not published" in r.getMessage() for r in recs),
             )
         await raw_redis.delete(facts_key)
-        assert 2 == await store.republish_facts(sid)
-        assert 0 == await store.republish_facts(sid)
+        assert 2 == await store.publish_facts(sid)
+        assert 0 == await store.publish_facts(sid)
         facts = await store.read_facts()
         assert [(sid, 2), (sid, 3)] == [(f.session_id, f.seq) for f in facts]
         rows = [r.decode() for r in (await store.read(sid))[1:]]

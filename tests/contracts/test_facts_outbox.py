@@ -1,0 +1,217 @@
+"""The facts outbox contract: ``publish_facts`` on every adapter (R4).
+
+Pattern: a contract suite parametrized over the adapters of the
+         ``EventStore`` port (memory, Redis, Redis Cluster), plus the laws
+         only a remote store can break (a facts shard that refuses writes).
+Role:    tests/contracts; ``publish_facts`` means the same on every store:
+         facts after the session's cursor are published, the cursor moves
+         only past published facts, twice is once.
+Emits:   nothing.
+
+Laws: R4 (publication is an outbox behind a per-session cursor: a fact whose
+publication failed is published later, never lost, and idempotently), R5 (a
+facts shard that refuses never fails an append), R11 (no key grows without
+bound: a deleted stream's cursor goes with ``reindex``).
+
+Why the writing store is closed before another one publishes: a store notes
+its cursor moves in memory and sends them when idle; closing sends them, so
+the second store sees the cursor the first one earned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+
+from helmlog.events import EventStore, StoredEvent, TurnEnded, TurnStarted
+from helmlog.events._index import DEFAULT_SHARDS, shard_of
+from helmlog.events._redis_store import (
+    RedisEventStore,
+    _fact_ops,
+    shard_keys,
+    stream_key,
+)
+from tests.contracts.conftest import StoreFactory
+from tests.contracts.test_event_store import decision, eventually, new_session
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def fact_seqs(session_id: str, records: list[StoredEvent]) -> list[int]:
+    """The seqs of the facts ``records`` project (what the facts streams owe)."""
+    return [op[2] for op in _fact_ops(session_id, records)]
+
+
+async def published(store: EventStore, session_id: str) -> list[int]:
+    """The seqs of every fact of ``session_id`` on the facts streams, repeats kept."""
+    return sorted(f.seq for f in await store.read_facts() if f.session_id == session_id)
+
+
+async def a_governed_session(store: EventStore, session_id: str) -> int:
+    """Three batches with decisions, the turn closed; return the last seq."""
+    seq = await store.append(session_id, [TurnStarted(turn=1), *decision(1)], 0)
+    seq = await store.append(session_id, decision(2) + decision(3), seq)
+    return await store.append(
+        session_id, [*decision(4), TurnEnded(turn=1, final_content="ok")], seq
+    )
+
+
+async def test_r4_publish_facts_after_every_fact_is_out_publishes_nothing(
+    make_store: StoreFactory,
+) -> None:
+    """R4: with every fact published, publish_facts publishes none again."""
+    writer = make_store()
+    sid = new_session()
+    await a_governed_session(writer, sid)
+    expected = fact_seqs(sid, await writer.read(sid))
+    await eventually(lambda: published(writer, sid), lambda got: got == expected)
+    # Another process on the same store (memory lives in this one process).
+    other = writer
+    if writer.url != "memory://":
+        await writer.close()
+        other = make_store()
+    assert 0 == await other.publish_facts(sid)
+    assert 0 == await other.publish_facts(sid)
+    assert expected == await published(other, sid)
+
+
+async def test_r4_publish_facts_of_an_unknown_session_publishes_nothing(
+    store: EventStore,
+) -> None:
+    """R4: a session the store lacks has no facts to publish."""
+    assert 0 == await store.publish_facts(new_session())
+
+
+# -- a facts shard that refuses (remote stores only) --------------------------
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
+    ]
+)
+def remote_kind(request: pytest.FixtureRequest) -> str:
+    """A remote store's kind: one Redis, or a 3-master Redis Cluster."""
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+def remote_url(remote_kind: str, request: pytest.FixtureRequest) -> str:
+    """A clean Redis or Redis Cluster of ``remote_kind``."""
+    fixture = "redis_cluster_url" if remote_kind == "cluster" else "redis_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
+
+
+@pytest.fixture
+async def raw(remote_kind: str, remote_url: str) -> AsyncIterator[Any]:
+    """A plain client on the same server or cluster, to look behind the store."""
+    client: Any = (
+        RedisCluster.from_url(remote_url)
+        if remote_kind == "cluster"
+        else aioredis.Redis.from_url(remote_url)
+    )
+    yield client
+    await client.aclose()
+
+
+def facts_key(session_id: str) -> str:
+    return shard_keys(shard_of(session_id, DEFAULT_SHARDS))[0]
+
+
+def cursor_key(session_id: str) -> str:
+    return shard_keys(shard_of(session_id, DEFAULT_SHARDS))[3]
+
+
+async def test_r4_a_refused_fact_is_published_later_exactly_once(
+    remote_url: str, raw: Any
+) -> None:
+    """R4/R5: facts a refusing shard dropped are published by publish_facts once
+    it heals; the append never failed and the cursor never passed them."""
+    sid = new_session()
+    await raw.set(facts_key(sid), "not a stream")
+    writer = RedisEventStore.from_url(remote_url)
+    try:
+        last = await a_governed_session(writer, sid)
+        assert last == (await writer.head(sid))[0]
+    finally:
+        await writer.close()
+    assert await raw.hget(cursor_key(sid), sid) is None
+    # R4: the turn's close waits while its facts are unpublished.
+    reader = RedisEventStore.from_url(remote_url)
+    try:
+        assert sid in await reader.open_turns()
+        await raw.delete(facts_key(sid))
+        expected = fact_seqs(sid, await reader.read(sid))
+        assert 4 == await reader.publish_facts(sid)
+        assert 0 == await reader.publish_facts(sid)
+        assert expected == await published(reader, sid)
+        assert str(last).encode() == await raw.hget(cursor_key(sid), sid)
+        assert sid not in await reader.open_turns()
+    finally:
+        await reader.close()
+
+
+async def test_r4_publish_facts_reads_only_the_stream_after_the_cursor(
+    remote_url: str, raw: Any
+) -> None:
+    """R4: publish_facts reads the records after the cursor, not the stream."""
+    sid = new_session()
+    writer = RedisEventStore.from_url(remote_url)
+    try:
+        seq = await writer.append(sid, [TurnStarted(turn=1)], 0)
+        for n in range(1, 1_251):  # 2,501 records: more than one XRANGE page
+            seq = await writer.append(sid, decision(n), seq)
+    finally:
+        await writer.close()
+    assert str(seq).encode() == await raw.hget(cursor_key(sid), sid)
+    await raw.set(facts_key(sid), "not a stream")
+    late = RedisEventStore.from_url(remote_url)
+    try:
+        tail = await late.append(sid, decision(9_999), seq)
+    finally:
+        await late.close()
+    await raw.delete(facts_key(sid))
+    reader = RedisEventStore.from_url(remote_url)
+    reads: list[tuple[int, int]] = []
+    real_read = reader.read
+
+    async def counted(session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        records = await real_read(session_id, after_seq)
+        reads.append((after_seq, len(records)))
+        return records
+
+    reader.read = counted  # type: ignore[method-assign]
+    try:
+        assert 1 == await reader.publish_facts(sid)
+        assert [(seq, 2)] == reads
+        assert [tail] == await published(reader, sid)
+        assert str(tail).encode() == await raw.hget(cursor_key(sid), sid)
+    finally:
+        await reader.close()
+
+
+async def test_r11_reindex_of_a_deleted_stream_drops_its_cursor(
+    remote_url: str, raw: Any
+) -> None:
+    """R11/R4: the facts-at hash keeps no cursor for a stream that is gone."""
+    sid = new_session()
+    writer = RedisEventStore.from_url(remote_url)
+    try:
+        await a_governed_session(writer, sid)
+    finally:
+        await writer.close()
+    assert await raw.hget(cursor_key(sid), sid) is not None
+    await raw.delete(stream_key(sid))
+    store = RedisEventStore.from_url(remote_url)
+    try:
+        await store.reindex(sid)
+    finally:
+        await store.close()
+    assert await raw.hget(cursor_key(sid), sid) is None
