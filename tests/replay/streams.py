@@ -24,6 +24,18 @@ from helmlog.events import SessionState, StoredEvent, hash_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 
+# The chain key of the keyed fixtures (names holding ``_keyed_``).
+GOLDEN_KEY = b"golden-chain-key"
+# Recorded by an older writer, and not re-recorded by ``main``: re-recording
+# would lose what they show (v2_keyed_imported_pause: pauses that stored their
+# MACs, before R19).
+FROZEN = frozenset({"v2_keyed_imported_pause"})
+
+
+def chain_key_of(name: str) -> bytes | None:
+    """The chain key a fixture was recorded under (``None`` for most)."""
+    return GOLDEN_KEY if "_keyed_" in name else None
+
 
 class ReplayDivergenceError(AssertionError):
     """A recorded stream no longer folds to the state recorded with it."""
@@ -168,9 +180,15 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
     return {"v1_refund_desk": await agent.store.read(sid)}
 
 
-async def _record_imported() -> dict[str, list[StoredEvent]]:
+async def _record_imported(
+    chain_key: bytes | None = None,
+) -> dict[str, list[StoredEvent]]:
     """A pause taken on one store, imported and resumed on another (R9), which
-    then pauses again: ``session.imported`` first, a pending pause last."""
+    then pauses again: ``session.imported`` first, a pending pause last.
+
+    With ``chain_key`` (``GOLDEN_KEY``) this recorded
+    ``v2_keyed_imported_pause`` before R19, when pauses stored their MACs.
+    """
     from helmlog import Agent, ToolMiddleware, allow, ask, check_in_approved, tool
     from helmlog.events import MemoryEventStore
     from helmlog.runtime import counter_ids
@@ -214,9 +232,9 @@ async def _record_imported() -> dict[str, list[StoredEvent]]:
             .build()
         )
 
-    first = agent(MemoryEventStore(), [refund_call("c1", 7)])
+    first = agent(MemoryEventStore(chain_key=chain_key), [refund_call("c1", 7)])
     out = await first.run("Refund order 7")
-    store = MemoryEventStore()
+    store = MemoryEventStore(chain_key=chain_key)
     second = agent(store, [refund_call("c2", 8)])
     again = await second.resume(
         out.checkpoint.to_json(), check_in_approved(by="dana@ops")
@@ -224,7 +242,8 @@ async def _record_imported() -> dict[str, list[StoredEvent]]:
     assert not isinstance(again, str)
     sid = second.session_id
     assert sid is not None
-    return {"v2_imported_pause": await store.read(sid)}
+    name = "v2_keyed_imported_pause" if chain_key else "v2_imported_pause"
+    return {name: await store.read(sid)}
 
 
 def _old_and_unknown() -> list[StoredEvent]:
@@ -291,7 +310,7 @@ def main(names: list[str]) -> None:
     streams.update(asyncio.run(_record_imported()))
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for name, records in streams.items():
-        if names and name not in names:
+        if (names and name not in names) or name in FROZEN:
             continue
         dump_records(FIXTURES / f"{name}.jsonl", records)
         state = fold(r.decode() for r in records)
