@@ -54,6 +54,8 @@ from helmlog.events import (
     StoreError,
     fold,
     open_event_store,
+    read_verified,
+    sign_checkpoint,
 )
 from helmlog.runtime import Agent
 
@@ -360,11 +362,16 @@ class SessionHost:
         return result
 
     async def _state(self, op: Op) -> SessionState:
-        """A session's served state, folded from its stream (resident or not)."""
+        """A session's served state, folded from its verified stream (R19),
+        its pause checkpoint signed as the agent signs it (R9)."""
         res = self._residents.get(op.session_id)
         agent = res.agent if res is not None else self._build()
-        records = await self._open().read(op.session_id)
+        store = self._open()
+        records = await read_verified(store, op.session_id)
         state = fold([r.decode() for r in records])
+        if store.chain_key and state.checkpoint is not None:
+            keyed = sign_checkpoint(state.checkpoint, state.pending, store.chain_key)
+            state = msgspec.structs.replace(state, checkpoint=keyed)
         redact = agent.config.redact
         return redact.served(state) if redact is not None else state
 

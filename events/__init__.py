@@ -7,12 +7,22 @@ Imports nothing of helmlog: every other layer stands on this one.
 
 from typing import TYPE_CHECKING
 
-from ._chain import StoredEvent, hash_bytes, seal, verify_chain
+from ._chain import (
+    StoredEvent,
+    StreamHead,
+    hash_bytes,
+    read_verified,
+    seal,
+    verify_chain,
+    verify_records,
+)
 from ._checkpoint import (
     CHECKPOINT_VERSION,
     Checkpoint,
     binding_mac,
     pause_content_digest,
+    pause_mac,
+    sign_checkpoint,
 )
 from ._codec import (
     canonical_json,
@@ -42,6 +52,7 @@ from ._errors import (
     RecoveryRequiredError,
     SequenceConflictError,
     StoreError,
+    StreamTamperedError,
 )
 from ._fold import Folder, PendingPause, SessionState, fold
 from ._index import PendingAsk
@@ -146,6 +157,8 @@ __all__ = [
     "SessionState",
     "StoreError",
     "StoredEvent",
+    "StreamHead",
+    "StreamTamperedError",
     "StreamToken",
     "ToolCallRequest",
     "ToolDispatched",
@@ -170,7 +183,11 @@ __all__ = [
     "hash_bytes",
     "open_event_store",
     "pause_content_digest",
+    "pause_mac",
+    "read_verified",
     "seal",
     "shape",
+    "sign_checkpoint",
     "verify_chain",
+    "verify_records",
 ]

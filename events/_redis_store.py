@@ -18,7 +18,9 @@ Laws: R2 (the script appends a batch only when the stream's last seq equals
 or a duplicate), R3 (each entry keeps its hash beside its data), R4 (facts
 are published after the session append succeeded, best-effort, never failing
 it; ``reindex``/``republish_facts`` publish from the stream what was missed),
-R5 (every driver error becomes a retryable ``StoreError`` naming the store;
+R19 (the append script also sets the session's head record, computed
+here where the chain key is, and ``read_head`` reads it back), R5 (every
+driver error becomes a retryable ``StoreError`` naming the store;
 a full pool waits, and a wait past ``pool_timeout`` is a ``StoreError``
 naming the pool), R7/R18 (the indexes of ``events/_index.py``), R4 also
 (consumer groups on every facts shard: XGROUP CREATE … MKSTREAM,
@@ -30,6 +32,8 @@ sessions is sharded into N keys tagged ``{<n>}``).
 Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
 
     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
+    helmlog:{<session_id>}:head     string: the head record (R19), JSON
+                                    {seq, hash, mac}, set by the append script
     helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
                                     session_id, seq, data
     helmlog:facts-at:{<n>}          hash: session id -> last published fact seq
@@ -97,9 +101,9 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ._chain import StoredEvent
+from ._chain import StoredEvent, StreamHead, decode_head, encode_head, head_of
 from ._codec import decode_envelope
-from ._errors import SequenceConflictError, StoreError
+from ._errors import SequenceConflictError, StoreError, StreamTamperedError
 from ._index import (
     FACT_TYPE,
     RELEVANT_TYPES,
@@ -139,6 +143,7 @@ _CLUSTER_POLL_S: Final = 0.05
 _FIELDS: Final = (b"seq", b"data", b"hash")
 _KEY_PREFIX: Final = "helmlog:{"
 _KEY_SUFFIX: Final = "}:events"
+_HEAD_SUFFIX: Final = "}:head"
 _CURSOR_PREFIX: Final = "f1:"
 
 # One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
@@ -153,6 +158,11 @@ def stream_key(session_id: str) -> str:
     key of the session starts the same way, so they still share one slot.
     """
     return f"{_KEY_PREFIX}{session_id}{_KEY_SUFFIX}"
+
+
+def head_key(session_id: str) -> str:
+    """The head record of one session (R19), in its stream's slot."""
+    return f"{_KEY_PREFIX}{session_id}{_HEAD_SUFFIX}"
 
 
 def shard_keys(n: int) -> tuple[str, str, str, str]:
@@ -345,6 +355,21 @@ class RedisEventStore(StoreBase):
                 start = f"(0-{_id_seq(page[-1][0])}"
         except DRIVER_ERRORS as exc:
             raise self._error("read", exc) from exc
+
+    async def read_head(self, session_id: str) -> StreamHead | None:
+        key = head_key(session_id)
+        try:
+            await self._routes.prepare()
+            raw = await self._routes.one(key, "GET", key)
+        except DRIVER_ERRORS as exc:
+            raise self._error("read the head record of", exc) from exc
+        if raw is None:
+            return None
+        head = decode_head(bytes(raw))
+        if head is None:
+            # Bytes no append script wrote: a head that cannot vouch for its stream.
+            raise StreamTamperedError(session_id=session_id, seq=0, reason="head")
+        return head
 
     async def sessions(self) -> list[str]:
         found: set[str] = set()
@@ -807,9 +832,11 @@ class RedisEventStore(StoreBase):
         if self._closed:
             raise StoreError(f"the redis event store {self.url} is closed")
         self._tokens += 1
+        last = records[-1]
+        head = encode_head(head_of(session_id, last.seq, last.hash, self.chain_key))
         args: list[Arg] = [
-            "EVALSHA", APPEND_SHA, 1, stream_key(session_id),
-            expected_seq, prev_hash, f"{self._writer}:{self._tokens}",
+            "EVALSHA", APPEND_SHA, 2, stream_key(session_id), head_key(session_id),
+            expected_seq, prev_hash, f"{self._writer}:{self._tokens}", head,
         ]  # fmt: skip
         after: list[Op] = []
         relevant = False

@@ -14,7 +14,19 @@ the decoded stored bytes, not the live objects, so the two cannot drift), R2
 ``LedgerAppendError`` and the action does not happen), R12 (tokens are never
 appended), R20 (an append that loses a sequence conflict raises
 ``SequenceConflictError`` as itself and fences the journal: its run appends
-nothing more), G49 (facts are delivered after their rows are appended), G84.
+nothing more), G49 (facts are delivered after their rows are appended), G84,
+R19 (nothing acts on a stream it did not verify: ``activate`` checks every
+record it reads against its stored hash, under the chain key, and the chain,
+and a first activation checks the head record too; a failure raises
+``StreamTamperedError`` and folds nothing).
+
+Why verification is incremental: the journal's ``(flushed_seq, last_hash)``
+is a position it verified (it read and checked it, or sealed it itself), so
+a catch-up verifies only the records after it against it; a host never
+re-verifies what it already verified. The head record is read on a first
+activation (before the stream, so a concurrent append can only make the
+stream longer than the head, never shorter): a cached session needs no head,
+since an append against a cut stream is a sequence conflict.
 
 Why fold at ``add`` and not at ``flush``: the loop reads the history it has
 just committed (the next request, a later call's context) before the next
@@ -52,6 +64,7 @@ from helmlog.events import (
     encode_event,
     fact_for,
     hash_bytes,
+    verify_records,
 )
 from helmlog.events import DecisionFiled as _Filed
 
@@ -110,33 +123,41 @@ class Journal:
         self._served = served_form
 
     async def activate(self) -> None:
-        """Fold the session's stored stream silently (R6): no append, no event.
+        """Verify and fold the session's stored stream silently (R6, R19).
 
         Called again on a cached session, it catches up with what other hosts
-        appended since (the cache is only a cache). On a broken journal it
-        folds the whole stream into a fresh folder, dropping what the store
-        never accepted; the journal is then whole again. Only between
-        operations: never while events are buffered.
+        appended since (the cache is only a cache), verifying only those
+        records. On a broken journal it folds the whole stream into a fresh
+        folder, dropping what the store never accepted; the journal is then
+        whole again. Only between operations: never while events are buffered.
+
+        Raises:
+            StreamTamperedError: a record read fails its hash or the chain, or
+                (on a first activation) the stream is shorter than its head;
+                nothing read is folded.
         """
-        if self.broken:
+        key = self.store.chain_key
+        if self.broken or (self.flushed_seq == 0 and not self._buffer):
+            head = await self.store.read_head(self.session_id)
             stream = await self.store.read(self.session_id, 0)
+            position = verify_records(self.session_id, stream, key, head=head)
             folder = Folder(self.session_id)
             for record in stream:
                 folder.apply(record.decode())
             self.folder = folder
-            self.flushed_seq = stream[-1].seq if stream else 0
-            self.last_hash = stream[-1].hash if stream else ""
+            self.flushed_seq, self.last_hash = position
             self.next_seq = self.flushed_seq + 1
             self._buffer = []
             self.broken = self.fenced = False
             return
         assert not self._buffer, "catch-up would interleave with unflushed events"
         records = await self.store.read(self.session_id, self.flushed_seq)
+        position = verify_records(
+            self.session_id, records, key, after=(self.flushed_seq, self.last_hash)
+        )
         for record in records:
             self.folder.apply(record.decode())
-        if records:
-            self.flushed_seq = records[-1].seq
-            self.last_hash = records[-1].hash
+        self.flushed_seq, self.last_hash = position
         self.next_seq = self.flushed_seq + 1
 
     def still_ours(self, fresh: Journal) -> bool:

@@ -57,10 +57,12 @@ from helmlog.events import (
     seal,
     verify_chain,
 )
+from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_scripts import APPEND_LUA
 from helmlog.events._redis_store import (
     RedisEventStore,
+    head_key,
     shard_keys,
     stream_key,
 )
@@ -604,12 +606,14 @@ async def test_r2_a_resend_is_idempotent_but_another_writers_identical_batch_con
     try:
         _, records = seal(sid, decision(1), after_seq=0, prev_hash="")
         script = client.register_script(APPEND_LUA)
-        args: list[Any] = [0, "", "writer-a:1"]
+        head = encode_head(head_of(sid, records[-1].seq, records[-1].hash))
+        args: list[Any] = [0, "", "writer-a:1", head]
         for r in records:
             args += [r.data, r.hash]
-        keys = [stream_key(sid)]
+        keys = [stream_key(sid), head_key(sid)]
         assert [1, 2] == await script(keys=keys, args=args)
         assert [1, 2] == await script(keys=keys, args=args)  # the same append, resent
+        assert head_of(sid, 2, records[-1].hash) == await store.read_head(sid)
         args[2] = "writer-b:1"
         assert [0, 2] == await script(keys=keys, args=args)  # another writer's bytes
         assert records == await store.read(sid)

@@ -62,6 +62,7 @@ FACE = [
     "SequenceConflictError",
     "SessionState",
     "StoreError",
+    "StreamTamperedError",
     "Tool",
     "ToolCallContext",
     "ToolMiddleware",
@@ -130,6 +131,8 @@ EVENTS = [
     "SessionState",
     "StoreError",
     "StoredEvent",
+    "StreamHead",
+    "StreamTamperedError",
     "StreamToken",
     "ToolCallRequest",
     "ToolDispatched",
@@ -154,9 +157,13 @@ EVENTS = [
     "hash_bytes",
     "open_event_store",
     "pause_content_digest",
+    "pause_mac",
+    "read_verified",
     "seal",
     "shape",
+    "sign_checkpoint",
     "verify_chain",
+    "verify_records",
 ]
 
 RUNTIME = [
