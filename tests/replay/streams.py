@@ -180,28 +180,26 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
     return {"v1_refund_desk": await agent.store.read(sid)}
 
 
-async def _record_imported(
-    chain_key: bytes | None = None,
-) -> dict[str, list[StoredEvent]]:
-    """A pause taken on one store, imported and resumed on another (R9), which
-    then pauses again: ``session.imported`` first, a pending pause last.
+def imported_agent(
+    store: Any,
+    script: list[Any],
+    ran: list[dict[str, Any]],
+    *,
+    clock: Any = None,
+) -> Any:
+    """The agent of the imported-pause fixtures: cap the amount, then ask.
 
-    With ``chain_key`` (``GOLDEN_KEY``) this recorded
-    ``v2_keyed_imported_pause`` before R19, when pauses stored their MACs.
+    ``ran`` collects the arguments the refund tool runs with; a test resuming
+    a fixture's pause builds the same agent, so its policy version matches.
     """
-    from helmlog import Agent, ToolMiddleware, allow, ask, check_in_approved, tool
-    from helmlog.events import MemoryEventStore
+    from helmlog import Agent, ToolMiddleware, allow, ask, tool
     from helmlog.runtime import counter_ids
-    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
-
-    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
-
-    def clock() -> int:
-        return next(ticks)
+    from helmlog.runtime.providers import scripted
 
     @tool
     def refund(order: int, amount: float) -> str:
         """Refund an order."""
+        ran.append({"order": order, "amount": amount})
         return f"refunded {amount:.2f} on order {order}"
 
     cap = ToolMiddleware(
@@ -213,24 +211,41 @@ async def _record_imported(
     four_eyes = ToolMiddleware(
         name="four-eyes", on_tool_call=lambda c: ask("Approve this refund?")
     )
+    options: dict[str, Any] = {"ids": counter_ids("golden-"), "store": store}
+    if clock is not None:
+        options["clock"] = clock
+    return (
+        Agent.create(provider=scripted(script), model="m", **options)
+        .tool(refund)
+        .tool_middleware(cap, four_eyes)
+        .build()
+    )
+
+
+async def _record_imported(
+    chain_key: bytes | None = None,
+) -> dict[str, list[StoredEvent]]:
+    """A pause taken on one store, imported and resumed on another (R9), which
+    then pauses again: ``session.imported`` first, a pending pause last.
+
+    With ``chain_key`` (``GOLDEN_KEY``) this recorded
+    ``v2_keyed_imported_pause`` before R19, when pauses stored their MACs.
+    """
+    from helmlog import check_in_approved
+    from helmlog.events import MemoryEventStore
+    from helmlog.runtime.providers import Reply, ToolCallRequest
+
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+
+    def clock() -> int:
+        return next(ticks)
 
     def refund_call(call_id: str, order: int) -> Reply:
         args = {"order": order, "amount": 900}
         return Reply(tool_calls=[ToolCallRequest(id=call_id, name="refund", args=args)])
 
     def agent(store: MemoryEventStore, script: list[Any]) -> Any:
-        return (
-            Agent.create(
-                provider=scripted(script),
-                model="m",
-                clock=clock,
-                ids=counter_ids("golden-"),
-                store=store,
-            )
-            .tool(refund)
-            .tool_middleware(cap, four_eyes)
-            .build()
-        )
+        return imported_agent(store, script, [], clock=clock)
 
     first = agent(MemoryEventStore(chain_key=chain_key), [refund_call("c1", 7)])
     out = await first.run("Refund order 7")
