@@ -702,7 +702,7 @@ class Agent:
             )
         else:
             return
-        if not cp.mac or not hmac.compare_digest(cp.mac, expected):
+        if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
             raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
 
     async def _resume(

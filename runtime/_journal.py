@@ -140,10 +140,13 @@ class Journal:
         if self.broken or (self.flushed_seq == 0 and not self._buffer):
             head = await self.store.read_head(self.session_id)
             stream = await self.store.read(self.session_id, 0)
-            position = verify_records(self.session_id, stream, key, head=head)
+            events: list[Event | UnknownEvent] = []
+            position = verify_records(
+                self.session_id, stream, key, head=head, decoded=events
+            )
             folder = Folder(self.session_id)
-            for record in stream:
-                folder.apply(record.decode())
+            for event in events:
+                folder.apply(event)
             self.folder = folder
             self.flushed_seq, self.last_hash = position
             self.next_seq = self.flushed_seq + 1
@@ -152,11 +155,16 @@ class Journal:
             return
         assert not self._buffer, "catch-up would interleave with unflushed events"
         records = await self.store.read(self.session_id, self.flushed_seq)
+        events = []
         position = verify_records(
-            self.session_id, records, key, after=(self.flushed_seq, self.last_hash)
+            self.session_id,
+            records,
+            key,
+            after=(self.flushed_seq, self.last_hash),
+            decoded=events,
         )
-        for record in records:
-            self.folder.apply(record.decode())
+        for event in events:
+            self.folder.apply(event)
         self.flushed_seq, self.last_hash = position
         self.next_seq = self.flushed_seq + 1
 

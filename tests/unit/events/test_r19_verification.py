@@ -19,6 +19,8 @@ import hmac
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helmlog import (
     Agent,
@@ -54,6 +56,17 @@ def events(n: int) -> list[Event]:
         MessageCommitted(message=Message(role="user", content=f"m{i}"))
         for i in range(n)
     ]
+
+
+@given(key=st.binary(min_size=1, max_size=200), data=st.binary(max_size=2_000))
+def test_r03_the_chain_hash_is_hmac_sha256_byte_for_byte(
+    key: bytes, data: bytes
+) -> None:
+    """R3: ``hash_bytes`` under a key is HMAC-SHA-256 (keys shorter and longer
+    than a block), and SHA-256 without one."""
+    expected = hmac.new(key, data, hashlib.sha256).hexdigest()
+    assert expected == hash_bytes(data, key)
+    assert hashlib.sha256(data).hexdigest() == hash_bytes(data)
 
 
 def test_r19_stream_tampered_error_is_typed_and_not_retryable() -> None:
