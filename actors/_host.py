@@ -15,7 +15,10 @@ where, not what: a session run here appends what the same agent run in
 process appends), R6 (activation is silent), R21 (at most ``max_resident``
 sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
 session in the middle of an operation never is), R22 (a host that starts or
-restarts finishes its shard's open turns, per R7, by itself).
+restarts finishes its shard's open turns, per R7, by itself), R19 (every
+session it activates is verified by its agent's journal, and a snapshot it
+serves is folded from a verified stream, its pause checkpoint signed as the
+agent signs it; a refusal reaches the client as ``StreamTamperedError``).
 
 Why an agent object per session inside one host: an agent holds per-run
 conversation state and its provider (a scripted model's script, a client's
