@@ -17,7 +17,11 @@ sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
 session in the middle of an operation never is), R22 (a host that starts or
 restarts finishes its shard's open turns, per R7, by itself), R4 (every
 ``facts_sweep_s``, default 30 s, a host publishes the facts its shard's
-open-turn sessions left unpublished, skipping sessions it is operating on).
+open-turn sessions left unpublished, skipping sessions it is operating on),
+R19 (every session it activates is verified by its agent's journal, and a
+snapshot it serves is folded from a verified stream, its pause checkpoint
+signed as the agent signs it; a refusal reaches the client as
+``StreamTamperedError``).
 
 Why an agent object per session inside one host: an agent holds per-run
 conversation state and its provider (a scripted model's script, a client's
@@ -56,6 +60,8 @@ from helmlog.events import (
     StoreError,
     fold,
     open_event_store,
+    read_verified,
+    sign_checkpoint,
 )
 from helmlog.runtime import Agent
 
@@ -404,11 +410,16 @@ class SessionHost:
         return result
 
     async def _state(self, op: Op) -> SessionState:
-        """A session's served state, folded from its stream (resident or not)."""
+        """A session's served state, folded from its verified stream (R19),
+        its pause checkpoint signed as the agent signs it (R9)."""
         res = self._residents.get(op.session_id)
         agent = res.agent if res is not None else self._build()
-        records = await self._open().read(op.session_id)
+        store = self._open()
+        records = await read_verified(store, op.session_id)
         state = fold([r.decode() for r in records])
+        if store.chain_key and state.checkpoint is not None:
+            keyed = sign_checkpoint(state.checkpoint, state.pending, store.chain_key)
+            state = msgspec.structs.replace(state, checkpoint=keyed)
         redact = agent.config.redact
         return redact.served(state) if redact is not None else state
 

@@ -10,7 +10,17 @@ Emits:   the summary on stdout, ending with
 
 Laws: R2 (every measured append goes through the atomic script with its
 sequence check), R4 (the appends publish their facts), R1 (``fold`` over a
-realistic decoded stream).
+realistic decoded stream), R19 (what verification and the head record cost).
+
+What R19 costs (issue 8 item 4): ``verify_cost`` is the time of a first
+activation of a long keyed stream (``Journal.activate``: the head record,
+the read, every record's HMAC and chain link checked, the fold) over the
+same read and fold unverified, the best of interleaved runs; 1.0 would be
+free. ``head_write_ratio`` is the append script with its head-record ``SET``
+over the same script without it (redis-py primitives, group-committed the
+same way), so the head write's own cost is read apart from the machine's
+noise; ``append_ratio`` before and after the change says the same thing
+against the raw baseline.
 
 Targets (issue 7): store appends ≥ 70 % of raw pipelined ``XADD`` of the
 same payloads; fold ≥ 300k events/s; ``read`` + decode ≥ 80 % of raw
@@ -76,6 +86,7 @@ import redis.asyncio as aioredis
 from helmlog.events import (
     DecisionFiled,
     Event,
+    Folder,
     LlmEnded,
     LlmStarted,
     Message,
@@ -95,13 +106,21 @@ from helmlog.events import (
     fold,
     seal,
 )
+from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS
 from helmlog.events._redis_scripts import APPEND_LUA
 from helmlog.events._redis_store import (
     RedisEventStore,
+    head_key,
     shard_keys,
     stream_key,
 )
+from helmlog.runtime.lowlevel import Journal, Listeners
+
+# The append script without its head-record write, to price that write alone.
+_HEAD_SET = b"    redis.call('SET', KEYS[2], ARGV[4])\n"
+assert _HEAD_SET in APPEND_LUA
+APPEND_LUA_NO_HEAD = APPEND_LUA.replace(_HEAD_SET, b"")
 
 TARGETS = {"append": 0.70, "fold": 300_000.0, "read": 0.80}
 BYTES_PER_TURN_TARGET = 4_000
@@ -290,16 +309,22 @@ async def bench_raw_xadd(
 
 
 async def bench_redispy_append(
-    client: aioredis.Redis, sessions: int, rows: int, tag: str
+    client: aioredis.Redis,
+    sessions: int,
+    rows: int,
+    tag: str,
+    *,
+    lua: bytes = APPEND_LUA,
 ) -> float:
     """The store's append work on redis-py's primitives, ideally group-committed.
 
-    Every session's next append (the script with its seq check, then the
-    ``XADD`` of the row's projected fact) goes into one
+    Every session's next append (the script with its seq check and head
+    record, then the ``XADD`` of the row's projected fact) goes into one
     ``pipeline(transaction=False)`` per round, the best batching a group
-    commit can reach.
+    commit can reach. ``lua`` is the script (``APPEND_LUA_NO_HEAD`` prices
+    the head write).
     """
-    script = client.register_script(APPEND_LUA)
+    script = client.register_script(lua)
     batches = [decision_batch(n) for n in range(rows)]
     heads = {s: (0, "") for s in range(sessions)}
     facts = shard_keys(0)[0] + tag
@@ -313,10 +338,11 @@ async def bench_redispy_append(
                 seq, prev = heads[s]
                 stamped, records = seal(sid, batch, after_seq=seq, prev_hash=prev)
                 sealed[s] = records
-                args: list[Any] = [seq, prev, f"bench:{seq}"]
+                head = encode_head(head_of(sid, records[-1].seq, records[-1].hash))
+                args: list[Any] = [seq, prev, f"bench:{seq}", head]
                 for r in records:
                     args += [r.data, r.hash]
-                keys = [stream_key(sid)]
+                keys = [stream_key(sid), head_key(sid)]
                 await script(keys=keys, args=args, client=pipe)
                 row = stamped[-1]
                 assert isinstance(row, DecisionFiled)
@@ -399,6 +425,34 @@ async def bench_redispy_read(client: aioredis.Redis, key: str, n: int) -> float:
     return await timed(n, body)
 
 
+# -- activation (R19) -------------------------------------------------------
+
+
+async def bench_activation(store: RedisEventStore, sid: str, n: int) -> float:
+    """A first activation as a host makes it: head, read, verify, fold."""
+
+    async def body() -> None:
+        journal = Journal(store, sid, Listeners(), lambda: 0)
+        await journal.activate()
+        assert journal.flushed_seq == n, journal.flushed_seq
+
+    return await timed(n, body)
+
+
+async def bench_unverified_activation(
+    store: RedisEventStore, sid: str, n: int
+) -> float:
+    """The same read and fold, verifying nothing (activation before R19)."""
+
+    async def body() -> None:
+        folder = Folder(sid)
+        for record in await store.read(sid):
+            folder.apply(record.decode())
+        assert folder.last_seq == n, folder.last_seq
+
+    return await timed(n, body)
+
+
 # -- fold ----------------------------------------------------------------
 
 
@@ -471,6 +525,7 @@ async def run(quick: bool) -> dict[str, Any]:
         client = aioredis.Redis.from_url(server.url)
         try:
             append_runs, raw_runs, single_runs, redispy_runs = [], [], [], []
+            no_head_runs: list[float] = []
             for r in range(repeat):
                 rate, store = await bench_store_append(
                     server.url, sessions, rows, f"a{r}"
@@ -484,6 +539,11 @@ async def run(quick: bool) -> dict[str, Any]:
                 )
                 redispy_runs.append(
                     await bench_redispy_append(client, sessions, rows, f"p{r}")
+                )
+                no_head_runs.append(
+                    await bench_redispy_append(
+                        client, sessions, rows, f"h{r}", lua=APPEND_LUA_NO_HEAD
+                    )
                 )
                 rate, store = await bench_store_append(
                     server.url, 1, rows * 4, f"one{r}"
@@ -516,6 +576,21 @@ async def run(quick: bool) -> dict[str, Any]:
                 )
                 redispy_read_runs.append(await bench_redispy_read(client, key, read_n))
             await store.close()
+
+            # R19: a keyed stream's first activation, verified and not.
+            keyed = RedisEventStore.from_url(server.url, chain_key=b"bench-chain-key")
+            sid = "activation-bench"
+            seq = t = 0
+            while seq < read_n:
+                t += 1
+                seq = await keyed.append(sid, realistic_turn(t)[: read_n - seq], seq)
+            verified_runs, unverified_runs = [], []
+            for _ in range(repeat * 4):
+                verified_runs.append(await bench_activation(keyed, sid, read_n))
+                unverified_runs.append(
+                    await bench_unverified_activation(keyed, sid, read_n)
+                )
+            await keyed.close()
         finally:
             await client.aclose()
 
@@ -533,6 +608,9 @@ async def run(quick: bool) -> dict[str, Any]:
         "xrange_runs": xrange_runs,
         "append_rows_per_s": append_rate,
         "redispy_append_rows_per_s": best_of(redispy_runs),
+        "no_head_append_rows_per_s": best_of(no_head_runs),
+        "activation_events_per_s": best_of(verified_runs),
+        "unverified_activation_events_per_s": best_of(unverified_runs),
         "redispy_read_rows_per_s": best_of(redispy_read_runs),
         "raw_xadd_per_s": raw_rate,
         "fold_events_per_s": fold_rate,
@@ -563,6 +641,9 @@ def main() -> int:
     }
 
     wire_append = r["append_rows_per_s"] / r["redispy_append_rows_per_s"]
+    head_ratio = r["redispy_append_rows_per_s"] / r["no_head_append_rows_per_s"]
+    # Time with verification over time without (rates are inverse times).
+    verify_cost = r["unverified_activation_events_per_s"] / r["activation_events_per_s"]
     wire_read = r["read_rows_per_s"] / r["redispy_read_rows_per_s"]
 
     def mark(name: str) -> str:
@@ -601,6 +682,17 @@ def main() -> int:
         f"(Wire x{wire_append:.2f} / x{wire_read:.2f})"
     )
     print(
+        f"         head record: the append script with it {head_ratio:.0%} of the "
+        f"rate without (redis-py, {r['no_head_append_rows_per_s']:,.0f} rows/s "
+        "without)"
+    )
+    print(
+        f"         activation {r['activation_events_per_s']:>9,.0f} events/s  "
+        f"(head, read, HMAC chain verified, fold; {r['read_rows']:,} events) vs "
+        f"{r['unverified_activation_events_per_s']:,.0f} unverified -> "
+        f"verify_cost x{verify_cost:.2f}"
+    )
+    print(
         f"  [{mark('fold')}] fold     {r['fold_events_per_s']:>11,.0f} events/s "
         f"({r['fold_events']:,} decoded events; target ≥ {TARGETS['fold']:,.0f})"
     )
@@ -628,6 +720,12 @@ def main() -> int:
         "bytes_per_turn_before": BYTES_PER_TURN_BEFORE,
         "bytes_per_turn_target": BYTES_PER_TURN_TARGET,
         "events_per_turn": r["events_per_turn"],
+        "head_write_ratio": round(head_ratio, 3),
+        "activation_events_per_s": round(r["activation_events_per_s"]),
+        "unverified_activation_events_per_s": round(
+            r["unverified_activation_events_per_s"]
+        ),
+        "verify_cost": round(verify_cost, 3),
         "targets_met": all(ok.values()),
     }
     print(json.dumps(line))

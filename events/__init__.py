@@ -9,12 +9,21 @@ Imports nothing of helmlog: every other layer stands on this one.
 
 from typing import TYPE_CHECKING
 
-from ._chain import StoredEvent, hash_bytes, seal, stored_encoding, verify_chain
+from ._chain import (
+    StoredEvent,
+    StreamHead,
+    hash_bytes,
+    seal,
+    stored_encoding,
+    verify_chain,
+    verify_records,
+)
 from ._checkpoint import (
     CHECKPOINT_VERSION,
     Checkpoint,
     binding_mac,
     pause_content_digest,
+    pause_mac,
 )
 from ._codec import (
     canonical_json,
@@ -45,9 +54,10 @@ from ._errors import (
     RecoveryRequiredError,
     SequenceConflictError,
     StoreError,
+    StreamTamperedError,
 )
 from ._facts import fact_of, watched
-from ._fold import Folder, PendingPause, SessionState, fold
+from ._fold import Folder, PendingPause, SessionState, fold, sign_checkpoint
 from ._index import PendingAsk
 from ._messages import Message, ToolCallRequest
 from ._open import open_event_store
@@ -56,6 +66,7 @@ from ._store import (
     FactDelivery,
     FactRecord,
     MemoryEventStore,
+    read_verified,
 )
 from ._types import (
     EVENT_CLASSES,
@@ -150,6 +161,8 @@ __all__ = [
     "SessionState",
     "StoreError",
     "StoredEvent",
+    "StreamHead",
+    "StreamTamperedError",
     "StreamToken",
     "ToolCallRequest",
     "ToolDispatched",
@@ -176,9 +189,13 @@ __all__ = [
     "hash_bytes",
     "open_event_store",
     "pause_content_digest",
+    "pause_mac",
+    "read_verified",
     "seal",
     "shape",
+    "sign_checkpoint",
     "stored_encoding",
     "verify_chain",
+    "verify_records",
     "watched",
 ]

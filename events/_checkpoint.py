@@ -7,7 +7,22 @@ Emits:   nothing.
 
 Laws: R14 (fields, ``from_json(c.to_json()) == c``, malformed text is
 ``CheckpointError(reason="malformed")``), R9 (what a pause checkpoint binds;
-``binding_mac``).
+``binding_mac``; ``pause_mac``: a pause MAC is never derivable from what the
+stream stores), R1 (with a chain key, the keyed exception below).
+
+Why a pause's MAC is not stored and uses a derived key: anyone who can read a
+stream could copy a MAC stored in its ``pause.request`` into a checkpoint of
+their making. So new pauses store none (``mac`` stays, default ``None``, for
+old streams); the agent, which has the chain key, computes the MAC from the
+stream's bindings when it hands a checkpoint out (``sign_checkpoint``) and
+when it checks one. The key is derived from the chain key for checkpoints
+(``pause_mac``), so no stored hash — an HMAC under the chain key itself — can
+serve as a MAC. The keyed exception to R1: ``fold`` is pure and keyless, so
+under a chain key the fold's pause checkpoint has ``mac=None``, and equals by
+``to_json()`` what the agent returned once ``sign_checkpoint`` adds the MAC.
+A stream written before this change stored its pauses' MACs: its fold's
+checkpoint carries the stored MAC (made by ``binding_mac`` under the chain key
+itself), and the old checkpoints that hold it still resume.
 
 Why every field is written, defaults included: a reader of a later format
 version must see which version wrote the text; an omitted ``version`` would
@@ -36,6 +51,7 @@ import hmac
 
 import msgspec
 
+from ._chain import _derived
 from ._codec import MAX_DEPTH, canonical_json, digest, too_deep
 from ._errors import CheckpointError
 from ._messages import Message
@@ -165,3 +181,32 @@ def binding_mac(
     return hmac.new(
         key, b"helmlog/v1/checkpoint\x00" + body, hashlib.sha256
     ).hexdigest()
+
+
+_CHECKPOINT_KEY_LABEL = b"helmlog/v1/checkpoint-key"
+
+
+def pause_mac(
+    chain_key: bytes,
+    *,
+    session_id: str,
+    seq: int,
+    tool_call_id: str | None,
+    args_digest: str | None,
+    policy_version: str | None,
+    content_digest: str | None = None,
+) -> str:
+    """The MAC of a pause checkpoint (R9), never stored in the stream.
+
+    ``binding_mac`` under a key derived from the chain key for checkpoints,
+    so neither a stored hash nor a head's MAC can serve as one.
+    """
+    return binding_mac(
+        _derived(chain_key, _CHECKPOINT_KEY_LABEL),
+        session_id=session_id,
+        seq=seq,
+        tool_call_id=tool_call_id,
+        args_digest=args_digest,
+        policy_version=policy_version,
+        content_digest=content_digest,
+    )

@@ -16,6 +16,8 @@ The tree::
     │                                                    a msgspec.DecodeError)
     ├── RecoveryRequiredError     ERR_RECOVERY_REQUIRED  a turn left dispatched calls
     │                                                    without results: recover it
+    ├── StreamTamperedError       ERR_STREAM_TAMPERED    a stream failed verification:
+    │                                                    nothing ran on it
     ├── StoreError                ERR_STORE              a store failed (retryable)
     │   ├── SequenceConflictError ERR_SEQUENCE_CONFLICT  another writer got there
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
@@ -194,6 +196,33 @@ class RecoveryRequiredError(HelmlogError):
             "dispatched without a recorded result: finish it with "
             f"agent.recover('{session_id}') or `helmlog recover --store URL "
             f"{session_id}`, then continue"
+        )
+
+
+class StreamTamperedError(HelmlogError):
+    """A session's stream failed verification, so nothing ran on it (R19, R3).
+
+    ``seq`` is the first bad seq; ``reason`` says what failed there:
+    ``"order"`` (a seq out of order, or a body naming another seq),
+    ``"malformed"`` (bytes that are not an event), ``"hash"`` (the recomputed
+    hash differs from the stored one: an edit, or a hash not made with this
+    store's chain key), ``"chain"`` (``prev_hash`` is not its predecessor's
+    hash), ``"truncated"`` (the head record names a later seq than the stream
+    holds: ``seq`` is the first missing one), ``"deleted"`` (the head record
+    remains, the stream is gone) or ``"head"`` (the head record's MAC or hash
+    does not verify). Not retryable: the stored bytes will not change.
+    """
+
+    code = "ERR_STREAM_TAMPERED"
+    REASONS = ("order", "malformed", "hash", "chain", "truncated", "deleted", "head")
+
+    def __init__(self, *, session_id: str, seq: int, reason: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(
+            f"session '{session_id}' failed verification at seq {seq} ({reason}); "
+            "nothing was run on it: check the stream with `helmlog verify`"
         )
 
 

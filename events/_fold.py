@@ -48,7 +48,7 @@ from typing import Any
 
 import msgspec
 
-from ._checkpoint import Checkpoint
+from ._checkpoint import Checkpoint, pause_mac
 from ._decision import MiddlewareDecision
 from ._messages import Message
 from ._types import (
@@ -482,3 +482,36 @@ def fold(events: Iterable[Event | UnknownEvent]) -> SessionState:
     for event in events:
         folder.apply(event)
     return folder.state()
+
+
+def sign_checkpoint(
+    checkpoint: Checkpoint | None,
+    pending: PendingPause | None,
+    chain_key: bytes | None,
+) -> Checkpoint | None:
+    """A folded checkpoint as it is handed out: a pending pause's gets its MAC.
+
+    ``checkpoint`` and ``pending`` are a fold's (``SessionState.checkpoint``
+    and ``.pending``). Without a chain key, for a conversation checkpoint, or
+    for a pause whose stream stored its MAC (written before R19), the
+    checkpoint is returned as folded.
+    """
+    if (
+        not chain_key
+        or checkpoint is None
+        or pending is None
+        or checkpoint.kind != "pause"
+        or checkpoint.mac
+        or checkpoint.seq != pending.seq
+    ):
+        return checkpoint
+    mac = pause_mac(
+        chain_key,
+        session_id=checkpoint.session_id,
+        seq=checkpoint.seq,
+        tool_call_id=checkpoint.tool_call_id,
+        args_digest=checkpoint.args_digest,
+        policy_version=checkpoint.policy_version,
+        content_digest=pending.content_digest or None,
+    )
+    return msgspec.structs.replace(checkpoint, mac=mac)

@@ -8,7 +8,8 @@ Role:    events layer; ``events/_redis_store.py`` calls them through
 Emits:   nothing.
 
 Laws: R2 (the append is one atomic step: the seq and hash check, then the
-XADDs, all or none), R11 (a script touches keys of one slot only: a session's
+XADDs, all or none), R19 (the same step writes the session's head record),
+R11 (a script touches keys of one slot only: a session's
 stream, or one index shard's keys), R20 (a resend is taken for one only when
 it carries the same append token).
 
@@ -22,13 +23,15 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-# KEYS[1] the stream; ARGV expected_seq, prev_hash, the append's token, then
-# (data, hash) per record. The batch's last entry keeps the token (field w).
-# Returns {1, last_seq} when the batch is in the stream, {0, actual_seq} if not.
+# KEYS[1] the stream, KEYS[2] its head record; ARGV expected_seq, prev_hash,
+# the append's token, the head record after the batch (computed by the caller,
+# which has the chain key), then (data, hash) per record. The batch's last
+# entry keeps the token (field w). Returns {1, last_seq} when the batch is in
+# the stream, {0, actual_seq} if not; a resend rewrites nothing.
 APPEND_LUA: Final = b"""
 local key = KEYS[1]
 local expected = tonumber(ARGV[1])
-local n = (#ARGV - 3) / 2
+local n = (#ARGV - 4) / 2
 local actual, last_hash, last_token = 0, '', ''
 local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
 if #top > 0 then
@@ -45,7 +48,7 @@ end
 if actual == expected then
   if n > 0 and last_hash ~= ARGV[2] then return {0, actual} end
   local seq = expected
-  for i = 4, #ARGV - 2, 2 do
+  for i = 5, #ARGV - 2, 2 do
     seq = seq + 1
     local s = string.format('%d', seq)
     redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[i], 'hash', ARGV[i + 1])
@@ -55,6 +58,7 @@ if actual == expected then
     local s = string.format('%d', seq)
     redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[#ARGV - 1],
       'hash', ARGV[#ARGV], 'w', ARGV[3])
+    redis.call('SET', KEYS[2], ARGV[4])
   end
   return {1, seq}
 end

@@ -22,7 +22,9 @@ are published after the session append succeeded, best-effort, never failing
 it; publication is an outbox: a per-session cursor moves only past published
 facts, ``publish_facts`` publishes what lies after it, and a turn's close is
 sent only after every earlier fact of its session),
-R5 (every driver error becomes a retryable ``StoreError`` naming the store;
+R19 (the append script also sets the session's head record, computed
+here where the chain key is, and ``read_head`` reads it back), R5 (every
+driver error becomes a retryable ``StoreError`` naming the store;
 a full pool waits, and a wait past ``pool_timeout`` is a ``StoreError``
 naming the pool), R7/R18 (the indexes of ``events/_index.py``), R4 also
 (consumer groups on every facts shard: XGROUP CREATE … MKSTREAM,
@@ -35,6 +37,8 @@ their ``type``, from the codec, and the session id their key names).
 Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
 
     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
+    helmlog:{<session_id>}:head     string: the head record (R19), JSON
+                                    {seq, hash, mac}, set by the append script
     helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
                                     session_id, seq, data
     helmlog:facts-at:{<n>}          hash: session id -> facts cursor (every
@@ -121,9 +125,16 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ._chain import StoredEvent, type_of
+from ._chain import (
+    StoredEvent,
+    StreamHead,
+    decode_head,
+    encode_head,
+    head_of,
+    type_of,
+)
 from ._codec import decode_envelope, event_type
-from ._errors import SequenceConflictError, StoreError
+from ._errors import SequenceConflictError, StoreError, StreamTamperedError
 from ._facts import fact_records
 from ._index import (
     RELEVANT_TYPES,
@@ -166,6 +177,7 @@ _CLUSTER_POLL_S: Final = 0.05
 _FIELDS: Final = (b"seq", b"data", b"hash")
 _KEY_PREFIX: Final = "helmlog:{"
 _KEY_SUFFIX: Final = "}:events"
+_HEAD_SUFFIX: Final = "}:head"
 _CURSOR_PREFIX: Final = "f1:"
 
 # One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
@@ -180,6 +192,11 @@ def stream_key(session_id: str) -> str:
     key of the session starts the same way, so they still share one slot.
     """
     return f"{_KEY_PREFIX}{session_id}{_KEY_SUFFIX}"
+
+
+def head_key(session_id: str) -> str:
+    """The head record of one session (R19), in its stream's slot."""
+    return f"{_KEY_PREFIX}{session_id}{_HEAD_SUFFIX}"
 
 
 def shard_keys(n: int) -> tuple[str, str, str, str]:
@@ -380,6 +397,21 @@ class RedisEventStore(StoreBase):
                 start = f"(0-{_id_seq(page[-1][0])}"
         except DRIVER_ERRORS as exc:
             raise self._error("read", exc) from exc
+
+    async def read_head(self, session_id: str) -> StreamHead | None:
+        key = head_key(session_id)
+        try:
+            await self._routes.prepare()
+            raw = await self._routes.one(key, "GET", key)
+        except DRIVER_ERRORS as exc:
+            raise self._error("read the head record of", exc) from exc
+        if raw is None:
+            return None
+        head = decode_head(bytes(raw))
+        if head is None:
+            # Bytes no append script wrote: a head that cannot vouch for its stream.
+            raise StreamTamperedError(session_id=session_id, seq=0, reason="head")
+        return head
 
     async def sessions(self) -> list[str]:
         found: set[str] = set()
@@ -905,9 +937,11 @@ class RedisEventStore(StoreBase):
         if self._closed:
             raise StoreError(f"the redis event store {self.url} is closed")
         self._tokens += 1
+        last = records[-1]
+        head = encode_head(head_of(session_id, last.seq, last.hash, self.chain_key))
         args: list[Arg] = [
-            "EVALSHA", APPEND_SHA, 1, stream_key(session_id),
-            expected_seq, prev_hash, f"{self._writer}:{self._tokens}",
+            "EVALSHA", APPEND_SHA, 2, stream_key(session_id), head_key(session_id),
+            expected_seq, prev_hash, f"{self._writer}:{self._tokens}", head,
         ]  # fmt: skip
         relevant = False
         seq = expected_seq

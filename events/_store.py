@@ -19,7 +19,9 @@ the streams, repairable from them: ``events/_index.py``),
 R11 (``MemoryEventStore`` needs no server), R4 also
 (consumer groups over the facts streams: ``create_facts_group``,
 ``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
-pending for its consumer until acknowledged, and an idle one can be claimed).
+pending for its consumer until acknowledged, and an idle one can be claimed),
+R19 (each session keeps a head record, ``read_head``, written by the same
+atomic step as the append: the memory store keeps it beside the stream).
 
 Why sealing happens before ``append_sealed``: the journal needs the stamped
 events (seq, prev_hash) to fold and deliver, and a remote store cannot compute
@@ -36,7 +38,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from ._chain import StoredEvent, seal, type_of
+from ._chain import StoredEvent, StreamHead, head_of, seal, type_of, verify_records
 from ._errors import SequenceConflictError, StoreError
 from ._facts import fact_records
 from ._index import MemoryIndex, PendingAsk, delta_of
@@ -90,6 +92,15 @@ class EventStore(Protocol):
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         """The stored records with ``seq > after_seq``, in order."""
+        ...
+
+    async def read_head(self, session_id: str) -> StreamHead | None:
+        """The session's head record (R19): where its appends left the stream.
+
+        Written by the same atomic step as every append; ``None`` for a
+        session never appended to, or one written before heads existed. It
+        outlives a deleted stream, so verification can tell what was cut.
+        """
         ...
 
     async def sessions(self) -> list[str]:
@@ -237,6 +248,7 @@ class MemoryEventStore(StoreBase):
         self.chain_key = chain_key
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
+        self._heads: dict[str, StreamHead] = {}
         self._facts: list[FactRecord] = []
         # The outbox cursor per session (R4): facts up to it are published.
         self._facts_at: dict[str, int] = {}
@@ -273,6 +285,11 @@ class MemoryEventStore(StoreBase):
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
+        if records:
+            last = records[-1]
+            self._heads[session_id] = head_of(
+                session_id, last.seq, last.hash, self.chain_key
+            )
         # Publication is synchronous here, through the same cursor as a
         # remote store's outbox, so ``publish_facts`` means the same.
         self._publish(session_id, records)
@@ -309,6 +326,9 @@ class MemoryEventStore(StoreBase):
         stream = self._streams.get(session_id, [])
         # Invariant: seq n sits at index n-1 (no gaps), so slicing is exact.
         return list(stream[after_seq:])
+
+    async def read_head(self, session_id: str) -> StreamHead | None:
+        return self._heads.get(session_id)
 
     async def sessions(self) -> list[str]:
         return [sid for sid, stream in self._streams.items() if stream]
@@ -423,3 +443,19 @@ class _MemoryGroup:
 
 def _ask_order(ask: PendingAsk) -> tuple[str, int]:
     return ask.session_id, ask.seq
+
+
+async def read_verified(store: EventStore, session_id: str) -> list[StoredEvent]:
+    """A session's whole stream, verified with its head record (R19).
+
+    The head is read first, so an append landing meanwhile only makes the
+    stream longer than its head, never shorter.
+
+    Raises:
+        StreamTamperedError: the stream fails its chain (under the store's
+            chain key) or is shorter than its head.
+    """
+    head = await store.read_head(session_id)
+    records = await store.read(session_id)
+    verify_records(session_id, records, store.chain_key, head=head)
+    return records

@@ -16,6 +16,7 @@ from helmlog.events import (
     SequenceConflictError,
     SessionState,
     StoreError,
+    StreamTamperedError,
 )
 from helmlog.runtime import (
     ACT_KEYS,
@@ -88,6 +89,7 @@ __all__ = [
     "SequenceConflictError",
     "SessionState",
     "StoreError",
+    "StreamTamperedError",
     "Tool",
     "ToolCallContext",
     "ToolMiddleware",

@@ -11,10 +11,12 @@ middleware, question — from the store's pending-asks index, not a scan and
 fold of every session; ``approve|decline SESSION --by WHO [--note TEXT]``
 resolves one as ``check_in_approved``/``check_in_declined`` would), R1 (the
 pause being resolved and its checkpoint are read from the fold of its
-stream), R9 (the checkpoint is checked like any other), issue 8 item 8 (an
-approval joins the caller's trace when the shell passes one in the
-``TRACEPARENT``/``TRACESTATE`` environment variables, OpenTelemetry's
-environment carrier; else the turn's recorded trace goes on).
+stream, R19: verified first), R9 (the checkpoint is checked like any other;
+under a chain key it is signed with the store's key, as the agent signs the
+checkpoints it hands out), issue 8 item 8 (an approval joins the caller's
+trace when the shell passes one in the ``TRACEPARENT``/``TRACESTATE``
+environment variables, OpenTelemetry's environment carrier; else the turn's
+recorded trace goes on).
 
 Why ``--agent module:function``: resuming runs the rest of the turn — the
 chain after the asker, the tool, the model — so the command needs the agent
@@ -31,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import EventStore, fold
+from helmlog.events import EventStore, fold, read_verified, sign_checkpoint
 from helmlog.runtime import Agent, AskPause, check_in_approved, check_in_declined
 
 
@@ -91,8 +93,9 @@ async def decide(
     note: str | None,
 ) -> str | AskPause:
     """Resolve the session's pending ask or check-in as a person would."""
-    state = fold(r.decode() for r in await store.read(session_id))
-    if state.pending is None or state.checkpoint is None:
+    state = fold(r.decode() for r in await read_verified(store, session_id))
+    checkpoint = sign_checkpoint(state.checkpoint, state.pending, store.chain_key)
+    if state.pending is None or checkpoint is None:
         raise ValueError(f"session '{session_id}' has no pending question")
     if state.pending.kind == "ask-human":
         raise ValueError(
@@ -106,7 +109,7 @@ async def decide(
         )
     decision = (check_in_approved if approved else check_in_declined)(by, note)
     out: Any = await agent.resume(
-        state.checkpoint,
+        checkpoint,
         decision,
         traceparent=os.environ.get("TRACEPARENT"),
         tracestate=os.environ.get("TRACESTATE"),

@@ -8,7 +8,10 @@ Emits:   nothing into a session; ``replay --jsonl`` re-emits into a sink with
 
 Laws: R18 (``verify`` exits 0 for an intact chain and 1 naming the first
 broken seq; ``replay`` prints a timeline, ``--json`` for JSON, ``--jsonl``
-re-emits; ``tail`` follows the facts stream), R3, R4, R6.
+re-emits; ``tail`` follows the facts stream), R3, R4, R6, R19 (``verify``
+reads the session's head record too, and names a cut tail — "truncated after
+seq N (head says M)" — or a stream deleted while its head remains; a stream
+written before heads existed has none, and is checked by its chain alone).
 
 Why the timeline shows facts, not rows: it is what a watcher sees
 (``watched``: each row as its fact, at the row's seq), so a stream written
@@ -35,9 +38,11 @@ from helmlog.events import (
     EventStore,
     FactRecord,
     StoredEvent,
+    StreamHead,
+    StreamTamperedError,
     UnknownEvent,
     decode_event,
-    verify_chain,
+    verify_records,
     watched,
 )
 
@@ -182,12 +187,45 @@ def records_json(records: list[StoredEvent]) -> list[Any]:
     return out
 
 
-async def verify(
-    store: EventStore, session_id: str, key: bytes | None
-) -> tuple[int, int | None]:
-    """``(event count, first broken seq or None)``."""
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``verify`` found: how many events, the head, and the first break."""
+
+    count: int
+    head: StreamHead | None
+    broken: int | None = None
+    reason: str | None = None
+
+    def text(self, session_id: str) -> str:
+        """The line ``helmlog verify`` prints."""
+        if self.broken is None:
+            chain = "" if self.head is not None else " (no head record: chain only)"
+            return f"intact: session {session_id} — {self.count} events verify{chain}"
+        said = self.head.seq if self.head is not None else "?"
+        if self.reason == "truncated":
+            what = f"truncated after seq {self.count} (head says {said})"
+        elif self.reason == "deleted":
+            what = f"deleted: its stream is gone (head says {said})"
+        elif self.reason == "head":
+            what = f"its head record does not verify (head says {said})"
+        else:
+            what = f"the chain breaks at seq {self.broken} ({self.reason})"
+        return f"broken: session {session_id} — {what}"
+
+
+async def verify(store: EventStore, session_id: str, key: bytes | None) -> Verdict:
+    """The chain and the head record of one session, checked (R3, R19)."""
+    head: StreamHead | None = None
+    try:
+        head = await store.read_head(session_id)
+    except StreamTamperedError as exc:  # a head no append wrote
+        records = await store.read(session_id)
+        return Verdict(count=len(records), head=None, broken=exc.seq, reason="head")
     records = await store.read(session_id)
-    return len(records), verify_chain(records, key)
+    try:
+        verify_records(session_id, records, key, head=head)
+    except StreamTamperedError as exc:
+        return Verdict(count=len(records), head=head, broken=exc.seq, reason=exc.reason)
+    return Verdict(count=len(records), head=head)
 
 
 def fact_line(fact: FactRecord) -> str:

@@ -339,25 +339,24 @@ def verify(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
 ) -> None:
-    """Check a session's hash chain; exit 1 naming the first broken seq.
+    """Check a session's hash chain and head; exit 1 naming what broke.
 
     With ``$HELMLOG_CHAIN_KEY`` set, the chain is checked as HMAC-SHA-256.
+    A cut tail reads "truncated after seq N (head says M)"; a stream deleted
+    while its head remains, "deleted".
     """
     err = Console(stderr=True)
     key = chain_key_from_env()
     try:
-        count, broken = _on_store(
-            store, lambda opened: verify_session(opened, session, key)
-        )
+        verdict = _on_store(store, lambda opened: verify_session(opened, session, key))
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "verify", exc) from None
-    if count == 0:
+    if verdict.count == 0 and verdict.head is None and verdict.broken is None:
         err.print(f"[bold red]no session '{escape(session)}' in {escape(store)}[/]")
         raise typer.Exit(1)
-    if broken is not None:
-        typer.echo(f"broken: session {session} — the chain breaks at seq {broken}")
+    typer.echo(verdict.text(session))
+    if verdict.broken is not None:
         raise typer.Exit(1)
-    typer.echo(f"intact: session {session} — {count} events verify")
 
 
 @app.command()

@@ -21,7 +21,12 @@ holding dispatched calls without results is refused continuation with
 idle ones dropped, busy ones never; a dropped session re-activates silently),
 issue 8 item 8 (``run``/``follow_up``/``resume`` take the caller's W3C trace
 context; without one a turn gets a minted context and a resume continues the
-turn's recorded one, see ``_trace.py``).
+turn's recorded one, see ``_trace.py``), R19 (activation and every
+operation's catch-up verify what they read, ``Journal.activate``; a stream
+that fails is refused with ``StreamTamperedError`` and nothing runs; a
+pause's MAC is computed here, from the stream's bindings under a key derived
+from the chain key, whenever a checkpoint is handed out or checked, and never
+stored).
 
 Why sessions are re-activated from the store after a failed append: the
 cached fold then holds events the store never accepted; the store's stream is
@@ -72,7 +77,9 @@ from helmlog.events import (
     TurnStarted,
     binding_mac,
     digest,
+    pause_mac,
     shape,
+    sign_checkpoint,
 )
 
 from ._builder import AgentBuilder
@@ -164,6 +171,11 @@ class Agent:
             return SessionState()
         session = self._resident.get(self._last_session_id) or self._last
         state = session.journal.folder.state() if session else SessionState()
+        key = self._config.store.chain_key
+        if key and state.checkpoint is not None:
+            # R1's keyed exception: the fold is keyless; the MAC is added here.
+            keyed = sign_checkpoint(state.checkpoint, state.pending, key)
+            state = msgspec.structs.replace(state, checkpoint=keyed)
         redact = self._config.redact
         return redact.served(state) if redact is not None else state
 
@@ -460,7 +472,9 @@ class Agent:
     async def _after(self, s: Session, *, refused: bool = False) -> None:
         await self._refold(s)
         if not refused:
-            self._checkpoint = s.journal.folder.checkpoint
+            f = s.journal.folder
+            key = self._config.store.chain_key
+            self._checkpoint = sign_checkpoint(f.checkpoint, f.pending, key)
 
     async def recover(self, session_id: str) -> str | AskPause | None:
         """Take over a session whose host stopped mid-turn, and finish the turn.
@@ -620,7 +634,6 @@ class Agent:
             tool_call_id=cp.tool_call_id or "",
             args_digest=cp.args_digest or "",
             policy_version=cp.policy_version or "",
-            mac=cp.mac,
             content_digest=cp.content_digest() or "",
             call=call,
         )
@@ -681,28 +694,13 @@ class Agent:
             or cp.policy_version != p.policy_version
             or cp.tool_name != p.tool_name
             or cp.history != stored.history
-            or (cp.mac or None) != (stored.mac or None)
             # A checkpoint written before it carried its call is still good.
             or (not isinstance(cp.call, msgspec.UnsetType) and cp.call != stored.call)
         ):
             raise CheckpointError(
                 "tampered", "a binding disagrees with the session stream"
             )
-        key = self._config.store.chain_key
-        if key:
-            expected = binding_mac(
-                key,
-                session_id=cp.session_id,
-                seq=cp.seq,
-                tool_call_id=cp.tool_call_id,
-                args_digest=cp.args_digest,
-                policy_version=cp.policy_version,
-                content_digest=p.content_digest or None,
-            )
-            if not cp.mac or not hmac.compare_digest(cp.mac, expected):
-                raise CheckpointError(
-                    "tampered", "the checkpoint's MAC does not verify"
-                )
+        self._check_mac(cp, p, stored.mac)
         if p.policy_version != self._config.policy_version:
             raise CheckpointError(
                 "policy-changed",
@@ -710,6 +708,52 @@ class Agent:
                 "that paused it",
             )
         return p
+
+    def _check_mac(self, cp: Checkpoint, p: PendingPause, stored: str | None) -> None:
+        """R9: the checkpoint's MAC, recomputed from the stream's bindings.
+
+        A pause recorded before R19 stored its MAC (``stored``): its old
+        checkpoints carry that MAC, made by ``binding_mac`` under the chain
+        key itself. A newer pause stores none; its MAC is ``pause_mac``'s,
+        under the derived checkpoint key. Without a chain key a checkpoint
+        carries no MAC beyond one its stream stored.
+        """
+        key = self._config.store.chain_key
+        content = p.content_digest or None
+        if stored:
+            if (cp.mac or None) != stored:
+                raise CheckpointError(
+                    "tampered", "a binding disagrees with the session stream"
+                )
+            if not key:
+                return
+            expected = binding_mac(
+                key,
+                session_id=cp.session_id,
+                seq=cp.seq,
+                tool_call_id=cp.tool_call_id,
+                args_digest=cp.args_digest,
+                policy_version=cp.policy_version,
+                content_digest=content,
+            )
+        elif key:
+            expected = pause_mac(
+                key,
+                session_id=cp.session_id,
+                seq=cp.seq,
+                tool_call_id=cp.tool_call_id,
+                args_digest=cp.args_digest,
+                policy_version=cp.policy_version,
+                content_digest=content,
+            )
+        elif cp.mac:
+            raise CheckpointError(
+                "tampered", "a binding disagrees with the session stream"
+            )
+        else:
+            return
+        if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
+            raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
 
     async def _resume(
         self,

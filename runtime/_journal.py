@@ -21,7 +21,18 @@ publishes the facts its writers left unpublished: a journal's first
 activation and a broken one's re-activation call ``store.publish_facts``
 once, best-effort — a failure is logged, never raised, R5 — and an append
 reported failed that landed after all is recognised there, logged with its
-seqs and kept in ``reconciled``), G84.
+seqs and kept in ``reconciled``), G84, R19 (nothing acts on a stream it did
+not verify: ``activate`` checks every record it reads against its stored
+hash, under the chain key, and the chain, and a first activation checks the
+head record too; a failure raises ``StreamTamperedError`` and folds nothing).
+
+Why verification is incremental: the journal's ``(flushed_seq, last_hash)``
+is a position it verified (it read and checked it, or sealed it itself), so
+a catch-up verifies only the records after it against it; a host never
+re-verifies what it already verified. The head record is read on a first
+activation (before the stream, so a concurrent append can only make the
+stream longer than the head, never shorter): a cached session needs no head,
+since an append against a cut stream is a sequence conflict.
 
 Why fold at ``add`` and not at ``flush``: the loop reads the history it has
 just committed (the next request, a later call's context) before the next
@@ -57,6 +68,7 @@ from helmlog.events import (
     UnknownEvent,
     hash_bytes,
     stored_encoding,
+    verify_records,
     watched,
 )
 
@@ -119,26 +131,37 @@ class Journal:
         self._served = served_form
 
     async def activate(self) -> None:
-        """Fold the session's stored stream silently (R6): no append, no event.
+        """Verify and fold the session's stored stream silently (R6, R19).
 
         Called again on a cached session, it catches up with what other hosts
-        appended since (the cache is only a cache). On a broken journal it
-        folds the whole stream into a fresh folder, dropping what the store
-        never accepted; the journal is then whole again, and an append it
-        reported failed that landed after all is reported (``reconciled``).
-        The first activation and a re-activation then publish the facts the
-        session's writers left unpublished (R4), best-effort. Only between
-        operations: never while events are buffered.
+        appended since (the cache is only a cache), verifying only those
+        records. On a broken journal it folds the whole stream into a fresh
+        folder, dropping what the store never accepted; the journal is then
+        whole again, and an append it reported failed that landed after all
+        is reported (``reconciled``). The first activation and a
+        re-activation then publish the facts the session's writers left
+        unpublished (R4), best-effort. Only between operations: never while
+        events are buffered.
+
+        Raises:
+            StreamTamperedError: a record read fails its hash or the chain, or
+                (on a first activation) the stream is shorter than its head;
+                nothing read is folded.
         """
-        if self.broken:
+        key = self.store.chain_key
+        if self.broken or (self.flushed_seq == 0 and not self._buffer):
+            head = await self.store.read_head(self.session_id)
             stream = await self.store.read(self.session_id, 0)
+            events: list[Event | UnknownEvent] = []
+            position = verify_records(
+                self.session_id, stream, key, head=head, decoded=events
+            )
             self._reconcile(stream)
             folder = Folder(self.session_id)
-            for record in stream:
-                folder.apply(record.decode())
+            for event in events:
+                folder.apply(event)
             self.folder = folder
-            self.flushed_seq = stream[-1].seq if stream else 0
-            self.last_hash = stream[-1].hash if stream else ""
+            self.flushed_seq, self.last_hash = position
             self.next_seq = self.flushed_seq + 1
             self._buffer = []
             self.broken = self.fenced = False
@@ -146,16 +169,19 @@ class Journal:
                 await self._publish_facts()
             return
         assert not self._buffer, "catch-up would interleave with unflushed events"
-        first = self.flushed_seq == 0
         records = await self.store.read(self.session_id, self.flushed_seq)
-        for record in records:
-            self.folder.apply(record.decode())
-        if records:
-            self.flushed_seq = records[-1].seq
-            self.last_hash = records[-1].hash
+        events = []
+        position = verify_records(
+            self.session_id,
+            records,
+            key,
+            after=(self.flushed_seq, self.last_hash),
+            decoded=events,
+        )
+        for event in events:
+            self.folder.apply(event)
+        self.flushed_seq, self.last_hash = position
         self.next_seq = self.flushed_seq + 1
-        if first and records:
-            await self._publish_facts()
 
     def _reconcile(self, stream: list[StoredEvent]) -> None:
         """Report an append that was reported failed but is in the stream."""

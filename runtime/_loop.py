@@ -53,9 +53,9 @@ from helmlog.events import (
     ToolOutcomeUnknown,
     ToolStarted,
     TurnEnded,
-    binding_mac,
     digest,
     pause_content_digest,
+    sign_checkpoint,
 )
 
 from ._chain import (
@@ -533,14 +533,15 @@ class Loop:
     ) -> AskPause:
         """Record the pause and hand back its checkpoint (G59).
 
-        The MAC covers the bindings and the pause's content digest (history,
-        the paused call, its asking link), so a checkpoint imported by a store
-        that lacks the session is verified whole (R9).
+        The stream stores the pause's content digest (history, the paused
+        call, its asking link), never its MAC: with a chain key the
+        checkpoint handed back gets its MAC over the bindings and that digest
+        here (``sign_checkpoint``), so it is not derivable from the stream
+        (R9), and a store that lacks the session verifies it whole.
         """
         cfg = self.config
         j = s.journal
         f = j.folder
-        seq = j.next_seq
         args_digest = digest(args)
         content = pause_content_digest(
             history=tuple(f.history),
@@ -558,20 +559,6 @@ class Loop:
                 identity=f.identity,
             ),
         )
-        key = cfg.store.chain_key
-        mac = (
-            binding_mac(
-                key,
-                session_id=s.session_id,
-                seq=seq,
-                tool_call_id=call.id,
-                args_digest=args_digest,
-                policy_version=cfg.policy_version,
-                content_digest=content,
-            )
-            if key
-            else None
-        )
         j.add(
             PauseRequested(
                 kind=kind,
@@ -586,12 +573,13 @@ class Loop:
                 args_digest=args_digest,
                 policy_version=cfg.policy_version,
                 iteration=site.iteration,
-                mac=mac,
                 content_digest=content,
             )
         )
         await j.flush()
-        checkpoint = j.folder.pause_checkpoint
+        checkpoint = sign_checkpoint(
+            j.folder.pause_checkpoint, j.folder.pending, cfg.store.chain_key
+        )
         if checkpoint is None:  # pragma: no cover - the fold of a pause.request sets it
             raise CheckpointError("tampered", "the recorded pause folded to nothing")
         return AskPause(

@@ -47,6 +47,7 @@ from helmlog.events import (
     SequenceConflictError,
     StoredEvent,
     StoreError,
+    StreamTamperedError,
     TurnEnded,
     TurnStarted,
     UnknownEvent,
@@ -56,13 +57,17 @@ from helmlog.events import (
     fold,
     hash_bytes,
     open_event_store,
+    read_verified,
     seal,
     verify_chain,
+    verify_records,
 )
+from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_scripts import APPEND_LUA
 from helmlog.events._redis_store import (
     RedisEventStore,
+    head_key,
     shard_keys,
     stream_key,
 )
@@ -421,6 +426,67 @@ async def test_r3_keyed_chain_detects_recomputed_hashes(
     assert None is verify_chain(plain[:8] + replain)
 
 
+# -- R19: the head record ----------------------------------------------------
+
+
+@pytest.mark.parametrize("key", [None, KEY], ids=["no-key", "chain-key"])
+async def test_r19_every_append_writes_the_head_record(
+    make_store: StoreFactory, key: bytes | None
+) -> None:
+    """R19: ``read_head`` is ``None`` for a new session, then names the last
+    seq and hash of every append (MACed under a chain key, never without);
+    a conflicting append leaves it as it was."""
+    store = make_store(chain_key=key)
+    sid = new_session()
+    assert None is await store.read_head(sid)
+    seq = 0
+    for n in range(3):
+        seq = await store.append(sid, turn(n) + decision(n), seq)
+        records = await store.read(sid)
+        head = await store.read_head(sid)
+        assert head_of(sid, seq, records[-1].hash, key) == head
+        assert (key is not None) == (head is not None and head.mac is not None)
+        assert None is verify_chain(records, key, head)
+    with pytest.raises(SequenceConflictError):
+        await store.append(sid, decision(9), seq - 1)
+    assert head == await store.read_head(sid)
+    assert None is await store.read_head(new_session())
+
+
+async def test_r19_verify_chain_names_a_cut_tail_a_deleted_stream_and_a_bad_head(
+    make_store: StoreFactory,
+) -> None:
+    """R19: against its head, a stream missing its last records breaks at the
+    first missing seq, an empty one at 1, and a head whose MAC or hash does not
+    verify at the head's seq; no head checks the chain alone."""
+    store = make_store(chain_key=KEY)
+    sid = new_session()
+    seq = await store.append(sid, turn(1) + decision(1) + turn(2), 0)
+    records = await store.read(sid)
+    head = await store.read_head(sid)
+    assert head is not None and seq == head.seq
+    assert seq - 2 == verify_chain(records[:-3], KEY, head)
+    assert 1 == verify_chain([], KEY, head)
+    forged = msgspec.structs.replace(head, mac=hash_bytes(b"forged", KEY))
+    assert seq == verify_chain(records, KEY, forged)
+    unkeyed = head_of(sid, seq, records[-1].hash)
+    assert seq == verify_chain(records, KEY, unkeyed)  # no MAC under a key
+    elsewhere = head_of(sid, seq - 1, records[-1].hash, KEY)
+    assert seq - 1 == verify_chain(records, KEY, elsewhere)  # its hash is not seq's
+    assert None is verify_chain(records[:-3], KEY)  # no head: the chain alone
+    with pytest.raises(StreamTamperedError) as caught:
+        verify_records(sid, records[:-3], KEY, head=head)
+    assert (sid, seq - 2, "truncated") == (
+        caught.value.session_id,
+        caught.value.seq,
+        caught.value.reason,
+    )
+    with pytest.raises(StreamTamperedError) as caught:
+        verify_records(sid, [], KEY, head=head)
+    assert (1, "deleted") == (caught.value.seq, caught.value.reason)
+    assert [] == await read_verified(store, new_session())  # never appended to
+
+
 # -- R4: the facts stream ---------------------------------------------------
 
 
@@ -754,12 +820,14 @@ async def test_r2_a_resend_is_idempotent_but_another_writers_identical_batch_con
     try:
         _, records = seal(sid, decision(1), after_seq=0, prev_hash="")
         script = client.register_script(APPEND_LUA)
-        args: list[Any] = [0, "", "writer-a:1"]
+        head = encode_head(head_of(sid, records[-1].seq, records[-1].hash))
+        args: list[Any] = [0, "", "writer-a:1", head]
         for r in records:
             args += [r.data, r.hash]
-        keys = [stream_key(sid)]
+        keys = [stream_key(sid), head_key(sid)]
         assert [1, 2] == await script(keys=keys, args=args)
         assert [1, 2] == await script(keys=keys, args=args)  # the same append, resent
+        assert head_of(sid, 2, records[-1].hash) == await store.read_head(sid)
         args[2] = "writer-b:1"
         assert [0, 2] == await script(keys=keys, args=args)  # another writer's bytes
         assert records == await store.read(sid)

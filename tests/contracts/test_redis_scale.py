@@ -37,6 +37,7 @@ from helmlog.events import _redis_store as redis_store
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_store import (
     RedisEventStore,
+    head_key,
     shard_keys,
     stream_key,
 )
@@ -187,7 +188,7 @@ async def test_r11_a_sessions_keys_share_one_slot_on_the_cluster(
                 await client.aclose()
         for sid in sids:
             mine = [k for k in found if k.startswith(f"helmlog:{{{sid}}}:")]
-            assert [stream_key(sid)] == mine
+            assert sorted([stream_key(sid), head_key(sid)]) == sorted(mine)
             assert 1 == len({key_slot(k.encode()) for k in mine})
     finally:
         await store.close()
@@ -329,7 +330,9 @@ async def test_r3_paged_reads_read_everything_even_past_a_deleted_entry(
 async def test_r11_a_slot_moved_live_is_followed_by_ask_then_moved(
     redis_cluster: RedisClusterServers, redis_cluster_url: str
 ) -> None:
-    """R11: during a live slot migration appends follow ASK, and after it MOVED."""
+    """R11: during a live slot migration appends follow ASK, and after it MOVED;
+    a session whose two keys (stream and head, R19) are not on one node yet
+    gets a retryable StoreError (TRYAGAIN) and nothing is appended."""
     store = RedisEventStore.from_url(redis_cluster_url)
     tag = new_session()
     old, new = f"{tag}}}old", f"{tag}}}new"  # both hash on the tag alone
@@ -351,21 +354,33 @@ async def test_r11_a_slot_moved_live_is_followed_by_ask_then_moved(
         await clients[source].execute_command(
             "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target]
         )
-        # A key the source lacks is asked for on the target.
-        assert 5 == await store.append(new, turn(1), 0)
-        assert 5 == len(await store.read(new))
-        assert 1 == await clients[target].execute_command(
-            "CLUSTER", "COUNTKEYSINSLOT", slot
+        # Keys the source still holds are served there.
+        assert 10 == await store.append(old, turn(2), 5)
+        # A new session's keys are on neither node: the importing node answers
+        # a command naming both with TRYAGAIN until the slot settles.
+        with pytest.raises(StoreError) as caught:
+            await store.append(new, turn(1), 0)
+        assert (True, True) == (
+            caught.value.retryable,
+            "TryAgainError" in str(caught.value),
         )
         await clients[source].execute_command(
-            "MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", key_old
+            "MIGRATE", "127.0.0.1", target, "", 0, 5000,
+            "KEYS", key_old, head_key(old),
+        )  # fmt: skip
+        # Keys moved already are asked for on the target.
+        assert 15 == await store.append(old, turn(3), 10)
+        assert 2 == await clients[target].execute_command(
+            "CLUSTER", "COUNTKEYSINSLOT", slot
         )
         for c in clients.values():
             await c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+        assert [] == await store.read(new)
+        assert 5 == await store.append(new, turn(1), 0)  # the retry, once settled
         # The store still maps the slot to the source: MOVED, then the target.
-        assert 10 == await store.append(old, turn(2), 5)
+        assert 20 == await store.append(old, turn(4), 15)
         assert target == store._routes.wire(key_old).pool.connection_kwargs["port"]
-        for sid, n in ((old, 10), (new, 5)):
+        for sid, n in ((old, 20), (new, 5)):
             records = await store.read(sid)
             assert n == len(records)
             assert None is verify_chain(records)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helmlog import DecisionRequiredError, is_ask_pause
+from helmlog import DecisionRequiredError, StreamTamperedError, is_ask_pause
 from helmlog._demo import demo_agent, run_session
 from helmlog.actors import Cluster, ClusterAgent, host_for
 from helmlog.events import (
@@ -178,6 +178,57 @@ async def test_the_callers_trace_context_reaches_the_hosts_record(
     resumes = [e.traceparent for e in events if isinstance(e, PauseResumed)]
     assert [caller] * len(TURNS) == starts
     assert resumes and [approver] * len(resumes) == resumes
+
+
+@_on_session_loop
+async def test_r19_a_tampered_stream_is_refused_on_the_cluster_as_itself(
+    cluster: Cluster, store: EventStore, redis_url: str
+) -> None:
+    """R19/R12: a pending pause edited in Redis (its hash kept) is refused by
+    the hosts — serving the pause, and activating the session afresh — as
+    StreamTamperedError naming its seq, raised here as itself; nothing is
+    appended."""
+    import redis.asyncio as aioredis
+
+    from helmlog._demo import TURNS, the_approval
+
+    agent: ClusterAgent = cluster.agent(demo_agent).client()
+    out: Any = None
+    for number, turn in enumerate(TURNS, start=1):
+        out = await (
+            agent.run(turn.customer) if number == 1 else agent.follow_up(turn.customer)
+        )
+        if is_ask_pause(out):
+            break
+    assert is_ask_pause(out)
+    sid = out.checkpoint.session_id
+    key = f"helmlog:{{{sid}}}:events"
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        entries: Any = await client.xrange(key)
+        await client.delete(key)
+        for entry_id, fields in entries:
+            if int(fields[b"seq"]) == out.checkpoint.seq:
+                fields[b"data"] = fields[b"data"].replace(
+                    b'"question":"', b'"question":"!'
+                )
+            await client.xadd(key, fields, id=entry_id)
+    finally:
+        await client.aclose()
+    before = await store.read(sid)
+    with pytest.raises(StreamTamperedError) as caught:
+        await cluster.resume(sid, the_approval())
+    assert (sid, out.checkpoint.seq, "hash") == (
+        caught.value.session_id,
+        caught.value.seq,
+        caught.value.reason,
+    )
+    # Dropped by its host, the session is refused when it activates again.
+    assert 1 <= await cluster.evict(0)
+    with pytest.raises(StreamTamperedError) as caught:
+        await agent.resume(out.checkpoint, the_approval())
+    assert (out.checkpoint.seq, "hash") == (caught.value.seq, caught.value.reason)
+    assert before == await store.read(sid)
 
 
 def test_r18_demo_cluster_runs_the_sessions_on_session_hosts(

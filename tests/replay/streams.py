@@ -31,6 +31,18 @@ from helmlog.events import (
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 
+# The chain key of the keyed fixtures (names holding ``_keyed_``).
+GOLDEN_KEY = b"golden-chain-key"
+# Recorded by an older writer, and not re-recorded by ``main``: re-recording
+# would lose what they show (v2_keyed_imported_pause: pauses that stored their
+# MACs, before R19).
+FROZEN = frozenset({"v2_keyed_imported_pause"})
+
+
+def chain_key_of(name: str) -> bytes | None:
+    """The chain key a fixture was recorded under (``None`` for most)."""
+    return GOLDEN_KEY if "_keyed_" in name else None
+
 
 class ReplayDivergenceError(AssertionError):
     """A recorded stream no longer folds to the state recorded with it."""
@@ -196,22 +208,26 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
     return {"v3_refund_desk": await agent.store.read(sid)}
 
 
-async def _record_imported() -> dict[str, list[StoredEvent]]:
-    """A pause taken on one store, imported and resumed on another (R9), which
-    then pauses again: ``session.imported`` first, a pending pause last."""
-    from helmlog import Agent, ToolMiddleware, allow, ask, check_in_approved, tool
-    from helmlog.events import MemoryEventStore
+def imported_agent(
+    store: Any,
+    script: list[Any],
+    ran: list[dict[str, Any]],
+    *,
+    clock: Any = None,
+) -> Any:
+    """The agent of the imported-pause fixtures: cap the amount, then ask.
+
+    ``ran`` collects the arguments the refund tool runs with; a test resuming
+    a fixture's pause builds the same agent, so its policy version matches.
+    """
+    from helmlog import Agent, ToolMiddleware, allow, ask, tool
     from helmlog.runtime import counter_ids
-    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
-
-    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
-
-    def clock() -> int:
-        return next(ticks)
+    from helmlog.runtime.providers import scripted
 
     @tool
     def refund(order: int, amount: float) -> str:
         """Refund an order."""
+        ran.append({"order": order, "amount": amount})
         return f"refunded {amount:.2f} on order {order}"
 
     cap = ToolMiddleware(
@@ -223,28 +239,45 @@ async def _record_imported() -> dict[str, list[StoredEvent]]:
     four_eyes = ToolMiddleware(
         name="four-eyes", on_tool_call=lambda c: ask("Approve this refund?")
     )
+    options: dict[str, Any] = {"ids": counter_ids("golden-"), "store": store}
+    if clock is not None:
+        options["clock"] = clock
+    return (
+        Agent.create(provider=scripted(script), model="m", **options)
+        .tool(refund)
+        .tool_middleware(cap, four_eyes)
+        .build()
+    )
+
+
+async def _record_imported(
+    chain_key: bytes | None = None,
+) -> dict[str, list[StoredEvent]]:
+    """A pause taken on one store, imported and resumed on another (R9), which
+    then pauses again: ``session.imported`` first, a pending pause last.
+
+    With ``chain_key`` (``GOLDEN_KEY``) this recorded
+    ``v2_keyed_imported_pause`` before R19, when pauses stored their MACs.
+    """
+    from helmlog import check_in_approved
+    from helmlog.events import MemoryEventStore
+    from helmlog.runtime.providers import Reply, ToolCallRequest
+
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+
+    def clock() -> int:
+        return next(ticks)
 
     def refund_call(call_id: str, order: int) -> Reply:
         args = {"order": order, "amount": 900}
         return Reply(tool_calls=[ToolCallRequest(id=call_id, name="refund", args=args)])
 
     def agent(store: MemoryEventStore, script: list[Any]) -> Any:
-        return (
-            Agent.create(
-                provider=scripted(script),
-                model="m",
-                clock=clock,
-                ids=counter_ids("golden-"),
-                store=store,
-            )
-            .tool(refund)
-            .tool_middleware(cap, four_eyes)
-            .build()
-        )
+        return imported_agent(store, script, [], clock=clock)
 
-    first = agent(MemoryEventStore(), [refund_call("c1", 7)])
+    first = agent(MemoryEventStore(chain_key=chain_key), [refund_call("c1", 7)])
     out = await first.run("Refund order 7")
-    store = MemoryEventStore()
+    store = MemoryEventStore(chain_key=chain_key)
     second = agent(store, [refund_call("c2", 8)])
     again = await second.resume(
         out.checkpoint.to_json(), check_in_approved(by="dana@ops")
@@ -252,7 +285,8 @@ async def _record_imported() -> dict[str, list[StoredEvent]]:
     assert not isinstance(again, str)
     sid = second.session_id
     assert sid is not None
-    return {"v3_imported_pause": await store.read(sid)}
+    name = "v3_keyed_imported_pause" if chain_key else "v3_imported_pause"
+    return {name: await store.read(sid)}
 
 
 def _old_and_unknown() -> list[StoredEvent]:
@@ -325,7 +359,7 @@ def main(names: list[str]) -> None:
     streams.update(asyncio.run(_record_imported()))
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for name, records in streams.items():
-        if names and name not in names:
+        if (names and name not in names) or name in FROZEN:
             continue
         dump_records(FIXTURES / f"{name}.jsonl", records)
         state = fold(r.decode() for r in records)

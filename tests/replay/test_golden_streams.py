@@ -27,7 +27,13 @@ from helmlog.events import (
 )
 from helmlog.sinks import JsonlSink, replay
 
-from .streams import FIXTURES, ReplayDivergenceError, check_fold, load_records
+from .streams import (
+    FIXTURES,
+    ReplayDivergenceError,
+    chain_key_of,
+    check_fold,
+    load_records,
+)
 
 STREAMS = sorted(p.stem for p in FIXTURES.glob("*.jsonl"))
 
@@ -41,7 +47,7 @@ def test_r10_there_are_golden_streams() -> None:
 def test_r10_golden_stream_decodes_verifies_and_folds(name: str) -> None:
     """Each recorded stream decodes, its chain verifies, and it folds as recorded."""
     records = load_records(FIXTURES / f"{name}.jsonl")
-    assert verify_chain(records) is None
+    assert verify_chain(records, chain_key_of(name)) is None
     events = [r.decode() for r in records]
     assert [r.seq for r in records] == [e.seq for e in events]
     check_fold(name, fold(events))

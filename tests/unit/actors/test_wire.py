@@ -32,6 +32,7 @@ from helmlog.events import (
     Message,
     RecoveryRequiredError,
     SessionState,
+    StreamTamperedError,
 )
 
 
@@ -58,6 +59,22 @@ def test_r12_a_helmlog_error_raised_on_a_host_is_rebuilt_as_itself() -> None:
     )
     stale = _raised(CheckpointError("stale", "moved on"))
     assert ("stale", "moved on") == (stale.reason, stale.detail)  # type: ignore[attr-defined]
+
+
+def test_r19_a_stream_tampered_error_crosses_the_wire_as_itself() -> None:
+    """R19/R12: a host's refusal of a tampered stream reaches the client typed,
+    with its session, first bad seq and reason, and not retryable."""
+    sent = StreamTamperedError(session_id="s1", seq=12, reason="truncated")
+    err = _raised(sent)
+    assert isinstance(err, StreamTamperedError)
+    assert ("s1", 12, "truncated", False, "ERR_STREAM_TAMPERED", str(sent)) == (
+        err.session_id,
+        err.seq,
+        err.reason,
+        err.retryable,
+        err.code,
+        str(err),
+    )
 
 
 def test_r12_value_and_type_errors_cross_and_others_become_host_errors() -> None:

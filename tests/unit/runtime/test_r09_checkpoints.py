@@ -42,7 +42,7 @@ from helmlog import (
     check_in_approved,
     sliding_window,
 )
-from helmlog.events import MemoryEventStore, binding_mac
+from helmlog.events import MemoryEventStore, pause_mac
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
@@ -236,10 +236,11 @@ async def test_r09_an_altered_json_checkpoint_is_tampered() -> None:
 
 async def test_r09_under_a_chain_key_the_checkpoint_carries_a_verifying_mac() -> None:
     """R9: with a chain key the pause checkpoint's mac is the HMAC of its bindings
-    and of its content digest (history and the paused call)."""
+    and of its content digest (history and the paused call), under the key
+    derived for checkpoints (``pause_mac``)."""
     paused = await Paused(chain_key=KEY).start()
     cp = paused.checkpoint
-    assert cp.mac == binding_mac(
+    assert cp.mac == pause_mac(
         KEY,
         session_id=cp.session_id,
         seq=cp.seq,
