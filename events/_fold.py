@@ -15,7 +15,11 @@ is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
 recovery finishes), R9 (``session.imported`` seeds a session from a pause
 checkpoint and leaves its pause pending at the checkpoint's seq), issue 8
 item 8 (``Folder.trace``: the W3C trace context the open turn runs under, as
-last recorded, so a resume or recovery with no caller context continues it).
+last recorded, so a resume or recovery with no caller context continues it),
+R9/R19 (``sign_checkpoint``: the fold is keyless, so a pending pause's
+checkpoint folds with ``mac=None`` under a chain key; whoever holds the key
+signs it as it is handed out — it lives here, beside what it signs, so the
+checkpoint module needs nothing of the fold).
 
 What "unfinished" means: a turn started (``agent.turn_start``), ended neither
 by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending. That is

@@ -14,6 +14,8 @@ row's projection, ``fact_records`` — go to one global facts list, with the
 row's seq, through a per-session cursor: ``publish_facts`` is the outbox's
 port method, synchronous here, so the contract suite tests it everywhere),
 R12 (a record read carries its ``type`` and session id),
+R19 (``read_verified``: a whole stream read and verified against its head
+record, for readers that act on what they read),
 R7/R18 (``open_turns`` and ``pending_asks`` answer from an index kept beside
 the streams, repairable from them: ``events/_index.py``),
 R11 (``MemoryEventStore`` needs no server), R4 also
