@@ -16,6 +16,9 @@ bound: a deleted stream's cursor goes with ``reindex``).
 Why the writing store is closed before another one publishes: a store notes
 its cursor moves in memory and sends them when idle; closing sends them, so
 the second store sees the cursor the first one earned.
+
+The generic part ships in ``helmlog.events.testing.facts_outbox``; this
+file keeps the laws only a remote store can break.
 """
 
 from __future__ import annotations
@@ -27,66 +30,20 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from helmlog.events import EventStore, StoredEvent, TurnEnded, TurnStarted
+from helmlog.events import StoredEvent, TurnStarted
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_store import (
     RedisEventStore,
-    _fact_ops,
     shard_keys,
     stream_key,
 )
-from tests.contracts.conftest import StoreFactory
-from tests.contracts.test_event_store import decision, eventually, new_session
+from helmlog.events.testing.facts_outbox import a_governed_session, fact_seqs, published
+from helmlog.events.testing.support import (
+    decision,
+    new_session,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-def fact_seqs(session_id: str, records: list[StoredEvent]) -> list[int]:
-    """The seqs of the facts ``records`` project (what the facts streams owe)."""
-    return [op[2] for op in _fact_ops(session_id, records)]
-
-
-async def published(store: EventStore, session_id: str) -> list[int]:
-    """The seqs of every fact of ``session_id`` on the facts streams, repeats kept."""
-    return sorted(f.seq for f in await store.read_facts() if f.session_id == session_id)
-
-
-async def a_governed_session(store: EventStore, session_id: str) -> int:
-    """Three batches with decisions, the turn closed; return the last seq."""
-    seq = await store.append(session_id, [TurnStarted(turn=1), *decision(1)], 0)
-    seq = await store.append(session_id, decision(2) + decision(3), seq)
-    return await store.append(
-        session_id, [*decision(4), TurnEnded(turn=1, final_content="ok")], seq
-    )
-
-
-async def test_r4_publish_facts_after_every_fact_is_out_publishes_nothing(
-    make_store: StoreFactory,
-) -> None:
-    """R4: with every fact published, publish_facts publishes none again."""
-    writer = make_store()
-    sid = new_session()
-    await a_governed_session(writer, sid)
-    expected = fact_seqs(sid, await writer.read(sid))
-    await eventually(lambda: published(writer, sid), lambda got: got == expected)
-    # Another process on the same store (memory lives in this one process).
-    other = writer
-    if writer.url != "memory://":
-        await writer.close()
-        other = make_store()
-    assert 0 == await other.publish_facts(sid)
-    assert 0 == await other.publish_facts(sid)
-    assert expected == await published(other, sid)
-
-
-async def test_r4_publish_facts_of_an_unknown_session_publishes_nothing(
-    store: EventStore,
-) -> None:
-    """R4: a session the store lacks has no facts to publish."""
-    assert 0 == await store.publish_facts(new_session())
-
-
-# -- a facts shard that refuses (remote stores only) --------------------------
 
 
 @pytest.fixture(
@@ -99,6 +56,14 @@ def remote_kind(request: pytest.FixtureRequest) -> str:
     """A remote store's kind: one Redis, or a 3-master Redis Cluster."""
     kind: str = request.param
     return kind
+
+
+def facts_key(session_id: str) -> str:
+    return shard_keys(shard_of(session_id, DEFAULT_SHARDS))[0]
+
+
+def cursor_key(session_id: str) -> str:
+    return shard_keys(shard_of(session_id, DEFAULT_SHARDS))[3]
 
 
 @pytest.fixture
@@ -119,14 +84,6 @@ async def raw(remote_kind: str, remote_url: str) -> AsyncIterator[Any]:
     )
     yield client
     await client.aclose()
-
-
-def facts_key(session_id: str) -> str:
-    return shard_keys(shard_of(session_id, DEFAULT_SHARDS))[0]
-
-
-def cursor_key(session_id: str) -> str:
-    return shard_keys(shard_of(session_id, DEFAULT_SHARDS))[3]
 
 
 async def test_r4_a_refused_fact_is_published_later_exactly_once(

@@ -1,9 +1,9 @@
-"""The cross-session index contract: open turns and pending asks, every adapter.
+"""The cross-session index contract: open turns and pending asks.
 
-Pattern: a contract suite parametrized over the adapters of the
-         ``EventStore`` port (memory, Redis, Redis Cluster).
-Role:    tests/contracts; ``open_turns``, ``pending_asks``, ``reindex`` and
-         ``repair_indexes`` mean the same on every store.
+Pattern: a contract suite over the index methods of the ``EventStore`` port,
+         run against any adapter (see ``helmlog.events.testing``).
+Role:    events layer, shipped tests; ``open_turns``, ``pending_asks``,
+         ``reindex`` and ``repair_indexes`` mean the same on every store.
 Emits:   nothing.
 
 Laws: R7 (an unfinished turn is always listed by ``open_turns``; a paused
@@ -13,8 +13,6 @@ stream, idempotently).
 """
 
 from __future__ import annotations
-
-import pytest
 
 from helmlog.events import (
     EventStore,
@@ -26,9 +24,19 @@ from helmlog.events import (
     TurnEnded,
     TurnStarted,
 )
-from tests.contracts.test_event_store import decision, new_session, turn
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+from .support import decision, new_session, turn
+
+__all__ = [
+    "test_r7_fatal_error_closes_the_turn",
+    "test_r7_open_turn_listed_until_its_end",
+    "test_r7_open_turns_span_many_sessions",
+    "test_r11_reindex_is_idempotent_and_matches_the_stream",
+    "test_r18_ask_and_resume_in_one_batch_leave_nothing_pending",
+    "test_r18_fatal_while_paused_keeps_the_session_open",
+    "test_r18_pending_ask_listed_until_resumed",
+    "test_r22_an_imported_pause_opens_a_turn_until_its_end",
+]
 
 
 def ask(call: str = "call-1") -> PauseRequested:
@@ -99,7 +107,7 @@ async def test_r18_pending_ask_listed_until_resumed(store: EventStore) -> None:
     assert [expected] == [p for p in await store.pending_asks() if p.session_id == sid]
     assert sid in await store.open_turns()
     seq = await store.append(sid, [resume()], seq)
-    assert [] == [p for p in await store.pending_asks() if p.session_id == sid]
+    assert [p for p in await store.pending_asks() if p.session_id == sid] == []
     assert sid in await store.open_turns()
     await store.append(sid, [TurnEnded(turn=1, final_content="ok")], seq)
     assert sid not in await store.open_turns()
@@ -113,7 +121,7 @@ async def test_r18_fatal_while_paused_keeps_the_session_open(
     seq = await store.append(sid, [TurnStarted(turn=1), ask()], 0)
     await store.append(sid, [FatalError(code="ERR_X")], seq)
     assert sid in await store.open_turns()
-    assert [2] == [p.seq for p in await store.pending_asks() if p.session_id == sid]
+    assert [p.seq for p in await store.pending_asks() if p.session_id == sid] == [2]
 
 
 async def test_r18_ask_and_resume_in_one_batch_leave_nothing_pending(
@@ -122,11 +130,11 @@ async def test_r18_ask_and_resume_in_one_batch_leave_nothing_pending(
     """R18: within one batch, the last word wins: a resumed ask is not pending."""
     sid = new_session()
     seq = await store.append(sid, [TurnStarted(turn=1), ask("c1"), resume("c1")], 0)
-    assert [] == [p for p in await store.pending_asks() if p.session_id == sid]
+    assert [p for p in await store.pending_asks() if p.session_id == sid] == []
     await store.append(sid, [ask("c2")], seq)
-    assert ["c2"] == [
+    assert [
         p.tool_call_id for p in await store.pending_asks() if p.session_id == sid
-    ]
+    ] == ["c2"]
 
 
 async def test_r11_reindex_is_idempotent_and_matches_the_stream(
@@ -148,7 +156,7 @@ async def test_r11_reindex_is_idempotent_and_matches_the_stream(
         assert before_asks == [
             p for p in await store.pending_asks() if p.session_id in mine
         ]
-    assert 3 <= await store.repair_indexes()
+    assert await store.repair_indexes() >= 3
     assert before_open == sorted(s for s in await store.open_turns() if s in mine)
     assert before_asks == [
         p for p in await store.pending_asks() if p.session_id in mine

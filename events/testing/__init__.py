@@ -1,0 +1,79 @@
+"""helmlog.events.testing — the event-store contract suite, shipped.
+
+Pattern: a contract suite (eventsourcing-style) for the ``EventStore`` port:
+         module-level pytest tests that take a ``store``/``make_store``
+         fixture, collected into whatever test module star-imports them.
+Role:    events layer, shipped tests; this repository runs them on the memory
+         store, Redis and a Redis Cluster (``tests/contracts``); a third-party
+         adapter runs the same tests on its own store.
+Emits:   nothing.
+
+Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19 — each test is named for the
+law it defends.
+
+Run it against your adapter (needs ``pytest`` and ``pytest-asyncio``)::
+
+    # tests/test_my_store.py
+    import pytest_asyncio
+    from helmlog.events.testing import *  # noqa: F403  (the contract's tests)
+
+    @pytest_asyncio.fixture(loop_scope="session")
+    async def make_store():
+        opened = []
+
+        def make(*, chain_key: bytes | None = None) -> MyStore:
+            store = MyStore(chain_key=chain_key)  # a clean store per test
+            opened.append(store)
+            return store
+
+        yield make
+        for store in opened:
+            await store.close()
+
+``store`` (one store without a chain key) is provided from ``make_store``; a
+module-level ``pytestmark`` runs the tests on pytest-asyncio's session loop,
+so an async ``make_store`` belongs on that loop too (as above; under
+``asyncio_mode = "auto"`` a plain ``@pytest.fixture`` does).
+A remote adapter publishes facts after the append's round trip (R4), so the
+tests wait for facts with a deadline (``support.eventually``) rather than
+read them at once.
+
+Why module-level tests and a star import, not a base class: the same test
+functions this repository runs are the ones an adapter runs, with no
+subclassing or fixture plumbing beyond one fixture; pytest collects test
+functions imported into a test module like its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .event_store import *  # noqa: F403
+from .event_store import __all__ as _event_store
+from .facts_groups import *  # noqa: F403
+from .facts_groups import __all__ as _facts_groups
+from .facts_outbox import *  # noqa: F403
+from .facts_outbox import __all__ as _facts_outbox
+from .indexes import *  # noqa: F403
+from .indexes import __all__ as _indexes
+from .support import StoreFactory
+
+# Invariant: the tests and the async fixtures share one loop, so a client a
+# store opened in a fixture is used and closed on the loop it connected on.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> object:
+    """One store of the adapter under test, without a chain key."""
+    return make_store()
+
+
+__all__ = [
+    "pytestmark",
+    "store",
+    *_event_store,
+    *_facts_groups,
+    *_facts_outbox,
+    *_indexes,
+]
