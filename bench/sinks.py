@@ -13,12 +13,16 @@ Emits:   nothing of helmlog's; stdout only.
 Measures: governed turns per second (3 ``allow()`` links at before-tool, one
 ``allow(value, why)`` transform at after-tool, two model calls) with no sink,
 with a watcher that does nothing (what delivering to any watcher costs the
-runtime), and with an ``OtelSink`` attached; the sink's cost is
-``1 - otel / no_sink``, of which ``1 - otel / noop_watcher`` is its own.
+runtime), with an ``OtelSink`` attached as it comes (a deferred watcher:
+its work runs while the run waits, ``runtime/_watchers.py``), and with one
+projecting inside the run (``OtelSink(deferred=False)``, ``otel_inline_cost``);
+the sink's cost is ``1 - otel / no_sink``, of which ``1 - otel /
+noop_watcher`` is its own. Every sample ends with ``agent.idle()``, so a
+deferred sink's work is inside the timing.
 Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
 ``execute_tool``) and one log record per decision fact (5).
 
-The same four cases run again on a Redis store (a ``redis-server`` the
+The same five cases run again on a Redis store (a ``redis-server`` the
 bench starts on a free port; ``--no-redis`` skips it), where a turn waits on
 its appends as a production one does, reported under ``"redis"``.
 
@@ -35,7 +39,8 @@ the attributes the sink sets, on the same batch processors, with no helmlog
 code at all — is timed as ``sdk_floor_us_per_turn``; ``sdk_floor_cost`` is
 that floor as a share of a memory-store turn (``1 - 1 / (1 + floor / turn)``),
 the least any in-process sink built on the SDK can cost. A Redis-recorded
-turn waits on its appends, so the same floor is a far smaller share of it.
+turn waits on its appends, so the same floor is a far smaller share of it,
+and a deferred sink spends those waits.
 
 Why the exporters discard: the bench measures what the sink costs the run —
 its projection and the SDK's span and record handling, batch thread included
@@ -267,6 +272,7 @@ class Case:
         store: EventStore,
         *,
         watched: bool = False,
+        inline: bool = False,
         noop: bool = False,
         process: bool = False,
     ) -> None:
@@ -287,7 +293,9 @@ class Case:
                 BatchLogRecordProcessor(self.exporter)
             )
             builder = builder.watch(
-                OtelSink(self.tracer_provider, self.logger_provider)
+                OtelSink(
+                    self.tracer_provider, self.logger_provider, deferred=not inline
+                )
             )
         elif noop:
             builder = builder.watch(Noop())
@@ -329,16 +337,17 @@ class Case:
 async def measure(
     repetitions: int, turns: int, store_url: str | None = None
 ) -> dict[str, Any]:
-    """The four cases, interleaved, each on its own store; the JSON result."""
+    """The five cases, interleaved, each on its own store; the JSON result."""
     stores: list[EventStore] = [
         MemoryEventStore() if store_url is None else open_event_store(store_url)
-        for _ in range(4)
+        for _ in range(5)
     ]
     bare = Case("no sink", stores[0])
     noop = Case("noop watcher", stores[1], noop=True)
     otel = Case("otel", stores[2], watched=True)
     process = Case("otel process", stores[3], process=True)
-    cases = [bare, noop, otel, process]
+    inline = Case("otel inline", stores[4], watched=True, inline=True)
+    cases = [bare, noop, otel, process, inline]
     for case in cases:
         await case.run(min(turns, WARMUP_TURNS))
     for _ in range(repetitions):
@@ -359,6 +368,8 @@ async def measure(
         "turns_per_s_otel": round(otel.turns_per_s, 1),
         "turns_per_s_noop_watcher": round(noop.turns_per_s, 1),
         "turns_per_s_otel_process": round(process.turns_per_s, 1),
+        "turns_per_s_otel_inline": round(inline.turns_per_s, 1),
+        "otel_inline_cost": round(1 - inline.turns_per_s / bare.turns_per_s, 3),
         "otel_process_cost": round(process_cost, 3),
         "otel_cost": round(cost, 3),
         "noop_watcher_cost": round(1 - noop.turns_per_s / bare.turns_per_s, 3),
@@ -388,6 +399,8 @@ def summary(result: dict[str, Any], where: str = "memory") -> str:
             f"  OtelSink    {result['turns_per_s_otel']:10,.0f} turns/s  "
             f"cost {result['otel_cost']:.1%} (own {result['otel_own_cost']:.1%})  "
             f"target <= {TARGET_COST:.0%}: {verdict}",
+            f"  inline      {result['turns_per_s_otel_inline']:10,.0f} turns/s  "
+            f"cost {result['otel_inline_cost']:.1%} (OtelSink(deferred=False))",
             f"  OtelProcess {result['turns_per_s_otel_process']:10,.0f} turns/s  "
             f"cost {result['otel_process_cost']:.1%} (the SDK on a second core)",
             f"  exported    {result['spans_exported']:,} spans, "

@@ -514,8 +514,18 @@ class Agent:
             return None
 
     def run_sync(self, message: str, **kwargs: Any) -> str | AskPause:
-        """``run`` for scripts without an event loop."""
-        return asyncio.run(self.run(message, **kwargs))
+        """``run`` for scripts without an event loop.
+
+        Its loop ends with it, so it waits for async and deferred watchers to
+        catch up first (G84): what they were handed is not dropped.
+        """
+
+        async def settled() -> str | AskPause:
+            out = await self.run(message, **kwargs)
+            await self.idle()
+            return out
+
+        return asyncio.run(settled())
 
     # -- resume -------------------------------------------------------------
 

@@ -11,7 +11,18 @@ unsubscribe callables), G83 (one object handed over twice is one attachment;
 two different objects with one ``id`` are refused), G84 (watching never
 steers: a raise or a return value changes nothing, failures are logged under
 the ``helmlog`` logger; async handlers are not awaited by the run yet see
-events in stream order).
+events in stream order; so does a watcher that declares ``deferred = True``:
+its plain ``on_event`` runs on the same ordered queue, off the run's path,
+and has caught up by the time the run hands back its answer or its pause).
+
+Why a watcher may be deferred: a sink whose work is pure CPU (an OTel SDK
+span per model call) costs the run all of it when called inline; queued, it
+runs while the run waits on its store or its model, on the same thread, so
+on a remote store most of it overlaps the waits (``bench/sinks.py``). It
+still sees every event, in order, and what is left is handed to it when an
+event that ends the run's output is delivered (``agent.turn_end``,
+``pause.request``, ``error.fatal``), so a caller that closes its exporter
+right after ``run`` returns loses nothing.
 
 Why a queue per async handler rather than a task per event: tasks per event
 would let a slow handler see event 7 before event 6.
@@ -35,19 +46,25 @@ Handler = Callable[[Any], Any]
 
 @runtime_checkable
 class Watcher(Protocol):
-    """Anything with ``on_event(event)`` (plain or async) and an optional ``id``."""
+    """Anything with ``on_event(event)`` (plain or async), an optional ``id``,
+    and optionally ``deferred = True`` (delivered off the run's path, in order)."""
 
     def on_event(self, event: Any) -> Any:
         """Receive one event."""
         ...
 
 
+# Events after which the run hands back its answer, pause or failure.
+_ENDS_OUTPUT = frozenset({"agent.turn_end", "pause.request", "error.fatal"})
+
+
 class _Ordered:
     """Delivers to one async handler in order, without the run awaiting it."""
 
-    __slots__ = ("_fn", "_pending", "_task")
+    __slots__ = ("_fn", "_pending", "_task", "deferred")
 
-    def __init__(self, fn: Handler) -> None:
+    def __init__(self, fn: Handler, *, deferred: bool = False) -> None:
+        self.deferred = deferred  # a plain on_event, queued (settled at ends)
         self._fn = fn
         self._pending: deque[Any] = deque()
         self._task: asyncio.Task[None] | None = None
@@ -58,10 +75,28 @@ class _Ordered:
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
+        # Let what the run just set going (a store's flusher sending its
+        # append) go first, so this work overlaps the wait for the reply
+        # instead of delaying the send.
+        await asyncio.sleep(0)
         while self._pending:
             event, first = self._pending.popleft()
             try:
-                await (first if first is not None else self._fn(event))
+                out = first if first is not None else self._fn(event)
+                # A deferred watcher's plain on_event returns None.
+                if out is not None and inspect.isawaitable(out):
+                    await out
+            except Exception:
+                log.exception(
+                    "helmlog watcher failed on %s", getattr(event, "type", event)
+                )
+
+    def settle(self) -> None:
+        """Hand a deferred watcher what is queued, now, in order."""
+        while self._pending:
+            event, _first = self._pending.popleft()
+            try:
+                self._fn(event)
             except Exception:
                 log.exception(
                     "helmlog watcher failed on %s", getattr(event, "type", event)
@@ -133,7 +168,10 @@ class Listeners:
         for sub in self._subs:
             if sub.owner is watcher and sub.fn is not watcher:
                 return self._unsubscriber(sub.key)
-        return self._add("*", watcher.on_event, watcher)
+        unsubscribe = self._add("*", watcher.on_event, watcher)
+        if getattr(watcher, "deferred", False) is True:
+            self._subs[-1].ordered = _Ordered(watcher.on_event, deferred=True)
+        return unsubscribe
 
     def _add(self, type_: str, fn: Handler, owner: object) -> Callable[[], None]:
         self._next += 1
@@ -153,8 +191,11 @@ class Listeners:
         for sub in self._subs:
             if sub.type != "*" and sub.type != etype:
                 continue
-            if sub.ordered is not None:
-                sub.ordered.push(event, None)
+            ordered = sub.ordered
+            if ordered is not None:
+                ordered.push(event, None)
+                if ordered.deferred and etype in _ENDS_OUTPUT:
+                    ordered.settle()
                 continue
             try:
                 out = sub.fn(event)

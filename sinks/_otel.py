@@ -39,6 +39,13 @@ from the record, ``sha256("helmlog-trace", session id, turn)`` (a
 continuation with nothing to continue: its own seq instead of the turn), so
 each replay of it yields the same trace ids, one trace per turn.
 
+Why the sink is a deferred watcher by default: the SDK's span and record
+handling is pure CPU (``bench/sinks.py`` times it alone as
+``sdk_floor_us_per_turn``); called inside the run it adds all of it to every
+turn, while queued (``runtime/_watchers.py``) it runs when the run awaits its
+store or its model, so on a remote store most of it overlaps those waits. The
+spans are the same either way: they are timed by the events.
+
 Why spans are timed from event timestamps, not from when the sink sees them:
 replaying last week's session must produce last week's spans.
 
@@ -156,6 +163,9 @@ class OtelSink:
         values: also attach arguments, results and content (off by default:
             the facts channel never carries values unless configured to).
         agent_name: ``gen_ai.agent.name`` of the turns' ``invoke_agent`` spans.
+        deferred: as a watcher, be delivered off the run's path (G84: in
+            order, while the run waits on its store or model; ``agent.idle()``
+            waits for it). ``False`` projects each event inside the run.
     """
 
     def __init__(
@@ -164,12 +174,15 @@ class OtelSink:
         logger_provider: LoggerProvider | None = None,
         values: bool = False,
         agent_name: str = DEFAULT_AGENT_NAME,
+        *,
+        deferred: bool = True,
     ) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("helmlog")
         self._logger = (logger_provider or get_logger_provider()).get_logger("helmlog")
         self.values = values
         self.agent_name = agent_name
+        self.deferred = deferred
         self._turn_name = f"invoke_agent {agent_name}"
         self._once = SeenOnce()
         self._open: dict[str, _Open] = {}

@@ -359,3 +359,60 @@ async def test_g84_an_async_watcher_that_raises_is_logged_and_keeps_its_order(
     assert [t for t in EXPECTED_TYPES if t != "stream.tool_start"] == seen
     assert ["helmlog"] == helmlog_failures(caplog)
     await assert_fold_matches(agent)
+
+
+class _Deferred:
+    """A plain watcher that asks to be delivered off the run's path."""
+
+    deferred = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int | None]] = []
+        self.inside_flush: list[bool] = []
+
+    def on_event(self, event: Any) -> None:
+        import inspect
+
+        self.inside_flush.append(
+            any(frame.function == "flush" for frame in inspect.stack())
+        )
+        self.seen.append((event.type, event.seq))
+
+
+async def test_g84_a_deferred_watcher_is_delivered_off_the_run_in_order() -> None:
+    """G84: a watcher declaring ``deferred = True`` is handed events off the
+    run's path — only the ones left when the turn ends, from its final flush —
+    yet has seen every event, in stream order, when the run returns."""
+
+    class Waiting:
+        """The scripted model, waiting on its reply as a real one does."""
+
+        def __init__(self) -> None:
+            self.inner = scripted(script(), stream=True)
+
+        async def call(self, request: Any, on_token: Any = None) -> Any:
+            await asyncio.sleep(0)
+            return await self.inner.call(request, on_token)
+
+    late = _Deferred()
+    tape = Recorder()
+    agent = builder(Waiting()).watch(late, tape).build()
+
+    assert "It shipped." == await agent.run("where is 7?")
+
+    assert [(e.type, e.seq) for e in tape.events] == late.seen
+    assert EXPECTED_TYPES[-1] == "agent.turn_end"
+    # Every event but those of the final flush was delivered outside a flush.
+    assert False in late.inside_flush
+    await assert_fold_matches(agent)
+
+
+def test_g84_run_sync_waits_for_deferred_watchers() -> None:
+    """G84: ``run_sync`` ends its loop only after deferred watchers caught up,
+    so nothing they were handed is dropped."""
+    late = _Deferred()
+    agent = builder().watch(late).build()
+
+    assert "It shipped." == agent.run_sync("where is 7?")
+
+    assert EXPECTED_TYPES == [t for t, _seq in late.seen]
