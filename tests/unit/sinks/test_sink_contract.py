@@ -37,8 +37,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from helmlog import Agent, ToolMiddleware, allow, conversation_redaction, tool
+from helmlog.events import MemoryEventStore
 from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
-from helmlog.sinks import ConsoleSink, ExportError, JsonlSink, OtelProcess, OtelSink
+from helmlog.sinks import (
+    ConsoleSink,
+    ExportError,
+    FactsConsumer,
+    JsonlSink,
+    OtelProcess,
+    OtelSink,
+)
 from helmlog.sinks import replay as replay_into
 from tests.otlp_receiver import Receiver, otlp_receiver
 
@@ -54,7 +62,7 @@ def refund(order: str) -> str:
     return f"refunded {order} to {SECRET_RESULT}"
 
 
-def _agent(*watchers: object, redact: Any = None) -> Agent:
+def _agent(*watchers: object, redact: Any = None, store: Any = None) -> Agent:
     model = scripted(
         [
             Reply(
@@ -70,7 +78,13 @@ def _agent(*watchers: object, redact: Any = None) -> Agent:
         name="audit", on_tool_call=lambda c: allow(), on_tool_result=lambda r: allow()
     )
     return (
-        Agent.create(provider=model, model="m", clock=FakeClock(step=3), redact=redact)
+        Agent.create(
+            provider=model,
+            model="m",
+            clock=FakeClock(step=3),
+            redact=redact,
+            store=store,
+        )
         .tool(refund)
         .tool_middleware(audit)
         .watch(*watchers)
@@ -78,9 +92,9 @@ def _agent(*watchers: object, redact: Any = None) -> Agent:
     )
 
 
-async def _run(*watchers: object, redact: Any = None) -> list[Any]:
+async def _run(*watchers: object, redact: Any = None, store: Any = None) -> list[Any]:
     """Run the refund turn watched by ``watchers``; its stored records."""
-    agent = _agent(*watchers, redact=redact)
+    agent = _agent(*watchers, redact=redact, store=store)
     assert SECRET_REPLY == await agent.run("refund please")
     await agent.idle()
     assert agent.session_id is not None
@@ -358,6 +372,24 @@ async def test_r4_a_redelivered_or_replayed_event_has_the_effect_of_one(
     await replay_into(records, sink)
     await replay_into(records, sink)
     assert watched == kit.output(sink)
+
+
+async def test_r4_facts_a_consumer_group_delivers_again_have_the_effect_of_one(
+    kit: Kit,
+) -> None:
+    """R4: a ``FactsConsumer`` delivering every fact a second time (a second
+    group from the start: what a restart or a claim redelivers) changes
+    nothing the sink produced."""
+    store = MemoryEventStore()
+    await _run(store=store)
+    sink = kit.sink()
+    first = FactsConsumer(store, "g1", "c", sink, block_ms=10)
+    delivered = await first.run(idle_exit_s=0.05)
+    once = kit.output(sink)
+    again = FactsConsumer(store, "g2", "c", sink, block_ms=10)
+    assert delivered == await again.run(idle_exit_s=0.05)
+    assert 0 < delivered
+    assert once == kit.output(sink)
 
 
 async def test_r6_replay_gives_the_output_watching_gave(kit: Kit) -> None:
