@@ -64,6 +64,7 @@ from helmlog.events import (
     Checkpoint,
     ClusterConfigError,
     HostUnavailableError,
+    MessageDeniedError,
     NoConversationError,
     PendingAsk,
     SessionState,
@@ -171,6 +172,11 @@ class ClusterAgent:
         self._session_id: str | None = None
         self._checkpoint: Checkpoint | None = None
         self._state: SessionState | msgspec.Raw | None = None
+        # What ``follow_up`` says when there is no checkpoint, as ``Agent``
+        # says it: whether a run of this view passed input admission, and
+        # whether the last run's input was refused.
+        self._admitted_once = False
+        self._last_input_refused = False
 
     def client(self) -> ClusterAgent:
         """Another client view of the same hosts, with its own last call."""
@@ -204,10 +210,24 @@ class ClusterAgent:
         return output_of(result)
 
     def _keep(self, kind: OpKind, result: Result) -> None:
+        error = result.error
         if kind == "snapshot":
             pass  # a read leaves the last call's checkpoint as it was
-        elif result.error is None or result.checkpoint is not None:
+        elif (
+            kind == "run"
+            and error is not None
+            and error.code == MessageDeniedError.code
+            and error.data.get("phase") == "input"
+        ):
+            # As in process: a refused input starts no conversation, so
+            # there is none to follow up (G38, "last-input-refused").
+            self._checkpoint = None
+            self._last_input_refused = True
+        elif error is None or result.checkpoint is not None:
             self._checkpoint = result.checkpoint
+            if kind == "run":
+                self._admitted_once = True
+                self._last_input_refused = False
         if result.state != NIL:
             self._state = result.state
 
@@ -235,7 +255,7 @@ class ClusterAgent:
         if continue_from is None:
             sid = uuid.uuid4().hex
         else:
-            cp = _coerce(continue_from)
+            cp = Checkpoint.coerce(continue_from)
             sid = cp.session_id
         ident = dict(identity) if identity is not None else None
         out = await self._op(
@@ -257,10 +277,16 @@ class ClusterAgent:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> str | AskPause:
-        """Continue the last conversation."""
+        """Continue the last conversation: ``run(m, continue_from=checkpoint())``.
+
+        Raises:
+            NoConversationError: ``"never-run"``, ``"last-input-refused"`` or
+                ``"pending-question"``, as ``Agent.follow_up`` does.
+        """
         cp = self._checkpoint
         if cp is None:
-            raise NoConversationError("never-run")
+            refused = self._last_input_refused and self._admitted_once
+            raise NoConversationError("last-input-refused" if refused else "never-run")
         if cp.kind == "pause":
             raise NoConversationError("pending-question")
         return await self.run(
@@ -282,7 +308,7 @@ class ClusterAgent:
         ``traceparent``/``tracestate``: the resuming caller's trace context,
         as ``Agent.resume`` takes it.
         """
-        cp = _coerce(checkpoint)
+        cp = Checkpoint.coerce(checkpoint)
         check_in, answer = encode_decision(decision)
         out = await self._op(
             "resume",
@@ -320,14 +346,6 @@ class ClusterAgent:
             # Decoded on first use: most callers never ask (see _wire).
             state = self._state = decode_state(state)
         return state
-
-
-def _coerce(checkpoint: Checkpoint | str) -> Checkpoint:
-    return (
-        checkpoint
-        if isinstance(checkpoint, Checkpoint)
-        else Checkpoint.from_json(checkpoint)
-    )
 
 
 class Cluster:

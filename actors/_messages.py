@@ -287,10 +287,12 @@ def outcome_of(reply: HookReply) -> Any:
 
 
 class ExecuteIn(msgspec.Struct, frozen=True, kw_only=True):
-    """Run the executor's tool ``tool_name`` with ``args`` (credentials resolved)."""
+    """Run the executor's tool ``tool_name`` with ``args`` (credentials resolved)
+    as the call ``tool_call_id`` (``""`` from a client that predates it)."""
 
     tool_name: str
     args: dict[str, Any]
+    tool_call_id: str = ""
 
 
 class Returned(msgspec.Struct, frozen=True, kw_only=True, tag="returned"):

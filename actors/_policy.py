@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from helmlog.runtime import Tool, ask_human
-from helmlog.runtime.lowlevel import AskHumanSignal, call_execute
+from helmlog.runtime.lowlevel import AskHumanSignal, call_execute, running_tool
 
 from ._messages import (
     AskedHuman,
@@ -243,10 +243,11 @@ class ToolExecutor:
     async def execute(self, data: bytes) -> bytes:
         """Run one tool (an encoded ``ExecuteIn``); answer an ``ExecuteReply``."""
         msg = decode_execute(data)
+        # The call runs here under its own id, as it would inline; only a
+        # client that predates the id sends none, and then its name stands in.
+        call_id = msg.tool_call_id or msg.tool_name
         try:
-            out = await call_execute(
-                self._tools[msg.tool_name], msg.args, msg.tool_name
-            )
+            out = await call_execute(self._tools[msg.tool_name], msg.args, call_id)
         except AskHumanSignal as signal:
             return encode_reply(
                 AskedHuman(question=signal.question, detail=signal.detail)
@@ -266,7 +267,11 @@ class RemoteExecute:
         self.tool_name = tool_name
 
     async def __call__(self, **kwargs: Any) -> Any:
-        data = encode(ExecuteIn(tool_name=self.tool_name, args=kwargs))
+        # Invariant: this runs as the host's running tool, so the call id is set.
+        call_id = running_tool().get() or ""
+        data = encode(
+            ExecuteIn(tool_name=self.tool_name, args=kwargs, tool_call_id=call_id)
+        )
         reply = decode_execute_reply(await self.ref.handle.execute.remote(data))
         if isinstance(reply, AskedHuman):
             # Raised here, inside the host's running tool, so the run pauses (G69).

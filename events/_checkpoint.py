@@ -24,6 +24,10 @@ A stream written before this change stored its pauses' MACs: its fold's
 checkpoint carries the stored MAC (made by ``binding_mac`` under the chain key
 itself), and the old checkpoints that hold it still resume.
 
+Why ``Checkpoint.coerce`` lives here: every entry that takes "a checkpoint or
+its JSON" (``Agent.run(continue_from=...)``, ``resume``, the cluster's views)
+must accept and refuse the same things, so one rule does it for all of them.
+
 Why every field is written, defaults included: a reader of a later format
 version must see which version wrote the text; an omitted ``version`` would
 read as its own.
@@ -52,7 +56,7 @@ import hmac
 import msgspec
 
 from ._chain import _derived
-from ._codec import MAX_DEPTH, canonical_json, digest, too_deep
+from ._codec import MAX_DEPTH, canonical_json, digest, shape, too_deep
 from ._errors import CheckpointError
 from ._messages import Message
 from ._types import PausedCall
@@ -133,6 +137,22 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
                 f"unsupported checkpoint version/kind {cp.version}/{cp.kind}",
             )
         return cp
+
+    @classmethod
+    def coerce(cls, value: object) -> Checkpoint:
+        """A ``Checkpoint`` as given, or read from its JSON text (``str``/``bytes``).
+
+        Raises:
+            CheckpointError: ``"malformed"`` for text that is not a checkpoint
+                and for a value of any other type.
+        """
+        if isinstance(value, Checkpoint):
+            return value
+        if isinstance(value, str | bytes):
+            return cls.from_json(value)
+        raise CheckpointError(
+            "malformed", f"expected a Checkpoint or its JSON, got {shape(value)}"
+        )
 
 
 def pause_content_digest(

@@ -22,7 +22,8 @@ from helmlog.events import (
 )
 
 from ._agent import Agent
-from ._builder import AgentBuilder, counter_ids, wall_clock_ms
+from ._builder import AgentBuilder, counter_ids
+from ._clock import wall_clock_ms
 from ._context import MessageContext, ToolCallContext, ToolResultContext
 from ._links import MessageMiddleware, ToolMiddleware
 from ._moments import ACT_KEYS, LOOP_MOMENTS, ActOptions, act_key_for

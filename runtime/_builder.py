@@ -19,13 +19,13 @@ and window records of the two spellings are equal by construction (G75).
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
 
+from ._clock import wall_clock_ms
 from ._config import DEFAULT_IDLE_S, DEFAULT_MAX_RESIDENT, AgentConfig
 from ._links import (
     Link,
@@ -53,11 +53,6 @@ _BUCKET_HOOK = {
     "before_tool": "on_tool_call",
     "after_tool": "on_tool_result",
 }
-
-
-def wall_clock_ms() -> int:
-    """Milliseconds since the Unix epoch (UTC)."""
-    return time.time_ns() // 1_000_000
 
 
 def uuid_ids() -> str:

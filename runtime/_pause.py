@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import time
 from typing import Any, NoReturn, TypeGuard
 
 from helmlog.events import Checkpoint
+
+from ._clock import wall_clock_ms
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ def _decision(approved: bool, by: str, note: str | None) -> CheckInDecision:
     if note is not None and not isinstance(note, str):
         raise ValueError("a decision's note must be a str")
     return CheckInDecision(
-        approved=approved, by=by, at=int(time.time() * 1000), note=note or None
+        approved=approved, by=by, at=wall_clock_ms(), note=note or None
     )
 
 

@@ -18,7 +18,7 @@ here is the contract, pinned by a test like every public ``__all__``.
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
-from ._pause import AskHumanSignal
+from ._pause import AskHumanSignal, running_tool
 from ._tools import (
     CredentialResolver,
     call_execute,
@@ -40,6 +40,7 @@ __all__ = [
     "call_execute",
     "invalid_arguments_text",
     "render_result",
+    "running_tool",
     "tool_link_problem",
     "unknown_tool_text",
     "walk_tool_calls",

@@ -2,7 +2,9 @@
 
 Pattern: idempotent sinks keyed by ``(session_id, seq)``.
 Role:    sinks layer; attach live (``.watch(JsonlSink(path))``) or replay into.
-Emits:   nothing into helmlog; writes lines to a file or a console.
+Emits:   nothing into helmlog; writes lines to a file or a console; raises
+         ``ExportError`` (typed, retryable) when the file or console cannot
+         be written.
 
 Laws: R4 (every sink is idempotent by ``(session_id, seq)``: a fact delivered
 twice has the effect of one), R16 (``JsonlSink(path)`` writes one JSON line
@@ -16,6 +18,15 @@ false`` as well as ``true``), as lines always did.
 
 Why the JSONL sink re-reads its file on open: idempotency must survive a
 restart, and the file itself is the only record of what it already wrote.
+
+Where a failure is reported: ``JsonlSink(path)`` opens the file for appending
+when it is built, so a path that cannot be written (a missing folder, a
+directory, no permission) is an ``ExportError`` there, before any run. A write
+that fails later (the disk full, the file replaced) is an ``ExportError`` from
+``on_event``, and so is a console that cannot be written: the run's delivery
+logs it (G84), ``export`` raises it, a ``FactsConsumer`` retries the fact
+unacknowledged. The event does not count as written, so its redelivery writes
+it (R4): it is marked seen only after the write succeeded.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from typing import Any, TextIO
 
 import msgspec
 
+from ._export import ExportError
 from ._once import SeenOnce
 
 _encoder = msgspec.json.Encoder(enc_hook=str)
@@ -36,25 +48,47 @@ class _Key(msgspec.Struct):
     seq: int | None = None
 
 
+def _failed(target: str, exc: BaseException) -> ExportError:
+    return ExportError(target=target, reason=f"{type(exc).__name__}: {exc}")
+
+
 class JsonlSink:
-    """Append one JSON line per event to ``path``; transient tokens included."""
+    """Append one JSON line per event to ``path``; transient tokens included.
+
+    Raises:
+        ExportError: when built, for a path that cannot be opened for
+            appending or read; from ``on_event``, for a write that failed
+            (that event is not counted as written).
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._once = SeenOnce()
-        if self.path.exists():
-            decoder = msgspec.json.Decoder(_Key)
-            for line in self.path.read_bytes().splitlines():
-                if line.strip():
-                    key = decoder.decode(line)
-                    if key.seq is not None:
-                        self._once.mark(key.session_id, key.seq)
+        try:
+            with self.path.open("ab"):  # fail now, not at the first event
+                pass
+            held = self.path.read_bytes()
+        except OSError as exc:
+            raise _failed(str(self.path), exc) from exc
+        decoder = msgspec.json.Decoder(_Key)
+        for line in held.splitlines():
+            if line.strip():
+                key = decoder.decode(line)
+                if key.seq is not None:
+                    self._once.mark(key.session_id, key.seq)
 
     def on_event(self, event: Any) -> None:
-        if not self._once.first(event):
+        """Write ``event`` as one line unless its ``(session_id, seq)`` is in
+        the file already (R4)."""
+        if self._once.seen(event):
             return
-        with self.path.open("ab") as fh:
-            fh.write(_encoder.encode(_whole(event)) + b"\n")
+        line = _encoder.encode(_whole(event)) + b"\n"
+        try:
+            with self.path.open("ab") as fh:
+                fh.write(line)
+        except OSError as exc:
+            raise _failed(str(self.path), exc) from exc
+        self._once.done(event)
 
 
 def _whole(event: Any) -> Any:
@@ -67,14 +101,24 @@ def _whole(event: Any) -> Any:
 
 
 class ConsoleSink:
-    """Print one line per event: seq, type, and its facts."""
+    """Print one line per event: seq, type, and its fields but the envelope's.
+
+    Args:
+        stream: where lines go; ``None`` is ``sys.stdout`` as it is at each
+            event.
+
+    Raises:
+        ExportError: from ``on_event``, when the stream cannot be written
+            (closed, a broken pipe); that event is not counted as printed.
+    """
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
         self._once = SeenOnce()
 
     def on_event(self, event: Any) -> None:
-        if not self._once.first(event):
+        """Print ``event`` unless its ``(session_id, seq)`` was printed (R4)."""
+        if self._once.seen(event):
             return
         seq = getattr(event, "seq", None)
         out = self._stream or sys.stdout
@@ -82,4 +126,9 @@ class ConsoleSink:
         for k in ("type", "session_id", "seq", "timestamp", "prev_hash", "replayed"):
             body.pop(k, None)
         mark = " (replayed)" if getattr(event, "replayed", False) else ""
-        out.write(f"{seq if seq is not None else '-':>5} {event.type}{mark} {body}\n")
+        line = f"{seq if seq is not None else '-':>5} {event.type}{mark} {body}\n"
+        try:
+            out.write(line)
+        except (OSError, ValueError) as exc:  # ValueError: a closed stream
+            raise _failed(str(getattr(out, "name", "the console")), exc) from exc
+        self._once.done(event)

@@ -9,6 +9,10 @@ twice — a redelivery, a second replay — has the effect of one).
 
 Why transient events always pass: a ``stream.token`` has no seq (R12), so it
 has no place to be seen at; it is delivered once by construction.
+
+Why a sink that can fail asks ``seen`` and marks ``done`` only after its write:
+an event whose write failed must not count as written, or its redelivery (a
+``FactsConsumer`` retry, a second replay) would be skipped and the event lost.
 """
 
 from __future__ import annotations
@@ -39,3 +43,14 @@ class SeenOnce:
             return False
         self._seen.add(key)
         return True
+
+    def seen(self, event: Any) -> bool:
+        """Whether a recorded event was handled already (a transient one never was)."""
+        seq = getattr(event, "seq", None)
+        return seq is not None and (event.session_id, seq) in self._seen
+
+    def done(self, event: Any) -> None:
+        """Remember a recorded event as handled, once its effect took place."""
+        seq = getattr(event, "seq", None)
+        if seq is not None:
+            self._seen.add((event.session_id, seq))

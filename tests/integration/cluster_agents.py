@@ -161,3 +161,40 @@ def off_store_agent(store: EventStore) -> Agent:
     return Agent.create(
         provider=scripted(["never"]), model="m", store=MemoryEventStore()
     ).build()
+
+
+@tool
+def whose_call() -> str:
+    """Say which call this run of the tool is (the pipeline's running call id)."""
+    from helmlog.runtime.lowlevel import running_tool
+
+    return f"call {running_tool().get()}"
+
+
+def call_id_agent(store: EventStore, *, tools: list[Tool]) -> Agent:
+    """A session that runs ``whose_call`` once, as call ``c-42``."""
+    model = scripted(
+        [
+            Reply(tool_calls=[ToolCallRequest(id="c-42", name="whose_call", args={})]),
+            "Done.",
+        ]
+    )
+    return Agent.create(provider=model, model="m", store=store).tool(*tools).build()
+
+
+def refuse_blocked_input(message: Any) -> Any:
+    """An input rule: the word ``blocked`` is refused."""
+    return deny("blocked input") if "blocked" in message.content else allow()
+
+
+def gated_agent(store: EventStore) -> Agent:
+    """A chatty session whose input chain refuses ``blocked``."""
+    from helmlog import MessageMiddleware
+
+    model = scripted(["one", "two", "three", "four"])
+    gate = MessageMiddleware(name="gate", on_message=refuse_blocked_input)
+    return (
+        Agent.create(provider=model, model="m", store=store)
+        .message_middleware(gate)
+        .build()
+    )

@@ -150,6 +150,51 @@ async def test_errors_raised_on_a_host_reach_the_caller_as_themselves(
     assert agent.last_snapshot().middleware_decisions
 
 
+async def _follow_up_reasons(agent: Any) -> list[tuple[str | None, str]]:
+    """What follow_up says after a refused input: once after an admitted run,
+    once on a view whose only run was refused (G36, G38)."""
+    from helmlog import MessageDeniedError, NoConversationError
+
+    said: list[tuple[str | None, str]] = []
+    for first in ("hello", None):
+        view = agent.client() if hasattr(agent, "client") else agent
+        if first is not None:
+            assert "one" == await view.run(first)
+        with pytest.raises(MessageDeniedError):
+            await view.run("blocked")
+        with pytest.raises(NoConversationError) as raised:
+            await view.follow_up("again")
+        kept = None if view.checkpoint() is None else "kept"
+        said.append((kept, raised.value.reason))
+    return said
+
+
+@_on_session_loop
+async def test_g36_follow_up_after_a_refused_input_says_so_as_in_process(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """G36/R17: the cluster's follow_up raises ``last-input-refused`` (and
+    ``never-run`` when no run was admitted) exactly as ``Agent.follow_up``."""
+    from .cluster_agents import gated_agent
+
+    expected = [(None, "last-input-refused"), (None, "never-run")]
+    inline = await _follow_up_reasons(_InProcessViews(store))
+    assert expected == inline
+    assert expected == await _follow_up_reasons(cluster.agent(gated_agent))
+
+
+class _InProcessViews:
+    """Fresh in-process agents, one per view, as ``ClusterAgent.client()`` gives."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+
+    def client(self) -> Any:
+        from .cluster_agents import gated_agent
+
+        return gated_agent(self.store)
+
+
 @_on_session_loop
 async def test_the_callers_trace_context_reaches_the_hosts_record(
     cluster: Cluster, store: EventStore

@@ -22,7 +22,15 @@ from helmlog.actors import Cluster, host_for
 from helmlog.events import EventStore, open_event_store
 
 from . import chain_agents
-from .cluster_agents import budget, card_agent, pick_card, refund, refund_agent
+from .cluster_agents import (
+    budget,
+    call_id_agent,
+    card_agent,
+    pick_card,
+    refund,
+    refund_agent,
+    whose_call,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(300)]
 _on_session_loop = pytest.mark.asyncio(loop_scope="session")
@@ -133,6 +141,25 @@ async def test_r17_an_isolated_tool_and_a_remote_rule_record_what_inline_ones_do
     local_events = [r.decode() for r in await store.read(inline.session_id)]
     remote_events = [r.decode() for r in await store.read(remote.session_id)]
     assert _shape(local_events) == _shape(remote_events)
+
+
+@_on_session_loop
+async def test_r17_an_isolated_tool_runs_as_its_call_not_as_its_tool_name(
+    cluster: Cluster, store: EventStore
+) -> None:
+    """R17: a ToolExecutor runs the call under its call id, as inline (issue 9)."""
+    inline = call_id_agent(store, tools=[whose_call])
+    assert "Done." == await inline.run("whose call?")
+    (isolated,) = cluster.isolated(whose_call)
+    factory = functools.partial(call_id_agent, tools=[isolated])
+    remote = cluster.agent(factory).client()
+    assert "Done." == await remote.run("whose call?")
+    results = []
+    for agent in (inline, remote):
+        assert agent.session_id is not None
+        events = [r.decode() for r in await store.read(agent.session_id)]
+        results.append([e.result for e in events if e.type == "stream.tool_end"])
+    assert [["call c-42"], ["call c-42"]] == results
 
 
 @_on_session_loop

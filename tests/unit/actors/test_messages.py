@@ -98,6 +98,7 @@ EVERY_MESSAGE: list[msgspec.Struct] = [
     NotAnOutcome(),
     Raised(text="the rate service is down"),
     ExecuteIn(tool_name="refund", args={"order": 7, "token": "s3cr3t"}),
+    ExecuteIn(tool_name="refund", args={}, tool_call_id="c1"),
     Returned(value=["refunded", 7]),
     Returned(),
     AskedHuman(question="Which card?", detail={"order": 7}),
@@ -376,3 +377,26 @@ async def test_g28_a_policy_actor_hosts_a_message_link_too() -> None:
     )
     reply = decode_hook_reply(await actor.call(encode(call_in(0, ctx))))
     assert allow("DONE.", "shouted at output") == outcome_of(reply)
+
+
+async def test_r17_a_tool_executor_runs_the_call_under_its_call_id() -> None:
+    """R17: the executor's tool runs as its call (``tool_call_id``), as inline,
+    never as its tool name (issue 9); a client that predates the id sends
+    none, and the name stands in."""
+    from helmlog import tool
+    from helmlog.actors import ToolExecutor
+    from helmlog.runtime.lowlevel import running_tool
+
+    @tool
+    def whose_call() -> str:
+        """Say which call runs."""
+        return f"call {running_tool().get()}"
+
+    executor = ToolExecutor([whose_call])
+    sent = ExecuteIn(tool_name="whose_call", args={}, tool_call_id="c-42")
+    older = msgspec.msgpack.encode({"tool_name": "whose_call", "args": {}})
+    replies = [
+        decode_execute_reply(await executor.execute(data))
+        for data in (encode(sent), older)
+    ]
+    assert [Returned(value="call c-42"), Returned(value="call whose_call")] == replies

@@ -280,6 +280,7 @@ LOWLEVEL = [
     "call_execute",
     "invalid_arguments_text",
     "render_result",
+    "running_tool",
     "tool_link_problem",
     "unknown_tool_text",
     "walk_tool_calls",
