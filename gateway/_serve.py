@@ -44,21 +44,18 @@ from mcp.shared.exceptions import McpError
 from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
 from helmlog.runtime import Tool
 from helmlog.runtime.lowlevel import (
-    AskHumanSignal,
+    SERVED,
     CallSite,
     CredentialResolver,
+    Entry,
     Journal,
     Link,
     Listeners,
+    Ran,
+    Refused,
+    ToolPipeline,
     as_tool_link,
-    call_execute,
-    invalid_arguments_text,
-    render_result,
     tool_link_problem,
-    unknown_tool_text,
-    walk_tool_calls,
-    walk_tool_results,
-    with_credentials,
 )
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
@@ -68,19 +65,48 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def ask_human_text(question: str) -> str:
-    """S5's tool error for a served tool that called ``ask_human``."""
-    return f"ask_human: there is no pause here to carry the question: {question}"
-
-
 class _Session:
-    """One MCP session's ledger: its journal and the lock that orders appends."""
+    """One MCP session's ledger: its journal and the lock that orders appends.
+
+    The pipeline's ``CallRecorder`` for the calls served on it.
+    """
 
     __slots__ = ("journal", "lock")
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.lock = asyncio.Lock()
+
+    async def file(self, rows: list[Any]) -> None:
+        """Append rows and their facts before anything follows from them (S6, R5).
+
+        Raises:
+            McpError: the append failed; ``data.rejection_reason`` is
+                ``LEDGER_UNAVAILABLE`` and nothing after this point happens.
+        """
+        if not rows:
+            return
+        async with self.lock:
+            try:
+                if self.journal.broken:
+                    self.journal = await self.journal.reopened()
+                self.journal.file(rows)
+                await self.journal.flush()
+            except LedgerAppendError as exc:
+                raise _ledger_error(str(exc)) from exc
+            except Exception as exc:
+                # The store failed while re-reading the stream: still unrecorded.
+                self.journal.broken = True
+                self.journal.discard()
+                raise _ledger_error(str(exc) or type(exc).__name__) from exc
+
+    async def dispatched(
+        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
+    ) -> None:
+        """Nothing yet: a served call records no ``tool.dispatched`` (S6).
+
+        Issue 10 item 5 records it here, before ``execute`` (R7).
+        """
 
 
 class ServedTools:
@@ -123,12 +149,12 @@ class ServedTools:
             if problem is not None:
                 raise ValueError(f"mcp_serve: {problem}")
         self.links: tuple[Link, ...] = tuple(as_tool_link(obj) for obj in links)
-        self._has_result_hooks = any(
-            link.on_tool_result is not None for link in self.links
-        )
         self.store: EventStore = store if store is not None else MemoryEventStore()
         self.credentials = credentials
         self.clock = clock
+        self.pipeline = ToolPipeline(
+            self.tools, self.links, SERVED, credentials=credentials, clock=clock
+        )
         self.listeners = Listeners()
         self._counter = itertools.count(1)
         self._sessions: weakref.WeakKeyDictionary[Any, _Session] = (
@@ -188,29 +214,6 @@ class ServedTools:
             self.session_ids.append(session_id)
         return session
 
-    async def _record(self, session: _Session, rows: list[Any]) -> None:
-        """Append rows and their facts before anything follows from them (S6, R5).
-
-        Raises:
-            McpError: the append failed; ``data.rejection_reason`` is
-                ``LEDGER_UNAVAILABLE`` and nothing after this point happens.
-        """
-        if not rows:
-            return
-        async with session.lock:
-            try:
-                if session.journal.broken:
-                    session.journal = await session.journal.reopened()
-                session.journal.file(rows)
-                await session.journal.flush()
-            except LedgerAppendError as exc:
-                raise _ledger_error(str(exc)) from exc
-            except Exception as exc:
-                # The store failed while re-reading the stream: still unrecorded.
-                session.journal.broken = True
-                session.journal.discard()
-                raise _ledger_error(str(exc) or type(exc).__name__) from exc
-
     # -- calls ------------------------------------------------------------
 
     def _identity(self) -> Mapping[str, Any] | None:
@@ -234,9 +237,9 @@ class ServedTools:
     async def call(self, tool_name: str, args: Any) -> tuple[str, bool]:
         """Serve one call (S3); return what the client receives and whether it
         is a tool error (S4). Must run inside an MCP request."""
-        t = self.tools.get(tool_name)
-        if t is None:
-            return unknown_tool_text(tool_name, self.tools), True
+        t = self.pipeline.lookup(tool_name)
+        if isinstance(t, Refused):
+            return t.text, True
         session = self._session()
         site = CallSite(
             tool_name=t.name,
@@ -246,31 +249,12 @@ class ServedTools:
             history=(),
             identity=self._identity(),
         )
-        before = await walk_tool_calls(self.links, site, args, ask_allowed=False)
-        await self._record(session, before.rows)
-        if before.kind != "allow":
-            return before.reason or "", True
-        args = before.args
-        kwargs, issues = t.validate(args)
-        if kwargs is None:
-            return invalid_arguments_text(t.name, issues), True
-        resolved, refusal = with_credentials(t, kwargs, self.credentials)
-        if resolved is None:
-            return refusal or "", True
-        error = False
-        try:
-            result = await call_execute(t, resolved, site.tool_call_id)
-        except AskHumanSignal as signal:
-            return ask_human_text(signal.question), True
-        except Exception as exc:  # noqa: BLE001 — S4: a raise is the tool's result
-            result, error = str(exc) or type(exc).__name__, True
-        if not self._has_result_hooks:
-            return render_result(result), error
-        after = await walk_tool_results(self.links, site, args, result, error=error)
-        await self._record(session, after.rows)
-        if after.denied:
-            return after.reason or "", True
-        return render_result(after.result), error
+        out = await self.pipeline.run(t, site, Entry.fresh(args), session)
+        if isinstance(out, Ran):
+            return out.text, out.error or out.denied
+        # Under SERVED nothing pauses: an ask is a denial, ask_human an error (S5).
+        assert isinstance(out, Refused)
+        return out.text, True
 
 
 def _ledger_error(cause: str) -> McpError:
