@@ -1,21 +1,25 @@
 """Serve governed tools over MCP: the chain goes to the served surface.
 
 Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
-         runtime's own pieces — the same walkers, the same validation, the
-         same journal — so serving is governance, not a second copy of it.
+         runtime's own pieces — the one tool-call pipeline under the
+         ``SERVED`` rules, the same journal — so serving is governance, not a
+         second copy of it.
 Role:    gateway layer; ``mcp_serve(tools, name=..., tool_middleware=...)``
          returns a ``ServedTools`` that lists the tools and answers calls,
          over stdio (``serve_stdio``) or any pair of MCP streams (``run``).
 Emits:   ``middleware.decision`` rows and facts, into one stream per MCP
          session (one per process on stdio), through ``Journal``.
 
-Laws: S1 (both moments run here, on ``walk_tool_calls``/``walk_tool_results``),
+Laws: S1 (both moments run here, in ``ToolPipeline``, as in an agent),
 S2 (``tool_call_id="mcp-<name>-<n>"``, iteration 0, history ``()``, identity
 from the transport, ``tool_source`` = the served tool's own), S3 (unknown
 tool → before-tool → validation → credentials → execute → after-tool →
-serialization), S4 (what the client receives; a raise still gets the
-after-tool walk with ``error=True``), S5 (no ``check_in``; ``ask_human`` is a
-tool error), S6 (every decision is a row in the serving session's stream; a
+serialization: the pipeline's order; no permission gate is configured and
+``_Session.dispatched`` records nothing yet), S4 (what the client receives;
+a raise still gets the after-tool walk with ``error=True``; an ask is the
+walker's denial under ``SERVED``), S5 (no ``check_in``: refused here at
+construction and by ``SERVED`` in the pipeline; ``ask_human`` is a tool
+error), S6 (every decision is a row in the serving session's stream; a
 failed append refuses the call with ``data.rejection_reason =
 "LEDGER_UNAVAILABLE"``), G7, G24, G25, G55, G57, R4, R5.
 

@@ -40,6 +40,13 @@ beside them. Without a chain key nothing can tell a forged checkpoint from a
 genuine one that is self-consistent; with one, the MAC covers the history and
 the paused call too.
 
+Why resume checks everything and then hands over: what a resume may append
+is decided here (the checkpoint's bindings, the decision's type, both before
+``pause.resume``); what the call does next is the pipeline's
+(``ToolPipeline.resume``: the asker's row, then the asking link's next link,
+credentials after a check-in, or the after-tool walk over an answer), the
+same steps a fresh call takes, so the order lives in one place.
+
 Why ``recover`` settles a turn ended by ``error.fatal``: such a turn is
 finished (the open-turns index does not list it), but a call it left
 dispatched without a result would block the session forever; recovery records

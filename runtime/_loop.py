@@ -3,27 +3,35 @@
 Pattern: a driver that always continues from the recorded state: whatever
          calls of the last assistant turn lack a tool message are dispatched,
          then the model is called, until an answer or a pause. A fresh run, a
-         resume and a failover activation all enter the same ``drive``.
+         resume and a failover activation all enter the same ``drive``. Each
+         call goes through the one tool-call pipeline (``_pipeline.py``,
+         under ``IN_AGENT``); the loop records what comes out of it.
 Role:    runtime layer; ``Agent`` (the face) delegates every run here.
 Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
          ``message.committed``, ``stream.*``, ``decision.filed`` (whose
-         ``middleware.decision`` fact listeners get), ``tool.dispatched``,
-         ``pause.*``, ``window.compacted``, ``error.fatal``.
+         ``middleware.decision`` fact listeners get), ``tool.dispatched``
+         (``Session`` is the pipeline's ``CallRecorder``), ``pause.*``,
+         ``window.compacted``, ``error.fatal``.
 
 Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
 ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
-(output admission and holding), G51 (the fixed dispatch order), G52
-(batches), G53 (unknown tools first), G54 (the permission gate), G55–G57,
-G59–G66 (pause, resume, one question per call, no dropped call), G69–G70
-(``ask_human``), G80 (window records), G91 (one ``error.fatal``), R5, R7
-(a recovery's ``tool.outcome_unknown`` carries the turn's trace context, so
-the recovering host's spans join the turn's trace: issue 8 item 8),
-R20 (a run that lost a sequence conflict records nothing more, not even its
-failure).
+(output admission and holding), G51 (steps 1, 11 and 12 — ``stream.tool_start``,
+``stream.tool_end``, the tool message — are recorded here; steps 2–10 are the
+pipeline's), G52 (batches), G59–G66 (the pause record, one question per call,
+no dropped call), G80 (window records), G91 (one ``error.fatal``, its code
+and retryability read from the error classes, ``fatal_code``), R5, R7
+(``recover_call``: an idempotent tool re-enters the pipeline at dispatch,
+anything else is recorded as ``tool.outcome_unknown``, which carries the
+turn's trace context so the recovering host's spans join the turn's trace:
+issue 8 item 8), R20 (a run that lost a sequence conflict records nothing
+more, not even its failure).
 
 Why the loop re-derives outstanding calls from history instead of keeping an
 iterator: a paused or crashed run continues on another host from its stream
 alone; an iterator would be state that no record holds.
+
+Why ``recover_call`` and not ``recover``: it settles one call left
+dispatched; ``Agent.recover`` is the operation on a whole session.
 """
 
 from __future__ import annotations
