@@ -35,6 +35,11 @@ continues where the record says the call stopped. ``Entry`` names that place
 asking link saw them, the asker, the attempt, an answer); every step after
 it is the same code for every caller, so changing the order is one edit.
 
+Why the entry and outcome values are frozen ``msgspec.Struct`` and not
+dataclasses: one of each is made per call on the hot path, and a Struct is
+built several times faster than a frozen dataclass (``bench/turns.py``);
+they are never encoded.
+
 Why keywords and credentials are derived again on every entry past
 validation: neither is recorded (a secret never is, G57), so a call entered
 after check-in or at dispatch validates its recorded arguments again, and a
@@ -51,6 +56,8 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
+
+import msgspec
 
 from helmlog.events import (
     CheckpointError,
@@ -118,8 +125,13 @@ class Step(enum.IntEnum):
     AFTER_TOOL = 10
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Entry:
+# The entry tests of ``ToolPipeline.run``, as module names: read once per
+# step of every call, and an enum's class attribute costs more (bench/turns.py).
+_GATE, _BEFORE_TOOL, _CHECK_IN = Step.GATE, Step.BEFORE_TOOL, Step.CHECK_IN
+_AFTER_TOOL = Step.AFTER_TOOL
+
+
+class Entry(msgspec.Struct, frozen=True):
     """Where a call enters the pipeline, and what the record holds there.
 
     Build one with its constructors: ``fresh`` (at the gate), ``approved_ask``
@@ -161,8 +173,7 @@ class Entry:
         return cls(Step.AFTER_TOOL, args, answer=answer)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Ran:
+class Ran(msgspec.Struct, frozen=True):
     """The call executed (or was answered); ``text`` is what the caller reads.
 
     ``result`` and ``error`` are what ``execute`` gave; ``denied`` says the
@@ -176,16 +187,14 @@ class Ran:
     duration_ms: int = 0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     """The call did not execute: ``step`` refused it, the caller reads ``text``."""
 
     step: Step
     text: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Paused:
+class Paused(msgspec.Struct, frozen=True):
     """The call waits on a person (G59, G56, G69): record the pause."""
 
     kind: PauseKind
@@ -335,14 +344,14 @@ class ToolPipeline:
     ) -> Outcome:
         """Walk the steps from ``entry.step`` to the call's outcome (G51)."""
         at = entry.step
-        if at is Step.AFTER_TOOL:
+        if at is _AFTER_TOOL:
             return await self.after(site, entry.args, entry.answer, False, 0, record)
         args = entry.args
-        if at <= Step.GATE and self.permissions is not None:
+        if at <= _GATE and self.permissions is not None:
             refusal = await self.gate(site, args)
             if refusal is not None:
                 return Refused(Step.GATE, refusal)
-        if at <= Step.BEFORE_TOOL and self.has_call_hooks:
+        if at <= _BEFORE_TOOL and self.has_call_hooks:
             verdict = await walk_tool_calls(
                 self.links,
                 site,
@@ -371,7 +380,7 @@ class ToolPipeline:
         if kwargs is None:
             return Refused(Step.VALIDATE, invalid_arguments_text(tool.name, issues))
         if (
-            at <= Step.CHECK_IN
+            at <= _CHECK_IN
             and tool.check_in is not None
             and check_in_trips(tool, kwargs)
         ):
