@@ -70,7 +70,8 @@ from ._chain import CallSite, MessageVerdict, walk_messages
 from ._config import AgentConfig
 from ._journal import Journal
 from ._pause import AskPause, MiddlewareAsk, PauseKind
-from ._pipeline import IN_AGENT, Entry, Outcome, Ran, Refused, Step, ToolPipeline
+from ._pipeline import ToolPipeline
+from ._steps import IN_AGENT, Entry, Outcome, Ran, Refused, Step
 from ._tools import Tool
 from ._trace import resolve
 from .providers import ProviderRequest

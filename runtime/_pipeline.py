@@ -1,10 +1,11 @@
 """The tool-call pipeline: one call's fixed steps, entered at any of them.
 
-Pattern: a resumable pipeline of typed steps (G51). A call goes in with an
-         ``Entry`` (where it starts, with what it carries) and comes out as
-         one ``Outcome`` (``Ran``, ``Refused`` or ``Paused``) that its caller
-         records; a ``CallRules`` value the caller passes says what happens
-         where a call needs a person, so no step asks who is calling.
+Pattern: a resumable pipeline of typed steps (G51; the types are in
+         ``_steps.py``). A call goes in with an ``Entry`` (where it starts,
+         with what it carries) and comes out as one ``Outcome`` (``Ran``,
+         ``Refused`` or ``Paused``) that its caller records; a ``CallRules``
+         value the caller passes says what happens where a call needs a
+         person, so no step asks who is calling.
 Role:    runtime layer; the only walker of a call's steps. The agent loop
          enters fresh calls at the gate, resume enters after the asking
          link (or after check-in, or with an answer at the after-tool
@@ -35,11 +36,6 @@ continues where the record says the call stopped. ``Entry`` names that place
 asking link saw them, the asker, the attempt, an answer); every step after
 it is the same code for every caller, so changing the order is one edit.
 
-Why the entry and outcome values are frozen ``msgspec.Struct`` and not
-dataclasses: one of each is made per call on the hot path, and a Struct is
-built several times faster than a frozen dataclass (``bench/turns.py``);
-they are never encoded.
-
 Why keywords and credentials are derived again on every entry past
 validation: neither is recorded (a secret never is, G57), so a call entered
 after check-in or at dispatch validates its recorded arguments again, and a
@@ -50,14 +46,10 @@ outcome as unknown, R7).
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
-
-import msgspec
+from typing import Any
 
 from helmlog.events import (
     CheckpointError,
@@ -70,8 +62,18 @@ from helmlog.events import (
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._context import ToolCallContext, clone
 from ._links import Link
-from ._pause import AskHumanSignal, CheckInDecision, MiddlewareAsk, PauseKind
+from ._pause import AskHumanSignal, CheckInDecision, MiddlewareAsk
 from ._pause import decision_why as _decision_why
+from ._steps import (
+    CallRecorder,
+    CallRules,
+    Entry,
+    Outcome,
+    Paused,
+    Ran,
+    Refused,
+    Step,
+)
 from ._tools import (
     CredentialResolver,
     Tool,
@@ -95,34 +97,6 @@ TWO_GATES = (
     "own check-in consent gate, which trips for these arguments, and middleware "
     "'{asker}' already asked a person about this call. Ask through one gate, not two."
 )
-NO_CHECK_IN_HERE = (
-    "Tool '{tool}' was not executed: it declares a check-in consent gate, which "
-    "trips for these arguments, and there is no pause here to carry its question."
-)
-
-
-def ask_human_text(question: str) -> str:
-    """S5's tool error for a served tool that called ``ask_human``."""
-    return f"ask_human: there is no pause here to carry the question: {question}"
-
-
-def declined_text(decision: CheckInDecision) -> str:
-    """G64: what the model reads of a declined ask or check-in."""
-    return "declined by human" + (f": {decision.note}" if decision.note else "")
-
-
-class Step(enum.IntEnum):
-    """The steps of one call, in G51's order; an ``Entry`` starts at one."""
-
-    UNKNOWN_TOOL = 2
-    GATE = 3
-    BEFORE_TOOL = 4
-    VALIDATE = 5
-    CHECK_IN = 6
-    CREDENTIALS = 7
-    DISPATCH = 8
-    EXECUTE = 9
-    AFTER_TOOL = 10
 
 
 # The entry tests of ``ToolPipeline.run``, as module names: read once per
@@ -131,143 +105,9 @@ _GATE, _BEFORE_TOOL, _CHECK_IN = Step.GATE, Step.BEFORE_TOOL, Step.CHECK_IN
 _AFTER_TOOL = Step.AFTER_TOOL
 
 
-class Entry(msgspec.Struct, frozen=True):
-    """Where a call enters the pipeline, and what the record holds there.
-
-    Build one with its constructors: ``fresh`` (at the gate), ``approved_ask``
-    (at the asking link's next link), ``approved_check_in`` (after
-    check-in), ``redispatch`` (at dispatch, R7) or ``answered`` (at the
-    after-tool walk, with an ``ask_human`` answer as the result).
-    """
-
-    step: Step
-    args: Any
-    link: int = 0
-    asked_by: str | None = None
-    attempt: int = 1
-    answer: Any = None
-
-    @classmethod
-    def fresh(cls, args: Any) -> Entry:
-        """A proposed call: every step from the permission gate on."""
-        return cls(Step.GATE, args)
-
-    @classmethod
-    def approved_ask(cls, args: Any, link: int, asker: str) -> Entry:
-        """An approved ask: the walk goes on from ``link`` (G62), asking no more."""
-        return cls(Step.BEFORE_TOOL, args, link=link, asked_by=asker)
-
-    @classmethod
-    def approved_check_in(cls, args: Any) -> Entry:
-        """An approved check-in: credentials, dispatch, execute (G56)."""
-        return cls(Step.CREDENTIALS, args)
-
-    @classmethod
-    def redispatch(cls, args: Any, attempt: int) -> Entry:
-        """A recorded dispatch run again after failover (R7; idempotent tools)."""
-        return cls(Step.DISPATCH, args, attempt=attempt)
-
-    @classmethod
-    def answered(cls, args: Any, answer: Any) -> Entry:
-        """An ``ask_human`` answer: the after-tool walk over it (G70)."""
-        return cls(Step.AFTER_TOOL, args, answer=answer)
-
-
-class Ran(msgspec.Struct, frozen=True):
-    """The call executed (or was answered); ``text`` is what the caller reads.
-
-    ``result`` and ``error`` are what ``execute`` gave; ``denied`` says the
-    after-tool walk refused it, ``text`` then being the reason (G21).
-    """
-
-    result: Any
-    error: bool
-    text: str
-    denied: bool = False
-    duration_ms: int = 0
-
-
-class Refused(msgspec.Struct, frozen=True):
-    """The call did not execute: ``step`` refused it, the caller reads ``text``."""
-
-    step: Step
-    text: str
-
-
-class Paused(msgspec.Struct, frozen=True):
-    """The call waits on a person (G59, G56, G69): record the pause."""
-
-    kind: PauseKind
-    ask: MiddlewareAsk
-    args: Any
-    link_index: int = -1
-
-
-Outcome = Ran | Refused | Paused
-
-
-class CallRecorder(Protocol):
-    """Where a call's records go, each before what follows from it (R5)."""
-
-    async def file(self, rows: list[MiddlewareDecision]) -> None:
-        """Record decision rows (each stored once, R4)."""
-
-    async def dispatched(
-        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
-    ) -> None:
-        """Record that ``execute`` is about to run (R7), before it runs."""
-
-
-# -- the rules per caller ---------------------------------------------------
-
-
-def _pause_check_in(tool: Tool, args: Any) -> Paused | Refused:
-    return Paused(
-        "check-in",
-        MiddlewareAsk(f"Approve a call to '{tool.name}'?", clone(args), None, None),
-        args,
-    )
-
-
-def _refuse_check_in(tool: Tool, args: Any) -> Paused | Refused:
-    return Refused(Step.CHECK_IN, NO_CHECK_IN_HERE.format(tool=tool.name))
-
-
-def _pause_ask_human(signal: AskHumanSignal, args: Any) -> Paused | Refused:
-    return Paused(
-        "ask-human", MiddlewareAsk(signal.question, signal.detail, None, None), args
-    )
-
-
-def _refuse_ask_human(signal: AskHumanSignal, args: Any) -> Paused | Refused:
-    return Refused(Step.EXECUTE, ask_human_text(signal.question))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CallRules:
-    """What a caller does where a call needs a person.
-
-    ``asks``: whether a before-tool ``ask`` may stop the walk (and pause);
-    when not, the walker files it as a denial (G24, G64, S4). ``check_in``
-    and ``ask_human`` answer a tripped check-in and a tool's ``ask_human``.
-    Use ``IN_AGENT`` or ``SERVED``.
-    """
-
-    name: str
-    asks: bool
-    check_in: Callable[[Tool, Any], Paused | Refused]
-    ask_human: Callable[[AskHumanSignal, Any], Paused | Refused]
-
-
-IN_AGENT = CallRules(
-    "agent", asks=True, check_in=_pause_check_in, ask_human=_pause_ask_human
-)
-"""In an agent: an ask, a check-in and ``ask_human`` pause the run."""
-
-SERVED = CallRules(
-    "served", asks=False, check_in=_refuse_check_in, ask_human=_refuse_ask_human
-)
-"""Serving over MCP: an ask and ``ask_human`` are tool errors; check-in refuses."""
+def declined_text(decision: CheckInDecision) -> str:
+    """G64: what the model reads of a declined ask or check-in."""
+    return "declined by human" + (f": {decision.note}" if decision.note else "")
 
 
 # -- the pipeline -----------------------------------------------------------

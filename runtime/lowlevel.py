@@ -21,7 +21,8 @@ from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
 from ._pause import AskHumanSignal, PauseKind, pause_kind
-from ._pipeline import (
+from ._pipeline import ToolPipeline
+from ._steps import (
     IN_AGENT,
     SERVED,
     CallRecorder,
@@ -32,7 +33,6 @@ from ._pipeline import (
     Ran,
     Refused,
     Step,
-    ToolPipeline,
     ask_human_text,
 )
 from ._tools import (
