@@ -71,7 +71,7 @@ from ._config import AgentConfig
 from ._journal import Journal
 from ._pause import AskPause, MiddlewareAsk, PauseKind
 from ._pipeline import ToolPipeline
-from ._steps import IN_AGENT, Entry, Outcome, Ran, Refused, Step
+from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
 from ._tools import Tool
 from ._trace import resolve
 from .providers import ProviderRequest
@@ -349,25 +349,36 @@ class Loop:
             return None
         site = self.site(s, call, tool, iteration)
         outcome = await self.pipeline.run(tool, site, Entry.fresh(call.args), s)
-        return await self.conclude(s, call, site, outcome)
+        # ``conclude``, inlined: one coroutine less per call (bench/turns.py).
+        if isinstance(outcome, Paused):
+            return await self.paused(s, call, site, outcome)
+        self.record_outcome(s, call, outcome)
+        return None
 
     async def conclude(
         self, s: Session, call: ToolCallRequest, site: CallSite, outcome: Outcome
     ) -> AskPause | None:
         """Record a call's outcome: its result, its refusal, or its pause."""
-        if isinstance(outcome, Ran):
-            self.record_result(
-                s,
-                call,
-                outcome.result,
-                outcome.error,
-                outcome.duration_ms,
-                outcome.text,
-            )
-            return None
+        if isinstance(outcome, Paused):
+            return await self.paused(s, call, site, outcome)
+        self.record_outcome(s, call, outcome)
+        return None
+
+    def record_outcome(
+        self, s: Session, call: ToolCallRequest, outcome: Ran | Refused
+    ) -> None:
+        """What the model reads of a call that ran or was refused (G51, 11–12)."""
         if isinstance(outcome, Refused):
             self.refuse(s, call, outcome.text)
-            return None
+            return
+        self.record_result(
+            s, call, outcome.result, outcome.error, outcome.duration_ms, outcome.text
+        )
+
+    async def paused(
+        self, s: Session, call: ToolCallRequest, site: CallSite, outcome: Paused
+    ) -> AskPause:
+        """Record a call's pause (G59) and hand back its checkpoint."""
         return await self.pause(
             s,
             outcome.kind,

@@ -241,6 +241,8 @@ class ToolPipeline:
         except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
             result, error = str(exc) or type(exc).__name__, True
         duration_ms = max(0, self.clock() - started)
+        if not self.has_result_hooks:  # G11; inline: the hot path of a bare chain
+            return Ran(result, error, render_result(result), False, duration_ms)
         return await self.after(site, args, result, error, duration_ms, record)
 
     async def gate(self, site: CallSite, args: Any) -> str | None:
