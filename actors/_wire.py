@@ -38,6 +38,7 @@ import msgspec
 
 from helmlog.events import Checkpoint, HelmlogError, HostError, SessionState
 from helmlog.runtime import AskPause, CheckInDecision, MiddlewareAsk
+from helmlog.runtime.lowlevel import pause_kind
 
 OpKind = Literal["run", "resume", "recover", "snapshot", "ping"]
 
@@ -198,7 +199,7 @@ def output_of(result: Result) -> str | AskPause | None:
         assert result.checkpoint is not None
         detail = msgspec.msgpack.decode(p.detail)
         return AskPause(
-            kind=p.kind,
+            kind=pause_kind(p.kind),
             ask=MiddlewareAsk(p.question, detail, p.middleware, p.component_id),
             tool_name=p.tool_name,
             tool_call_id=p.tool_call_id,

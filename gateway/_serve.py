@@ -1,21 +1,25 @@
 """Serve governed tools over MCP: the chain goes to the served surface.
 
 Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
-         runtime's own pieces — the same walkers, the same validation, the
-         same journal — so serving is governance, not a second copy of it.
+         runtime's own pieces — the one tool-call pipeline under the
+         ``SERVED`` rules, the same journal — so serving is governance, not a
+         second copy of it.
 Role:    gateway layer; ``mcp_serve(tools, name=..., tool_middleware=...)``
          returns a ``ServedTools`` that lists the tools and answers calls,
          over stdio (``serve_stdio``) or any pair of MCP streams (``run``).
 Emits:   ``middleware.decision`` rows and facts, into one stream per MCP
          session (one per process on stdio), through ``Journal``.
 
-Laws: S1 (both moments run here, on ``walk_tool_calls``/``walk_tool_results``),
+Laws: S1 (both moments run here, in ``ToolPipeline``, as in an agent),
 S2 (``tool_call_id="mcp-<name>-<n>"``, iteration 0, history ``()``, identity
 from the transport, ``tool_source`` = the served tool's own), S3 (unknown
 tool → before-tool → validation → credentials → execute → after-tool →
-serialization), S4 (what the client receives; a raise still gets the
-after-tool walk with ``error=True``), S5 (no ``check_in``; ``ask_human`` is a
-tool error), S6 (every decision is a row in the serving session's stream; a
+serialization: the pipeline's order; no permission gate is configured and
+``_Session.dispatched`` records nothing yet), S4 (what the client receives;
+a raise still gets the after-tool walk with ``error=True``; an ask is the
+walker's denial under ``SERVED``), S5 (no ``check_in``: refused here at
+construction and by ``SERVED`` in the pipeline; ``ask_human`` is a tool
+error), S6 (every decision is a row in the serving session's stream; a
 failed append refuses the call with ``data.rejection_reason =
 "LEDGER_UNAVAILABLE"``), G7, G24, G25, G55, G57, R4, R5.
 
@@ -44,21 +48,18 @@ from mcp.shared.exceptions import McpError
 from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
 from helmlog.runtime import Tool
 from helmlog.runtime.lowlevel import (
-    AskHumanSignal,
+    SERVED,
     CallSite,
     CredentialResolver,
+    Entry,
     Journal,
     Link,
     Listeners,
+    Ran,
+    Refused,
+    ToolPipeline,
     as_tool_link,
-    call_execute,
-    invalid_arguments_text,
-    render_result,
     tool_link_problem,
-    unknown_tool_text,
-    walk_tool_calls,
-    walk_tool_results,
-    with_credentials,
 )
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
@@ -68,19 +69,48 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def ask_human_text(question: str) -> str:
-    """S5's tool error for a served tool that called ``ask_human``."""
-    return f"ask_human: there is no pause here to carry the question: {question}"
-
-
 class _Session:
-    """One MCP session's ledger: its journal and the lock that orders appends."""
+    """One MCP session's ledger: its journal and the lock that orders appends.
+
+    The pipeline's ``CallRecorder`` for the calls served on it.
+    """
 
     __slots__ = ("journal", "lock")
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.lock = asyncio.Lock()
+
+    async def file(self, rows: list[Any]) -> None:
+        """Append rows and their facts before anything follows from them (S6, R5).
+
+        Raises:
+            McpError: the append failed; ``data.rejection_reason`` is
+                ``LEDGER_UNAVAILABLE`` and nothing after this point happens.
+        """
+        if not rows:
+            return
+        async with self.lock:
+            try:
+                if self.journal.broken:
+                    self.journal = await self.journal.reopened()
+                self.journal.file(rows)
+                await self.journal.flush()
+            except LedgerAppendError as exc:
+                raise _ledger_error(str(exc)) from exc
+            except Exception as exc:
+                # The store failed while re-reading the stream: still unrecorded.
+                self.journal.broken = True
+                self.journal.discard()
+                raise _ledger_error(str(exc) or type(exc).__name__) from exc
+
+    async def dispatched(
+        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
+    ) -> None:
+        """Nothing yet: a served call records no ``tool.dispatched`` (S6).
+
+        Issue 10 item 5 records it here, before ``execute`` (R7).
+        """
 
 
 class ServedTools:
@@ -123,12 +153,12 @@ class ServedTools:
             if problem is not None:
                 raise ValueError(f"mcp_serve: {problem}")
         self.links: tuple[Link, ...] = tuple(as_tool_link(obj) for obj in links)
-        self._has_result_hooks = any(
-            link.on_tool_result is not None for link in self.links
-        )
         self.store: EventStore = store if store is not None else MemoryEventStore()
         self.credentials = credentials
         self.clock = clock
+        self.pipeline = ToolPipeline(
+            self.tools, self.links, SERVED, credentials=credentials, clock=clock
+        )
         self.listeners = Listeners()
         self._counter = itertools.count(1)
         self._sessions: weakref.WeakKeyDictionary[Any, _Session] = (
@@ -188,29 +218,6 @@ class ServedTools:
             self.session_ids.append(session_id)
         return session
 
-    async def _record(self, session: _Session, rows: list[Any]) -> None:
-        """Append rows and their facts before anything follows from them (S6, R5).
-
-        Raises:
-            McpError: the append failed; ``data.rejection_reason`` is
-                ``LEDGER_UNAVAILABLE`` and nothing after this point happens.
-        """
-        if not rows:
-            return
-        async with session.lock:
-            try:
-                if session.journal.broken:
-                    session.journal = await session.journal.reopened()
-                session.journal.file(rows)
-                await session.journal.flush()
-            except LedgerAppendError as exc:
-                raise _ledger_error(str(exc)) from exc
-            except Exception as exc:
-                # The store failed while re-reading the stream: still unrecorded.
-                session.journal.broken = True
-                session.journal.discard()
-                raise _ledger_error(str(exc) or type(exc).__name__) from exc
-
     # -- calls ------------------------------------------------------------
 
     def _identity(self) -> Mapping[str, Any] | None:
@@ -234,9 +241,9 @@ class ServedTools:
     async def call(self, tool_name: str, args: Any) -> tuple[str, bool]:
         """Serve one call (S3); return what the client receives and whether it
         is a tool error (S4). Must run inside an MCP request."""
-        t = self.tools.get(tool_name)
-        if t is None:
-            return unknown_tool_text(tool_name, self.tools), True
+        t = self.pipeline.lookup(tool_name)
+        if isinstance(t, Refused):
+            return t.text, True
         session = self._session()
         site = CallSite(
             tool_name=t.name,
@@ -246,31 +253,12 @@ class ServedTools:
             history=(),
             identity=self._identity(),
         )
-        before = await walk_tool_calls(self.links, site, args, ask_allowed=False)
-        await self._record(session, before.rows)
-        if before.kind != "allow":
-            return before.reason or "", True
-        args = before.args
-        kwargs, issues = t.validate(args)
-        if kwargs is None:
-            return invalid_arguments_text(t.name, issues), True
-        resolved, refusal = with_credentials(t, kwargs, self.credentials)
-        if resolved is None:
-            return refusal or "", True
-        error = False
-        try:
-            result = await call_execute(t, resolved, site.tool_call_id)
-        except AskHumanSignal as signal:
-            return ask_human_text(signal.question), True
-        except Exception as exc:  # noqa: BLE001 — S4: a raise is the tool's result
-            result, error = str(exc) or type(exc).__name__, True
-        if not self._has_result_hooks:
-            return render_result(result), error
-        after = await walk_tool_results(self.links, site, args, result, error=error)
-        await self._record(session, after.rows)
-        if after.denied:
-            return after.reason or "", True
-        return render_result(after.result), error
+        out = await self.pipeline.run(t, site, Entry.fresh(args), session)
+        if isinstance(out, Ran):
+            return out.text, out.error or out.denied
+        # Under SERVED nothing pauses: an ask is a denial, ask_human an error (S5).
+        assert isinstance(out, Refused)
+        return out.text, True
 
 
 def _ledger_error(cause: str) -> McpError:

@@ -40,6 +40,13 @@ beside them. Without a chain key nothing can tell a forged checkpoint from a
 genuine one that is self-consistent; with one, the MAC covers the history and
 the paused call too.
 
+Why resume checks everything and then hands over: what a resume may append
+is decided here (the checkpoint's bindings, the decision's type, both before
+``pause.resume``); what the call does next is the pipeline's
+(``ToolPipeline.resume``: the asker's row, then the asking link's next link,
+credentials after a check-in, or the after-tool walk over an answer), the
+same steps a fresh call takes, so the order lives in one place.
+
 Why ``recover`` settles a turn ended by ``error.fatal``: such a turn is
 finished (the open-turns index does not list it), but a call it left
 dispatched without a result would block the session forever; recovery records
@@ -66,7 +73,6 @@ from helmlog.events import (
     HelmlogError,
     Message,
     MessageCommitted,
-    MiddlewareDecision,
     NoConversationError,
     PauseResumed,
     PendingPause,
@@ -83,13 +89,13 @@ from helmlog.events import (
 )
 
 from ._builder import AgentBuilder
-from ._chain import CallSite, walk_messages, walk_tool_calls
+from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
 from ._journal import Journal
 from ._loop import Loop, MessageRefused, Session, find_call
-from ._pause import AskPause, CheckInDecision, decision_why
+from ._pause import AskPause, CheckInDecision
 from ._residency import Residency
-from ._tools import Tool, invalid_arguments_text
+from ._tools import Tool
 from ._trace import NO_TRACE, Trace, given, resolve
 from ._watchers import Listeners
 from .providers import Provider
@@ -808,62 +814,11 @@ class Agent:
             tuple(f.history),
             loop.identity(s),
         )
-        pause: AskPause | None = None
-        if p.kind == "ask" and checkin is not None:
-            asker = p.middleware or ""  # checked by _paused_call
-            j.file([_resume_row(asker, site, checkin, p.component_id)])
-            if not checkin.approved:
-                loop.refuse(s, call, _declined_text(checkin))
-            else:
-                verdict = await walk_tool_calls(
-                    cfg.tool_links,
-                    site,
-                    p.args,
-                    start=p.link_index + 1,
-                    ask_allowed=False,
-                )
-                j.file(verdict.rows)
-                if verdict.kind != "allow":
-                    loop.refuse(s, call, verdict.reason or "")
-                else:
-                    pause = await loop.validate_and_run(
-                        s, call, tool, site, verdict.args, asked_by=p.middleware
-                    )
-        elif p.kind == "check-in" and checkin is not None:
-            if not checkin.approved:
-                loop.refuse(s, call, _declined_text(checkin))
-            else:
-                kwargs, issues = tool.validate(p.args)
-                if kwargs is None:
-                    loop.refuse(s, call, invalid_arguments_text(tool.name, issues))
-                else:
-                    pause = await loop.run_tool(s, call, tool, site, p.args, kwargs)
-        else:
-            await loop.complete(s, call, site, p.args, decision, error=False)
+        outcome = await loop.pipeline.resume(tool, site, p, decision, s)
+        pause = await loop.conclude(s, call, site, outcome)
         if pause is not None:
             return pause
         return await loop.drive(s)
-
-
-def _resume_row(
-    middleware: str, site: CallSite, decision: CheckInDecision, component_id: str | None
-) -> MiddlewareDecision:
-    return MiddlewareDecision(
-        middleware=middleware,
-        moment="before-tool",
-        at="tool",
-        iteration=site.iteration,
-        outcome="allow" if decision.approved else "deny",
-        changed=False,
-        tool_name=site.tool_name,
-        tool_call_id=site.tool_call_id,
-        why=decision_why(decision),
-        component_id=component_id,
-    )
-
-
-def _declined_text(decision: CheckInDecision) -> str:
-    return "declined by human" + (f": {decision.note}" if decision.note else "")
 
 
 def _coerce(checkpoint: Any) -> Checkpoint:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from helmlog.events import Message, MiddlewareDecision, shape
 
@@ -84,7 +84,7 @@ class CallVerdict:
     asker, for an ask); ``link_index`` is the asker's index in ``links``.
     """
 
-    kind: str
+    kind: Literal["allow", "deny", "ask"]
     args: Any
     rows: list[MiddlewareDecision]
     reason: str | None = None

@@ -3,34 +3,41 @@
 Pattern: a driver that always continues from the recorded state: whatever
          calls of the last assistant turn lack a tool message are dispatched,
          then the model is called, until an answer or a pause. A fresh run, a
-         resume and a failover activation all enter the same ``drive``.
+         resume and a failover activation all enter the same ``drive``. Each
+         call goes through the one tool-call pipeline (``_pipeline.py``,
+         under ``IN_AGENT``); the loop records what comes out of it.
 Role:    runtime layer; ``Agent`` (the face) delegates every run here.
 Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
          ``message.committed``, ``stream.*``, ``decision.filed`` (whose
-         ``middleware.decision`` fact listeners get), ``tool.dispatched``,
-         ``pause.*``, ``window.compacted``, ``error.fatal``.
+         ``middleware.decision`` fact listeners get), ``tool.dispatched``
+         (``Session`` is the pipeline's ``CallRecorder``), ``pause.*``,
+         ``window.compacted``, ``error.fatal``.
 
 Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
 ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
-(output admission and holding), G51 (the fixed dispatch order), G52
-(batches), G53 (unknown tools first), G54 (the permission gate), G55–G57,
-G59–G66 (pause, resume, one question per call, no dropped call), G69–G70
-(``ask_human``), G80 (window records), G91 (one ``error.fatal``), R5, R7
-(a recovery's ``tool.outcome_unknown`` carries the turn's trace context, so
-the recovering host's spans join the turn's trace: issue 8 item 8),
-R20 (a run that lost a sequence conflict records nothing more, not even its
-failure).
+(output admission and holding), G51 (steps 1, 11 and 12 — ``stream.tool_start``,
+``stream.tool_end``, the tool message — are recorded here; steps 2–10 are the
+pipeline's), G52 (batches), G59–G66 (the pause record, one question per call,
+no dropped call), G80 (window records), G91 (one ``error.fatal``, its code
+and retryability read from the error classes, ``fatal_code``), R5, R7
+(``recover_call``: an idempotent tool re-enters the pipeline at dispatch,
+anything else is recorded as ``tool.outcome_unknown``, which carries the
+turn's trace context so the recovering host's spans join the turn's trace:
+issue 8 item 8), R20 (a run that lost a sequence conflict records nothing
+more, not even its failure).
 
 Why the loop re-derives outstanding calls from history instead of keeping an
 iterator: a paused or crashed run continues on another host from its stream
 alone; an iterator would be state that no record holds.
+
+Why ``recover_call`` and not ``recover``: it settles one call left
+dispatched; ``Agent.recover`` is the operation on a whole session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
 from typing import Any
 
@@ -43,6 +50,7 @@ from helmlog.events import (
     Message,
     MessageCommitted,
     MessageDeniedError,
+    MiddlewareDecision,
     PausedCall,
     PauseRequested,
     ProviderError,
@@ -58,27 +66,14 @@ from helmlog.events import (
     sign_checkpoint,
 )
 
-from ._chain import (
-    CallSite,
-    MessageVerdict,
-    walk_messages,
-    walk_tool_calls,
-    walk_tool_results,
-)
+from ._chain import CallSite, MessageVerdict, walk_messages
 from ._config import AgentConfig
-from ._context import ToolCallContext, clone
 from ._journal import Journal
-from ._pause import AskHumanSignal, AskPause, MiddlewareAsk
-from ._tools import (
-    Tool,
-    call_execute,
-    invalid_arguments_text,
-    render_result,
-    unknown_tool_text,
-    with_credentials,
-)
+from ._pause import AskPause, MiddlewareAsk, PauseKind
+from ._pipeline import ToolPipeline
+from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
+from ._tools import Tool
 from ._trace import resolve
-from ._verbs import Allow, Deny
 from .providers import ProviderRequest
 
 log = logging.getLogger("helmlog")
@@ -90,16 +85,6 @@ OUTCOME_UNKNOWN = (
     "The outcome of tool '{name}' (call {id}) is unknown: it was dispatched, but the "
     "host running it stopped before its result was recorded. It was not run again; "
     "check whether it took effect before calling it again."
-)
-PERMISSION_FAILED = (
-    "[permission denied: Tool '{name}' could not be authorized. This will not change "
-    "during this run — do not call it again. Continue without it, or say what you are "
-    "unable to do.]"
-)
-TWO_GATES = (
-    "Tool '{tool}' was not executed and cannot be retried this turn: it declares its "
-    "own check-in consent gate, which trips for these arguments, and middleware "
-    "'{asker}' already asked a person about this call. Ask through one gate, not two."
 )
 
 
@@ -147,6 +132,49 @@ class Session:
         """Whether an operation is in flight on this session."""
         return self.users > 0 or self.lock.locked()
 
+    # -- the pipeline's record (``CallRecorder``) ----------------------------
+
+    async def file(self, rows: list[MiddlewareDecision]) -> None:
+        """File a walk's rows; they are appended with what follows (R4, R5)."""
+        self.journal.file(rows)
+
+    async def dispatched(
+        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
+    ) -> None:
+        """Append ``tool.dispatched`` (and all before it) before ``execute`` (R7)."""
+        self.journal.add(
+            ToolDispatched(
+                tool_name=tool.name,
+                tool_call_id=tool_call_id,
+                args=args,
+                attempt=attempt,
+            )
+        )
+        await self.journal.flush()
+
+
+ERR_INTERNAL = "ERR_INTERNAL"
+"""G91's code for a run that failed in helmlog's own code (no error class:
+nothing raises it; it names what no other code does)."""
+
+
+def fatal_code(exc: BaseException, *, in_provider: bool) -> tuple[str, bool]:
+    """G91: the ``error.fatal`` code and retryability of a run's raise.
+
+    Read from the error classes: a refused message, a failed append, the
+    provider (anything raised while the model call was in flight counts as
+    the provider's), else ``ERR_INTERNAL``.
+    """
+    if isinstance(exc, MessageRefused):
+        return exc.error.code, exc.error.retryable
+    if isinstance(exc, LedgerAppendError):
+        return exc.code, exc.retryable
+    if isinstance(exc, ProviderError):
+        return exc.code, exc.retryable
+    if in_provider:
+        return ProviderError.code, ProviderError.retryable
+    return ERR_INTERNAL, False
+
 
 def outstanding_calls(history: list[Message]) -> list[ToolCallRequest]:
     """Calls of the last assistant turn that have no tool message yet."""
@@ -179,6 +207,14 @@ class Loop:
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
+        self.pipeline = ToolPipeline(
+            config.tools,
+            config.tool_links,
+            IN_AGENT,
+            permissions=config.permissions,
+            credentials=config.credentials,
+            clock=config.clock,
+        )
 
     # -- the iteration loop ------------------------------------------------
 
@@ -269,12 +305,26 @@ class Loop:
 
     # -- dispatch ----------------------------------------------------------
 
+    def site(
+        self, s: Session, call: ToolCallRequest, tool: Tool, iteration: int
+    ) -> CallSite:
+        """What every context of this call shares, from the session's record."""
+        f = s.journal.folder
+        return CallSite(
+            call.name,
+            tool.source,
+            call.id,
+            iteration,
+            tuple(f.history),
+            self.identity(s),
+        )
+
     async def dispatch_outstanding(self, s: Session) -> AskPause | None:
         """Dispatch every call of the last assistant turn lacking a tool message."""
         f = s.journal.folder
         for call in outstanding_calls(f.history):
             if call.id in f.dispatched:
-                pause = await self.recover(s, call)
+                pause = await self.recover_call(s, call)
             else:
                 pause = await self.dispatch(s, call, f.iteration)
             if pause is not None:
@@ -284,10 +334,8 @@ class Loop:
     async def dispatch(
         self, s: Session, call: ToolCallRequest, iteration: int
     ) -> AskPause | None:
-        """One call through the fixed pipeline (G51)."""
-        cfg = self.config
-        j = s.journal
-        j.add(
+        """One proposed call: ``stream.tool_start``, then the pipeline (G51)."""
+        s.journal.add(
             ToolStarted(
                 tool_name=call.name,
                 tool_call_id=call.id,
@@ -295,191 +343,51 @@ class Loop:
                 args=call.args,
             )
         )
-        tool = cfg.tools.get(call.name)
-        if tool is None:
-            return self.refuse(s, call, unknown_tool_text(call.name, cfg.tools))
-        site = CallSite(
-            call.name,
-            tool.source,
-            call.id,
-            iteration,
-            tuple(j.folder.history),
-            self.identity(s),
-        )
-        if cfg.permissions is not None:
-            refusal = await self.gate(site, call)
-            if refusal is not None:
-                return self.refuse(s, call, refusal)
-        args = call.args
-        if cfg.has_call_hooks:
-            verdict = await walk_tool_calls(cfg.tool_links, site, args)
-            j.file(verdict.rows)
-            if verdict.kind == "deny":
-                return self.refuse(s, call, verdict.reason or "")
-            if verdict.kind == "ask":
-                assert verdict.ask is not None
-                return await self.pause(
-                    s,
-                    "ask",
-                    call,
-                    site,
-                    verdict.args,
-                    MiddlewareAsk(
-                        verdict.ask.question,
-                        clone(verdict.ask.detail),  # G8: the hook keeps its own
-                        verdict.middleware,
-                        verdict.ask.component_id,
-                    ),
-                    link_index=verdict.link_index,
-                )
-            args = verdict.args
-        return await self.validate_and_run(s, call, tool, site, args, asked_by=None)
-
-    async def gate(self, site: CallSite, call: ToolCallRequest) -> str | None:
-        """The permission gate (G54): ``None`` to pass, else what the model reads."""
-        checker = self.config.permissions
-        assert checker is not None
-        ctx = ToolCallContext(
-            site.tool_name,
-            site.tool_source,
-            site.tool_call_id,
-            site.iteration,
-            clone(call.args),
-            site.history,
-            site.identity,
-        )
-        try:
-            out = checker(ctx)
-            if inspect.isawaitable(out):
-                out = await out
-        except Exception:
-            log.warning(
-                "permission checker failed for tool %s", call.name, exc_info=True
-            )
-            return PERMISSION_FAILED.format(name=call.name)
-        if isinstance(out, Allow):
+        tool = self.pipeline.lookup(call.name)
+        if isinstance(tool, Refused):
+            self.refuse(s, call, tool.text)
             return None
-        if isinstance(out, Deny):
-            return f"[permission denied: {out.reason}]"
-        return PERMISSION_FAILED.format(name=call.name)
-
-    async def validate_and_run(
-        self,
-        s: Session,
-        call: ToolCallRequest,
-        tool: Tool,
-        site: CallSite,
-        args: Any,
-        *,
-        asked_by: str | None,
-    ) -> AskPause | None:
-        """Validation → check-in → credentials → execute → after-tool (G51)."""
-        kwargs, issues = tool.validate(args)
-        if kwargs is None:
-            return self.refuse(s, call, invalid_arguments_text(tool.name, issues))
-        if tool.check_in is not None and self.check_in_trips(tool, kwargs):
-            if asked_by is not None:
-                return self.refuse(
-                    s, call, TWO_GATES.format(tool=tool.name, asker=asked_by)
-                )
-            return await self.pause(
-                s,
-                "check-in",
-                call,
-                site,
-                args,
-                MiddlewareAsk(
-                    f"Approve a call to '{tool.name}'?", clone(args), None, None
-                ),
-            )
-        return await self.run_tool(s, call, tool, site, args, kwargs)
-
-    @staticmethod
-    def check_in_trips(tool: Tool, kwargs: dict[str, Any]) -> bool:
-        if tool.check_in is True:
-            return True
-        assert callable(tool.check_in)
-        try:
-            return bool(tool.check_in(clone(kwargs)))
-        except Exception:  # noqa: BLE001 — G56: a raising predicate trips
-            # A person decides; failing open would skip the consent gate.
-            return True
-
-    async def run_tool(
-        self,
-        s: Session,
-        call: ToolCallRequest,
-        tool: Tool,
-        site: CallSite,
-        args: Any,
-        kwargs: dict[str, Any],
-        *,
-        attempt: int = 1,
-    ) -> AskPause | None:
-        """Credentials, the dispatch record, ``execute``, then the result (G57, R7)."""
-        cfg = self.config
-        j = s.journal
-        resolved, refusal = with_credentials(tool, kwargs, cfg.credentials)
-        if resolved is None:
-            return self.refuse(s, call, refusal or "")
-        j.add(
-            ToolDispatched(
-                tool_name=tool.name, tool_call_id=call.id, args=args, attempt=attempt
-            )
-        )
-        await j.flush()
-        started = cfg.clock()
-        error = False
-        try:
-            result = await call_execute(tool, resolved, call.id)
-        except AskHumanSignal as signal:
-            return await self.pause(
-                s,
-                "ask-human",
-                call,
-                site,
-                args,
-                MiddlewareAsk(signal.question, signal.detail, None, None),
-            )
-        except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
-            result, error = str(exc) or type(exc).__name__, True
-        await self.complete(
-            s,
-            call,
-            site,
-            args,
-            result,
-            error=error,
-            duration_ms=max(0, cfg.clock() - started),
-        )
+        site = self.site(s, call, tool, iteration)
+        outcome = await self.pipeline.run(tool, site, Entry.fresh(call.args), s)
+        # ``conclude``, inlined: one coroutine less per call (bench/turns.py).
+        if isinstance(outcome, Paused):
+            return await self.paused(s, call, site, outcome)
+        self.record_outcome(s, call, outcome)
         return None
 
-    async def complete(
-        self,
-        s: Session,
-        call: ToolCallRequest,
-        site: CallSite,
-        args: Any,
-        result: Any,
-        *,
-        error: bool,
-        duration_ms: int = 0,
+    async def conclude(
+        self, s: Session, call: ToolCallRequest, site: CallSite, outcome: Outcome
+    ) -> AskPause | None:
+        """Record a call's outcome: its result, its refusal, or its pause."""
+        if isinstance(outcome, Paused):
+            return await self.paused(s, call, site, outcome)
+        self.record_outcome(s, call, outcome)
+        return None
+
+    def record_outcome(
+        self, s: Session, call: ToolCallRequest, outcome: Ran | Refused
     ) -> None:
-        """After-tool walk over a result, then record what the model reads."""
-        cfg = self.config
-        verdict_text: str
-        if cfg.has_result_hooks:
-            verdict = await walk_tool_results(
-                cfg.tool_links, site, args, result, error=error
-            )
-            s.journal.file(verdict.rows)
-            if verdict.denied:
-                verdict_text = verdict.reason or ""
-            else:
-                verdict_text = render_result(verdict.result)
-        else:
-            verdict_text = render_result(result)
-        self.record_result(s, call, result, error, duration_ms, verdict_text)
+        """What the model reads of a call that ran or was refused (G51, 11–12)."""
+        if isinstance(outcome, Refused):
+            self.refuse(s, call, outcome.text)
+            return
+        self.record_result(
+            s, call, outcome.result, outcome.error, outcome.duration_ms, outcome.text
+        )
+
+    async def paused(
+        self, s: Session, call: ToolCallRequest, site: CallSite, outcome: Paused
+    ) -> AskPause:
+        """Record a call's pause (G59) and hand back its checkpoint."""
+        return await self.pause(
+            s,
+            outcome.kind,
+            call,
+            site,
+            outcome.args,
+            outcome.ask,
+            link_index=outcome.link_index,
+        )
 
     def record_result(
         self,
@@ -511,19 +419,14 @@ class Loop:
             )
         )
 
-    def refuse(self, s: Session, call: ToolCallRequest, text: str) -> AskPause | None:
-        """A call that did not execute: the model reads ``text`` (G51).
-
-        Returns ``None`` (the call is resolved; nothing waits on a person), so
-        a pipeline step can end with ``return self.refuse(...)``.
-        """
+    def refuse(self, s: Session, call: ToolCallRequest, text: str) -> None:
+        """A call that did not execute: the model reads ``text`` (G51)."""
         self.record_result(s, call, text, False, 0, text)
-        return None
 
     async def pause(
         self,
         s: Session,
-        kind: str,
+        kind: PauseKind,
         call: ToolCallRequest,
         site: CallSite,
         args: Any,
@@ -590,25 +493,23 @@ class Loop:
             checkpoint=checkpoint,
         )
 
-    async def recover(self, s: Session, call: ToolCallRequest) -> AskPause | None:
-        """A call dispatched on a host that stopped before its result (R7)."""
+    async def recover_call(self, s: Session, call: ToolCallRequest) -> AskPause | None:
+        """One call dispatched on a host that stopped before its result (R7).
+
+        Only an idempotent tool runs again, entering the pipeline at dispatch
+        with the recorded arguments; any other call (or one whose recorded
+        arguments no longer validate) is recorded as ``tool.outcome_unknown``.
+        ``Agent.recover`` is the session-level operation that gets here.
+        """
         j = s.journal
         record = j.folder.dispatched[call.id]
         tool = self.config.tools.get(call.name)
         if tool is not None and tool.idempotent:
-            site = CallSite(
-                call.name,
-                tool.source,
-                call.id,
-                j.folder.iteration,
-                tuple(j.folder.history),
-                self.identity(s),
-            )
-            kwargs, _issues = tool.validate(record.args)
-            if kwargs is not None:
-                return await self.run_tool(
-                    s, call, tool, site, record.args, kwargs, attempt=record.attempt + 1
-                )
+            site = self.site(s, call, tool, j.folder.iteration)
+            entry = Entry.redispatch(record.args, record.attempt + 1)
+            outcome = await self.pipeline.run(tool, site, entry, s)
+            if not (isinstance(outcome, Refused) and outcome.step is Step.VALIDATE):
+                return await self.conclude(s, call, site, outcome)
         text = OUTCOME_UNKNOWN.format(name=call.name, id=call.id)
         traceparent, tracestate = resolve(
             None, None, j.folder.trace, self.config.new_traceparent
@@ -672,15 +573,7 @@ class Loop:
         if s.journal.fenced:
             s.in_provider = False
             return
-        if isinstance(exc, MessageRefused):
-            code, retryable = "ERR_MESSAGE_DENIED", False
-        elif isinstance(exc, LedgerAppendError):
-            code, retryable = "ERR_LEDGER_APPEND", True
-        elif s.in_provider or isinstance(exc, ProviderError):
-            code = "ERR_PROVIDER"
-            retryable = exc.retryable if isinstance(exc, ProviderError) else True
-        else:
-            code, retryable = "ERR_INTERNAL", False
+        code, retryable = fatal_code(exc, in_provider=s.in_provider)
         s.in_provider = False
         j = s.journal
         try:

@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, Literal, NoReturn, TypeGuard
 
 from helmlog.events import Checkpoint
 
 from ._clock import wall_clock_ms
+
+PauseKind = Literal["ask", "check-in", "ask-human"]
+"""What a pause waits on: an asking link, a tool's check-in, ``ask_human``.
+
+In-process only; the recorded ``pause.request`` keeps ``kind`` a ``str`` so
+older readers decode newer streams (wire structs stay forward-compatible).
+"""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,11 +57,22 @@ class AskPause:
         checkpoint: plain-JSON handle to resume with.
     """
 
-    kind: str
+    kind: PauseKind
     ask: MiddlewareAsk
     tool_name: str
     tool_call_id: str
     checkpoint: Checkpoint
+
+
+PAUSE_KINDS: tuple[PauseKind, ...] = ("ask", "check-in", "ask-human")
+
+
+def pause_kind(value: str) -> PauseKind:
+    """A wire ``kind`` as the in-process ``PauseKind``; ``ValueError`` if none."""
+    for kind in PAUSE_KINDS:
+        if kind == value:
+            return kind
+    raise ValueError(f"no pause of kind {value!r}")
 
 
 def is_ask_pause(value: object) -> TypeGuard[AskPause]:

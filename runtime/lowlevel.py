@@ -2,9 +2,11 @@
 
 Pattern: a public low-level namespace (trio's ``trio.lowlevel``): the pieces
          of the governed loop that the actors and gateway layers, and
-         extension authors, compose — the walkers, the journal, the tool
-         pipeline's steps — named and pinned here, so no other layer reaches
-         into a private module of ``runtime``.
+         extension authors, compose — the walkers, the journal, the one
+         tool-call pipeline (``ToolPipeline``, its ``Entry``/``Step``, its
+         outcomes and the ``IN_AGENT``/``SERVED`` rules) — named and pinned
+         here, so no other layer reaches into a private module of
+         ``runtime``.
 Role:    runtime layer; imported by ``actors`` (PolicyActor, ToolExecutor) and
          ``gateway`` (MCP serving and the client). Not for ordinary agent code:
          ``helmlog`` and ``helmlog.runtime`` hold that API.
@@ -18,7 +20,21 @@ here is the contract, pinned by a test like every public ``__all__``.
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
-from ._pause import AskHumanSignal, running_tool
+from ._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
+from ._pipeline import ToolPipeline
+from ._steps import (
+    IN_AGENT,
+    SERVED,
+    CallRecorder,
+    CallRules,
+    Entry,
+    Outcome,
+    Paused,
+    Ran,
+    Refused,
+    Step,
+    ask_human_text,
+)
 from ._tools import (
     CredentialResolver,
     call_execute,
@@ -30,15 +46,29 @@ from ._tools import (
 from ._watchers import Listeners
 
 __all__ = [
+    "IN_AGENT",
+    "SERVED",
     "AskHumanSignal",
+    "CallRecorder",
+    "CallRules",
     "CallSite",
     "CredentialResolver",
+    "Entry",
     "Journal",
     "Link",
     "Listeners",
+    "Outcome",
+    "PauseKind",
+    "Paused",
+    "Ran",
+    "Refused",
+    "Step",
+    "ToolPipeline",
     "as_tool_link",
+    "ask_human_text",
     "call_execute",
     "invalid_arguments_text",
+    "pause_kind",
     "render_result",
     "running_tool",
     "tool_link_problem",

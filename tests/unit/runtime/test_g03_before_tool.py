@@ -3,7 +3,7 @@
 Pattern: law-named unit tests on whole runs with the scripted provider; each
          link records what it saw, the tool records what it ran with.
 Role:    unit tests for ``walk_tool_calls`` in ``runtime/_chain.py`` as the
-         dispatch pipeline in ``runtime/_loop.py`` drives it.
+         dispatch pipeline in ``runtime/_pipeline.py`` drives it.
 Emits:   nothing.
 
 Laws: G12 (declaration order; call-links only, each once per dispatch), G13
