@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -46,7 +45,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 
 from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
-from helmlog.runtime import Tool
+from helmlog.runtime import Tool, wall_clock_ms
 from helmlog.runtime.lowlevel import (
     SERVED,
     CallSite,
@@ -63,10 +62,6 @@ from helmlog.runtime.lowlevel import (
 )
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
-
-
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class _Session:
@@ -130,7 +125,7 @@ class ServedTools:
         tool_middleware: Iterable[Any] = (),
         store: EventStore | None = None,
         credentials: CredentialResolver | None = None,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("mcp_serve needs a non-empty name")

@@ -317,7 +317,7 @@ class Agent:
         elif continue_from is None:
             session = self._new_session(self._config.new_id())
         else:
-            cp = _coerce(continue_from)
+            cp = Checkpoint.coerce(continue_from)
             found = await self._activate(cp.session_id)
             if found is None:
                 session, seed, cp = self._new_session(cp.session_id), cp, None
@@ -550,7 +550,7 @@ class Agent:
         its children. Without one the turn's recorded context goes on (an
         imported checkpoint carries none: its session gets a fresh one).
         """
-        cp = _coerce(checkpoint)
+        cp = Checkpoint.coerce(checkpoint)
         caller = given(traceparent, tracestate)
         found = await self._activate(cp.session_id)
         imported: SessionImported | None = None
@@ -819,13 +819,3 @@ class Agent:
         if pause is not None:
             return pause
         return await loop.drive(s)
-
-
-def _coerce(checkpoint: Any) -> Checkpoint:
-    if isinstance(checkpoint, Checkpoint):
-        return checkpoint
-    if isinstance(checkpoint, str | bytes):
-        return Checkpoint.from_json(checkpoint)
-    raise CheckpointError(
-        "malformed", f"expected a Checkpoint or its JSON, got {shape(checkpoint)}"
-    )
