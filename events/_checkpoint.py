@@ -138,6 +138,26 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
             )
         return cp
 
+    def expected_mac(
+        self, chain_key: bytes, content_digest: str | None, *, stored: bool = False
+    ) -> str:
+        """The MAC this pause checkpoint must carry under ``chain_key`` (R9).
+
+        ``pause_mac`` over its bindings; with ``stored``, for a pause whose
+        stream stored its MAC (written before R19), the old ``binding_mac``
+        under the chain key itself.
+        """
+        mac = binding_mac if stored else pause_mac
+        return mac(
+            chain_key,
+            session_id=self.session_id,
+            seq=self.seq,
+            tool_call_id=self.tool_call_id,
+            args_digest=self.args_digest,
+            policy_version=self.policy_version,
+            content_digest=content_digest,
+        )
+
     @classmethod
     def coerce(cls, value: object) -> Checkpoint:
         """A ``Checkpoint`` as given, or read from its JSON text (``str``/``bytes``).

@@ -52,7 +52,7 @@ from typing import Any
 
 import msgspec
 
-from ._checkpoint import Checkpoint, pause_mac
+from ._checkpoint import Checkpoint
 from ._decision import MiddlewareDecision
 from ._messages import Message
 from ._types import (
@@ -509,13 +509,5 @@ def sign_checkpoint(
         or checkpoint.seq != pending.seq
     ):
         return checkpoint
-    mac = pause_mac(
-        chain_key,
-        session_id=checkpoint.session_id,
-        seq=checkpoint.seq,
-        tool_call_id=checkpoint.tool_call_id,
-        args_digest=checkpoint.args_digest,
-        policy_version=checkpoint.policy_version,
-        content_digest=pending.content_digest or None,
-    )
+    mac = checkpoint.expected_mac(chain_key, pending.content_digest or None)
     return msgspec.structs.replace(checkpoint, mac=mac)

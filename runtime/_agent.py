@@ -81,9 +81,7 @@ from helmlog.events import (
     SessionState,
     ToolCallRequest,
     TurnStarted,
-    binding_mac,
     digest,
-    pause_mac,
     shape,
     sign_checkpoint,
 )
@@ -743,25 +741,9 @@ class Agent:
                 )
             if not key:
                 return
-            expected = binding_mac(
-                key,
-                session_id=cp.session_id,
-                seq=cp.seq,
-                tool_call_id=cp.tool_call_id,
-                args_digest=cp.args_digest,
-                policy_version=cp.policy_version,
-                content_digest=content,
-            )
+            expected = cp.expected_mac(key, content, stored=True)
         elif key:
-            expected = pause_mac(
-                key,
-                session_id=cp.session_id,
-                seq=cp.seq,
-                tool_call_id=cp.tool_call_id,
-                args_digest=cp.args_digest,
-                policy_version=cp.policy_version,
-                content_digest=content,
-            )
+            expected = cp.expected_mac(key, content)
         elif cp.mac:
             raise CheckpointError(
                 "tampered", "a binding disagrees with the session stream"
