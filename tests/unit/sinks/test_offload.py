@@ -9,35 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from helmlog import Agent, tool
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
 from helmlog.sinks import ExportError, OtelProcess
 from tests.otlp_receiver import otlp_receiver
-
-
-@tool
-def refund(order: str) -> str:
-    """Refund an order."""
-    return f"refunded {order}"
-
-
-def _agent(*watchers: object) -> Agent:
-    model = scripted(
-        [
-            Reply(
-                tool_calls=[
-                    ToolCallRequest(id="c1", name="refund", args={"order": "7"})
-                ]
-            ),
-            "Done.",
-        ]
-    )
-    return (
-        Agent.create(provider=model, model="m", clock=FakeClock(step=3))
-        .tool(refund)
-        .watch(*watchers)
-        .build()
-    )
+from tests.unit.sinks.test_export import _agent
 
 
 async def test_r16_a_child_process_exports_the_genai_spans_and_records() -> None:
