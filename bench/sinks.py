@@ -33,6 +33,13 @@ The JSON line reports it three ways: in-process on the memory store
 ``redis.otel_process_cost``, ``met_otel_process``,
 ``met_otel_process_redis``).
 
+Why ``OtelProcess`` is the memory store's answer: the watcher only encodes
+(it is ``readonly``, so the run makes no copies for it) and writes one pipe
+message per turn; its child projects onto ``FinishedTelemetry``, which builds
+the SDK's export types directly and keeps up on the second core, so the run
+pays the hand-over alone. The timing waits for the child to finish
+(``flush``), so a child that fell behind would show.
+
 Why the memory-store figure cannot meet it in process: the SDK's own work for
 one turn's telemetry — 4 spans and a record per fact, built and ended with
 the attributes the sink sets, on the same batch processors, with no helmlog
@@ -152,13 +159,19 @@ class Noop:
 
 
 def discarding_providers() -> tuple[TracerProvider, LoggerProvider]:
-    """The child's providers for ``OtelProcess``: batch processors, discarded."""
+    """An in-process sink's providers: the SDK's batch processors, discarded."""
     exporter = Discard()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
     return tracer_provider, logger_provider
+
+
+def discarding_exporters() -> tuple[Discard, Discard]:
+    """The child's exporters for ``OtelProcess``: one that discards, twice."""
+    exporter = Discard()
+    return exporter, exporter
 
 
 def sdk_floor_us_per_turn(turns: int) -> float:
@@ -301,7 +314,7 @@ class Case:
             builder = builder.watch(Noop())
         self.process: OtelProcess | None = None
         if process:
-            self.process = OtelProcess(setup=discarding_providers)
+            self.process = OtelProcess(setup=discarding_exporters)
             builder = builder.watch(self.process)
         self.agent = builder.build()
         self.samples: list[float] = []

@@ -57,11 +57,13 @@ from typing import Any
 import msgspec
 
 from ._codec import (
+    CONTAINER_FIELDS,
     canonical_json,
     decode_envelope,
     decode_event,
     encode_event,
     event_type,
+    redecode_event,
 )
 from ._errors import StreamTamperedError
 from ._types import TRANSIENT_TYPES, Event, UnknownEvent
@@ -92,6 +94,23 @@ class StoredEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             # A fresh object no one else holds: stamping it is not a mutation
             # anyone can observe, and costs no copy.
             _set(event, "session_id", self.session_id)
+        return event
+
+    def detached(self, event: Event | UnknownEvent) -> Event | UnknownEvent:
+        """``event`` (this record, decoded) for a reader that must share no
+        mutable container with whoever holds ``event``.
+
+        ``event`` itself when its container fields (``CONTAINER_FIELDS``: a
+        tool's arguments, a message) are all empty, since a frozen event of
+        strings and numbers cannot be changed through; else a fresh decode of
+        these bytes, which ``event``'s decode already checked.
+        """
+        for name in CONTAINER_FIELDS.get(type(event), ()):
+            if getattr(event, name):
+                copy = redecode_event(self.data)
+                if self.session_id and not copy.session_id:
+                    _set(copy, "session_id", self.session_id)
+                return copy
         return event
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import typing
 from typing import Any
 
 import msgspec
@@ -95,6 +96,49 @@ _canonical_encoder = msgspec.json.Encoder(enc_hook=_enc_hook, order="sorted")
 _msgpack_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
 _json_decoder = msgspec.json.Decoder(AnyEvent)
 _msgpack_decoder = msgspec.msgpack.Decoder(AnyEvent)
+
+
+def _holds_containers(info: Any, seen: tuple[type, ...] = ()) -> bool:
+    """Whether a value of this (msgspec) type can hold a mutable container."""
+    mi = msgspec.inspect
+    if isinstance(info, mi.Metadata):
+        return _holds_containers(info.type, seen)
+    if isinstance(info, mi.DictType | mi.ListType | mi.SetType | mi.AnyType):
+        return True
+    if isinstance(info, mi.VarTupleType | mi.FrozenSetType):
+        return _holds_containers(info.item_type, seen)
+    if isinstance(info, mi.TupleType):
+        return any(_holds_containers(t, seen) for t in info.item_types)
+    if isinstance(info, mi.UnionType):
+        return any(_holds_containers(t, seen) for t in info.types)
+    if isinstance(info, mi.StructType):
+        if info.cls in seen:
+            return False
+        return not info.cls.__struct_config__.frozen or any(
+            _holds_containers(f.type, (*seen, info.cls)) for f in info.fields
+        )
+    return False
+
+
+# Each event type's fields that can hold a mutable container (a tool's
+# arguments, a message): the ones a reader's copy must not share.
+CONTAINER_FIELDS: dict[type, tuple[str, ...]] = {
+    info.cls: tuple(f.name for f in info.fields if _holds_containers(f.type))
+    for info in msgspec.inspect.multi_type_info(typing.get_args(AnyEvent))
+    if isinstance(info, msgspec.inspect.StructType)
+}
+
+
+def redecode_event(data: bytes) -> Event | UnknownEvent:
+    """A fresh copy of an event from bytes ``decode_event`` already accepted.
+
+    Skips the depth check those bytes passed; anything else decodes as
+    ``decode_event`` does.
+    """
+    try:
+        return _json_decoder.decode(data)
+    except msgspec.DecodeError:
+        return decode_event(data)
 
 
 class _Envelope(msgspec.Struct, kw_only=True):

@@ -66,10 +66,10 @@ from helmlog.events import (
     StoredEvent,
     StreamToken,
     UnknownEvent,
+    fact_of,
     hash_bytes,
     stored_encoding,
     verify_records,
-    watched,
 )
 
 from ._watchers import Listeners
@@ -85,6 +85,7 @@ class Journal:
 
     __slots__ = (
         "_buffer",
+        "_recorded",
         "_served",
         "_stored",
         "attempted",
@@ -127,6 +128,7 @@ class Journal:
         # as re-activation found them in the stream (R4, R5).
         self.reconciled: list[tuple[int, int]] = []
         self._buffer: list[StoredEvent] = []
+        self._recorded: list[Event | UnknownEvent] = []  # the buffer, decoded
         self._stored = stored_form
         self._served = served_form
 
@@ -163,7 +165,7 @@ class Journal:
             self.folder = folder
             self.flushed_seq, self.last_hash = position
             self.next_seq = self.flushed_seq + 1
-            self._buffer = []
+            self._buffer, self._recorded = [], []
             self.broken = self.fenced = False
             if stream:
                 await self._publish_facts()
@@ -277,6 +279,7 @@ class Journal:
         recorded = record.decode()
         self.folder.apply(recorded)
         self._buffer.append(record)
+        self._recorded.append(recorded)
         self.next_seq += 1
         self.last_hash = digest
         return recorded
@@ -298,6 +301,7 @@ class Journal:
         if not self._buffer:
             return
         records, self._buffer = self._buffer, []
+        recorded, self._recorded = self._recorded, []
         try:
             await self.store.append_sealed(self.session_id, records, self.flushed_seq)
         except SequenceConflictError:
@@ -312,11 +316,35 @@ class Journal:
             ) from exc
         self.flushed_seq = records[-1].seq
         if self.listeners:
-            # G84, G60: listeners get their own copy; the folded objects
-            # (history, the pending call's args) stay the session's. Each row
-            # is delivered as its fact, with the row's seq (R4, G49).
-            for event in watched(record.decode() for record in records):
-                self.deliver(event)
+            self._tell(records, recorded)
+
+    def _tell(
+        self, records: list[StoredEvent], recorded: list[Event | UnknownEvent]
+    ) -> None:
+        """Deliver appended events: rows as their facts, copies to whoever may
+        change what it is handed (G84, G60, R4, G49).
+
+        A journal stores no fact, so by ``watched``'s rule each row is
+        delivered as ``fact_of`` it, with the row's seq; a fact holds no value.
+        Any other event is delivered as folded to ``readonly`` watchers, and
+        to the rest as a copy sharing no container with the folded objects
+        (history and the pending call's args stay the session's): ``detached``
+        decodes the stored bytes again for an event that holds one.
+        """
+        listeners, served = self.listeners, self._served
+        copying = served is not None or listeners.copying
+        for record, event in zip(records, recorded, strict=True):
+            copy = None
+            if type(event) is _Filed:
+                event = fact_of(event)
+            elif copying:
+                copy = record.detached(event)
+                if copy is event:
+                    copy = None
+            if served is not None:  # the served form is everyone's
+                listeners.deliver(served(copy if copy is not None else event))
+            else:
+                listeners.deliver(event, copy)
 
     def deliver(self, event: Any) -> None:
         """Hand one event to the listeners, in its served (redacted) form."""
@@ -338,4 +366,4 @@ class Journal:
 
     def discard(self) -> None:
         """Drop events not yet appended (they did not happen)."""
-        self._buffer = []
+        self._buffer, self._recorded = [], []

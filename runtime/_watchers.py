@@ -24,6 +24,14 @@ event that ends the run's output is delivered (``agent.turn_end``,
 ``pause.request``, ``error.fatal``), so a caller that closes its exporter
 right after ``run`` returns loses nothing.
 
+Why copies, and why a watcher may decline them: an event's containers (a
+tool's arguments, a message) are the folded session's own, so a watcher that
+changed one would change what the model reads next (G84); the journal hands
+a fresh decode of the stored bytes instead (``StoredEvent.detached``, only
+for events that hold a container). A sink that only reads (``OtelSink``,
+``OtelProcess``) declares ``readonly = True`` and is spared the copies; when
+every subscriber does, none is made.
+
 Why a queue per async handler rather than a task per event: tasks per event
 would let a slow handler see event 7 before event 6.
 """
@@ -47,7 +55,9 @@ Handler = Callable[[Any], Any]
 @runtime_checkable
 class Watcher(Protocol):
     """Anything with ``on_event(event)`` (plain or async), an optional ``id``,
-    and optionally ``deferred = True`` (delivered off the run's path, in order)."""
+    and optionally ``deferred = True`` (delivered off the run's path, in order)
+    and ``readonly = True`` (it never changes what it is handed, so it is
+    handed the session's own frozen events instead of copies)."""
 
     def on_event(self, event: Any) -> Any:
         """Receive one event."""
@@ -108,7 +118,7 @@ class _Ordered:
 
 
 class _Subscription:
-    __slots__ = ("fn", "key", "ordered", "owner", "type")
+    __slots__ = ("fn", "key", "ordered", "owner", "readonly", "type")
 
     def __init__(self, type_: str, fn: Handler, owner: object, key: int) -> None:
         self.type = type_
@@ -116,6 +126,9 @@ class _Subscription:
         self.owner = owner
         self.key = key
         self.ordered: _Ordered | None = None
+        # A watcher that declares it never changes what it is handed is
+        # handed the session's own frozen events, not copies (G84).
+        self.readonly = owner is not fn and getattr(owner, "readonly", False) is True
 
 
 class Listeners:
@@ -127,6 +140,13 @@ class Listeners:
 
     def __bool__(self) -> bool:
         return bool(self._subs)
+
+    @property
+    def copying(self) -> bool:
+        """Whether some subscriber must be handed copies (it may change what
+        it is handed): every ``on()`` callback, and every watcher that does
+        not declare ``readonly = True``."""
+        return not all(sub.readonly for sub in self._subs)
 
     def on(self, event_type: str, fn: Handler) -> Callable[[], None]:
         """Subscribe ``fn`` to one event type (``"*"`` for all)."""
@@ -185,27 +205,32 @@ class Listeners:
 
         return unsubscribe
 
-    def deliver(self, event: Any) -> None:
-        """Hand one event to every matching subscriber, in subscription order."""
+    def deliver(self, event: Any, copy: Any = None) -> None:
+        """Hand one event to every matching subscriber, in subscription order.
+
+        ``copy``, when given, is an equal event sharing no mutable container
+        with ``event``: it goes to every subscriber that is not ``readonly``.
+        """
         etype = event.type
         for sub in self._subs:
             if sub.type != "*" and sub.type != etype:
                 continue
+            handed = event if copy is None or sub.readonly else copy
             ordered = sub.ordered
             if ordered is not None:
-                ordered.push(event, None)
+                ordered.push(handed, None)
                 if ordered.deferred and etype in _ENDS_OUTPUT:
                     ordered.settle()
                 continue
             try:
-                out = sub.fn(event)
+                out = sub.fn(handed)
             except Exception:
                 log.exception("helmlog listener failed on %s", etype)
                 continue
             # A plain watcher returns None: skip the (costly) awaitable check.
             if out is not None and inspect.isawaitable(out):
                 sub.ordered = _Ordered(sub.fn)
-                sub.ordered.push(event, out)
+                sub.ordered.push(handed, out)
 
     async def idle(self) -> None:
         """Wait until every async handler has caught up (for tests and shutdown)."""

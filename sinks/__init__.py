@@ -4,6 +4,7 @@ Imports nothing of helmlog but ``helmlog.events`` (R16).
 """
 
 from ._consumer import FactsConsumer
+from ._direct import FinishedTelemetry
 from ._export import ExportError, OtlpExport, export, otlp_endpoints
 from ._jsonl import ConsoleSink, JsonlSink
 from ._offload import OtelProcess
@@ -14,6 +15,7 @@ __all__ = [
     "ConsoleSink",
     "ExportError",
     "FactsConsumer",
+    "FinishedTelemetry",
     "JsonlSink",
     "OtelProcess",
     "OtelSink",

@@ -66,13 +66,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TracerProvider,
+)
 from opentelemetry.trace.propagation.tracecontext import (
     TraceContextTextMapPropagator,
 )
@@ -106,6 +115,7 @@ _OUTPUT_KEYS = ("output_tokens", "completion_tokens")
 _OPTIONAL_FACT_FIELDS = ("phase", "tool_name", "tool_call_id", "why", "component_id")
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+_PLAIN_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _CLIENT = trace.SpanKind.CLIENT
 _INTERNAL = trace.SpanKind.INTERNAL
 
@@ -123,6 +133,21 @@ def _usage(usage: dict[str, int], keys: tuple[str, ...]) -> int | None:
 
 def recorded_context(traceparent: str, tracestate: str = "") -> Context:
     """The OTel context a recorded W3C trace context stands for."""
+    if not tracestate and _PLAIN_TRACEPARENT.fullmatch(traceparent):
+        # What the runtime mints (version 00, no state), read without the
+        # propagator's general parse: once per turn.
+        trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
+        if trace_id and span_id:
+            return trace.set_span_in_context(
+                NonRecordingSpan(
+                    SpanContext(
+                        trace_id,
+                        span_id,
+                        is_remote=True,
+                        trace_flags=TraceFlags(int(traceparent[53:55], 16)),
+                    )
+                )
+            )
     carrier = {"traceparent": traceparent}
     if tracestate:
         carrier["tracestate"] = tracestate
@@ -140,7 +165,16 @@ def derived_traceparent(session_id: str, place: str) -> str:
 class _Open:
     """What the sink holds for one session between a turn's events."""
 
-    __slots__ = ("chat", "due", "parent", "span", "span_context", "tools", "turn")
+    __slots__ = (
+        "chat",
+        "due",
+        "parent",
+        "span",
+        "span_context",
+        "tool_contexts",
+        "tools",
+        "turn",
+    )
 
     def __init__(self, parent: Context | None, turn: int | None) -> None:
         self.parent = parent  # the recorded context the turn's spans go under
@@ -152,6 +186,7 @@ class _Open:
         self.due: tuple[int, dict[str, Any]] | None = None
         self.chat: Span | None = None
         self.tools: dict[str, Span] = {}
+        self.tool_contexts: dict[str, Context] = {}  # built once per open tool span
 
 
 class OtelSink:
@@ -183,6 +218,7 @@ class OtelSink:
         self.values = values
         self.agent_name = agent_name
         self.deferred = deferred
+        self.readonly = True  # it only reads what it is handed: no copies (G84)
         self._turn_name = f"invoke_agent {agent_name}"
         self._once = SeenOnce()
         self._open: dict[str, _Open] = {}
@@ -278,6 +314,7 @@ class OtelSink:
             for tool in held.tools.values():
                 tool.end(end_time=end)
             held.tools = {}
+            held.tool_contexts = {}
         held.due = None
         span = held.span
         if span is None:
@@ -403,6 +440,8 @@ class OtelSink:
         span = held.tools.pop(ev.tool_call_id, None) if held is not None else None
         if span is None:
             return
+        assert held is not None
+        held.tool_contexts.pop(ev.tool_call_id, None)
         if self.values:
             span.set_attribute("gen_ai.tool.call.result", _text(ev.result))
         if ev.error:
@@ -433,12 +472,15 @@ class OtelSink:
         if held is not None:
             if held.due is not None:
                 held = self._held(ev.session_id)
-            tool = held.tools.get(ev.tool_call_id) if ev.tool_call_id else None
-            context = (
-                trace.set_span_in_context(tool)
-                if tool is not None
-                else held.span_context
-            )
+            call_id = ev.tool_call_id
+            tool = held.tools.get(call_id) if call_id else None
+            if tool is None or call_id is None:
+                context = held.span_context
+            else:
+                context = held.tool_contexts.get(call_id)
+                if context is None:
+                    context = trace.set_span_in_context(tool)
+                    held.tool_contexts[call_id] = context
         # A built record skips the SDK's keyword path (its exception
         # handling and a copy of the attributes): a quarter of an emit.
         self._logger.emit(

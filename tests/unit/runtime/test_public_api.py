@@ -239,6 +239,7 @@ SINKS = [
     "ConsoleSink",
     "ExportError",
     "FactsConsumer",
+    "FinishedTelemetry",
     "JsonlSink",
     "OtelProcess",
     "OtelSink",

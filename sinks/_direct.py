@@ -1,0 +1,412 @@
+"""Finished telemetry: spans and log records built once, as the SDK exports them.
+
+Pattern: an OpenTelemetry ``TracerProvider`` and ``LoggerProvider`` (the
+         API's own extension points) whose spans are built at their end as the
+         SDK's ``ReadableSpan`` and whose records are ``ReadableLogRecord``s,
+         handed to an ``ExportQueue`` that sends them in batches to the SDK's
+         exporters on a thread of its own.
+Role:    sinks layer; ``OtelProcess``'s child projects through it, into its
+         OTLP exporters (``OtlpExport(direct=True)``) or the exporters a
+         ``setup`` function gives.
+Emits:   through its exporters only.
+
+Laws: R6 (the spans and records are those an ``OtelSink`` on the SDK's own
+providers makes from the same events: names, kinds, parents, ids drawn the
+same way, attributes, events, status and the recorded times), R16 (an export
+failure is the exporters' to keep; nothing here raises into a projection).
+
+Why not the SDK's providers: their spans are live objects. Each start runs the
+sampler and validates every attribute twice (the sampler's and the span's
+``BoundedAttributes``), each record validates them again, and the batch
+processors take only those live types. The sink projects *recorded* events
+whose start and end times are in the record and whose attributes it builds
+from typed fields (strings, numbers, booleans and tuples of strings, always
+valid), so none of that work changes what is exported; it was most of a
+turn's telemetry cost (``bench/sinks.py``, ``sdk_floor_us_per_turn``).
+
+What is left out, deliberately: samplers (a span is sampled unless its parent
+context says it is not, as the SDK's default ``ParentBased(ALWAYS_ON)``),
+span processors' ``on_start``, and attribute limits (the sink's spans and
+records carry a dozen attributes, never a value over the limits unless
+``values=True``, and then as the collector receives it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import Logger, LoggerProvider, LogRecord
+from opentelemetry.context import Context
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
+from opentelemetry.util.types import Attributes
+
+MAX_BATCH = 512  # the SDK batch processors' default export batch
+SCHEDULE_S = 1.0  # at the latest, what is queued is sent this often
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED | TraceFlags.RANDOM_TRACE_ID)
+
+
+class ExportQueue:
+    """Finished spans and records, exported in batches on one thread.
+
+    ``put_span``/``put_record`` never block on the network; ``flush`` waits
+    until everything put before it was handed to the exporters, ``shutdown``
+    flushes, stops the thread and shuts the exporters down.
+    """
+
+    def __init__(
+        self,
+        spans: SpanExporter,
+        records: LogRecordExporter,
+        *,
+        max_batch: int = MAX_BATCH,
+        schedule_s: float = SCHEDULE_S,
+    ) -> None:
+        self._span_exporter = spans
+        self._record_exporter = records
+        self._max_batch = max_batch
+        self._schedule_s = schedule_s
+        self._spans: list[ReadableSpan] = []
+        self._records: list[ReadableLogRecord] = []
+        self._wake = threading.Condition()
+        self._put = 0  # items put so far
+        self._sent = 0  # items handed to the exporters so far
+        self._flushing = 0
+        self._stopped = False
+        self._thread = threading.Thread(
+            target=self._run, name="helmlog-export", daemon=True
+        )
+        self._thread.start()
+
+    def put_span(self, span: ReadableSpan) -> None:
+        with self._wake:
+            self._spans.append(span)
+            self._put += 1
+            if len(self._spans) >= self._max_batch:
+                self._wake.notify_all()
+
+    def put_record(self, record: ReadableLogRecord) -> None:
+        with self._wake:
+            self._records.append(record)
+            self._put += 1
+            if len(self._records) >= self._max_batch:
+                self._wake.notify_all()
+
+    def _take(self) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
+        spans, self._spans = (
+            self._spans[: self._max_batch],
+            self._spans[self._max_batch :],
+        )
+        records = self._records[: self._max_batch]
+        self._records = self._records[self._max_batch :]
+        return spans, records
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if not (self._spans or self._records or self._stopped):
+                    self._wake.wait(self._schedule_s)
+                if self._stopped and not (self._spans or self._records):
+                    self._wake.notify_all()
+                    return
+                spans, records = self._take()
+            # The exporters keep their own failures (OtlpExport's watched
+            # exporters, R16); a batch is sent once either way.
+            if spans:
+                self._span_exporter.export(spans)
+            if records:
+                self._record_exporter.export(records)
+            with self._wake:
+                self._sent += len(spans) + len(records)
+                self._wake.notify_all()
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until what was put so far is exported; ``False`` on a timeout."""
+        with self._wake:
+            target = self._put
+            self._wake.notify_all()
+            return self._wake.wait_for(
+                lambda: self._sent >= target or not self._thread.is_alive(),
+                timeout_s,
+            )
+
+    def shutdown(self) -> None:
+        """Export what is queued, stop the thread, shut the exporters down."""
+        with self._wake:
+            self._stopped = True
+            self._wake.notify_all()
+        self._thread.join()
+        self._span_exporter.shutdown()
+        self._record_exporter.shutdown()  # type: ignore[no-untyped-call]  # the SDK is untyped here
+
+
+class FinishedSpan(trace.Span):
+    """A span that is data until it ends, then one ``ReadableSpan`` queued."""
+
+    __slots__ = (
+        "_attributes",
+        "_context",
+        "_ended",
+        "_events",
+        "_kind",
+        "_name",
+        "_parent",
+        "_start",
+        "_status",
+        "_tracer",
+    )
+
+    def __init__(
+        self,
+        tracer: FinishedTracer,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        kind: SpanKind,
+        start: int | None,
+        attributes: Attributes,
+    ) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._context = context
+        self._parent = parent
+        self._kind = kind
+        self._start = start
+        self._attributes: dict[str, Any] = dict(attributes) if attributes else {}
+        self._events: list[Event] = []
+        self._status = Status(StatusCode.UNSET)
+        self._ended = False
+
+    def get_span_context(self) -> SpanContext:
+        return self._context
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:  # type: ignore[override]
+        self._attributes.update(attributes)
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self._attributes[key] = value
+
+    def add_event(
+        self, name: str, attributes: Attributes = None, timestamp: int | None = None
+    ) -> None:
+        self._events.append(Event(name, attributes, timestamp))
+
+    def update_name(self, name: str) -> None:
+        self._name = name
+
+    def is_recording(self) -> bool:
+        return not self._ended
+
+    def set_status(
+        self, status: Status | StatusCode, description: str | None = None
+    ) -> None:
+        if isinstance(status, StatusCode):
+            status = Status(status, description)
+        # As the SDK: OK is final, and UNSET never overrides a status.
+        if self._status.status_code is not StatusCode.OK and (
+            status.status_code is not StatusCode.UNSET
+        ):
+            self._status = status
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        self.add_event(
+            "exception",
+            {
+                "exception.type": type(exception).__name__,
+                "exception.message": str(exception),
+                "exception.escaped": escaped,
+                **(attributes or {}),
+            },
+            timestamp,
+        )
+
+    def end(self, end_time: int | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        tracer = self._tracer
+        tracer.queue.put_span(
+            ReadableSpan(
+                name=self._name,
+                context=self._context,
+                parent=self._parent,
+                resource=tracer.resource,
+                attributes=self._attributes,
+                events=tuple(self._events),
+                kind=self._kind,
+                status=self._status,
+                start_time=self._start,
+                end_time=end_time,
+                instrumentation_scope=tracer.scope,
+            )
+        )
+
+
+class FinishedTracer(trace.Tracer):
+    """Starts ``FinishedSpan``s: ids and sampling as the SDK's default tracer."""
+
+    def __init__(
+        self, queue: ExportQueue, resource: Resource, scope: InstrumentationScope
+    ) -> None:
+        self.queue = queue
+        self.resource = resource
+        self.scope = scope
+        self._ids = RandomIdGenerator()
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Any = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        parent: SpanContext | None = trace.get_current_span(context).get_span_context()
+        if parent is None or not parent.is_valid:
+            parent = None
+            trace_id = self._ids.generate_trace_id()
+            flags, state = _SAMPLED, None
+        else:
+            trace_id = parent.trace_id
+            flags, state = parent.trace_flags, parent.trace_state
+            if not flags.sampled:  # ParentBased: an unsampled parent records nothing
+                return NonRecordingSpan(
+                    SpanContext(
+                        trace_id,
+                        self._ids.generate_span_id(),
+                        is_remote=False,
+                        trace_flags=TraceFlags(TraceFlags.DEFAULT),
+                        trace_state=state,
+                    )
+                )
+            flags = TraceFlags(
+                TraceFlags.SAMPLED | (flags & TraceFlags.RANDOM_TRACE_ID)
+            )
+        span_context = SpanContext(
+            trace_id,
+            self._ids.generate_span_id(),
+            is_remote=False,
+            trace_flags=flags,
+            trace_state=state,
+        )
+        return FinishedSpan(
+            self, name, span_context, parent, kind, start_time, attributes
+        )
+
+    @contextmanager
+    def start_as_current_span(  # type: ignore[override]
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Any = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[trace.Span]:
+        span = self.start_span(name, context, kind, attributes, links, start_time)
+        with trace.use_span(span, end_on_exit=end_on_exit) as current:
+            yield current
+
+
+class FinishedLogger(Logger):
+    """Queues each record as the ``ReadableLogRecord`` the SDK would export."""
+
+    def __init__(
+        self, queue: ExportQueue, resource: Resource, scope: InstrumentationScope
+    ) -> None:
+        super().__init__(scope.name, scope.version, scope.schema_url)
+        self._queue = queue
+        self._resource = resource
+        self._scope = scope
+
+    def emit(self, record: LogRecord | None = None, **fields: Any) -> None:
+        if record is None:
+            record = LogRecord(**fields)
+        self._queue.put_record(
+            ReadableLogRecord(
+                log_record=record,
+                resource=self._resource,
+                instrumentation_scope=self._scope,
+            )
+        )
+
+    def enabled(self, **_: Any) -> bool:
+        return True
+
+
+class FinishedTelemetry(trace.TracerProvider, LoggerProvider):
+    """Tracer and logger provider over one ``ExportQueue`` (pass it as both of
+    an ``OtelSink``'s providers); ``flush``/``shutdown`` as the queue's."""
+
+    def __init__(
+        self,
+        spans: SpanExporter,
+        records: LogRecordExporter,
+        *,
+        resource: Resource | None = None,
+    ) -> None:
+        self.queue = ExportQueue(spans, records)
+        self.resource = resource if resource is not None else Resource.create()
+
+    def _scope(
+        self, name: str, version: str | None, schema_url: str | None
+    ) -> InstrumentationScope:
+        return InstrumentationScope(name, version, schema_url)
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Attributes = None,
+    ) -> FinishedTracer:
+        scope = self._scope(
+            instrumenting_module_name, instrumenting_library_version, schema_url
+        )
+        return FinishedTracer(self.queue, self.resource, scope)
+
+    def get_logger(
+        self,
+        name: str,
+        version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Attributes = None,
+    ) -> FinishedLogger:
+        return FinishedLogger(
+            self.queue, self.resource, self._scope(name, version, schema_url)
+        )
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        return self.queue.flush(timeout_s)
+
+    def shutdown(self) -> None:
+        self.queue.shutdown()
