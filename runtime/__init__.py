@@ -21,8 +21,8 @@ from helmlog.events import (
     SessionState,
 )
 
-from ._agent import Agent
-from ._builder import AgentBuilder, counter_ids
+from ._agent import Agent, AgentBuilder
+from ._builder import counter_ids
 from ._clock import wall_clock_ms
 from ._context import MessageContext, ToolCallContext, ToolResultContext
 from ._links import MessageMiddleware, ToolMiddleware

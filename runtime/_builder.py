@@ -2,7 +2,10 @@
 
 Pattern: a builder whose every door checks everything before attaching
          anything, so a refused call leaves it exactly as it was.
-Role:    runtime layer; produces the frozen ``AgentConfig`` the loop runs.
+Role:    runtime layer; ``AgentParts`` collects the parts and freezes them
+         into the ``AgentConfig`` the loop runs (and the watchers' fan-out);
+         ``AgentBuilder`` (``_agent.py``) is these doors plus ``build()``,
+         which hands the frozen parts to the ``Agent`` constructor.
 Emits:   nothing.
 
 Laws: G9–G10 (the doors), G40 (which agents are output-governed), G72–G77
@@ -10,6 +13,11 @@ Laws: G9–G10 (the doors), G40 (which agents are output-governed), G72–G77
 changes nothing, the forwarding order, phase wrappers, hooks decide), G79
 (one window strategy, two doors), G82–G83 (``.watch()``; ids must not
 collide).
+
+Why the doors live apart from ``build()``: the agent's module must import
+the builder (``Agent.create`` returns one) and the builder must construct
+the agent; with ``build()`` beside ``Agent`` the import points one way only
+(the runtime package has no import circle, tests/unit/architecture).
 
 Why ``.act()`` forwards to the doors rather than building its own chains:
 there must be one way rules end up in a chain, so that the ledger, requests
@@ -21,7 +29,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self
 
 from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
 
@@ -44,9 +52,6 @@ from ._watchers import Listeners
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
 _BUCKET_HOOK = {
     "input": "on_message",
     "output": "on_message",
@@ -60,8 +65,8 @@ def uuid_ids() -> str:
     return uuid.uuid4().hex
 
 
-class AgentBuilder:
-    """Collects an agent's parts; ``build()`` freezes them into an ``Agent``."""
+class AgentParts:
+    """Collects an agent's parts; ``freeze()`` makes its configuration."""
 
     def __init__(
         self,
@@ -136,14 +141,14 @@ class AgentBuilder:
 
     # -- parts ------------------------------------------------------------
 
-    def system(self, prompt: str) -> AgentBuilder:
+    def system(self, prompt: str) -> Self:
         """Set the system prompt."""
         if not isinstance(prompt, str):
             raise AgentBuildError("system() takes a str")
         self._system = prompt
         return self
 
-    def tool(self, *tools: Tool) -> AgentBuilder:
+    def tool(self, *tools: Tool) -> Self:
         """Register tools, in order; a name may be registered once."""
         seen = set(self._tools)
         for t in tools:
@@ -160,7 +165,7 @@ class AgentBuilder:
 
     tools = tool
 
-    def permissions(self, checker: Callable[[Any], Any]) -> AgentBuilder:
+    def permissions(self, checker: Callable[[Any], Any]) -> Self:
         """Install the permission gate (G54): ``checker(call) -> Allow | Deny``."""
         if not callable(checker):
             raise AgentBuildError("permissions() takes a callable checker")
@@ -169,7 +174,7 @@ class AgentBuilder:
 
     # -- the doors ----------------------------------------------------------
 
-    def tool_middleware(self, *links: Any) -> AgentBuilder:
+    def tool_middleware(self, *links: Any) -> Self:
         """Append tool links in order, after checking every one (G10)."""
         for obj in links:
             problem = tool_link_problem(obj)
@@ -178,7 +183,7 @@ class AgentBuilder:
         self._tool_links.extend(as_tool_link(obj) for obj in links)
         return self
 
-    def message_middleware(self, *links: Any) -> AgentBuilder:
+    def message_middleware(self, *links: Any) -> Self:
         """Append message links in order, after checking every one (G10)."""
         for obj in links:
             problem = message_link_problem(obj)
@@ -187,7 +192,7 @@ class AgentBuilder:
         self._message_links.extend(as_message_link(obj) for obj in links)
         return self
 
-    def window(self, strategy: WindowStrategy) -> AgentBuilder:
+    def window(self, strategy: WindowStrategy) -> Self:
         """Set the window strategy (G79)."""
         self._check_window(strategy, ".window()")
         self._window, self._window_door = strategy, ".window()"
@@ -212,7 +217,7 @@ class AgentBuilder:
 
     # -- .act() -------------------------------------------------------------
 
-    def act(self, **keys: Any) -> AgentBuilder:
+    def act(self, **keys: Any) -> Self:
         """Declare the whole wheel in one place (G72–G77)."""
         if self._acted:
             raise AgentBuildError(
@@ -282,17 +287,15 @@ class AgentBuilder:
 
     # -- watching -------------------------------------------------------------
 
-    def watch(self, *watchers: Any) -> AgentBuilder:
+    def watch(self, *watchers: Any) -> Self:
         """Attach watchers at ``build()`` (G82); zero is allowed."""
         self._watchers.extend(watchers)
         return self
 
     # -- build ----------------------------------------------------------------
 
-    def build(self) -> Agent:
-        """Freeze the configuration into an agent."""
-        from ._agent import Agent
-
+    def freeze(self) -> tuple[AgentConfig, Listeners]:
+        """The frozen configuration and the watchers attached at build (G82)."""
         listeners = Listeners()
         for w in listeners.check_watchers(self._watchers):
             listeners.attach(w)
@@ -328,7 +331,7 @@ class AgentBuilder:
             idle_s=self._idle_s,
             new_traceparent=self._traces,
         )
-        return Agent(config, listeners)
+        return config, listeners
 
 
 def counter_ids(prefix: str = "session-") -> Callable[[], str]:

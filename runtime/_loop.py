@@ -10,8 +10,9 @@ Role:    runtime layer; ``Agent`` (the face) delegates every run here.
 Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
          ``message.committed``, ``stream.*``, ``decision.filed`` (whose
          ``middleware.decision`` fact listeners get), ``tool.dispatched``
-         (``Session`` is the pipeline's ``CallRecorder``), ``pause.*``,
-         ``window.compacted``, ``error.fatal``.
+         (``Session``, in ``_session.py``, is the pipeline's
+         ``CallRecorder``), ``pause.*``, ``window.compacted``, and
+         ``error.fatal`` (through ``record_failure``, ``_session.py``).
 
 Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
 ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
@@ -19,7 +20,7 @@ ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
 ``stream.tool_end``, the tool message — are recorded here; steps 2–10 are the
 pipeline's), G52 (batches), G59–G66 (the pause record, one question per call,
 no dropped call), G80 (window records), G91 (one ``error.fatal``, its code
-and retryability read from the error classes, ``fatal_code``), R5, R7
+and retryability read from the error classes, ``_session.fatal_code``), R5, R7
 (``recover_call``: an idempotent tool re-enters the pipeline at dispatch,
 anything else is recorded as ``tool.outcome_unknown``, which carries the
 turn's trace context so the recovering host's spans join the turn's trace:
@@ -36,27 +37,17 @@ dispatched; ``Agent.recover`` is the operation on a whole session.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import logging
 from typing import Any
 
 from helmlog.events import (
     CheckpointError,
-    FatalError,
-    LedgerAppendError,
     LlmEnded,
     LlmStarted,
     Message,
     MessageCommitted,
-    MessageDeniedError,
-    MiddlewareDecision,
     PausedCall,
     PauseRequested,
-    ProviderError,
-    StoreError,
     ToolCallRequest,
-    ToolDispatched,
     ToolEnded,
     ToolOutcomeUnknown,
     ToolStarted,
@@ -66,140 +57,21 @@ from helmlog.events import (
     sign_checkpoint,
 )
 
-from ._chain import CallSite, MessageVerdict, walk_messages
+from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
-from ._journal import Journal
 from ._pause import AskPause, MiddlewareAsk, PauseKind
 from ._pipeline import ToolPipeline
+from ._session import MessageRefused, Session, outstanding_calls, record_failure
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
 from ._tools import Tool
 from ._trace import resolve
 from .providers import ProviderRequest
 
-log = logging.getLogger("helmlog")
-
-NOT_RUN = (
-    "Tool '{name}' (call {id}) was not run: the run stopped before it was dispatched."
-)
 OUTCOME_UNKNOWN = (
     "The outcome of tool '{name}' (call {id}) is unknown: it was dispatched, but the "
     "host running it stopped before its result was recorded. It was not run again; "
     "check whether it took effect before calling it again."
 )
-
-
-class MessageRefused(Exception):
-    """Internal: a message chain refused; carries the error to raise."""
-
-    def __init__(self, error: MessageDeniedError) -> None:
-        super().__init__(error.reason)
-        self.error = error
-
-    @classmethod
-    def of(cls, verdict: MessageVerdict, phase: str) -> MessageRefused:
-        """The refusal a denied message walk stands for (G37)."""
-        return cls(
-            MessageDeniedError(
-                reason=verdict.reason or "",
-                phase=phase,
-                middleware=verdict.middleware or "",
-            )
-        )
-
-
-@dataclasses.dataclass(slots=True)
-class Session:
-    """One hosted session: its journal (a cache of its stream) and its lock.
-
-    ``users`` counts the operations in flight (holding or awaiting the lock);
-    ``last_used`` is the agent clock's reading when the last operation
-    ended (or the session was admitted). A session with users is never
-    dropped from the cache (R21).
-    """
-
-    journal: Journal
-    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
-    in_provider: bool = False
-    users: int = 0
-    last_used: int = 0
-
-    @property
-    def session_id(self) -> str:
-        return self.journal.session_id
-
-    @property
-    def busy(self) -> bool:
-        """Whether an operation is in flight on this session."""
-        return self.users > 0 or self.lock.locked()
-
-    # -- the pipeline's record (``CallRecorder``) ----------------------------
-
-    async def file(self, rows: list[MiddlewareDecision]) -> None:
-        """File a walk's rows; they are appended with what follows (R4, R5)."""
-        self.journal.file(rows)
-
-    async def dispatched(
-        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
-    ) -> None:
-        """Append ``tool.dispatched`` (and all before it) before ``execute`` (R7)."""
-        self.journal.add(
-            ToolDispatched(
-                tool_name=tool.name,
-                tool_call_id=tool_call_id,
-                args=args,
-                attempt=attempt,
-            )
-        )
-        await self.journal.flush()
-
-
-ERR_INTERNAL = "ERR_INTERNAL"
-"""G91's code for a run that failed in helmlog's own code (no error class:
-nothing raises it; it names what no other code does)."""
-
-
-def fatal_code(exc: BaseException, *, in_provider: bool) -> tuple[str, bool]:
-    """G91: the ``error.fatal`` code and retryability of a run's raise.
-
-    Read from the error classes: a refused message, a failed append, the
-    provider (anything raised while the model call was in flight counts as
-    the provider's), else ``ERR_INTERNAL``.
-    """
-    if isinstance(exc, MessageRefused):
-        return exc.error.code, exc.error.retryable
-    if isinstance(exc, LedgerAppendError):
-        return exc.code, exc.retryable
-    if isinstance(exc, ProviderError):
-        return exc.code, exc.retryable
-    if in_provider:
-        return ProviderError.code, ProviderError.retryable
-    return ERR_INTERNAL, False
-
-
-def outstanding_calls(history: list[Message]) -> list[ToolCallRequest]:
-    """Calls of the last assistant turn that have no tool message yet."""
-    for index in range(len(history) - 1, -1, -1):
-        msg = history[index]
-        if msg.role == "assistant":
-            if not msg.tool_calls:
-                return []
-            answered = {
-                m.tool_call_id for m in history[index + 1 :] if m.role == "tool"
-            }
-            return [c for c in msg.tool_calls if c.id not in answered]
-        if msg.role == "user":
-            return []
-    return []
-
-
-def find_call(history: list[Message], tool_call_id: str) -> ToolCallRequest | None:
-    """The proposed call with this id in the last assistant turn that made it."""
-    for msg in reversed(history):
-        if msg.role == "assistant":
-            for call in msg.tool_calls:
-                if call.id == tool_call_id:
-                    return call
-    return None
 
 
 class Loop:
@@ -563,51 +435,8 @@ class Loop:
         phase: str | None = None,
         middleware: str | None = None,
     ) -> None:
-        """Record a run that ends by raising: missing tool messages, one
-        ``error.fatal`` (G66, G91). Never raises; a store that refuses is logged.
+        """Record a run that ends by raising (G66, G91); never raises.
 
-        A run fenced by a sequence conflict records nothing (R20): the stream
-        belongs to the writer that won, and an ``error.fatal`` after its batch
-        would make its next append conflict after its tool ran.
+        ``record_failure`` (``_session.py``) holds the rules, R20's included.
         """
-        if s.journal.fenced:
-            s.in_provider = False
-            return
-        code, retryable = fatal_code(exc, in_provider=s.in_provider)
-        s.in_provider = False
-        j = s.journal
-        try:
-            if j.broken:
-                # The cache holds events the store never accepted: record the
-                # failure on the stream as the store holds it (G91, R1) —
-                # unless another writer moved it meanwhile (R20): then the
-                # stream is theirs, and this run appends nothing more.
-                fresh = await j.reopened()
-                if not j.still_ours(fresh):
-                    return
-                j = fresh
-            for call in outstanding_calls(j.folder.history):
-                if call.id in j.folder.dispatched:
-                    continue
-                j.add(
-                    MessageCommitted(
-                        message=Message(
-                            role="tool",
-                            content=NOT_RUN.format(name=call.name, id=call.id),
-                            tool_call_id=call.id,
-                            tool_name=call.name,
-                        )
-                    )
-                )
-            j.add(
-                FatalError(
-                    code=code, phase=phase, middleware=middleware, retryable=retryable
-                )
-            )
-            await j.flush()
-        except StoreError:
-            log.warning(
-                "could not record error.fatal for session %s",
-                s.session_id,
-                exc_info=True,
-            )
+        await record_failure(s, exc, phase=phase, middleware=middleware)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ._loop import Session
+from ._session import Session
 
 
 class Residency:

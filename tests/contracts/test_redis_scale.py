@@ -33,7 +33,7 @@ from helmlog.events import (
     seal,
     verify_chain,
 )
-from helmlog.events import _redis_store as redis_store
+from helmlog.events import _redis_reads as redis_reads
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_store import (
     RedisEventStore,
@@ -311,7 +311,7 @@ async def test_r3_paged_reads_read_everything_even_past_a_deleted_entry(
     store: RedisEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R2/R3: a read of many pages is whole; a deleted entry hides nothing after it."""
-    monkeypatch.setattr(redis_store, "_READ_PAGE", 10)
+    monkeypatch.setattr(redis_reads, "_READ_PAGE", 10)
     sid = new_session()
     seq = 0
     for n in range(21):

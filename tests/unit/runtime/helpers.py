@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from helmlog.events import Event, SessionState, ToolCallRequest, UnknownEvent, fold
-from helmlog.runtime import Agent
+from helmlog.runtime import Agent, Tool, tool
 from helmlog.runtime.providers import Reply
 from helmlog.runtime.testing import Recorder as PublicRecorder
 
@@ -80,3 +80,16 @@ async def assert_fold_matches(agent: Agent) -> None:
     assert sid is not None, "the agent has not run"
     folded = fold([record.decode() for record in await agent.store.read(sid)])
     assert live_state(agent) == folded
+
+
+def refund_recorder() -> tuple[Tool, list[int]]:
+    """A ``refund(order, amount)`` tool and the amounts it ran with, in order."""
+    ran: list[int] = []
+
+    @tool
+    def refund(order: int, amount: int) -> str:
+        """Refund an order."""
+        ran.append(amount)
+        return f"refunded {amount}"
+
+    return refund, ran

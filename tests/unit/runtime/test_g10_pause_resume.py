@@ -35,6 +35,7 @@ from helmlog import (
     AskPause,
     CheckInDecision,
     Checkpoint,
+    CheckpointError,
     DecisionRequiredError,
     Message,
     MessageMiddleware,
@@ -51,6 +52,8 @@ from helmlog import (
 from helmlog.events import MemoryEventStore
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+from . import helpers
 
 REFUND_SCHEMA = {
     "type": "object",
@@ -870,3 +873,64 @@ async def test_g68_a_fresh_run_starts_a_new_session_and_the_pause_stays_resumabl
     answer = await agent.resume(out.checkpoint, check_in_approved(by="dana"))
     assert "Refunded." == answer
     assert [{"order": 7, "amount": 250}] == refunds.ran
+
+
+async def test_g60_resume_runs_the_recorded_arguments_whatever_a_listener_mutates() -> (
+    None
+):
+    """G60: resume continues from exactly that state."""
+    refund, ran = helpers.refund_recorder()
+    four_eyes = ToolMiddleware(name="four-eyes", on_tool_call=lambda c: ask("ok?"))
+    agent = (
+        Agent.create(
+            provider=scripted(
+                [helpers.calls(helpers.call("c1", "refund", order=1, amount=5)), "done"]
+            ),
+            model="m",
+        )
+        .tool(refund)
+        .tool_middleware(four_eyes)
+        .build()
+    )
+
+    def meddle(event: Any) -> None:
+        if event.type == "pause.request":
+            event.args["amount"] = 777
+
+    agent.on("*", meddle)
+    paused = await agent.run("refund")
+    assert is_ask_pause(paused)
+    assert "done" == await agent.resume(paused.checkpoint, check_in_approved(by="d"))
+    assert [5] == ran
+
+
+async def test_g91_a_checkpoint_refused_on_resume_emits_nothing() -> None:
+    """G91: refusals raised before anything runs (`CheckpointError`) emit nothing."""
+    refund, _ran = helpers.refund_recorder()
+    store = MemoryEventStore()
+    four_eyes = ToolMiddleware(name="four-eyes", on_tool_call=lambda c: ask("ok?"))
+    first = (
+        Agent.create(
+            provider=scripted(
+                [helpers.calls(helpers.call("c1", "refund", order=1, amount=5)), "done"]
+            ),
+            model="m",
+            store=store,
+        )
+        .tool(refund)
+        .tool_middleware(four_eyes)
+        .build()
+    )
+    paused = await first.run("refund")
+    assert is_ask_pause(paused)
+    before = await helpers.stored_types(first)
+    toolless = (
+        Agent.create(provider=scripted(["done"]), model="m", store=store)
+        .tool_middleware(four_eyes)
+        .build()
+    )
+    seen: list[str] = []
+    toolless.on("*", lambda e: seen.append(e.type))
+    with pytest.raises(CheckpointError):
+        await toolless.resume(paused.checkpoint, check_in_approved(by="d"))
+    assert ([], before) == (seen, await helpers.stored_types(first))

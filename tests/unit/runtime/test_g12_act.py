@@ -39,6 +39,8 @@ from helmlog import (
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
+from . import helpers
+
 
 @tool
 def lookup(order: int) -> str:
@@ -525,3 +527,28 @@ async def test_g77_call_order_is_the_written_order(
     assert [f"before:{n}" for n in written] + [
         f"after:{n}" for n in reversed(written)
     ] == log
+
+
+async def test_g75_every_before_tool_entry_is_attached_as_through_the_doors() -> None:
+    """G75: "the `before_tool` entries, then the `after_tool` entries ..."."""
+    refund, _ran = helpers.refund_recorder()
+    twice = ToolMiddleware(name="twice", on_tool_call=lambda c: allow())
+
+    async def rows(use_act: bool) -> list[tuple[str, str]]:
+        builder = Agent.create(
+            provider=scripted(
+                [helpers.calls(helpers.call("c1", "refund", order=1, amount=5)), "done"]
+            ),
+            model="m",
+        ).tool(refund)
+        if use_act:
+            builder = builder.act(before_tool=[twice, twice])
+        else:
+            builder = builder.tool_middleware(twice, twice)
+        agent = builder.build()
+        await agent.run("refund")
+        return [
+            (r.middleware, r.moment) for r in agent.last_snapshot().middleware_decisions
+        ]
+
+    assert await rows(use_act=False) == await rows(use_act=True)

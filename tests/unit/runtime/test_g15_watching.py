@@ -37,6 +37,7 @@ from helmlog.events import encode_event
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import scripted
 
+from . import helpers
 from .helpers import Recorder, assert_fold_matches, call, calls
 
 EXPECTED_TYPES = [
@@ -416,3 +417,30 @@ def test_g84_run_sync_waits_for_deferred_watchers() -> None:
     assert "It shipped." == agent.run_sync("where is 7?")
 
     assert EXPECTED_TYPES == [t for t, _seq in late.seen]
+
+
+async def test_g84_a_listener_mutating_an_event_never_steers_the_run() -> None:
+    """G84: a listener ... never changes a run."""
+    refund, ran = helpers.refund_recorder()
+    model = scripted(
+        [
+            helpers.calls(
+                helpers.call("c1", "refund", order=1, amount=5),
+                helpers.call("c2", "refund", order=2, amount=6),
+            ),
+            "done",
+        ]
+    )
+    agent = Agent.create(provider=model, model="m").tool(refund).build()
+
+    def meddle(event: Any) -> None:
+        if event.type == "message.committed":
+            for proposed in event.message.tool_calls:
+                proposed.args["amount"] = 999
+
+    agent.on("*", meddle)
+    assert "done" == await agent.run("refund both")
+    assert [5, 6] == ran
+    assert [{"order": 1, "amount": 5}, {"order": 2, "amount": 6}] == [
+        c.args for c in model.requests[-1].messages[1].tool_calls
+    ]

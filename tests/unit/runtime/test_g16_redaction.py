@@ -391,3 +391,10 @@ async def test_g88_a_fresh_agent_on_the_store_resumes_with_real_values() -> None
         Message(role="user", content=f"show account {ARG_SECRET}, my ssn is [ssn]")
         == model.requests[0].messages[0]
     )
+
+
+@pytest.mark.parametrize("name", [["content"], {"why"}])
+def test_g85_an_unhashable_non_str_name_raises_value_error(name: Any) -> None:
+    """G85: a non-`str` name ... raises `ValueError` at construction."""
+    with pytest.raises(ValueError, match="field names must be str"):
+        RedactionPolicy([name])

@@ -1,0 +1,178 @@
+"""The Redis store's keys, shard operations and reply parsing.
+
+Pattern: pure functions: the key of each stream, head and index shard (every
+         key of a session carries its ``{session_id}`` hash tag, every key
+         spanning sessions is sharded into N keys tagged ``{<n>}``), the shard
+         operations stored records turn into, and the decoding of raw
+         ``XRANGE``/``XREAD`` replies into typed records.
+Role:    events layer; every part of ``RedisEventStore`` (``_redis_store.py``)
+         names keys and parses replies through here, and the tests and benches
+         that reach past the port (to tamper with a stream, say) name keys
+         through ``_redis_store``, which re-exports them.
+Emits:   nothing.
+
+Laws: R11 (the hash tags), R12 (a record read carries its ``type``, from the
+codec, and the session id its key names), R4 (``fact_ops``: each fact is its
+row's projection, never the row's values), R3 (a damaged entry still yields a
+record, so verification names its seq instead of crashing).
+
+Why one module: the layout of the keys and of the script's fields is one
+contract with the Lua scripts (``_redis_scripts.py``); keeping it in one
+place keeps every reader and writer of it in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ._chain import StoredEvent
+from ._codec import event_type
+from ._facts import fact_records
+from ._index import delta_of, encode_ask
+from ._store import FactRecord
+
+FIELDS: Final = (b"seq", b"data", b"hash")
+KEY_PREFIX: Final = "helmlog:{"
+KEY_SUFFIX: Final = "}:events"
+HEAD_SUFFIX: Final = "}:head"
+CURSOR_PREFIX: Final = "f1:"
+# Invariant: a blocking read waits at most this long per command, so the
+# client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
+BLOCK_SLICE_MS: Final = 1_000
+# A cluster cannot XREAD keys of several slots in one command; it polls.
+CLUSTER_POLL_S: Final = 0.05
+
+# One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
+# a fact's plain XADD, B notes locally that a batch (b, a] is out, never sent).
+Op = tuple[str, str, int, int, bytes]
+
+
+def stream_key(session_id: str) -> str:
+    """The stream of one session; ``{session_id}`` is its cluster hash tag.
+
+    An id holding a brace moves where Redis Cluster reads the tag, but every
+    key of the session starts the same way, so they still share one slot.
+    """
+    return f"{KEY_PREFIX}{session_id}{KEY_SUFFIX}"
+
+
+def head_key(session_id: str) -> str:
+    """The head record of one session (R19), in its stream's slot."""
+    return f"{KEY_PREFIX}{session_id}{HEAD_SUFFIX}"
+
+
+def shard_keys(n: int) -> tuple[str, str, str, str]:
+    """The keys of index shard ``n``: facts, open turns, asks, facts-at.
+
+    They share the hash tag ``{<n>}``, so one script updates a shard.
+    """
+    tag = f"{{{n}}}"
+    return (
+        f"helmlog:facts:{tag}",
+        f"helmlog:open:{tag}",
+        f"helmlog:asks:{tag}",
+        f"helmlog:facts-at:{tag}",
+    )
+
+
+def fact_ops(session_id: str, records: Sequence[StoredEvent]) -> list[Op]:
+    """The fact operations ``records`` publish, in seq order (R4).
+
+    Every place that turns stored records into facts goes through here: the
+    append path, ``publish_facts`` and ``reindex``. Each fact is its row's
+    projection (``fact_records``: the published ``data`` is the encoded fact,
+    never the row, so it holds no value), with the row's seq; a stored fact of
+    an older stream is published as stored.
+    """
+    return [
+        ("F", session_id, seq, 0, data)
+        for seq, data in fact_records(session_id, records)
+    ]
+
+
+def scripted(op: Op) -> Op:
+    """A fact's ``F`` as the shard script's ``P`` (published after the cursor)."""
+    return ("P", *op[1:]) if op[0] == "F" else op
+
+
+def index_op(session_id: str, records: Sequence[StoredEvent], last: int) -> Op:
+    """The ``X`` operation that sets a session's index entries from its stream."""
+    delta = delta_of(session_id, records)
+    mark = 0
+    entry = b""
+    if delta is not None:
+        if delta.ask is not None:
+            entry = encode_ask(delta.ask)
+        if delta.open_at and (not delta.close_at or delta.ask is not None):
+            mark = delta.open_at
+    return ("X", session_id, last, mark, entry)
+
+
+def id_seq(entry_id: Any) -> int:
+    """The seq of a session stream entry id ``0-<seq>``."""
+    return int(bytes(entry_id).rsplit(b"-", 1)[-1])
+
+
+def records_into(
+    out: list[StoredEvent], entries: Any, session_id: str
+) -> list[StoredEvent]:
+    """Append the records of raw ``XRANGE`` entries of ``session_id`` to ``out``.
+
+    Each carries its type (the codec's ``event_type``) and the session id.
+    """
+    push = out.append
+    for _id, fields in entries:
+        # Invariant: the script writes seq, data, hash in this order (and a
+        # batch's last entry then its append token, w).
+        if len(fields) >= 6 and (fields[0], fields[2], fields[4]) == FIELDS:
+            data = fields[3]
+            push(
+                StoredEvent(
+                    seq=int(fields[1]),
+                    data=data,
+                    hash=fields[5].decode(),
+                    type=event_type(data),
+                    session_id=session_id,
+                )
+            )
+        else:
+            # A damaged entry still yields a record, so verification names
+            # its seq (the stream id is the seq) instead of crashing.
+            named = dict(zip(fields[::2], fields[1::2], strict=False))
+            id_seq = int(bytes(_id).rsplit(b"-", 1)[-1])
+            try:
+                seq = int(named.get(b"seq", id_seq))
+            except ValueError:
+                seq = id_seq
+            data = bytes(named.get(b"data", b""))
+            push(
+                StoredEvent(
+                    seq=seq,
+                    data=data,
+                    hash=bytes(named.get(b"hash", b"")).decode(errors="replace"),
+                    type=event_type(data),
+                    session_id=session_id,
+                )
+            )
+    return out
+
+
+def fact_of(entry: Any, cursor: str) -> FactRecord:
+    _entry_id, fields = entry
+    named = dict(zip(fields[::2], fields[1::2], strict=True))
+    return FactRecord(
+        id=cursor,
+        session_id=named[b"session_id"].decode(),
+        seq=int(named[b"seq"]),
+        data=named[b"data"],
+    )
+
+
+def stream_pairs(reply: Any) -> list[tuple[Any, Any]]:
+    """``[(key, entries)]`` of an XREAD(GROUP) reply: a RESP3 map or RESP2 pairs."""
+    if reply is None:
+        return []
+    if isinstance(reply, dict):
+        return list(reply.items())
+    return [(k, entries) for k, entries in reply]

@@ -1,0 +1,234 @@
+"""Checkpoint bindings: whether a checkpoint may continue or resume a stream.
+
+Pattern: pure validators over a session's fold and an agent's configuration:
+         each returns what the caller goes on with (the base seq, the pending
+         pause, the paused call and its tool, the import event) or raises a
+         typed ``CheckpointError``; none appends anything.
+Role:    runtime layer; ``Agent.run`` checks a continuation here and the
+         resume path (``_resume.py``) checks a pause, an import and the
+         decision, all before anything is appended.
+Emits:   nothing.
+
+Laws: R9 (a checkpoint is checked against the stream before anything is
+appended, and is single-use: ``stale``, ``replayed``, ``tampered``,
+``policy-changed``; a pause's MAC is recomputed from the stream's bindings
+under a key derived from the chain key, never stored; a pause checkpoint
+whose session the store lacks is imported, refused as ``unknown-session``
+when it cannot seed the stream faithfully), R20/R7 (a turn holding
+dispatched calls without results is refused continuation with
+``RecoveryRequiredError``), G59–G68 (a pending question blocks continuation;
+a gate needs a ``CheckInDecision``, ``ask_human`` any answer), G91 (a stream
+is data, not an invariant: what it lacks is refused, never asserted).
+
+Why an import is checked on a scratch fold of its own event: the checks that
+bind a checkpoint to a stream are then the same code for a stream this store
+holds and for the one the import would seed, MAC included; only what a
+stream cannot say (the carried arguments against ``args_digest``) is checked
+beside them (``importable``). Without a chain key nothing can tell a forged
+checkpoint from a genuine one that is self-consistent; with one, the MAC
+covers the history and the paused call too.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+import msgspec
+
+from helmlog.events import (
+    Checkpoint,
+    CheckpointError,
+    DecisionRequiredError,
+    Folder,
+    NoConversationError,
+    PendingPause,
+    RecoveryRequiredError,
+    SessionImported,
+    ToolCallRequest,
+    digest,
+    shape,
+)
+
+from ._config import AgentConfig
+from ._pause import CheckInDecision
+from ._session import find_call
+from ._tools import Tool
+
+
+def check_continuation(f: Folder, cp: Checkpoint) -> int:
+    """The seq a conversation checkpoint continues from, checked on the fold."""
+    if f.pending is not None:
+        raise NoConversationError("pending-question")
+    if f.dispatched:
+        # R20, R7: whether those calls took effect is not recorded yet.
+        raise RecoveryRequiredError(
+            session_id=cp.session_id, call_ids=tuple(f.dispatched)
+        )
+    if cp.kind != "conversation":
+        raise CheckpointError("stale", "a pause checkpoint was already resumed")
+    held = f.history_at(cp.seq)
+    if held is None or held[0] != cp.history:
+        raise CheckpointError(
+            "tampered",
+            f"seq {cp.seq} and history do not match session '{cp.session_id}'",
+        )
+    return cp.seq
+
+
+def importable(cp: Checkpoint) -> SessionImported:
+    """The import event for a pause checkpoint this store lacks (R9).
+
+    Refused, before anything is appended, when the checkpoint cannot be
+    resumed faithfully: ``"unknown-session"`` for a conversation checkpoint
+    or one written before checkpoints carried their call, ``"tampered"`` when
+    the carried arguments do not match ``args_digest``. ``check_pause`` then
+    checks the rest on the stream the import would seed, the MAC included
+    under a chain key.
+    """
+    call = cp.call
+    if cp.kind != "pause" or isinstance(call, msgspec.UnsetType):
+        raise CheckpointError(
+            "unknown-session",
+            f"no session '{cp.session_id}' in the store, and a "
+            f"{cp.kind} checkpoint without its paused call cannot seed one",
+        )
+    if digest(call.args) != cp.args_digest:
+        raise CheckpointError(
+            "tampered", "the carried arguments do not match args_digest"
+        )
+    return SessionImported(
+        session_id=cp.session_id,
+        kind=cp.kind,
+        checkpoint_digest=cp.digest(),
+        checkpoint_seq=cp.seq,
+        history=cp.history,
+        original_input=cp.original_input,
+        tool_name=cp.tool_name or "",
+        tool_call_id=cp.tool_call_id or "",
+        args_digest=cp.args_digest or "",
+        policy_version=cp.policy_version or "",
+        content_digest=cp.content_digest() or "",
+        call=call,
+    )
+
+
+def paused_call(
+    config: AgentConfig, f: Folder, p: PendingPause
+) -> tuple[ToolCallRequest, Tool]:
+    """The paused call and its tool, checked as read from the stream.
+
+    The stream is data, not an invariant: a pause whose kind, call, tool or
+    asking link the session does not hold is refused as ``"tampered"``
+    before anything is appended (G91, R9), never by an ``assert``.
+    """
+    call = find_call(f.history, p.tool_call_id)
+    tool = config.tools.get(p.tool_name)
+    if call is None or tool is None or call.name != p.tool_name:
+        raise CheckpointError(
+            "tampered", f"call {p.tool_call_id} is not in the session"
+        )
+    if p.kind not in ("ask", "check-in", "ask-human"):
+        raise CheckpointError("tampered", f"no pause of kind {p.kind!r}")
+    if p.kind == "ask":
+        links = config.tool_links
+        if (
+            p.middleware is None
+            or not 0 <= p.link_index < len(links)
+            or links[p.link_index].name != p.middleware
+        ):
+            raise CheckpointError(
+                "tampered", "the ask names no link of this agent's chain"
+            )
+    return call, tool
+
+
+def check_pause(config: AgentConfig, f: Folder, cp: Checkpoint) -> PendingPause:
+    """R9: refuse a checkpoint before anything is appended; the pending pause."""
+    if cp.kind != "pause":
+        raise CheckpointError("stale", "a conversation checkpoint cannot be resumed")
+    if cp.seq in f.resolved_pauses:
+        raise CheckpointError(
+            "replayed", f"the pause at seq {cp.seq} was already resolved"
+        )
+    if cp.seq not in f.pause_seqs:
+        # R9: the seq binding names no pause.request in the stream.
+        raise CheckpointError("tampered", f"no pause at seq {cp.seq}")
+    p = f.pending
+    if p is None or p.seq != cp.seq:
+        if p is not None and cp.seq > p.seq:
+            raise CheckpointError("tampered", f"no pause at seq {cp.seq}")
+        raise CheckpointError(
+            "stale", f"the session moved past the pause at seq {cp.seq}"
+        )
+    stored = f.pause_checkpoint
+    if stored is None:
+        raise CheckpointError("tampered", f"no pause at seq {cp.seq}")
+    if (
+        cp.tool_call_id != p.tool_call_id
+        or cp.args_digest != p.args_digest
+        or cp.policy_version != p.policy_version
+        or cp.tool_name != p.tool_name
+        or cp.history != stored.history
+        # A checkpoint written before it carried its call is still good.
+        or (not isinstance(cp.call, msgspec.UnsetType) and cp.call != stored.call)
+    ):
+        raise CheckpointError("tampered", "a binding disagrees with the session stream")
+    check_mac(config.store.chain_key, cp, p, stored.mac)
+    if p.policy_version != config.policy_version:
+        raise CheckpointError(
+            "policy-changed",
+            "the agent's rules changed since this pause; resume it with the agent "
+            "that paused it",
+        )
+    return p
+
+
+def check_mac(
+    key: bytes | None, cp: Checkpoint, p: PendingPause, stored: str | None
+) -> None:
+    """R9: the checkpoint's MAC, recomputed from the stream's bindings.
+
+    A pause recorded before R19 stored its MAC (``stored``): its old
+    checkpoints carry that MAC, made by ``binding_mac`` under the chain key
+    itself. A newer pause stores none; its MAC is ``pause_mac``'s, under the
+    derived checkpoint key. Without a chain key a checkpoint carries no MAC
+    beyond one its stream stored.
+    """
+    content = p.content_digest or None
+    if stored:
+        if (cp.mac or None) != stored:
+            raise CheckpointError(
+                "tampered", "a binding disagrees with the session stream"
+            )
+        if not key:
+            return
+        expected = cp.expected_mac(key, content, stored=True)
+    elif key:
+        expected = cp.expected_mac(key, content)
+    elif cp.mac:
+        raise CheckpointError("tampered", "a binding disagrees with the session stream")
+    else:
+        return
+    if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
+        raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
+
+
+def check_decision(p: PendingPause, decision: Any) -> None:
+    """A gate (``ask``, ``check-in``) takes a ``CheckInDecision``; ``ask_human``
+    any answer but ``None`` (G59–G70); else ``DecisionRequiredError``."""
+    if p.kind in ("ask", "check-in"):
+        if not isinstance(decision, CheckInDecision):
+            raise DecisionRequiredError(
+                gate=p.kind,
+                middleware=p.middleware,
+                tool_name=p.tool_name,
+                received="nothing" if decision is None else shape(decision),
+            )
+    elif decision is None:
+        raise DecisionRequiredError(
+            gate="ask-human",
+            middleware=None,
+            tool_name=p.tool_name,
+            received="nothing",
+        )

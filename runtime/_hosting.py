@@ -1,0 +1,203 @@
+"""The sessions one agent hosts: caches of their streams, one operation each.
+
+Pattern: activation on first use (Orleans' grains): a session is folded from
+         its stream when an operation first names it, kept resident in a
+         bounded cache (``Residency``), and operated on under its own lock,
+         one operation at a time (R2); ``guard`` runs an operation's body
+         and records a raise once.
+Role:    runtime layer; ``Agent`` (the facade) and its resume path
+         (``_resume.py``) find, create and lock sessions here; nothing else
+         builds a ``Session``.
+Emits:   ``error.fatal`` through the loop when a guarded body raises
+         (``Loop.fail``); activation reads (and verifies) the stream.
+
+Laws: R2 (one operation at a time per session), R6 (a session is activated
+from its stream on first use; a dropped one re-activates silently), R1/R5 (a
+broken cache is re-folded from the store, the store's stream being the
+truth), R19 (activation verifies what it reads, ``Journal.activate``), R21
+(an operation marks its session busy from start to end; a busy session is
+never dropped), G91 (a raise is recorded once), R20 (a body that lost a
+sequence conflict records nothing; the loss of a resume is the checkpoint's
+replay when the winner answered the pause, R9).
+
+Why sessions are re-folded from the store after a failed append: the cached
+fold then holds events the store never accepted; the store's stream is the
+truth (R1, R5).
+
+Why a session whose stream turns out empty is discarded: the cache must not
+pass for a session the store lacks; the caller then decides (a fresh run
+creates one, a resume imports one or refuses, R9).
+
+Why the activation holds the session's lock: a caller that finds this
+session cached meanwhile waits on that lock, so the stream is never folded
+twice into one cache (R9, R2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable
+
+from helmlog.events import CheckpointError, HelmlogError
+
+from ._config import AgentConfig
+from ._cursor import LastRun
+from ._journal import Journal
+from ._loop import Loop
+from ._pause import AskPause
+from ._residency import Residency
+from ._session import MessageRefused, Session
+from ._watchers import Listeners
+
+log = logging.getLogger("helmlog")
+
+
+class Hosting:
+    """The resident sessions of one agent, and the operations on them."""
+
+    __slots__ = ("_config", "_cursor", "_listeners", "_loop", "resident")
+
+    def __init__(
+        self, config: AgentConfig, listeners: Listeners, loop: Loop, cursor: LastRun
+    ) -> None:
+        self._config = config
+        self._listeners = listeners
+        self._loop = loop
+        self._cursor = cursor
+        self.resident = Residency(
+            max_resident=config.max_resident, idle_s=config.idle_s, clock=config.clock
+        )
+
+    @property
+    def sessions(self) -> OrderedDict[str, Session]:
+        """The resident sessions, least recently used first (R21)."""
+        return self.resident.sessions
+
+    def new(self, session_id: str) -> Session:
+        """A fresh, empty session of this id, made resident."""
+        cfg = self._config
+        journal = Journal(
+            cfg.store,
+            session_id,
+            self._listeners,
+            cfg.clock,
+            stored_form=cfg.redact.stored if cfg.redact is not None else None,
+            served_form=cfg.redact.served if cfg.redact is not None else None,
+        )
+        session = Session(journal)
+        self.resident.admit(session)
+        return session
+
+    def discard(self, session: Session) -> None:
+        """Drop a session that must not stay resident (nothing of it is recorded)."""
+        self.resident.discard(session)
+
+    @contextlib.asynccontextmanager
+    async def operating(self, session: Session) -> AsyncIterator[None]:
+        """Hold a session's lock for one operation; it is busy meanwhile (R21)."""
+        session.users += 1
+        self.resident.touch(session)
+        try:
+            async with session.lock:
+                yield
+        finally:
+            session.users -= 1
+            self.resident.release(session)
+
+    def use(self, session: Session) -> None:
+        """An operation runs on ``session``: the last-run cursor moves to it."""
+        self._cursor.use(session)
+
+    async def activate(self, session_id: str) -> Session | None:
+        """The hosted session, activated from its stream on first use (R6).
+
+        A cached session is returned as it is; a broken one re-folds the
+        stream when its next operation catches up (``Journal.activate``).
+        ``None`` when the store holds no such session.
+        """
+        session = self.resident.get(session_id)
+        if session is not None:
+            return session
+        session = self.new(session_id)
+        try:
+            async with self.operating(session):
+                await session.journal.activate()
+        except BaseException:
+            # A cache that never read its stream must not pass for one.
+            self.resident.discard(session)
+            raise
+        if session.journal.folder.last_seq == 0:
+            self.resident.discard(session)
+            return None
+        return session
+
+    async def hosted(self, session_id: str) -> Session:
+        """The session, activated; ``CheckpointError("unknown-session")`` if absent."""
+        session = await self.activate(session_id)
+        if session is None:
+            raise CheckpointError(
+                "unknown-session", f"no session '{session_id}' in the store"
+            )
+        return session
+
+    async def refold(self, s: Session) -> None:
+        """Re-activate a broken session from the store, in place (R1, R5).
+
+        If the store is still down, it stays broken and its next operation
+        re-activates it; the snapshot meanwhile stays the cache's.
+        """
+        if not s.journal.broken:
+            return
+        try:
+            await s.journal.activate()
+        except HelmlogError:
+            log.warning("could not re-activate session %s", s.session_id, exc_info=True)
+            return
+        if s.journal.folder.last_seq == 0:
+            # Nothing of it was recorded: the store holds no such session.
+            self.resident.discard(s)
+
+    async def guard(
+        self,
+        s: Session,
+        body: Awaitable[str | AskPause],
+        *,
+        resumed: int | None = None,
+    ) -> str | AskPause:
+        """Run a body; on a raise, record it once (G91) and re-raise.
+
+        A body that lost a sequence conflict records nothing (R20); when it
+        was resuming the pause at seq ``resumed`` and the winner resolved that
+        pause, the loss is the checkpoint's replay (R9).
+        """
+        try:
+            out: str | AskPause = await body
+        except MessageRefused as refused:
+            err = refused.error
+            await self._loop.fail(
+                s, refused, phase=err.phase, middleware=err.middleware
+            )
+            await self.after(s, refused=err.phase == "input")
+            raise err from None
+        except BaseException as exc:
+            if s.journal.fenced:
+                await self.refold(s)
+                if resumed is not None and resumed in s.journal.folder.resolved_pauses:
+                    raise CheckpointError(
+                        "replayed",
+                        f"another writer resolved the pause at seq {resumed} first",
+                    ) from exc
+                raise
+            await self._loop.fail(s, exc)
+            await self.after(s)
+            raise
+        await self.after(s)
+        return out
+
+    async def after(self, s: Session, *, refused: bool = False) -> None:
+        """An operation ended: re-fold a broken cache, then move the checkpoint."""
+        await self.refold(s)
+        if not refused:
+            self._cursor.settle(s.journal.folder, self._config.store.chain_key)

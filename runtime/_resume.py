@@ -1,0 +1,179 @@
+"""The resume path: answer a pause, then hand the call back to the pipeline.
+
+Pattern: check everything, then hand over: the checkpoint's bindings and the
+         decision's type are checked on the stream (``_bindings.py``) before
+         anything is appended; then ``pause.resumed`` is recorded and the
+         paused call re-enters the one tool-call pipeline
+         (``ToolPipeline.resume``), and the loop drives the turn on.
+Role:    runtime layer; ``Agent.resume`` (the facade) delegates here.
+Emits:   ``session.imported`` (a pause checkpoint of a session the store
+         lacks), ``pause.resumed``, then whatever the pipeline and the loop
+         record.
+
+Laws: G59–G70 (pause and resume, decisions), R9 (checkpoints are checked
+before anything is appended, and single-use; a pause checkpoint whose session
+the store lacks is imported: the stream it seeds opens with
+``session.imported``, and the import is checked like any resume, on that
+stream, before anything is appended), R20 (a resume that loses a sequence
+conflict appends nothing more and raises ``CheckpointError("replayed")`` when
+the winner answered the pause, ``Hosting.guard``), issue 8 item 8 (a resume
+continues the turn's recorded trace context unless the caller gives one; an
+imported checkpoint carries none, so its session gets a fresh one).
+
+Why resume checks everything and then hands over: what a resume may append
+is decided here (the checkpoint's bindings, the decision's type, both before
+``pause.resumed``); what the call does next is the pipeline's (the asker's
+row, then the asking link's next link, credentials after a check-in, or the
+after-tool walk over an answer), the same steps a fresh call takes, so the
+order lives in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from helmlog.events import (
+    Checkpoint,
+    DecisionRequiredError,
+    Folder,
+    PauseResumed,
+    PendingPause,
+    SessionImported,
+    ToolCallRequest,
+    shape,
+)
+
+from ._bindings import check_decision, check_pause, importable, paused_call
+from ._chain import CallSite
+from ._config import AgentConfig
+from ._hosting import Hosting
+from ._loop import Loop
+from ._pause import AskPause, CheckInDecision
+from ._session import Session
+from ._tools import Tool
+from ._trace import Trace, given, resolve
+
+
+class Resume:
+    """Resumes the pauses of one agent's sessions."""
+
+    __slots__ = ("_config", "_hosting", "_loop")
+
+    def __init__(self, config: AgentConfig, loop: Loop, hosting: Hosting) -> None:
+        self._config = config
+        self._loop = loop
+        self._hosting = hosting
+
+    async def __call__(
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any,
+        traceparent: str | None,
+        tracestate: str | None,
+    ) -> str | AskPause:
+        """Answer the pause ``checkpoint`` names and continue the run."""
+        cp = Checkpoint.coerce(checkpoint)
+        caller = given(traceparent, tracestate)
+        found = await self._hosting.activate(cp.session_id)
+        imported: SessionImported | None = None
+        if found is None:
+            # R9: a pause checkpoint of a session this store lacks is imported.
+            traceparent, tracestate = caller or (self._config.new_traceparent(), "")
+            imported = msgspec.structs.replace(
+                importable(cp), traceparent=traceparent, tracestate=tracestate
+            )
+            session = self._hosting.new(cp.session_id)
+        else:
+            session = found
+        try:
+            return await self._resume_in(session, cp, decision, imported, caller)
+        finally:
+            if imported is not None and session.journal.folder.last_seq == 0:
+                # Refused before anything was appended: no session to keep.
+                self._hosting.discard(session)
+
+    async def _resume_in(
+        self,
+        session: Session,
+        cp: Checkpoint,
+        decision: Any,
+        imported: SessionImported | None,
+        caller: Trace | None,
+    ) -> str | AskPause:
+        hosting = self._hosting
+        async with hosting.operating(session):
+            if imported is None:
+                await session.journal.activate()  # catch up with other hosts
+                f = session.journal.folder
+            else:
+                # Check the import as resume checks any pause, on the stream
+                # it would seed, before anything is appended.
+                f = Folder(cp.session_id)
+                f.apply(imported)
+            pending = check_pause(self._config, f, cp)
+            call, tool = paused_call(self._config, f, pending)
+            check_decision(pending, decision)
+            if imported is not None:
+                # The pause as recorded (stamped) is the one resumed.
+                session.journal.add(imported)
+                pending = session.journal.folder.pending or pending
+            hosting.use(session)
+            trace = caller or resolve(
+                None, None, session.journal.folder.trace, self._config.new_traceparent
+            )
+            return await hosting.guard(
+                session,
+                self._continue(session, pending, call, tool, decision, trace),
+                resumed=cp.seq,
+            )
+
+    async def _continue(
+        self,
+        s: Session,
+        p: PendingPause,
+        call: ToolCallRequest,
+        tool: Tool,
+        decision: Any,
+        trace: Trace,
+    ) -> str | AskPause:
+        """Record ``pause.resumed``; the pipeline and then the loop go on."""
+        loop = self._loop
+        j = s.journal
+        checkin = decision if isinstance(decision, CheckInDecision) else None
+        if checkin is None and p.kind != "ask-human":
+            # check_decision refused this already; a gate never falls through
+            # to a result.
+            raise DecisionRequiredError(
+                gate=p.kind,
+                middleware=p.middleware,
+                tool_name=p.tool_name,
+                received=shape(decision),
+            )
+        j.add(
+            PauseResumed(
+                kind=p.kind,
+                tool_call_id=p.tool_call_id,
+                approved=checkin.approved if checkin is not None else None,
+                by=checkin.by if checkin is not None else None,
+                note=checkin.note if checkin is not None else None,
+                paused_duration_ms=max(0, self._config.clock() - p.timestamp),
+                component_id=p.component_id,
+                traceparent=trace[0],
+                tracestate=trace[1],
+            )
+        )
+        site = CallSite(
+            p.tool_name,
+            tool.source,
+            p.tool_call_id,
+            p.iteration,
+            tuple(j.folder.history),
+            loop.identity(s),
+        )
+        outcome = await loop.pipeline.resume(tool, site, p, decision, s)
+        pause = await loop.conclude(s, call, site, outcome)
+        if pause is not None:
+            return pause
+        return await loop.drive(s)

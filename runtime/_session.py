@@ -1,0 +1,228 @@
+"""A hosted session, and what the loop and the agent both read of its record.
+
+Pattern: a plain holder (a session's journal, lock and in-flight count) that
+         is also the pipeline's ``CallRecorder``, beside the pure readers of a
+         session's history (which calls are outstanding, which call an id
+         names) and the record of a run that ends by raising (G91's
+         ``error.fatal``, its code read from the error classes).
+Role:    runtime layer; ``Loop`` drives a ``Session``, ``Hosting`` caches
+         them (``_hosting.py``), ``Residency`` bounds that cache, and the
+         checkpoint checks (``_bindings.py``) read ``find_call``.
+Emits:   through the journal: ``decision.filed`` rows and ``tool.dispatched``
+         for the pipeline (``file``/``dispatched``); ``message.committed``
+         and ``error.fatal`` for a failed run (``record_failure``).
+
+Laws: G37 (a refused message carries ``MessageDeniedError``), G51 (the
+pipeline records through ``CallRecorder``), G91 (``fatal_code``: the code and
+retryability read from the error classes), R4/R5 (rows are appended with what
+follows them), R7 (``tool.dispatched`` is flushed before the tool executes),
+R21 (``users``/``busy``: a session with an operation in flight is never
+dropped), R20 (``record_failure``: a fenced run records nothing more, not
+even its failure), G66 (tool messages for calls a failed run never
+dispatched).
+
+Why these live apart from the loop: the session cache, the residency bound
+and the checkpoint checks all need a session or its history without needing
+the loop that drives it; here none of them imports the driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+from helmlog.events import (
+    FatalError,
+    LedgerAppendError,
+    Message,
+    MessageCommitted,
+    MessageDeniedError,
+    MiddlewareDecision,
+    ProviderError,
+    StoreError,
+    ToolCallRequest,
+    ToolDispatched,
+)
+
+from ._chain import MessageVerdict
+from ._journal import Journal
+from ._tools import Tool
+
+log = logging.getLogger("helmlog")
+
+NOT_RUN = (
+    "Tool '{name}' (call {id}) was not run: the run stopped before it was dispatched."
+)
+
+
+class MessageRefused(Exception):
+    """Internal: a message chain refused; carries the error to raise."""
+
+    def __init__(self, error: MessageDeniedError) -> None:
+        super().__init__(error.reason)
+        self.error = error
+
+    @classmethod
+    def of(cls, verdict: MessageVerdict, phase: str) -> MessageRefused:
+        """The refusal a denied message walk stands for (G37)."""
+        return cls(
+            MessageDeniedError(
+                reason=verdict.reason or "",
+                phase=phase,
+                middleware=verdict.middleware or "",
+            )
+        )
+
+
+@dataclasses.dataclass(slots=True)
+class Session:
+    """One hosted session: its journal (a cache of its stream) and its lock.
+
+    ``users`` counts the operations in flight (holding or awaiting the lock);
+    ``last_used`` is the agent clock's reading when the last operation
+    ended (or the session was admitted). A session with users is never
+    dropped from the cache (R21).
+    """
+
+    journal: Journal
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    in_provider: bool = False
+    users: int = 0
+    last_used: int = 0
+
+    @property
+    def session_id(self) -> str:
+        return self.journal.session_id
+
+    @property
+    def busy(self) -> bool:
+        """Whether an operation is in flight on this session."""
+        return self.users > 0 or self.lock.locked()
+
+    # -- the pipeline's record (``CallRecorder``) ----------------------------
+
+    async def file(self, rows: list[MiddlewareDecision]) -> None:
+        """File a walk's rows; they are appended with what follows (R4, R5)."""
+        self.journal.file(rows)
+
+    async def dispatched(
+        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
+    ) -> None:
+        """Append ``tool.dispatched`` (and all before it) before ``execute`` (R7)."""
+        self.journal.add(
+            ToolDispatched(
+                tool_name=tool.name,
+                tool_call_id=tool_call_id,
+                args=args,
+                attempt=attempt,
+            )
+        )
+        await self.journal.flush()
+
+
+ERR_INTERNAL = "ERR_INTERNAL"
+"""G91's code for a run that failed in helmlog's own code (no error class:
+nothing raises it; it names what no other code does)."""
+
+
+def fatal_code(exc: BaseException, *, in_provider: bool) -> tuple[str, bool]:
+    """G91: the ``error.fatal`` code and retryability of a run's raise.
+
+    Read from the error classes: a refused message, a failed append, the
+    provider (anything raised while the model call was in flight counts as
+    the provider's), else ``ERR_INTERNAL``.
+    """
+    if isinstance(exc, MessageRefused):
+        return exc.error.code, exc.error.retryable
+    if isinstance(exc, LedgerAppendError):
+        return exc.code, exc.retryable
+    if isinstance(exc, ProviderError):
+        return exc.code, exc.retryable
+    if in_provider:
+        return ProviderError.code, ProviderError.retryable
+    return ERR_INTERNAL, False
+
+
+def outstanding_calls(history: list[Message]) -> list[ToolCallRequest]:
+    """Calls of the last assistant turn that have no tool message yet."""
+    for index in range(len(history) - 1, -1, -1):
+        msg = history[index]
+        if msg.role == "assistant":
+            if not msg.tool_calls:
+                return []
+            answered = {
+                m.tool_call_id for m in history[index + 1 :] if m.role == "tool"
+            }
+            return [c for c in msg.tool_calls if c.id not in answered]
+        if msg.role == "user":
+            return []
+    return []
+
+
+def find_call(history: list[Message], tool_call_id: str) -> ToolCallRequest | None:
+    """The proposed call with this id in the last assistant turn that made it."""
+    for msg in reversed(history):
+        if msg.role == "assistant":
+            for call in msg.tool_calls:
+                if call.id == tool_call_id:
+                    return call
+    return None
+
+
+async def record_failure(
+    s: Session,
+    exc: BaseException,
+    *,
+    phase: str | None = None,
+    middleware: str | None = None,
+) -> None:
+    """Record a run that ends by raising: missing tool messages, one
+    ``error.fatal`` (G66, G91). Never raises; a store that refuses is logged.
+
+    A run fenced by a sequence conflict records nothing (R20): the stream
+    belongs to the writer that won, and an ``error.fatal`` after its batch
+    would make its next append conflict after its tool ran.
+    """
+    if s.journal.fenced:
+        s.in_provider = False
+        return
+    code, retryable = fatal_code(exc, in_provider=s.in_provider)
+    s.in_provider = False
+    j = s.journal
+    try:
+        if j.broken:
+            # The cache holds events the store never accepted: record the
+            # failure on the stream as the store holds it (G91, R1) —
+            # unless another writer moved it meanwhile (R20): then the
+            # stream is theirs, and this run appends nothing more.
+            fresh = await j.reopened()
+            if not j.still_ours(fresh):
+                return
+            j = fresh
+        for call in outstanding_calls(j.folder.history):
+            if call.id in j.folder.dispatched:
+                continue
+            j.add(
+                MessageCommitted(
+                    message=Message(
+                        role="tool",
+                        content=NOT_RUN.format(name=call.name, id=call.id),
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                    )
+                )
+            )
+        j.add(
+            FatalError(
+                code=code, phase=phase, middleware=middleware, retryable=retryable
+            )
+        )
+        await j.flush()
+    except StoreError:
+        log.warning(
+            "could not record error.fatal for session %s",
+            s.session_id,
+            exc_info=True,
+        )
