@@ -55,6 +55,7 @@ from ._errors import (
     SequenceConflictError,
     StoreError,
     StreamTamperedError,
+    TurnLimitError,
 )
 from ._facts import fact_of, watched
 from ._fold import Folder, PendingPause, SessionState, fold, sign_checkpoint
@@ -170,6 +171,7 @@ __all__ = [
     "ToolOutcomeUnknown",
     "ToolStarted",
     "TurnEnded",
+    "TurnLimitError",
     "TurnStarted",
     "UnknownEvent",
     "WindowCompacted",

@@ -199,6 +199,28 @@ class RecoveryRequiredError(HelmlogError):
         )
 
 
+class TurnLimitError(HelmlogError):
+    """A turn reached one of its agent's limits and stopped (issue 12 item 1).
+
+    ``limit`` names it (``"max_model_calls"``, ``"max_tool_calls"``,
+    ``"max_turn_s"``) and ``value`` is its setting. The turn is recorded as
+    ``error.fatal`` with this code; the session stays continuable from its
+    last conversation, as after any failed turn. Not retryable as is: the
+    same turn would reach the same limit.
+    """
+
+    code = "ERR_TURN_LIMIT"
+
+    def __init__(self, *, limit: str, value: float) -> None:
+        self.limit = limit
+        self.value = value
+        super().__init__(
+            f"the turn reached its agent's limit {limit}={value:g} and stopped; "
+            "the session continues from its last answer (raise the limit with "
+            f"Agent.create(..., {limit}=...))"
+        )
+
+
 class StreamTamperedError(HelmlogError):
     """A session's stream failed verification, so nothing ran on it (R19, R3).
 

@@ -69,6 +69,7 @@ from ._types import (
     ToolDispatched,
     ToolEnded,
     ToolOutcomeUnknown,
+    ToolStarted,
     TurnEnded,
     TurnStarted,
     UnknownEvent,
@@ -161,6 +162,7 @@ class Folder:
         "resolved_pauses",
         "rows",
         "session_id",
+        "tool_calls",
         "trace",
         "turn",
         "unknown",
@@ -181,6 +183,7 @@ class Folder:
         self.last_seq = 0
         self.turn = 0
         self.iteration = 0
+        self.tool_calls = 0  # calls the current turn proposed so far
         self.original_input: str | None = None
         self.in_turn = False
         # The current turn was ended by error.fatal (it is not unfinished).
@@ -304,6 +307,7 @@ class Folder:
         self.identity = ev.identity
         self.trace = (ev.traceparent, ev.tracestate)
         self.iteration = 0
+        self.tool_calls = 0
         self.original_input = None
         self.in_turn = True
         self.failed = False
@@ -321,6 +325,9 @@ class Folder:
 
     def _llm_started(self, ev: LlmStarted) -> None:
         self.iteration = ev.iteration
+
+    def _tool_started(self, ev: ToolStarted) -> None:
+        self.tool_calls += 1
 
     def _committed(self, ev: MessageCommitted) -> None:
         msg = ev.message
@@ -469,6 +476,7 @@ _HANDLERS: dict[type[Any], Callable[[Folder, Any], None]] = {
     TurnEnded: Folder._turn_ended,
     FatalError: Folder._fatal,
     LlmStarted: Folder._llm_started,
+    ToolStarted: Folder._tool_started,
     MessageCommitted: Folder._committed,
     PauseRequested: Folder._pause_requested,
     PauseResumed: Folder._pause_resumed,

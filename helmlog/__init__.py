@@ -17,6 +17,7 @@ from helmlog.events import (
     SessionState,
     StoreError,
     StreamTamperedError,
+    TurnLimitError,
 )
 from helmlog.runtime import (
     ACT_KEYS,
@@ -43,6 +44,7 @@ from helmlog.runtime import (
     ToolCallContext,
     ToolMiddleware,
     ToolResultContext,
+    TurnResult,
     Watcher,
     WindowStrategy,
     act_key_for,
@@ -94,6 +96,8 @@ __all__ = [
     "ToolCallContext",
     "ToolMiddleware",
     "ToolResultContext",
+    "TurnLimitError",
+    "TurnResult",
     "Watcher",
     "WindowStrategy",
     "__version__",

@@ -46,7 +46,7 @@ that call's outcome as unknown and runs nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from helmlog.events import (
@@ -59,14 +59,15 @@ from helmlog.events import (
     shape,
 )
 
-from ._bindings import check_continuation
+from ._bindings import check_continuation, continuation_by_id
 from ._builder import AgentParts
 from ._chain import walk_messages
 from ._config import AgentConfig
 from ._cursor import LastRun
+from ._feed import SessionFeed, stop
 from ._hosting import Hosting
 from ._loop import Loop
-from ._pause import AskPause
+from ._pause import AskPause, TurnResult
 from ._resume import Resume
 from ._session import MessageRefused, Session
 from ._trace import NO_TRACE, Trace, resolve
@@ -105,6 +106,12 @@ class Agent:
         ``idle_s`` (seconds without an operation after which a resident
         session is dropped, default 600, on the agent's clock). A dropped
         session re-activates from its stream on next use (R21, R6).
+
+        Limits of one turn: ``max_model_calls`` (default 25),
+        ``max_tool_calls`` (default 100) and ``max_turn_s`` (seconds of one
+        run or resume, on the agent's clock; default none). A turn that
+        reaches one stops with ``TurnLimitError``, recorded as
+        ``error.fatal``; the session continues from its last answer.
         """
         return AgentBuilder(provider, model, **options)
 
@@ -192,30 +199,71 @@ class Agent:
     ) -> str | AskPause:
         """Run one turn: admit the message, loop, return the answer or a pause.
 
-        ``session_id`` names a fresh session (a cluster places a session before
-        it exists); it must be new to the store. ``traceparent`` (with
-        ``tracestate``) is the caller's W3C trace context: the turn's spans
-        become its children. Without one (or with a malformed one) the turn
-        gets a fresh context; either is recorded on ``agent.turn_start``.
+        ``session_id`` names the session: a new one (a cluster places a
+        session before it exists), or a stored one, continued from its stream
+        where its conversation stands, with no checkpoint from the caller.
+        ``continue_from`` continues from a checkpoint instead. ``traceparent``
+        (with ``tracestate``) is the caller's W3C trace context: the turn's
+        spans become its children. Without one (or with a malformed one) the
+        turn gets a fresh context; either is recorded on ``agent.turn_start``.
+        ``turn`` takes the same arguments and returns the ``TurnResult``.
+        """
+        result = await self.turn(
+            message,
+            continue_from=continue_from,
+            identity=identity,
+            session_id=session_id,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )
+        return result.value
+
+    async def turn(
+        self,
+        message: str,
+        *,
+        continue_from: Checkpoint | str | None = None,
+        identity: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> TurnResult:
+        """``run``, returning this call's own result: the answer or the pause,
+        its session id and the checkpoint it left (issue 12 item 3).
+
+        Raises:
+            NoConversationError: ``pending-question`` when the session named
+                waits on a person.
+            RecoveryRequiredError: its last turn left calls dispatched without
+                results.
+            ValueError: both ``session_id`` and ``continue_from`` name sessions,
+                and not the same one.
         """
         if not isinstance(message, str):
             raise TypeError(f"run() takes the message as a str, got {shape(message)}")
         seed: Checkpoint | None = None
         cp: Checkpoint | None = None
+        by_id = False
         base_seq = 0
+        if session_id is not None and (
+            not isinstance(session_id, str) or not session_id
+        ):
+            raise ValueError("run(session_id=...) takes a non-empty str")
         if continue_from is None and session_id is not None:
-            if not isinstance(session_id, str) or not session_id:
-                raise ValueError("run(session_id=...) takes a non-empty str")
-            if await self._hosting.activate(session_id) is not None:
-                raise ValueError(
-                    f"session '{session_id}' already exists: continue it with "
-                    "run(message, continue_from=checkpoint)"
-                )
-            session = self._hosting.new(session_id)
+            found = await self._hosting.activate(session_id)
+            if found is None:
+                session = self._hosting.new(session_id)
+            else:
+                session, by_id = found, True
         elif continue_from is None:
             session = self._hosting.new(self._config.new_id())
         else:
             cp = Checkpoint.coerce(continue_from)
+            if session_id is not None and session_id != cp.session_id:
+                raise ValueError(
+                    f"run(): session_id '{session_id}' is not the checkpoint's "
+                    f"session '{cp.session_id}'"
+                )
             found = await self._hosting.activate(cp.session_id)
             if found is None:
                 session, seed, cp = self._hosting.new(cp.session_id), cp, None
@@ -225,14 +273,66 @@ class Agent:
             if cp is not None:
                 await session.journal.activate()  # catch up with other hosts
                 base_seq = check_continuation(session.journal.folder, cp)
+            elif by_id:
+                await session.journal.activate()  # catch up with other hosts
+                base_seq = continuation_by_id(session.journal.folder)
             self._hosting.use(session)
             trace = resolve(
                 traceparent, tracestate, NO_TRACE, self._config.new_traceparent
             )
-            return await self._hosting.guard(
+            out = await self._hosting.guard(
                 session,
                 self._start_turn(session, message, identity, base_seq, seed, trace),
             )
+            return self._hosting.result(session, out)
+
+    async def stream(
+        self,
+        message: str,
+        *,
+        continue_from: Checkpoint | str | None = None,
+        identity: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> AsyncIterator[Any]:
+        """``run``, as ``async for event in agent.stream(message)``.
+
+        Yields what a watcher of this one session is handed, in order: tokens
+        (as released under output holding), tool starts and ends, decision
+        facts, the pause, the turn's end; then, last, the call's
+        ``TurnResult``. A failure of the run is raised from the iterator
+        after the events it recorded. Closing the iterator early (leave it
+        inside ``contextlib.aclosing``) cancels the turn (``_feed.py``).
+        """
+        sid = session_id
+        if sid is None and continue_from is None:
+            sid = self._config.new_id()
+        elif sid is None:
+            sid = Checkpoint.coerce(continue_from).session_id
+        feed = SessionFeed(sid)
+        unsubscribe = self._listeners.on("*", feed.put)
+        run = asyncio.ensure_future(
+            self.turn(
+                message,
+                continue_from=continue_from,
+                identity=identity,
+                session_id=sid,
+                traceparent=traceparent,
+                tracestate=tracestate,
+            )
+        )
+        try:
+            events = feed.until(run)
+            try:
+                async for event in events:
+                    yield event
+            finally:
+                await events.aclose()
+            yield run.result()
+        finally:
+            await stop(run)  # a caller that left early: the turn is cancelled
+            unsubscribe()
 
     async def _start_turn(
         self,
@@ -361,5 +461,18 @@ class Agent:
         context (an approval request's, say); the continuation's spans become
         its children. Without one the turn's recorded context goes on (an
         imported checkpoint carries none: its session gets a fresh one).
+        ``resume_turn`` returns the ``TurnResult``.
         """
+        result = await self._resume(checkpoint, decision, traceparent, tracestate)
+        return result.value
+
+    async def resume_turn(
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any = None,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> TurnResult:
+        """``resume``, returning this call's own ``TurnResult``."""
         return await self._resume(checkpoint, decision, traceparent, tracestate)

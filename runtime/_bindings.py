@@ -76,6 +76,24 @@ def check_continuation(f: Folder, cp: Checkpoint) -> int:
     return cp.seq
 
 
+def continuation_by_id(f: Folder) -> int:
+    """The seq a turn continuing a stored session by its id starts from: where
+    its conversation stands (R1), checked on the fold as a checkpoint is.
+
+    A session with no accepted conversation yet (its only turns were refused
+    or failed) starts one afresh, at seq 0.
+    """
+    if f.pending is not None:
+        raise NoConversationError("pending-question")
+    if f.dispatched:
+        # R20, R7: whether those calls took effect is not recorded yet.
+        raise RecoveryRequiredError(
+            session_id=f.session_id, call_ids=tuple(f.dispatched)
+        )
+    cp = f.checkpoint
+    return cp.seq if cp is not None else 0
+
+
 def importable(cp: Checkpoint) -> SessionImported:
     """The import event for a pause checkpoint this store lacks (R9).
 

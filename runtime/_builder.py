@@ -34,7 +34,13 @@ from typing import Any, Self
 from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
 
 from ._clock import wall_clock_ms
-from ._config import DEFAULT_IDLE_S, DEFAULT_MAX_RESIDENT, AgentConfig
+from ._config import (
+    DEFAULT_IDLE_S,
+    DEFAULT_MAX_MODEL_CALLS,
+    DEFAULT_MAX_RESIDENT,
+    DEFAULT_MAX_TOOL_CALLS,
+    AgentConfig,
+)
 from ._links import (
     Link,
     as_message_link,
@@ -81,6 +87,9 @@ class AgentParts:
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
         traces: Callable[[], str] | None = None,
+        max_model_calls: int = DEFAULT_MAX_MODEL_CALLS,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+        max_turn_s: float | None = None,
     ) -> None:
         if not callable(getattr(provider, "call", None)):
             raise AgentBuildError(
@@ -115,6 +124,28 @@ class AgentParts:
             raise AgentBuildError(
                 f"traces= takes a callable returning a traceparent, got {traces!r}"
             )
+        for option, count in (
+            ("max_model_calls", max_model_calls),
+            ("max_tool_calls", max_tool_calls),
+        ):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise AgentBuildError(
+                    f"{option}= takes an int of at least 1, got {count!r}"
+                )
+        if max_turn_s is not None and (
+            isinstance(max_turn_s, bool)
+            or not isinstance(max_turn_s, int | float)
+            or not max_turn_s > 0
+        ):
+            raise AgentBuildError(
+                f"max_turn_s= takes a number of seconds above 0, or None, got "
+                f"{max_turn_s!r}"
+            )
+        self._limits = (
+            max_model_calls,
+            max_tool_calls,
+            None if max_turn_s is None else max(1, round(max_turn_s * 1000)),
+        )
         self._max_resident = max_resident
         self._idle_s = float(idle_s)
         self._provider = provider
@@ -330,6 +361,9 @@ class AgentParts:
             max_resident=self._max_resident,
             idle_s=self._idle_s,
             new_traceparent=self._traces,
+            max_model_calls=self._limits[0],
+            max_tool_calls=self._limits[1],
+            max_turn_ms=self._limits[2],
         )
         return config, listeners
 

@@ -34,6 +34,12 @@ DEFAULT_MAX_RESIDENT = 10_000
 DEFAULT_IDLE_S = 600.0
 """Seconds without an operation after which a resident session is dropped."""
 
+DEFAULT_MAX_MODEL_CALLS = 25
+"""Model calls one turn may make unless built with ``max_model_calls=``."""
+
+DEFAULT_MAX_TOOL_CALLS = 100
+"""Tool calls one turn may make unless built with ``max_tool_calls=``."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AgentConfig:
@@ -60,6 +66,9 @@ class AgentConfig:
     max_resident: int = DEFAULT_MAX_RESIDENT
     idle_s: float = DEFAULT_IDLE_S
     new_traceparent: Callable[[], str] = random_traceparent
+    max_model_calls: int = DEFAULT_MAX_MODEL_CALLS
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    max_turn_ms: int | None = None  # max_turn_s, on the agent's clock
 
     @staticmethod
     def posture_digest(

@@ -40,13 +40,13 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
 
-from helmlog.events import CheckpointError, HelmlogError
+from helmlog.events import CheckpointError, HelmlogError, sign_checkpoint
 
 from ._config import AgentConfig
 from ._cursor import LastRun
 from ._journal import Journal
 from ._loop import Loop
-from ._pause import AskPause
+from ._pause import AskPause, TurnResult
 from ._residency import Residency
 from ._session import MessageRefused, Session
 from ._watchers import Listeners
@@ -195,6 +195,17 @@ class Hosting:
             raise
         await self.after(s)
         return out
+
+    def result(self, s: Session, out: str | AskPause) -> TurnResult:
+        """What an operation on ``s`` came to, read while it still holds the
+        session: its answer or pause, and the checkpoint it left (R1, R9)."""
+        if isinstance(out, AskPause):
+            return TurnResult(s.session_id, None, out, out.checkpoint)
+        f = s.journal.folder
+        checkpoint = sign_checkpoint(
+            f.checkpoint, f.pending, self._config.store.chain_key
+        )
+        return TurnResult(s.session_id, out, None, checkpoint)
 
     async def after(self, s: Session, *, refused: bool = False) -> None:
         """An operation ended: re-fold a broken cache, then move the checkpoint."""

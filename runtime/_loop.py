@@ -37,6 +37,7 @@ dispatched; ``Agent.recover`` is the operation on a whole session.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from helmlog.events import (
@@ -52,6 +53,7 @@ from helmlog.events import (
     ToolOutcomeUnknown,
     ToolStarted,
     TurnEnded,
+    TurnLimitError,
     digest,
     pause_content_digest,
     sign_checkpoint,
@@ -95,11 +97,21 @@ class Loop:
         cfg = self.config
         j = s.journal
         f = j.folder
+        # The time limit is this operation's: a turn resumed after a person's
+        # answer is not charged for the wait.
+        deadline = None if cfg.max_turn_ms is None else cfg.clock() + cfg.max_turn_ms
         while True:
-            pause = await self.dispatch_outstanding(s)
+            pause = await self.dispatch_outstanding(s, deadline)
             if pause is not None:
                 return pause
             iteration = f.iteration + 1
+            if iteration > cfg.max_model_calls:
+                raise TurnLimitError(limit="max_model_calls", value=cfg.max_model_calls)
+            self.check_time(deadline)
+            # A step boundary: a cancellation (``asyncio.wait_for``, a stream
+            # dropped early) lands here even when every tool is sync and the
+            # store never waits.
+            await asyncio.sleep(0)
             messages = tuple(f.history)
             if cfg.window is not None:
                 plan = cfg.window.plan(messages, iteration=iteration)
@@ -191,17 +203,34 @@ class Loop:
             self.identity(s),
         )
 
-    async def dispatch_outstanding(self, s: Session) -> AskPause | None:
-        """Dispatch every call of the last assistant turn lacking a tool message."""
+    async def dispatch_outstanding(
+        self, s: Session, deadline: int | None = None
+    ) -> AskPause | None:
+        """Dispatch every call of the last assistant turn lacking a tool message.
+
+        Raises:
+            TurnLimitError: the turn proposed more calls than ``max_tool_calls``,
+                or its time ran out, before a call not yet started.
+        """
         f = s.journal.folder
+        limit = self.config.max_tool_calls
         for call in outstanding_calls(f.history):
             if call.id in f.dispatched:
                 pause = await self.recover_call(s, call)
             else:
+                if f.tool_calls >= limit:
+                    raise TurnLimitError(limit="max_tool_calls", value=limit)
+                self.check_time(deadline)
                 pause = await self.dispatch(s, call, f.iteration)
             if pause is not None:
                 return pause
         return None
+
+    def check_time(self, deadline: int | None) -> None:
+        """``TurnLimitError`` once the operation's ``max_turn_s`` has passed."""
+        if deadline is not None and self.config.clock() >= deadline:
+            ms = self.config.max_turn_ms or 0
+            raise TurnLimitError(limit="max_turn_s", value=ms / 1000)
 
     async def dispatch(
         self, s: Session, call: ToolCallRequest, iteration: int

@@ -7,9 +7,11 @@ Role:    runtime layer; the loop builds ``AskPause`` from its journal's
          checkpoint, ``resume`` takes a ``CheckInDecision`` or an answer.
 Emits:   nothing itself (the loop appends ``pause.request``/``pause.resume``).
 
-Laws: G59 (``AskPause``; ``is_ask_pause``), G63 (decisions: ``by`` non-empty,
-an empty note stored as ``None``, ``at`` = now in ms), G69 (``ask_human``
-inside a running tool suspends it; anywhere else ``RuntimeError``).
+Laws: G59 (``AskPause``; ``is_ask_pause``; a ``TurnResult`` carries a call's
+answer or pause with its session and checkpoint: issue 12 item 3), G63
+(decisions: ``by`` non-empty, an empty note stored as ``None``, ``at`` = now in
+ms), G69 (``ask_human`` inside a running tool suspends it; anywhere else
+``RuntimeError``).
 
 Why ``ask_human`` uses a context variable: the tool is user code called by
 the pipeline; the variable marks "a tool is running here" without threading a
@@ -62,6 +64,47 @@ class AskPause:
     tool_name: str
     tool_call_id: str
     checkpoint: Checkpoint
+
+    @property
+    def session_id(self) -> str:
+        """The paused session's id."""
+        return self.checkpoint.session_id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What one call on an agent came to: the answer or the pause, the session
+    it belongs to, and the checkpoint to continue from.
+
+    Each call returns its own, so concurrent calls on one agent never read
+    each other's "last" state (``agent.checkpoint()`` and
+    ``agent.last_snapshot()`` remain, for one-conversation scripts).
+
+    Attributes:
+        session_id: the session the call ran on.
+        answer: the answer text, or ``None`` when the run paused.
+        pause: the pause, or ``None`` when it answered.
+        checkpoint: where the session stands now: a conversation checkpoint
+            after an answer, the pause's checkpoint after a pause.
+    """
+
+    session_id: str
+    answer: str | None
+    pause: AskPause | None
+    checkpoint: Checkpoint | None
+
+    @property
+    def paused(self) -> bool:
+        """Whether the call ended in a pause."""
+        return self.pause is not None
+
+    @property
+    def value(self) -> str | AskPause:
+        """The answer text or the pause: what ``run``/``resume`` return."""
+        if self.pause is not None:
+            return self.pause
+        assert self.answer is not None
+        return self.answer
 
 
 PAUSE_KINDS: tuple[PauseKind, ...] = ("ask", "check-in", "ask-human")

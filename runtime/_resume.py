@@ -50,7 +50,7 @@ from ._chain import CallSite
 from ._config import AgentConfig
 from ._hosting import Hosting
 from ._loop import Loop
-from ._pause import AskPause, CheckInDecision
+from ._pause import AskPause, CheckInDecision, TurnResult
 from ._session import Session
 from ._tools import Tool
 from ._trace import Trace, given, resolve
@@ -72,7 +72,7 @@ class Resume:
         decision: Any,
         traceparent: str | None,
         tracestate: str | None,
-    ) -> str | AskPause:
+    ) -> TurnResult:
         """Answer the pause ``checkpoint`` names and continue the run."""
         cp = Checkpoint.coerce(checkpoint)
         caller = given(traceparent, tracestate)
@@ -101,7 +101,7 @@ class Resume:
         decision: Any,
         imported: SessionImported | None,
         caller: Trace | None,
-    ) -> str | AskPause:
+    ) -> TurnResult:
         hosting = self._hosting
         async with hosting.operating(session):
             if imported is None:
@@ -123,11 +123,12 @@ class Resume:
             trace = caller or resolve(
                 None, None, session.journal.folder.trace, self._config.new_traceparent
             )
-            return await hosting.guard(
+            out = await hosting.guard(
                 session,
                 self._continue(session, pending, call, tool, decision, trace),
                 resumed=cp.seq,
             )
+            return hosting.result(session, out)
 
     async def _continue(
         self,

@@ -44,6 +44,7 @@ from helmlog.events import (
     StoreError,
     ToolCallRequest,
     ToolDispatched,
+    TurnLimitError,
 )
 
 from ._chain import MessageVerdict
@@ -138,7 +139,7 @@ def fatal_code(exc: BaseException, *, in_provider: bool) -> tuple[str, bool]:
         return exc.error.code, exc.error.retryable
     if isinstance(exc, LedgerAppendError):
         return exc.code, exc.retryable
-    if isinstance(exc, ProviderError):
+    if isinstance(exc, ProviderError | TurnLimitError):
         return exc.code, exc.retryable
     if in_provider:
         return ProviderError.code, ProviderError.retryable

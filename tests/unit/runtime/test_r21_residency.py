@@ -210,7 +210,7 @@ async def test_r21_a_failed_activation_leaves_nothing_resident() -> None:
     assert 0 == host.resident_count
     store.down = False
     assert "turn 1" == await host.run("hi", session_id="fresh")
-    with pytest.raises(ValueError, match="already exists"):
-        await host.run("hello", session_id=sid)
+    # Named by id, the stored session activates and continues from its stream.
+    assert "turn 2" == await host.run("hello", session_id=sid)
     assert await host.recover(sid) is None
     assert 2 == host.resident_count

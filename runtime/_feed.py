@@ -1,0 +1,70 @@
+"""One session's events as an async iterator: what ``Agent.stream`` yields.
+
+Pattern: a listener (``agent.on("*", feed.put)``) that keeps the events of
+         one session in a queue, drained by an async generator until the run
+         it watches is done.
+Role:    runtime layer; ``Agent.stream`` subscribes one per call and
+         unsubscribes when the iteration ends.
+Emits:   nothing; it yields what the journal delivered.
+
+Laws: G82–G84 (it is an ordinary listener: the events come by the one
+delivery path the callbacks use, in stream order, as copies; it never steers
+the run), issue 12 item 2.
+
+Why a listener and not a second channel out of the loop: callbacks and the
+iterator must see the same events in the same order; one delivery path makes
+that true by construction.
+
+Why the run is cancelled when the iteration is closed early: the caller has
+said it no longer wants the turn. Python closes an async generator left by a
+``break`` only when it is collected, so callers that stop early close it with
+``contextlib.aclosing`` (as the docs show). The cancellation lands where the
+run next waits: between its steps (the loop yields there), or, on a store
+that waits, inside a call's record, where a call dispatched but not finished
+is left for recovery like any interrupted call (R7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncGenerator
+from typing import Any
+
+
+class SessionFeed:
+    """The events of one session, queued for ``until``."""
+
+    __slots__ = ("_items", "_ready", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self._items: deque[Any] = deque()
+        self._ready = asyncio.Event()
+
+    def put(self, event: Any) -> None:
+        """A listener: keep ``event`` if it is this session's."""
+        if getattr(event, "session_id", None) == self.session_id:
+            self._items.append(event)
+            self._ready.set()
+
+    async def until(self, run: asyncio.Future[Any]) -> AsyncGenerator[Any, None]:
+        """Yield what arrives until ``run`` is done and all of it was yielded."""
+        run.add_done_callback(lambda _: self._ready.set())
+        items = self._items
+        while True:
+            while items:
+                yield items.popleft()
+            if run.done():
+                return
+            self._ready.clear()
+            if not items and not run.done():
+                await self._ready.wait()
+
+
+async def stop(run: asyncio.Future[Any]) -> None:
+    """Cancel a run its caller left, and wait until it has recorded its end."""
+    if not run.done():
+        run.cancel()
+    # The cancelled run records its end; its outcome is no one's now.
+    await asyncio.gather(run, return_exceptions=True)
