@@ -419,4 +419,7 @@ class ProxySession:
         """P25: send one upstream notification (list_changed) to this client."""
         client = self.client
         if client is not None:
-            await client.send_notification(notification)
+            # Parsed from the wire, it keeps its envelope as extra fields.
+            root: Any = notification.root
+            clean = type(root)(method=root.method, params=root.params)
+            await client.send_notification(types.ServerNotification(clean))

@@ -76,6 +76,13 @@ async def sleepy(seconds: float) -> str:
 
 
 @UPSTREAM.tool()
+async def announce(ctx: Context[Any, Any, Any]) -> str:
+    """Tells the client the tool list changed."""
+    await ctx.session.send_tool_list_changed()
+    return "announced"
+
+
+@UPSTREAM.tool()
 def die() -> str:
     """Kills the server process mid-call."""
     import os
