@@ -328,6 +328,7 @@ class ProxyCallStarted(Event, tag="proxy.call_started", frozen=True):
     tool: str
     transport: str = "stdio"
     identity: Any = None
+    caller_meta: Any = None
     server_name: str | None = None
     server_version: str | None = None
 

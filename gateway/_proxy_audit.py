@@ -285,7 +285,12 @@ class ProxyLedger:
     # -- the audit of a call (P20) ------------------------------------------
 
     async def started(
-        self, session: ProxySession, ctx: ProxyContext, tool: str, args: Any
+        self,
+        session: ProxySession,
+        ctx: ProxyContext,
+        tool: str,
+        args: Any,
+        meta: Any = None,
     ) -> _Stream:
         """Append ``proxy.call_started`` before anything is routed."""
         self._keyed()
@@ -299,6 +304,7 @@ class ProxyLedger:
                     tool=tool,
                     transport=ctx.transport,
                     identity=ctx.identity,
+                    caller_meta=meta,
                     server_name=ctx.server_name,
                     server_version=ctx.server_version,
                 )

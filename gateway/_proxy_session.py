@@ -227,7 +227,14 @@ class ProxySession:
         ledger = proxy.ledger
         entry = None
         if ledger is not None:
-            entry = await ledger.started(self, ctx, requested, req.params.arguments)
+            meta = req.params.meta
+            entry = await ledger.started(
+                self,
+                ctx,
+                requested,
+                req.params.arguments,
+                meta.model_dump(mode="json", exclude_none=True) if meta else None,
+            )
         result: types.CallToolResult | None = None
         error: McpError | None = None
         try:

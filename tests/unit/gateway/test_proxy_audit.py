@@ -256,3 +256,53 @@ async def test_p22_a_deleted_audit_stream_is_reported_as_truncated() -> None:
     head = await store.read_head(sid)
     assert head is not None
     assert 1 == verify_chain([], chain_key(SECRET), head, session_id=sid)
+
+
+async def test_an_agent_call_through_the_proxy_can_be_correlated() -> None:
+    """Item 4: the agent's tool_call_id reaches the proxy's audit in _meta."""
+    from helmlog import Agent
+    from helmlog.gateway import mcp_client
+    from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+
+    store = MemoryEventStore()
+    proxy = _proxy(store)
+    async with (
+        proxy,
+        proxy.http_server() as url,
+        mcp_client("gate", url=url) as tools,
+    ):
+        echo = next(t for t in tools if t.name == "echo")
+        model = scripted(
+            [
+                Reply(
+                    tool_calls=[
+                        ToolCallRequest(id="c7", name="echo", args={"word": "a"})
+                    ]
+                ),
+                "done",
+            ]
+        )
+        agent = Agent.create(provider=model, model="m").tool(echo).build()
+        assert "done" == await agent.run("go")
+    (sid,) = await store.sessions()
+    started = [
+        r.decode() for r in await store.read(sid) if r.type == "proxy.call_started"
+    ]
+    assert [{"helmlog/tool_call_id": "c7"}] == [e.caller_meta for e in started]
+
+
+async def test_an_upstream_that_dies_mid_call_is_audited_as_an_error() -> None:
+    """Bad input: the client gets an MCP error and the audit records the outcome."""
+    import sys
+
+    store = MemoryEventStore()
+    upstream = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
+    proxy = McpProxy(upstream, audit=ProxyAudit(SECRET, "k1", store))
+    async with proxied(proxy) as client:
+        with pytest.raises(McpError):
+            await client.call_tool("die", {})
+    (sid,) = await store.sessions()
+    finished = [
+        r.decode() for r in await store.read(sid) if r.type == "proxy.call_finished"
+    ]
+    assert [("die", "error")] == [(e.tool, e.outcome) for e in finished]
