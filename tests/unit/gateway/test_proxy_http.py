@@ -209,3 +209,30 @@ async def test_p19_another_sessions_last_event_id_replays_nothing() -> None:
             )
     assert 404 == foreign.status_code
     assert "Unknown Last-Event-ID" == foreign.json()["error"]["message"]
+
+
+async def test_p19_a_valid_last_event_id_replays_only_its_streams_later_events() -> (
+    None
+):
+    """P19: replay after an id sends that stream's later events, no other stream's."""
+    import mcp.types as types
+
+    from helmlog.gateway._proxy_http import SessionEventStore
+
+    def note(n: int) -> types.JSONRPCMessage:
+        return types.JSONRPCMessage(
+            types.JSONRPCNotification(jsonrpc="2.0", method=f"n{n}")
+        )
+
+    store = SessionEventStore()
+    first = await store.store_event("a", note(1))
+    await store.store_event("b", note(2))
+    await store.store_event("a", note(3))
+    sent: list[str] = []
+
+    async def send(event: Any) -> None:
+        sent.append(event.message.root.method)
+
+    assert "a" == await store.replay_events_after(first, send)
+    assert ["n3"] == sent
+    assert None is await store.replay_events_after("f" * 32, send)

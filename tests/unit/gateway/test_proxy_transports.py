@@ -143,3 +143,36 @@ async def test_an_upstream_that_dies_mid_call_is_an_mcp_error() -> None:
         with pytest.raises(McpError):
             await client.call_tool("die", {})
     assert ["error"] == [e.outcome for e in seen]
+
+
+async def test_p25_meta_is_forwarded_on_routed_and_pass_through_calls() -> None:
+    """P25: the request's _meta reaches the upstream unchanged on both routes."""
+
+    async def layer(req: Any, next: Any, ctx: Any) -> Any:
+        return await next(req)
+
+    for pass_through in ((), ("meta_seen",)):
+        proxy = McpProxy(
+            UPSTREAM, tool_middleware=[layer], pass_through_tools=pass_through
+        )
+        async with proxied(proxy) as client:
+            out = await client.call_tool("meta_seen", {}, meta={"trace": "t1"})
+        assert '{"trace": "t1"}' == out.content[0].text  # type: ignore[union-attr]
+
+
+async def test_p24_binding_beyond_loopback_without_a_resolver_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """P24: one warning naming the host when bound elsewhere without a resolver."""
+    from helmlog.gateway import _proxy_http
+
+    _proxy_http._warned.clear()
+    proxy = McpProxy(UPSTREAM)
+    async with proxy:
+        for _ in range(2):
+            async with proxy.http_server("0.0.0.0", 0):
+                pass
+    warnings = [
+        r for r in caplog.records if "without an identity resolver" in r.message
+    ]
+    assert 1 == len(warnings)

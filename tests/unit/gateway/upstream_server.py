@@ -15,6 +15,7 @@ servers it did not write (issue 10), and FastMCP is what most of them use.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -80,6 +81,13 @@ async def announce(ctx: Context[Any, Any, Any]) -> str:
     """Tells the client the tool list changed."""
     await ctx.session.send_tool_list_changed()
     return "announced"
+
+
+@UPSTREAM.tool()
+def meta_seen(ctx: Context[Any, Any, Any]) -> str:
+    """What ``_meta`` the request carried, as JSON."""
+    meta = ctx.request_context.meta
+    return json.dumps(meta.model_dump(exclude_none=True) if meta else None)
 
 
 @UPSTREAM.tool()
