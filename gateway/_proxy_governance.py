@@ -145,7 +145,8 @@ class Governance:
         if found is None:
             # The upstream judges its own schema; S3's validation here checks
             # that the arguments the walk produced are an object.
-            found = Tool(name, "", _ANY_OBJECT, _execute, self.proxy.upstream.label)
+            source = self.proxy.upstream_init.serverInfo.name  # S2: the upstream's
+            found = Tool(name, "", _ANY_OBJECT, _execute, source)
             self._tools[name] = found
         return found
 
