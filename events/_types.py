@@ -7,7 +7,8 @@ Role:    events layer; the runtime appends these through its journal, stores
 Emits:   nothing; these are the emissions.
 
 Laws: R12 (the envelope; ``stream.token`` is the one transient type), R13
-(the types), R9 (``session.imported`` records that a session was seeded from a
+(the types; the proxy's audit types, P20–P22), R9 (``session.imported``
+records that a session was seeded from a
 pause checkpoint, with the checkpoint's digest), issue 8 item 8 (the W3C
 trace context of a turn — ``traceparent``, ``tracestate`` — is recorded on the
 event that opens it and on each that continues it elsewhere: a resume, an
@@ -319,6 +320,54 @@ class WindowCompacted(Event, tag="window.compacted", frozen=True):
     dropped_observations: tuple[str, ...] = ()
 
 
+class ProxyCallStarted(Event, tag="proxy.call_started", frozen=True):
+    """The MCP proxy received a tool call, before routing it (P20)."""
+
+    type: ClassVar[str] = "proxy.call_started"
+    request_id: str
+    tool: str
+    transport: str = "stdio"
+    identity: Any = None
+    caller_meta: Any = None
+    server_name: str | None = None
+    server_version: str | None = None
+
+
+class ProxyCallFinished(Event, tag="proxy.call_finished", frozen=True):
+    """What one proxied tool call came to, before the response leaves (P20, P23).
+
+    ``input_raw``/``output_raw`` are stored for the low and medium tiers;
+    the high tier stores them only sealed (``input_sealed``/``output_sealed``,
+    AES-256-GCM). Every tier stores the digests.
+    """
+
+    type: ClassVar[str] = "proxy.call_finished"
+    request_id: str
+    route: str
+    tool: str
+    outcome: str
+    input_digest: str
+    output_digest: str
+    forwarded_tool: str | None = None
+    rejection_reason: str | None = None
+    duration_ms: float = 0.0
+    sensitivity: str = "high"
+    input_raw: Any = None
+    output_raw: Any = None
+    input_sealed: str | None = None
+    output_sealed: str | None = None
+    identity: Any = None
+    server_name: str | None = None
+    server_version: str | None = None
+
+
+class ProxySessionClosed(Event, tag="proxy.session_closed", frozen=True):
+    """A proxy session ended; ``manifest`` is its signed summary (P18, P22)."""
+
+    type: ClassVar[str] = "proxy.session_closed"
+    manifest: dict[str, Any]
+
+
 class UnknownEvent(msgspec.Struct, frozen=True, kw_only=True):
     """An event whose ``type`` this reader does not know (R10): reported, skipped."""
 
@@ -350,6 +399,9 @@ AnyEvent = (
     | ToolDispatched
     | ToolOutcomeUnknown
     | WindowCompacted
+    | ProxyCallStarted
+    | ProxyCallFinished
+    | ProxySessionClosed
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -371,6 +423,9 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     ToolDispatched,
     ToolOutcomeUnknown,
     WindowCompacted,
+    ProxyCallStarted,
+    ProxyCallFinished,
+    ProxySessionClosed,
 )
 EVENT_TYPES: frozenset[str] = frozenset(c.type for c in EVENT_CLASSES)
 

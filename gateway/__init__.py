@@ -1,13 +1,38 @@
-"""helmlog.gateway — network edges: MCP serve and client; the proxy to come.
+"""helmlog.gateway — network edges: MCP serve, MCP client, the MCP proxy.
 
 Sits on top of every other layer (ARCHITECTURE.md). ``mcp_serve`` serves
 governed tools over MCP with their own chain (section S, S1–S6 of the laws);
 ``mcp_client`` connects to an MCP server and hands back ``Tool`` objects
-stamped with the client's name as their source (S7, S8). ``McpProxy`` and the
-HTTP app (section P) land with their own issues.
+stamped with the client's name as their source (S7, S8). ``McpProxy`` puts
+onion middleware, hidden and pass-through routing, helmlog governance links
+and one keyed audit chain in front of any MCP server (section P).
 """
 
 from ._client import mcp_client
+from ._proxy import McpProxy
+from ._proxy_audit import ProxyAudit, merkle_root, open_payload, verify_manifest
+from ._proxy_layers import (
+    ProxyContext,
+    RejectionReason,
+    compose,
+    mark_pass_through_observer,
+)
+from ._proxy_session import ToolCallTelemetry
 from ._serve import mcp_serve
+from ._upstream import UpstreamError
 
-__all__ = ["mcp_client", "mcp_serve"]
+__all__ = [
+    "McpProxy",
+    "ProxyAudit",
+    "ProxyContext",
+    "RejectionReason",
+    "ToolCallTelemetry",
+    "UpstreamError",
+    "compose",
+    "mark_pass_through_observer",
+    "mcp_client",
+    "mcp_serve",
+    "merkle_root",
+    "open_payload",
+    "verify_manifest",
+]

@@ -12,7 +12,9 @@ Laws: S7 (the server's ``name``, ``description`` and ``input_schema``;
 same-named tools apart, G78), S8 (a server's tool error is raised as
 ``MCP tool '<tool>' (server '<name>') returned an error: <text>``; a transport
 failure as ``MCP tool '<tool>' (server '<name>') failed: <message>``, so the
-agent's after-tool walk sees ``error=True`` — G18).
+agent's after-tool walk sees ``error=True`` — G18), issue 10 item 4 (the
+agent's ``tool_call_id`` rides in the request's ``_meta`` under
+``helmlog/tool_call_id``, so a proxy's audit can be correlated with it).
 
 Why the remote error is raised rather than returned: to the agent a remote
 tool that failed is a tool that raised, and the pipeline already knows what
@@ -32,8 +34,12 @@ import mcp.types as types
 from mcp.client.session import ClientSession
 
 from helmlog.runtime import Tool
+from helmlog.runtime.lowlevel import running_tool
 
 from ._serve import ServedTools
+
+CALL_ID_META = "helmlog/tool_call_id"
+"""The ``_meta`` key carrying the calling agent's ``tool_call_id``."""
 
 
 class McpToolError(Exception):
@@ -185,8 +191,12 @@ class McpClient:
             raise McpToolError(
                 failed_text(tool_name, self.name, "the client is not connected")
             )
+        # Correlation (issue 10 item 4): the agent's call id rides in ``_meta``,
+        # so a proxy's audit of this call names the agent's call.
+        call_id = running_tool().get()
+        meta = {CALL_ID_META: call_id} if call_id is not None else None
         try:
-            result = await session.call_tool(tool_name, arguments)
+            result = await session.call_tool(tool_name, arguments, meta=meta)
         except Exception as exc:
             raise McpToolError(
                 failed_text(tool_name, self.name, str(exc) or type(exc).__name__)

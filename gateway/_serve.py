@@ -6,7 +6,9 @@ Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
          second copy of it.
 Role:    gateway layer; ``mcp_serve(tools, name=..., tool_middleware=...)``
          returns a ``ServedTools`` that lists the tools and answers calls,
-         over stdio (``serve_stdio``) or any pair of MCP streams (``run``).
+         over stdio (``serve_stdio``), Streamable HTTP (``http_app``,
+         ``serve_http``, ``http_server``: the SDK's session manager on
+         Starlette/uvicorn) or any pair of MCP streams (``run``).
 Emits:   ``middleware.decision`` rows and facts, into one stream per MCP
          session (one per process on stdio), through ``Journal``.
 
@@ -14,8 +16,9 @@ Laws: S1 (both moments run here, in ``ToolPipeline``, as in an agent),
 S2 (``tool_call_id="mcp-<name>-<n>"``, iteration 0, history ``()``, identity
 from the transport, ``tool_source`` = the served tool's own), S3 (unknown
 tool → before-tool → validation → credentials → execute → after-tool →
-serialization: the pipeline's order; no permission gate is configured and
-``_Session.dispatched`` records nothing yet), S4 (what the client receives;
+serialization: the pipeline's order; no permission gate is configured, and
+``_Session.dispatched`` appends ``tool.dispatched`` before ``execute``, R7),
+S4 (what the client receives;
 a raise still gets the after-tool walk with ``error=True``; an ask is the
 walker's denial under ``SERVED``), S5 (no ``check_in``: refused here at
 construction and by ``SERVED`` in the pipeline; ``ask_human`` is a tool
@@ -33,18 +36,25 @@ an MCP error, not a tool result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
+import anyio
 import mcp.types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 
-from helmlog.events import EventStore, LedgerAppendError, MemoryEventStore
+from helmlog.events import (
+    EventStore,
+    LedgerAppendError,
+    MemoryEventStore,
+    ToolDispatched,
+)
 from helmlog.runtime import Tool, wall_clock_ms
 from helmlog.runtime.lowlevel import (
     SERVED,
@@ -102,10 +112,29 @@ class _Session:
     async def dispatched(
         self, tool: Tool, tool_call_id: str, args: Any, attempt: int
     ) -> None:
-        """Nothing yet: a served call records no ``tool.dispatched`` (S6).
+        """Append ``tool.dispatched`` immediately before ``execute`` (R7).
 
-        Issue 10 item 5 records it here, before ``execute`` (R7).
+        Raises:
+            McpError: the append failed (``LEDGER_UNAVAILABLE``); the tool
+                does not run.
         """
+        async with self.lock:
+            try:
+                if self.journal.broken:
+                    self.journal = await self.journal.reopened()
+                self.journal.add(
+                    ToolDispatched(
+                        tool_name=tool.name,
+                        tool_call_id=tool_call_id,
+                        args=args,
+                        attempt=attempt,
+                    )
+                )
+                await self.journal.flush()
+            except Exception as exc:
+                self.journal.broken = True
+                self.journal.discard()
+                raise _ledger_error(str(exc) or type(exc).__name__) from exc
 
 
 class ServedTools:
@@ -181,6 +210,56 @@ class ServedTools:
 
         async with stdio_server() as (read_stream, write_stream):
             await self.run(read_stream, write_stream)
+
+    def http_app(self, *, json_response: bool = False) -> Any:
+        """A Starlette ASGI app serving these tools at ``/mcp`` (Streamable HTTP).
+
+        Each MCP session it holds is a serving session with its own stream
+        (S6). Its lifespan runs the SDK's session manager.
+        """
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from starlette.applications import Starlette
+        from starlette.routing import Mount
+
+        manager = StreamableHTTPSessionManager(self.server, json_response=json_response)
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Any) -> AsyncIterator[None]:
+            async with manager.run():
+                yield
+
+        return Starlette(
+            routes=[Mount("/mcp", app=manager.handle_request)], lifespan=lifespan
+        )
+
+    @contextlib.asynccontextmanager
+    async def http_server(
+        self, host: str = "127.0.0.1", port: int = 0
+    ) -> AsyncIterator[str]:
+        """Serve over Streamable HTTP inside the block; yields the endpoint URL."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.http_app(), host=host, port=port, log_level="warning"
+        )
+        server = uvicorn.Server(config)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            with anyio.fail_after(30):
+                while not server.started:
+                    if server.should_exit:
+                        raise OSError(f"mcp_serve could not listen on {host}:{port}")
+                    await anyio.sleep(0.01)
+            bound = server.servers[0].sockets[0].getsockname()[1]
+            try:
+                yield f"http://{host}:{bound}/mcp/"
+            finally:
+                server.should_exit = True
+
+    async def serve_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
+        """Serve over Streamable HTTP on ``host:port`` until cancelled."""
+        async with self.http_server(host, port):
+            await anyio.sleep_forever()
 
     def on(self, event_type: str, fn: Callable[[Any], Any]) -> Callable[[], None]:
         """Listen to the serving sessions' recorded events (``"*"`` for all)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,9 @@ def load_factory(spec: str) -> Callable[[EventStore], Agent]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"--agent takes module:function, got {spec!r}")
+    here = os.getcwd()
+    if here not in sys.path:  # the agent's module sits beside the operator
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

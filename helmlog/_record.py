@@ -25,6 +25,8 @@ the folded state has already flattened.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 from collections.abc import Callable
@@ -52,9 +54,19 @@ _encoder = msgspec.json.Encoder(enc_hook=str)
 
 
 def chain_key_from_env() -> bytes | None:
-    """The chain key from ``$HELMLOG_CHAIN_KEY``, if set."""
+    """The chain key from ``$HELMLOG_CHAIN_KEY``, if set.
+
+    Else, with ``$HELMLOG_AUDIT_SECRET`` set, the MCP proxy's audit chain key
+    derived from it (P21: ``HMAC-SHA256(secret, b"helmlog/v1/chain")``), so
+    ``verify`` checks a proxy session as it checks an agent's.
+    """
     value = os.environ.get(CHAIN_KEY_ENV)
-    return value.encode() if value else None
+    if value:
+        return value.encode()
+    secret = os.environ.get("HELMLOG_AUDIT_SECRET")
+    if secret:
+        return hmac.new(secret.encode(), b"helmlog/v1/chain", hashlib.sha256).digest()
+    return None
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -156,6 +168,17 @@ def timeline_row(event: Any) -> tuple[str, str, str] | None:
             "error",
             f"{event.code}" + (f" at {event.phase}" if event.phase else ""),
         )
+    if t == "proxy.call_started":
+        return seq, "proxy call", f"{event.tool} ({event.transport})"
+    if t == "proxy.call_finished":
+        reason = f" {event.rejection_reason}" if event.rejection_reason else ""
+        return (
+            seq,
+            "proxy result",
+            f"{event.tool} via {event.route}: {event.outcome}{reason}",
+        )
+    if t == "proxy.session_closed":
+        return seq, "proxy closed", f"{event.manifest.get('event_count')} events"
     if isinstance(event, UnknownEvent):
         return seq, "unknown", f"event type '{t}' this reader does not know"
     return seq, t, ""

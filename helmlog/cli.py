@@ -8,8 +8,9 @@ Emits:   nothing itself; commands record through the agents they run.
 Laws: R18 (the command line; ``demo`` runs governed scripted sessions with no
 server, ``--sessions N``, ``--store URL``, ``--cluster`` on a redis-server it
 starts itself when no store is given; ``asks`` reads the pending-asks index),
-R22 (``recover`` finishes, per R7, the unfinished turns the open-turns index
-names, or one named session).
+R18's ``mcp-proxy`` (``helmlog/_proxy_cli.py``), R22 (``recover`` finishes,
+per R7, the unfinished turns the open-turns index names, or one named
+session).
 
 Why commands stay thin: the scenario, the stores and the renderers live in
 modules a test can call directly; a command only wires them to options, so
@@ -587,6 +588,41 @@ def recover(
         )
     if any(d.outcome == "failed" for d in done):
         raise typer.Exit(1)
+
+
+UPSTREAM_HELP = 'The upstream MCP server as a command line ("python server.py").'
+UPSTREAM_URL_HELP = "The upstream MCP server's Streamable HTTP URL."
+HTTP_HELP = "Serve clients over Streamable HTTP on HOST:PORT (default: stdio)."
+POLICY_HELP = (
+    "module:attr naming a mapping of McpProxy options, importable from the "
+    "current directory."
+)
+PROXY_STORE_HELP = (
+    "Event store URL for the proxy's sessions (governance rows, the audit with "
+    "$HELMLOG_AUDIT_SECRET set): memory:// or redis://host:port/db."
+)
+
+
+@app.command("mcp-proxy")
+def mcp_proxy(
+    upstream: Annotated[str | None, typer.Option(help=UPSTREAM_HELP)] = None,
+    upstream_url: Annotated[str | None, typer.Option(help=UPSTREAM_URL_HELP)] = None,
+    http: Annotated[str | None, typer.Option(help=HTTP_HELP)] = None,
+    policy: Annotated[str | None, typer.Option(help=POLICY_HELP)] = None,
+    store: Annotated[str | None, typer.Option(help=PROXY_STORE_HELP)] = None,
+) -> None:
+    """Run the MCP governance proxy in front of an MCP server (section P)."""
+    from helmlog._proxy_cli import ProxyCliError, build_proxy, run_proxy
+
+    try:
+        proxy = build_proxy(upstream, upstream_url, policy, store)
+        asyncio.run(run_proxy(proxy, http, lambda line: typer.echo(line, err=True)))
+    except KeyboardInterrupt:
+        return
+    except (ProxyCliError, HelmlogError, OSError) as exc:
+        # One line, never wrapped: a script reads the reason from stderr.
+        typer.echo(f"helmlog mcp-proxy failed: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

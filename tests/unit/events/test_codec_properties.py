@@ -44,6 +44,8 @@ def _strategy(t: mi.Type) -> st.SearchStrategy[Any]:
         return st.booleans()
     if isinstance(t, mi.IntType):
         return st.integers(0, 2**40)
+    if isinstance(t, mi.FloatType):
+        return st.floats(-1e9, 1e9, allow_nan=False)
     if isinstance(t, mi.NoneType):
         return st.none()
     if isinstance(t, mi.AnyType):
@@ -133,6 +135,16 @@ REQUIRED: dict[str, list[str]] = {
     "pause.resume": ["kind", "tool_call_id"],
     "error.fatal": ["code"],
     "message.committed": ["message"],
+    "proxy.call_started": ["request_id", "tool"],
+    "proxy.call_finished": [
+        "request_id",
+        "route",
+        "tool",
+        "outcome",
+        "input_digest",
+        "output_digest",
+    ],
+    "proxy.session_closed": ["manifest"],
     "conversation.seeded": [],
     "session.imported": ["kind", "checkpoint_digest"],
     "tool.dispatched": ["tool_name", "tool_call_id"],

@@ -442,9 +442,11 @@ async def test_s6_every_decision_is_a_row_stored_once_and_its_fact_published() -
     )
     await call(served, "echo", {"word": "hi"})
     events = await stored(served)
-    assert ["decision.filed", "decision.filed"] == [e.type for e in events]
+    assert ["decision.filed", "tool.dispatched", "decision.filed"] == [
+        e.type for e in events
+    ]
     facts = await served.store.read_facts()
-    assert [(served.session_ids[0], 1), (served.session_ids[0], 2)] == [
+    assert [(served.session_ids[0], 1), (served.session_ids[0], 3)] == [
         (f.session_id, f.seq) for f in facts
     ]
     assert [("audit", "before-tool"), ("audit", "after-tool")] == [

@@ -127,6 +127,9 @@ EVENTS = [
     "PendingPause",
     "RedisEventStore",
     "ProviderError",
+    "ProxyCallFinished",
+    "ProxyCallStarted",
+    "ProxySessionClosed",
     "RecoveryRequiredError",
     "SequenceConflictError",
     "SessionImported",
@@ -273,7 +276,21 @@ ACTORS = [
     "ToolExecutor",
     "host_for",
 ]
-GATEWAY = ["mcp_client", "mcp_serve"]
+GATEWAY = [
+    "McpProxy",
+    "ProxyAudit",
+    "ProxyContext",
+    "RejectionReason",
+    "ToolCallTelemetry",
+    "UpstreamError",
+    "compose",
+    "mark_pass_through_observer",
+    "mcp_client",
+    "mcp_serve",
+    "merkle_root",
+    "open_payload",
+    "verify_manifest",
+]
 LOWLEVEL = [
     "IN_AGENT",
     "SERVED",

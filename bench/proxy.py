@@ -1,0 +1,236 @@
+"""Benchmark the MCP proxy: latency it adds to a tools/call, stdio and HTTP.
+
+Pattern: one script, one run; the upstream (a FastMCP server, this file
+         with ``serve``/``serve-http``) and ``helmlog mcp-proxy`` run as their
+         own processes, so the client, the proxy and the upstream do not share
+         an interpreter; a human summary, then exactly one JSON line.
+Role:    bench; run as ``uv run python bench/proxy.py`` (``--quick`` for a
+         smoke run).
+Emits:   the summary on stdout, ending with ``{"bench": "proxy",
+         "added_ms_p50_stdio", "added_ms_p99_stdio", "added_ms_p50_http",
+         "added_ms_p99_http", ...}`` (the headline figures with the audit
+         off; ``*_audit`` with it on).
+
+Laws: P20 (the audited runs append ``proxy.call_started`` and
+``proxy.call_finished`` around every call), P21 (keyed), P23 (the default
+tier, high: payloads sealed with AES-256-GCM).
+
+Method: the same SDK client calls the upstream's ``echo`` directly and
+through the proxy, alternating one call of each so a burst of load lands on
+both alike; ``added`` is the proxied percentile minus the direct one, over
+``CALLS`` calls after ``WARMUP``. Targets (issue 10): at most 1 ms added at
+p50 with the audit off, at most 2 ms with it on.
+
+Why separate processes: a proxy is a hop; measured in the client's process
+its work would compete with the client's for one interpreter, and the figure
+would not be the one an operator sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[1]
+TARGET_P50_MS = 1.0
+TARGET_P50_AUDIT_MS = 2.0
+
+
+def serve(http_port: int | None) -> None:
+    """The upstream: a FastMCP server with one trivial tool."""
+    import logging
+
+    from mcp.server.fastmcp import FastMCP
+
+    logging.disable(logging.INFO)
+    server = FastMCP("bench-upstream", log_level="WARNING")
+
+    @server.tool()
+    def echo(word: str) -> str:
+        """Echo."""
+        return word
+
+    if http_port is None:
+        server.run("stdio")
+    else:
+        server.settings.port = http_port
+        server.run("streamable-http")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[Any]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("a bench server did not start") from None
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _process(args: list[str], env: dict[str, str], port: int) -> Any:
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_port(port, proc)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _env(audit: bool) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("HELMLOG_AUDIT_SECRET", None)
+    if audit:
+        env["HELMLOG_AUDIT_SECRET"] = "bench secret"
+    return env
+
+
+@contextlib.asynccontextmanager
+async def _stdio(command: list[str], env: dict[str, str]) -> AsyncIterator[Any]:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    with open(os.devnull, "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+@contextlib.asynccontextmanager
+async def _http(url: str) -> AsyncIterator[Any]:
+    import httpx
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def _alternate(
+    direct: Any, proxied: Any, calls: int, warmup: int
+) -> dict[str, float]:
+    times: dict[str, list[float]] = {"direct": [], "proxied": []}
+    for i in range(calls + warmup):
+        for name, session in (("direct", direct), ("proxied", proxied)):
+            started = time.perf_counter()
+            await session.call_tool("echo", {"word": "hello"})
+            if i >= warmup:
+                times[name].append((time.perf_counter() - started) * 1000)
+    out: dict[str, float] = {}
+    for name, values in times.items():
+        values.sort()
+        out[f"{name}_p50"] = statistics.median(values)
+        out[f"{name}_p99"] = values[min(len(values) - 1, int(len(values) * 0.99))]
+    out["added_p50"] = out["proxied_p50"] - out["direct_p50"]
+    out["added_p99"] = out["proxied_p99"] - out["direct_p99"]
+    return out
+
+
+async def _stdio_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
+    upstream = [sys.executable, str(HERE), "serve"]
+    proxy = [
+        sys.executable,
+        "-m",
+        "helmlog.cli",
+        "mcp-proxy",
+        "--upstream",
+        " ".join(upstream),
+    ]
+    async with _stdio(upstream, _env(False)) as direct, _stdio(proxy, _env(audit)) as p:
+        return await _alternate(direct, p, calls, warmup)
+
+
+async def _http_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
+    up_port, proxy_port = _free_port(), _free_port()
+    upstream = [sys.executable, str(HERE), "serve-http", str(up_port)]
+    up_url = f"http://127.0.0.1:{up_port}/mcp"
+    proxy = [
+        sys.executable,
+        "-m",
+        "helmlog.cli",
+        "mcp-proxy",
+        "--upstream-url",
+        up_url,
+        "--http",
+        f"127.0.0.1:{proxy_port}",
+    ]
+    with (
+        _process(upstream, _env(False), up_port),
+        _process(proxy, _env(audit), proxy_port),
+    ):
+        async with (
+            _http(up_url) as direct,
+            _http(f"http://127.0.0.1:{proxy_port}/mcp") as p,
+        ):
+            return await _alternate(direct, p, calls, warmup)
+
+
+def main() -> int:
+    quick = "--quick" in sys.argv
+    calls, warmup = (60, 10) if quick else (400, 40)
+    results: dict[str, dict[str, float]] = {}
+    for transport, run in (("stdio", _stdio_run), ("http", _http_run)):
+        for audit in (False, True):
+            key = f"{transport}{'_audit' if audit else ''}"
+            results[key] = asyncio.run(run(audit, calls, warmup))
+            r = results[key]
+            print(
+                f"{key:>10}: direct p50 {r['direct_p50']:.3f} ms p99 "
+                f"{r['direct_p99']:.3f} ms | proxied p50 {r['proxied_p50']:.3f} ms "
+                f"p99 {r['proxied_p99']:.3f} ms | added p50 {r['added_p50']:.3f} ms "
+                f"p99 {r['added_p99']:.3f} ms"
+            )
+    line: dict[str, Any] = {"bench": "proxy", "calls": calls}
+    for key, r in results.items():
+        suffix = "_audit" if key.endswith("_audit") else ""
+        transport = key.removesuffix("_audit")
+        line[f"added_ms_p50_{transport}{suffix}"] = round(r["added_p50"], 3)
+        line[f"added_ms_p99_{transport}{suffix}"] = round(r["added_p99"], 3)
+        line[f"direct_ms_p50_{transport}{suffix}"] = round(r["direct_p50"], 3)
+    line["targets_met"] = all(
+        line[f"added_ms_p50_{t}"] <= TARGET_P50_MS
+        and line[f"added_ms_p50_{t}_audit"] <= TARGET_P50_AUDIT_MS
+        for t in ("stdio", "http")
+    )
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(None)
+    elif sys.argv[1:2] == ["serve-http"]:
+        serve(int(sys.argv[2]))
+    else:
+        raise SystemExit(main())

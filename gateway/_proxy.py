@@ -1,0 +1,368 @@
+"""The MCP governance proxy: cross-cutting rules in front of any MCP server.
+
+Pattern: a proxy (mcpose's, seed 001) whose options are compiled once into
+         three onion pipelines, routing sets and observers; each client
+         session gets its own ``ProxySession`` (server and pipelines) over
+         one upstream connection.
+Role:    gateway layer; ``McpProxy(upstream, ...)`` connects to the upstream
+         (``async with proxy`` or ``await proxy.start()``), then serves
+         clients over stdio (``serve_stdio``, ``run``) or Streamable HTTP
+         (``http_app``, ``serve_http``; ``_proxy_http.py``).
+Emits:   ``on_telemetry`` per tool call; with ``governance=`` its rows and
+         facts, with ``audit=`` the audit chain, both into one stream per
+         proxy session (``_proxy_audit.py``, ``_proxy_governance.py``).
+
+Laws: P3 (option sequences are response-processing order, compiled with
+``layers_of``; never mutated: they are copied to tuples here), P8 (hidden
+sets or predicates; pass-through sets), P13 (the marked layers of each
+option also form the pass-through observers, at their positions), P14
+(``governance`` is the innermost layer), P16 (an observer that raises is
+logged and changes nothing), P17/P24 (session limits and their defaults),
+P25 (refuse to start against an upstream that does not initialize;
+list_changed fans out to every live session).
+
+Why one upstream connection for every session: the upstream is a server the
+operator runs once; sessions are the clients'. Requests are independent
+JSON-RPC calls on one client session, which the SDK multiplexes by id.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import mcp.types as types
+
+from helmlog.events import EventStore
+
+from ._proxy_layers import (
+    Layer,
+    ProxyContext,
+    compose,
+    is_pass_through_observer,
+    layers_of,
+    visibility,
+)
+from ._proxy_session import ProxySession, ToolCallTelemetry
+from ._upstream import Upstream
+
+log = logging.getLogger("helmlog.proxy")
+
+DEFAULT_SESSION_TTL_S = 1800.0
+DEFAULT_MAX_SESSIONS = 1000
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+_LIST_CHANGED = (
+    types.ToolListChangedNotification,
+    types.ResourceListChangedNotification,
+    types.PromptListChangedNotification,
+)
+
+
+def _sequence(option: Iterable[Layer], what: str) -> tuple[Layer, ...]:
+    layers = tuple(option)
+    for layer in layers:
+        if not callable(layer):
+            raise TypeError(f"{what}: {layer!r} is not a middleware callable")
+    return layers
+
+
+class McpProxy:
+    """A governance proxy in front of one MCP server (section P).
+
+    Args:
+        upstream: a URL (Streamable HTTP), a command as a list of strings
+            (stdio), or an in-process server (FastMCP, a low-level
+            ``Server``, an ``mcp_serve`` result).
+        name: the proxy's server name (P25), also the governance
+            ``tool_call_id`` prefix.
+        version: the proxy's server version (P25).
+        tool_middleware: ``tools/call`` layers, innermost first (P3).
+        resource_middleware: ``resources/read`` layers, innermost first.
+        list_tools_middleware: ``tools/list`` layers, innermost first.
+        hidden_tools: names, or a predicate ``(name, ctx) -> bool`` (P8).
+        hidden_resources: URIs, or a predicate ``(uri, ctx) -> bool``.
+        pass_through_tools: names forwarded as-is (P12).
+        pass_through_resources: URIs forwarded as-is.
+        governance: helmlog tool links, the innermost layer (P14).
+        on_telemetry: called once per tool call (P15).
+        on_event: called with every event the proxy records.
+        on_manifest: called with each session's audit manifest (P22).
+        on_session_closed: awaited once per session end (P18).
+        resolve_identity: ``(headers) -> identity`` or ``(identity,
+            delegated_from)``, once per session (P17); may be async.
+        max_sessions: HTTP sessions at once, initializing ones included.
+        session_ttl_s: an HTTP session's absolute lifetime.
+        max_body_bytes: the largest HTTP request body.
+        audit: a ``ProxyAudit`` (P20–P22), or ``None``.
+        sensitivity: ``(tool, identity, args) -> "low"|"medium"|"high"`` (P23).
+        store: where governance rows go without an audit (memory by default).
+        allowed_hosts: ``Host`` values the HTTP proxy accepts (P24).
+        allowed_origins: ``Origin`` values the HTTP proxy accepts (P24).
+    """
+
+    def __init__(
+        self,
+        upstream: Any,
+        *,
+        name: str = "helmlog-proxy",
+        version: str = "1",
+        tool_middleware: Sequence[Layer] = (),
+        resource_middleware: Sequence[Layer] = (),
+        list_tools_middleware: Sequence[Layer] = (),
+        hidden_tools: Any = None,
+        hidden_resources: Any = None,
+        pass_through_tools: Iterable[str] = (),
+        pass_through_resources: Iterable[str] = (),
+        governance: Sequence[Any] = (),
+        on_telemetry: Callable[[ToolCallTelemetry], Any] | None = None,
+        on_event: Callable[[Any], Any] | None = None,
+        on_manifest: Callable[[Any], Any] | None = None,
+        on_session_closed: Callable[[str], Any] | None = None,
+        resolve_identity: Callable[[Mapping[str, str]], Any] | None = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        session_ttl_s: float = DEFAULT_SESSION_TTL_S,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        audit: Any = None,
+        sensitivity: Callable[[str, Any, Any], str] | None = None,
+        store: EventStore | None = None,
+        allowed_hosts: Sequence[str] | None = None,
+        allowed_origins: Sequence[str] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("McpProxy needs a non-empty name")
+        if max_sessions < 0 or session_ttl_s <= 0 or max_body_bytes <= 0:
+            raise ValueError(
+                "McpProxy: max_sessions >= 0, session_ttl_s > 0 and max_body_bytes > 0"
+            )
+        self.name = name
+        self.version = version
+        self.upstream = Upstream(upstream, self._upstream_notification)
+        tools = _sequence(tool_middleware, "tool_middleware")
+        resources = _sequence(resource_middleware, "resource_middleware")
+        lists = _sequence(list_tools_middleware, "list_tools_middleware")
+        self.tool_pipeline = compose(layers_of(tools))
+        self.resource_pipeline = compose(layers_of(resources))
+        self.list_tools_pipeline = compose(layers_of(lists))
+        self.tool_observers = compose(
+            x for x in layers_of(tools) if is_pass_through_observer(x)
+        )
+        self.resource_observers = compose(
+            x for x in layers_of(resources) if is_pass_through_observer(x)
+        )
+        self._hidden_tools = visibility(hidden_tools, "hidden_tools")
+        self._hidden_resources = visibility(hidden_resources, "hidden_resources")
+        self.pass_through_tools = frozenset(pass_through_tools)
+        self.pass_through_resources = frozenset(pass_through_resources)
+        self.on_telemetry = on_telemetry
+        self.on_event = on_event
+        self.on_manifest = on_manifest
+        self.on_session_closed = on_session_closed
+        self.resolve_identity = resolve_identity
+        self.max_sessions = max_sessions
+        self.session_ttl_s = session_ttl_s
+        self.max_body_bytes = max_body_bytes
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
+        self.sensitivity = sensitivity
+        self.sessions: set[ProxySession] = set()
+        self.stdio_session_id = f"stdio-{uuid.uuid4()}"
+        from ._proxy_audit import ProxyLedger
+        from ._proxy_governance import Governance
+
+        self.ledger: ProxyLedger | None = None
+        self.records = ProxyLedger.of(self, audit, store)
+        if audit is not None:
+            self.ledger = self.records
+        links = list(governance)
+        self.governance: Governance | None = Governance(self, links) if links else None
+
+    def __repr__(self) -> str:
+        return f"McpProxy(name={self.name!r}, upstream={self.upstream.label!r})"
+
+    # -- lifecycle --------------------------------------------------------
+
+    @property
+    def upstream_init(self) -> types.InitializeResult:
+        """The upstream's initialize result (P25: what the proxy mirrors)."""
+        init = self.upstream.init
+        if init is None:
+            raise RuntimeError("McpProxy is not started: use `async with proxy`")
+        return init
+
+    async def start(self) -> McpProxy:
+        """Connect to and initialize the upstream (P25).
+
+        Raises:
+            UpstreamError: it did not start or did not initialize.
+        """
+        await self.upstream.open()
+        return self
+
+    async def close(self) -> None:
+        """Disconnect from the upstream."""
+        await self.upstream.close()
+
+    async def __aenter__(self) -> McpProxy:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- routing ----------------------------------------------------------
+
+    def is_hidden_tool(self, name: str, ctx: ProxyContext) -> bool:
+        """P8: hidden by name or predicate; a raising predicate hides (fail closed)."""
+        return _decide(self._hidden_tools, name, ctx, "hidden_tools")
+
+    def is_hidden_resource(self, uri: str, ctx: ProxyContext) -> bool:
+        """P8: the same on the exact URI."""
+        return _decide(self._hidden_resources, uri, ctx, "hidden_resources")
+
+    # -- observers --------------------------------------------------------
+
+    def telemetry(self, event: ToolCallTelemetry) -> None:
+        """P15, P16: hand one telemetry event over; a failure is only logged."""
+        _observe(self.on_telemetry, event, "on_telemetry")
+
+    def event(self, event: Any) -> None:
+        """P16: hand one recorded event to ``on_event``; a failure is only logged."""
+        _observe(self.on_event, event, "on_event")
+
+    def manifest(self, manifest: Any) -> None:
+        """P16, P22: hand a manifest to ``on_manifest``; a failure is only logged."""
+        _observe(self.on_manifest, manifest, "on_manifest")
+
+    async def _upstream_notification(self, note: types.ServerNotification) -> None:
+        if isinstance(note.root, _LIST_CHANGED):
+            for session in list(self.sessions):  # P25: every live session
+                try:
+                    await session.notify(note)
+                except Exception:  # one gone client is not the others'
+                    log.info("proxy: a session missed a list_changed", exc_info=True)
+
+    # -- sessions ---------------------------------------------------------
+
+    async def identify(self, headers: Mapping[str, str]) -> tuple[Any, tuple[Any, ...]]:
+        """Resolve a session's identity once (P17); raises what the resolver raises."""
+        if self.resolve_identity is None:
+            return None, ()
+        out = self.resolve_identity(headers)
+        if inspect.isawaitable(out):
+            out = await out
+        if isinstance(out, tuple) and len(out) == 2:
+            return out[0], tuple(out[1] or ())
+        return out, ()
+
+    def open_session(
+        self,
+        *,
+        transport: str,
+        session_id: str | None,
+        identity: Any = None,
+        delegated_from: tuple[Any, ...] = (),
+    ) -> ProxySession:
+        """Make and register one client session (its own server and pipelines)."""
+        audit_session = session_id if session_id is not None else self.stdio_session_id
+        session = ProxySession(
+            self,
+            transport=transport,
+            session_id=session_id,
+            identity=identity,
+            delegated_from=delegated_from,
+            audit_session=audit_session,
+        )
+        self.sessions.add(session)
+        return session
+
+    async def close_session(self, session: ProxySession) -> None:
+        """P18: remove it, finalize its manifest, await ``on_session_closed`` once."""
+        if session not in self.sessions:
+            return
+        self.sessions.discard(session)
+        if self.ledger is not None:
+            await self.ledger.close_session(session)
+        callback = self.on_session_closed
+        if callback is not None:
+            try:
+                out = callback(session.audit_session)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:  # P16: an observer changes nothing
+                log.warning("proxy: on_session_closed raised", exc_info=True)
+
+    async def run(self, read_stream: Any, write_stream: Any) -> None:
+        """Serve one stdio-style session over a pair of SDK streams (P21)."""
+        identity, delegated = await self.identify({})
+        session = self.open_session(
+            transport="stdio",
+            session_id=None,
+            identity=identity,
+            delegated_from=delegated,
+        )
+        try:
+            await session.run(read_stream, write_stream)
+        finally:
+            await self.close_session(session)
+
+    async def serve_stdio(self) -> None:
+        """Serve one client over this process's stdin/stdout."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await self.run(read_stream, write_stream)
+
+    def http_app(self, **kw: Any) -> Any:
+        """The Streamable HTTP proxy as an ASGI app (``_proxy_http.py``)."""
+        from ._proxy_http import ProxyHttpApp
+
+        return ProxyHttpApp(self, **kw)
+
+    def http_server(self, host: str = "127.0.0.1", port: int = 0) -> Any:
+        """``async with proxy.http_server() as url``: serve HTTP inside the block."""
+        from ._proxy_http import http_server
+
+        return http_server(self, host, port)
+
+    async def serve_http(
+        self, host: str = "127.0.0.1", port: int = 0, *, ready: Any = None
+    ) -> None:
+        """Serve clients over Streamable HTTP until cancelled (P24 defaults)."""
+        from ._proxy_http import serve_http
+
+        await serve_http(self, host, port, ready=ready)
+
+
+def _decide(
+    rule: Callable[[str, ProxyContext], bool], name: str, ctx: ProxyContext, what: str
+) -> bool:
+    try:
+        return bool(rule(name, ctx))
+    except Exception:  # governance fails closed: hidden
+        log.warning(
+            "proxy: %s predicate raised for %r; hiding it", what, name, exc_info=True
+        )
+        return True
+
+
+def _observe(fn: Callable[[Any], Any] | None, value: Any, what: str) -> None:
+    if fn is None:
+        return
+    try:
+        out = fn(value)
+        if inspect.iscoroutine(out):
+            out.close()
+            log.warning(
+                "proxy: %s must be a plain function; its coroutine was dropped", what
+            )
+    except Exception:  # P16: a failing observer never fails a call
+        log.warning("proxy: %s raised", what, exc_info=True)

@@ -1,0 +1,417 @@
+"""The proxy's record: one keyed stream per proxy session, around every route.
+
+Pattern: a write-ahead ledger outside every layer (not a middleware): a
+         ``proxy.call_started`` before routing, a ``proxy.call_finished``
+         before the response leaves, and at every session end a
+         ``proxy.session_closed`` carrying a signed Merkle manifest. The
+         governance rows of the same session go into the same stream, through
+         the runtime's ``Journal``, so there is one chain per session.
+Role:    gateway layer; ``McpProxy`` builds one ``ProxyLedger`` (with
+         ``audit=ProxyAudit(...)`` it also records calls); sessions call it.
+Emits:   the three ``proxy.*`` events and the governance layer's rows and
+         ``tool.dispatched``, into the session's stream of the store; every
+         recorded event to ``on_event`` (facts for rows, R4).
+
+Laws: P20 (fail closed: a failed first append routes nothing, a failed
+second withholds the response; either is an MCP error with
+``LEDGER_UNAVAILABLE``), P21 (the chain is R3's, keyed with
+``HMAC-SHA256(secret, b"helmlog/v1/chain")``; every field is hashed; stdio
+has one session ``stdio-<uuid4>``; appends for a session are serialized; a
+failed key derivation is retried on the next call, never cached), P22 (the
+manifest: ``session_id``, ``identity`` of the first call, ``started_at``,
+``closed_at``, ``event_count``, a domain-separated Merkle root, ``key_id``,
+and an HMAC ``signature`` over all of it), P23 (tiers: low and medium store
+the raw payloads, high only sealed with AES-256-GCM under a per-event key and
+a fresh nonce per field; every tier stores the digests), S6, R5, R7.
+
+Why the key is derived, never the secret itself: the chain key, the manifest
+key and each payload key are separate derivations, so publishing one (for a
+verifier) reveals neither the others nor the secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mcp.types as types
+from mcp.shared.exceptions import McpError
+
+from helmlog.events import (
+    EventStore,
+    MemoryEventStore,
+    MiddlewareDecision,
+    ProxyCallFinished,
+    ProxyCallStarted,
+    ProxySessionClosed,
+    ToolDispatched,
+    canonical_json,
+    digest,
+)
+from helmlog.runtime import wall_clock_ms
+from helmlog.runtime.lowlevel import Journal, Listeners
+
+from ._proxy_layers import RejectionReason
+
+if TYPE_CHECKING:
+    from helmlog.runtime import Tool
+
+    from ._proxy import McpProxy
+    from ._proxy_layers import ProxyContext
+    from ._proxy_session import CallState, ProxySession
+
+log = logging.getLogger("helmlog.proxy")
+
+CHAIN_LABEL = b"helmlog/v1/chain"
+MANIFEST_LABEL = b"helmlog/v1/manifest"
+PAYLOAD_LABEL = b"helmlog/v1/payload"
+TIERS = ("low", "medium", "high")
+
+
+def chain_key(secret: bytes) -> bytes:
+    """P21: the audit chain's HMAC key, ``HMAC-SHA256(secret, b"helmlog/v1/chain")``."""
+    return hmac.new(secret, CHAIN_LABEL, hashlib.sha256).digest()
+
+
+def manifest_signature(manifest: dict[str, Any], secret: bytes) -> str:
+    """P22: the HMAC of a manifest's canonical JSON without its ``signature``."""
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    key = hmac.new(secret, MANIFEST_LABEL, hashlib.sha256).digest()
+    return hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
+
+
+def verify_manifest(manifest: dict[str, Any], secret: bytes) -> bool:
+    """Whether a manifest's signature is the one its fields and ``secret`` give."""
+    expected = manifest_signature(manifest, secret)
+    return hmac.compare_digest(expected, str(manifest.get("signature", "")))
+
+
+def merkle_root(hashes: list[str]) -> str:
+    """P22: a Merkle root over event hashes; leaves and nodes domain-separated."""
+    if not hashes:
+        return hashlib.sha256(b"\x00").hexdigest()
+    level = [hashlib.sha256(b"\x00" + h.encode()).digest() for h in hashes]
+    while len(level) > 1:
+        nxt = []
+        for i in range(0, len(level) - 1, 2):
+            nxt.append(hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest())
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0].hex()
+
+
+def _payload_key(secret: bytes, session_id: str, request_id: str) -> bytes:
+    info = PAYLOAD_LABEL + b"|" + session_id.encode() + b"|" + request_id.encode()
+    return hmac.new(secret, info, hashlib.sha256).digest()
+
+
+def seal_payload(
+    value: Any, secret: bytes, session_id: str, request_id: str, field: str
+) -> str:
+    """P23: AES-256-GCM under a per-event key, a fresh nonce, the field as AAD."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(12)
+    aes = AESGCM(_payload_key(secret, session_id, request_id))
+    sealed = aes.encrypt(nonce, canonical_json(value), field.encode())
+    return base64.b64encode(nonce + sealed).decode()
+
+
+def open_payload(event: ProxyCallFinished, secret: bytes, field: str = "input") -> Any:
+    """Decrypt a high-tier ``input``/``output`` of a ``proxy.call_finished``."""
+    import msgspec
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    sealed = event.input_sealed if field == "input" else event.output_sealed
+    if sealed is None:
+        raise ValueError(f"the event stores no sealed {field}")
+    raw = base64.b64decode(sealed)
+    aes = AESGCM(_payload_key(secret, event.session_id, event.request_id))
+    return msgspec.json.decode(aes.decrypt(raw[:12], raw[12:], field.encode()))
+
+
+@dataclass(frozen=True)
+class ProxyAudit:
+    """The proxy's audit configuration (P20–P23).
+
+    Attributes:
+        secret: the operator's secret, or a function returning it (called
+            until it succeeds; a failure refuses that call, P21).
+        key_id: an operator-chosen label for the key, put on manifests.
+        store: where audit streams go (``None``: an in-memory store).
+    """
+
+    secret: bytes | Callable[[], bytes]
+    key_id: str = "default"
+    store: EventStore | None = None
+
+
+def ledger_error(cause: str) -> McpError:
+    """P20, S6: the record failed; nothing follows from it."""
+    return McpError(
+        types.ErrorData(
+            code=types.INTERNAL_ERROR,
+            message=f"the proxy's ledger could not record this call: {cause}",
+            data={"rejection_reason": RejectionReason.LEDGER_UNAVAILABLE.value},
+        )
+    )
+
+
+class _Stream:
+    """One proxy session's stream: its journal and the lock ordering appends."""
+
+    __slots__ = ("identity", "journal", "lock", "started_at")
+
+    def __init__(self, journal: Journal, started_at: int) -> None:
+        self.journal = journal
+        self.lock = asyncio.Lock()
+        self.started_at = started_at
+        self.identity: Any = None
+
+    async def append(self, events: list[Any]) -> None:
+        """Append events atomically, serialized with the session's others (P21)."""
+        async with self.lock:
+            try:
+                if self.journal.broken:
+                    self.journal = await self.journal.reopened()
+                for event in events:
+                    self.journal.add(event)
+                await self.journal.flush()
+            except Exception as exc:  # translated: fail closed (R5)
+                self.journal.broken = True
+                self.journal.discard()
+                raise ledger_error(str(exc) or type(exc).__name__) from exc
+
+
+class _Recorder:
+    """The pipeline's ``CallRecorder`` for one governed call (P14, R7)."""
+
+    __slots__ = ("refused_by", "stream")
+
+    def __init__(self, stream: _Stream) -> None:
+        self.stream = stream
+        self.refused_by: str | None = None
+
+    async def file(self, rows: list[MiddlewareDecision]) -> None:
+        if not rows:
+            return
+        from helmlog.events import DecisionFiled
+
+        for row in rows:
+            if row.outcome != "allow":
+                self.refused_by = row.middleware
+        await self.stream.append([DecisionFiled(row=row) for row in rows])
+
+    async def dispatched(
+        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
+    ) -> None:
+        event = ToolDispatched(
+            tool_name=tool.name, tool_call_id=tool_call_id, args=args, attempt=attempt
+        )
+        await self.stream.append([event])
+
+
+class ProxyLedger:
+    """Every proxy session's stream, in one store, under one key (P20–P22)."""
+
+    def __init__(
+        self, proxy: McpProxy, store: EventStore, audit: ProxyAudit | None
+    ) -> None:
+        self.proxy = proxy
+        self.store = store
+        self.audit = audit
+        self.listeners = Listeners()
+        self.listeners.on("*", proxy.event)
+        self._streams: dict[str, _Stream] = {}
+        self._secret: bytes | None = None
+
+    @classmethod
+    def of(
+        cls, proxy: McpProxy, audit: ProxyAudit | None, store: EventStore | None
+    ) -> ProxyLedger:
+        """The ledger the options ask for (the audit's store wins)."""
+        if audit is not None and not isinstance(audit, ProxyAudit):
+            raise TypeError("McpProxy audit= takes a ProxyAudit")
+        chosen = audit.store if audit is not None and audit.store else store
+        return cls(proxy, chosen if chosen is not None else MemoryEventStore(), audit)
+
+    def secret(self) -> bytes:
+        """The operator's secret; derived again until it succeeds (P21)."""
+        if self._secret is not None:
+            return self._secret
+        assert self.audit is not None
+        raw = self.audit.secret
+        value = raw() if callable(raw) else raw
+        if not isinstance(value, bytes) or not value:
+            raise ValueError("the audit secret must be non-empty bytes")
+        key = chain_key(value)
+        if self.store.chain_key is None:
+            self.store.chain_key = key
+        elif not hmac.compare_digest(self.store.chain_key, key):
+            raise ValueError("the audit store is keyed with another chain key")
+        self._secret = value
+        return value
+
+    def stream(self, session: ProxySession) -> _Stream:
+        found = self._streams.get(session.audit_session)
+        if found is None:
+            journal = Journal(
+                self.store, session.audit_session, self.listeners, wall_clock_ms
+            )
+            found = _Stream(journal, wall_clock_ms())
+            self._streams[session.audit_session] = found
+        return found
+
+    def recorder(self, session: ProxySession) -> _Recorder:
+        """Where a governed call's rows and dispatch go (P14)."""
+        if self.audit is not None:
+            self._keyed()
+        return _Recorder(self.stream(session))
+
+    def _keyed(self) -> bytes:
+        try:
+            return self.secret()
+        except Exception as exc:  # P21: refused, retried next call
+            raise ledger_error(f"the audit key could not be derived: {exc}") from exc
+
+    # -- the audit of a call (P20) ------------------------------------------
+
+    async def started(
+        self,
+        session: ProxySession,
+        ctx: ProxyContext,
+        tool: str,
+        args: Any,
+        meta: Any = None,
+    ) -> _Stream:
+        """Append ``proxy.call_started`` before anything is routed."""
+        self._keyed()
+        stream = self.stream(session)
+        if stream.identity is None:
+            stream.identity = ctx.identity
+        await stream.append(
+            [
+                ProxyCallStarted(
+                    request_id=ctx.request_id,
+                    tool=tool,
+                    transport=ctx.transport,
+                    identity=ctx.identity,
+                    caller_meta=meta,
+                    server_name=ctx.server_name,
+                    server_version=ctx.server_version,
+                )
+            ]
+        )
+        return stream
+
+    def tier(self, tool: str, identity: Any, args: Any) -> str:
+        """P23: the call's tier; unknown tools and a failing function are high."""
+        fn = self.proxy.sensitivity
+        if fn is None:
+            return "high"
+        try:
+            tier = fn(tool, identity, args)
+        except Exception:  # fail closed: the strictest tier
+            log.warning("proxy: sensitivity raised for %s", tool, exc_info=True)
+            return "high"
+        return tier if tier in TIERS else "high"
+
+    async def finished(
+        self,
+        session: ProxySession,
+        ctx: ProxyContext,
+        stream: _Stream,
+        tool: str,
+        state: CallState,
+        outcome: str,
+        result: types.CallToolResult | None,
+        error: McpError | None,
+        duration_ms: float,
+    ) -> None:
+        """Append ``proxy.call_finished`` before the response leaves (P20)."""
+        secret = self._keyed()
+        args = state.forwarded_args if state.forwarded_args is not None else {}
+        if error is not None:
+            output: Any = {
+                "error": error.error.model_dump(mode="json", exclude_none=True)
+            }
+        else:
+            assert result is not None
+            output = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        tier = self.tier(tool, ctx.identity, args)
+        raw_in: Any = None
+        raw_out: Any = None
+        sealed_in = sealed_out = None
+        if tier == "high":
+            sid = session.audit_session
+            sealed_in = seal_payload(args, secret, sid, ctx.request_id, "input")
+            sealed_out = seal_payload(output, secret, sid, ctx.request_id, "output")
+        else:
+            raw_in, raw_out = args, output
+        event = ProxyCallFinished(
+            request_id=ctx.request_id,
+            route=state.route,
+            tool=tool,
+            forwarded_tool=state.forwarded,
+            outcome=outcome,
+            rejection_reason=state.reason,
+            duration_ms=round(duration_ms, 3),
+            input_digest=digest(args),
+            output_digest=digest(output),
+            sensitivity=tier,
+            input_raw=raw_in,
+            output_raw=raw_out,
+            input_sealed=sealed_in,
+            output_sealed=sealed_out,
+            identity=ctx.identity,
+            server_name=ctx.server_name,
+            server_version=ctx.server_version,
+        )
+        await stream.append([event])
+
+    # -- the end of a session (P18, P22) ------------------------------------
+
+    async def close_session(self, session: ProxySession) -> dict[str, Any] | None:
+        """Append the session's signed manifest and hand it to ``on_manifest``."""
+        if self.audit is None:
+            return None
+        try:
+            secret = self.secret()
+        except Exception:  # logged: a close never raises
+            log.error(
+                "proxy: no audit key: session %s has no manifest",
+                session.audit_session,
+                exc_info=True,
+            )
+            return None
+        stream = self.stream(session)
+        records = await self.store.read(session.audit_session)
+        manifest: dict[str, Any] = {
+            "session_id": session.audit_session,
+            "identity": stream.identity,
+            "started_at": stream.started_at,
+            "closed_at": wall_clock_ms(),
+            "event_count": len(records),
+            "merkle_root": merkle_root([r.hash for r in records]),
+            "key_id": self.audit.key_id,
+        }
+        manifest["signature"] = manifest_signature(manifest, secret)
+        try:
+            await stream.append([ProxySessionClosed(manifest=manifest)])
+        except McpError:
+            log.error(
+                "proxy: the manifest of %s was not recorded",
+                session.audit_session,
+                exc_info=True,
+            )
+        self._streams.pop(session.audit_session, None)
+        self.proxy.manifest(manifest)
+        return manifest

@@ -1,0 +1,212 @@
+"""Governance links in the proxy: the innermost layer, on the one pipeline.
+
+Pattern: an adapter that turns a forwarded ``tools/call`` into a call of the
+         runtime's ``ToolPipeline`` under the ``SERVED`` rules, whose
+         ``execute`` is the upstream call; no fourth copy of the pipeline.
+Role:    gateway layer; ``McpProxy(governance=[links])`` makes one, and the
+         tool terminal (after every rewrite and the P10 re-check) calls it.
+Emits:   the walk's rows (``decision.filed``) and ``tool.dispatched`` (R7)
+         into the proxy session's stream, through ``ProxyLedger``; each row's
+         fact is delivered to ``on_event`` and the facts streams (R4).
+
+Laws: P14 (the same walker, laws and client results as ``mcp_serve``:
+S2 — ``tool_call_id="mcp-<proxy>-<n>"``, iteration 0, history ``()``, the
+session's identity, ``tool_source`` = the upstream's name; S3 — before-tool
+walk, validation, dispatch, execute, after-tool walk; S4 — a refusal is an
+``is_error`` result whose text is the reason; a refusal's result carries
+``_meta={"rejection_reason": "POLICY_DENIED", "middleware": <name>}``), R5
+(rows are appended before what follows from them), R7 (``tool.dispatched``
+before ``execute``), P25 (an unchanged upstream result goes back as the
+upstream sent it, ``_meta`` and structured content included).
+
+Why the upstream's own answer is returned when no link changed it: the proxy
+is transparent to the protocol; only a transform or a refusal replaces what
+the upstream said, and then with the text every other helmlog surface shows.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import mcp.types as types
+from mcp.shared.exceptions import McpError
+
+from helmlog.runtime import Tool, wall_clock_ms
+from helmlog.runtime.lowlevel import (
+    SERVED,
+    CallSite,
+    Entry,
+    Link,
+    Ran,
+    Refused,
+    ToolPipeline,
+    as_tool_link,
+    render_result,
+    tool_link_problem,
+)
+
+from ._proxy_layers import ProxyContext, RejectionReason
+
+if TYPE_CHECKING:
+    from ._proxy import McpProxy
+    from ._proxy_session import CallState, ProxySession
+
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+class _Forward:
+    """What the running call's ``execute`` forwards, and what came back."""
+
+    __slots__ = ("error", "progress", "request", "result", "session", "state")
+
+    def __init__(
+        self,
+        session: ProxySession,
+        request: types.CallToolRequest,
+        state: CallState,
+        progress: Any,
+    ) -> None:
+        self.session = session
+        self.request = request
+        self.state = state
+        self.progress = progress
+        self.result: types.CallToolResult | None = None
+        self.error: McpError | None = None
+
+
+_current: contextvars.ContextVar[_Forward] = contextvars.ContextVar("helmlog_forward")
+
+
+class UpstreamToolError(Exception):
+    """The upstream answered with an error: the walk sees ``error=True`` (S4)."""
+
+
+def content_text(result: types.CallToolResult) -> str:
+    """A tool result's text blocks, joined; other blocks as JSON."""
+    parts = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(block.model_dump_json(exclude_none=True))
+    return "\n".join(parts)
+
+
+async def _execute(**kwargs: Any) -> Any:
+    fwd = _current.get()
+    request = fwd.request
+    if kwargs != (request.params.arguments or {}):
+        params = request.params.model_copy(update={"arguments": kwargs})
+        request = request.model_copy(update={"params": params})
+    fwd.state.forwarded_args = kwargs
+    try:
+        result = await fwd.session._upstream_call(request, fwd.progress)
+    except McpError as exc:
+        fwd.error = exc
+        raise UpstreamToolError(exc.error.message) from exc
+    fwd.result = result
+    if result.isError:
+        raise UpstreamToolError(content_text(result))
+    if result.structuredContent is not None and not result.content:
+        return result.structuredContent
+    return content_text(result)
+
+
+def _refusal(text: str, middleware: str | None) -> types.CallToolResult:
+    meta: dict[str, Any] = {"rejection_reason": RejectionReason.POLICY_DENIED.value}
+    if middleware is not None:
+        meta["middleware"] = middleware
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        isError=True,
+        _meta=meta,
+    )
+
+
+class Governance:
+    """Helmlog tool links run as the proxy's innermost layer (P14)."""
+
+    def __init__(self, proxy: McpProxy, links: Sequence[Any]) -> None:
+        for obj in links:
+            problem = tool_link_problem(obj)
+            if problem is not None:
+                raise ValueError(f"McpProxy governance: {problem}")
+        self.proxy = proxy
+        self.links: tuple[Link, ...] = tuple(as_tool_link(obj) for obj in links)
+        self.pipeline = ToolPipeline({}, self.links, SERVED, clock=wall_clock_ms)
+        self._counter = itertools.count(1)
+        self._tools: dict[str, Tool] = {}
+
+    def _tool(self, name: str) -> Tool:
+        found = self._tools.get(name)
+        if found is None:
+            # The upstream judges its own schema; S3's validation here checks
+            # that the arguments the walk produced are an object.
+            source = self.proxy.upstream_init.serverInfo.name  # S2: the upstream's
+            found = Tool(name, "", _ANY_OBJECT, _execute, source)
+            self._tools[name] = found
+        return found
+
+    async def call(
+        self,
+        session: ProxySession,
+        forward: types.CallToolRequest,
+        ctx: ProxyContext,
+        state: CallState,
+        progress: Any,
+    ) -> types.CallToolResult:
+        """Walk one forwarded call; return what the client receives (S4, P14)."""
+        tool = self._tool(forward.params.name)
+        args: Any = (
+            forward.params.arguments if forward.params.arguments is not None else {}
+        )
+        site = CallSite(
+            tool_name=tool.name,
+            tool_source=tool.source,
+            tool_call_id=f"mcp-{self.proxy.name}-{next(self._counter)}",
+            iteration=0,
+            history=(),
+            identity=ctx.identity,
+        )
+        recorder = self.proxy.records.recorder(session)
+        fwd = _Forward(session, forward, state, progress)
+        token = _current.set(fwd)
+        try:
+            out = await self.pipeline.run(tool, site, Entry.fresh(args), recorder)
+        finally:
+            _current.reset(token)
+        if isinstance(out, Refused) or (isinstance(out, Ran) and out.denied):
+            state.reason = RejectionReason.POLICY_DENIED
+            state.middleware = recorder.refused_by
+            return _refusal(out.text, recorder.refused_by)
+        assert isinstance(out, Ran)  # SERVED never pauses
+        unchanged = out.text == render_result(out.result)
+        if unchanged and fwd.error is not None:
+            raise fwd.error  # the upstream's own protocol error, unchanged
+        if unchanged and fwd.result is not None:
+            return fwd.result
+        return _transformed(out, fwd.result)
+
+
+def _transformed(
+    out: Ran, upstream: types.CallToolResult | None
+) -> types.CallToolResult:
+    """A link's transform, as the client receives it (S4: serialized).
+
+    Structured content follows the transform where the upstream sent some:
+    the text under FastMCP's ``result`` key when that is how the upstream
+    wrapped it. The upstream's own structured value never survives a
+    transform (it may hold what a link removed).
+    """
+    structured = None
+    held = upstream.structuredContent if upstream is not None else None
+    if held is not None and set(held) == {"result"}:
+        structured = {"result": out.text}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=out.text)],
+        structuredContent=structured,
+        isError=out.error,
+    )

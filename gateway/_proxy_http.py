@@ -1,0 +1,437 @@
+"""The proxy over Streamable HTTP: sessions, limits, hardening, resumable streams.
+
+Pattern: an ASGI app (Starlette-compatible, served by uvicorn) that admits,
+         runs and ends sessions itself over the SDK's
+         ``StreamableHTTPServerTransport``: one transport, one ``ProxySession``
+         (server and pipelines) and one event store per session.
+Role:    gateway layer; ``McpProxy.http_app()`` and ``McpProxy.serve_http()``.
+Emits:   through the sessions; ``on_session_closed`` and the manifest at
+         every session end.
+
+Laws: P11 (the 503 and 413 answers carry a JSON-RPC error body with
+``SESSION_LIMIT``/``BODY_LIMIT``), P17 (identity resolved once at
+initialize, a raising resolver answers 401 and makes no session; an unknown
+session answers 404; ``max_sessions`` counts initializing sessions;
+``session_ttl_s`` is absolute), P18 (DELETE, TTL and shutdown all end a
+session through ``_end``, exactly once, manifest included; a request that
+never initialized leaves nothing behind), P19 (each session has its own
+event store with 128-bit random event ids; an unknown or foreign
+``Last-Event-ID`` replays nothing and is answered 404), P24 (loopback by
+default, a warning when bound elsewhere without a resolver, ``Host`` and
+``Origin`` checked against an allow-list with 403 otherwise; a request that
+is not an initialize and names no session answers 400; malformed JSON
+answers 400 with a parse error).
+
+Why not the SDK's ``StreamableHTTPSessionManager``: it runs one server and
+one event store for every session, counts only established sessions, and
+ends sessions on idleness rather than an absolute lifetime; P17–P19 need
+each of these per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp.types as types
+from mcp.server.streamable_http import (
+    MCP_SESSION_ID_HEADER,
+    EventCallback,
+    EventMessage,
+    EventStore,
+    StreamableHTTPServerTransport,
+)
+
+from ._proxy_layers import RejectionReason
+
+if TYPE_CHECKING:
+    from ._proxy import McpProxy
+    from ._proxy_session import ProxySession
+
+log = logging.getLogger("helmlog.proxy")
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class SessionEventStore(EventStore):
+    """P19: one session's resumable streams; event ids are 128 random bits."""
+
+    def __init__(self, max_events: int = 1000) -> None:
+        self.max_events = max_events
+        self.events: dict[str, tuple[str, types.JSONRPCMessage | None]] = {}
+        self.order: list[str] = []
+
+    async def store_event(
+        self, stream_id: str, message: types.JSONRPCMessage | None
+    ) -> str:
+        event_id = secrets.token_hex(16)
+        self.events[event_id] = (stream_id, message)
+        self.order.append(event_id)
+        if len(self.order) > self.max_events:
+            self.events.pop(self.order.pop(0), None)
+        return event_id
+
+    def knows(self, event_id: str) -> bool:
+        return event_id in self.events
+
+    async def replay_events_after(
+        self, last_event_id: str, send_callback: EventCallback
+    ) -> str | None:
+        found = self.events.get(last_event_id)
+        if found is None:
+            return None
+        stream_id = found[0]
+        after = self.order.index(last_event_id) + 1
+        for event_id in self.order[after:]:
+            sid, message = self.events[event_id]
+            if sid == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
+def _error_body(status: int, code: int, message: str, reason: str | None) -> Any:
+    from starlette.responses import Response
+
+    error: dict[str, Any] = {"code": code, "message": message}
+    if reason is not None:
+        error["data"] = {"rejection_reason": reason}
+    body = {"jsonrpc": "2.0", "id": "server-error", "error": error}
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+class _Live:
+    __slots__ = ("ended", "events", "proxy_session", "transport")
+
+    def __init__(
+        self,
+        transport: StreamableHTTPServerTransport,
+        proxy_session: ProxySession,
+        events: SessionEventStore,
+    ) -> None:
+        self.transport = transport
+        self.proxy_session = proxy_session
+        self.events = events
+        self.ended = False
+
+
+def _allowed(value: str, patterns: list[str]) -> bool:
+    for allowed in patterns:
+        if value == allowed:
+            return True
+        if allowed.endswith(":*") and value.startswith(allowed[:-1]):
+            return True
+    return False
+
+
+class ProxyHttpApp:
+    """The HTTP proxy as an ASGI app (its lifespan holds the sessions)."""
+
+    def __init__(self, proxy: McpProxy, *, path: str = "/mcp") -> None:
+        self.proxy = proxy
+        self.path = path
+        hosts = list(proxy.allowed_hosts or ())
+        origins = list(proxy.allowed_origins or ())
+        for name in ("127.0.0.1", "localhost", "[::1]"):
+            hosts += [name, f"{name}:*"]
+            origins += [f"http://{name}", f"http://{name}:*"]
+        self.allowed_hosts = hosts
+        self.allowed_origins = origins
+        self.live: dict[str, _Live] = {}
+        self.admitting = 0
+        self._lock = anyio.Lock()
+        self._tg: Any = None
+
+    # -- lifespan ---------------------------------------------------------
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the sessions' task group until cancelled; then end every session."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """P18: proxy shutdown ends every live session (manifest included)."""
+        for sid in list(self.live):
+            await self._end(sid)
+        self._tg = None
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.run)
+            await send({"type": "lifespan.startup.complete"})
+            message = await receive()
+            tg.cancel_scope.cancel()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    # -- requests ---------------------------------------------------------
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        from starlette.requests import Request
+        from starlette.responses import Response
+
+        request = Request(scope, receive)
+        refusal = self._check_origin(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        if scope["path"].rstrip("/") != self.path.rstrip("/"):
+            await Response("Not Found", status_code=404)(scope, receive, send)
+            return
+        body, too_big = await self._body(receive)
+        if too_big:
+            limit = f"the request body exceeds {self.proxy.max_body_bytes} bytes"
+            response = _error_body(
+                413, types.INVALID_REQUEST, limit, RejectionReason.BODY_LIMIT.value
+            )
+            await response(scope, receive, send)
+            return
+        replay = _replayer(body)
+        sid = request.headers.get(MCP_SESSION_ID_HEADER)
+        if sid is not None:
+            await self._existing(sid, request, scope, replay, send)
+        else:
+            await self._initialize(request, body, scope, replay, send)
+
+    def _check_origin(self, request: Any) -> Any:
+        host = request.headers.get("host", "")
+        origin = request.headers.get("origin")
+        if not _allowed(host, self.allowed_hosts):
+            return _error_body(403, types.INVALID_REQUEST, "Invalid Host header", None)
+        if origin is not None and not _allowed(origin, self.allowed_origins):
+            return _error_body(
+                403, types.INVALID_REQUEST, "Invalid Origin header", None
+            )
+        return None
+
+    async def _body(self, receive: Any) -> tuple[bytes, bool]:
+        limit = self.proxy.max_body_bytes
+        chunks = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks += message.get("body", b"")
+            if len(chunks) > limit:
+                return b"", True
+            if not message.get("more_body", False):
+                break
+        return bytes(chunks), False
+
+    async def _existing(
+        self, sid: str, request: Any, scope: Any, receive: Any, send: Any
+    ) -> None:
+        live = self.live.get(sid)
+        if live is None:
+            response = _error_body(
+                404, types.INVALID_REQUEST, "Session not found", None
+            )
+            await response(scope, receive, send)
+            return
+        last = request.headers.get("last-event-id")
+        if last is not None and not live.events.knows(last):
+            # P19: unknown, or another session's: nothing is replayed.
+            response = _error_body(
+                404, types.INVALID_REQUEST, "Unknown Last-Event-ID", None
+            )
+            await response(scope, receive, send)
+            return
+        await live.transport.handle_request(scope, receive, send)
+        if live.transport.is_terminated:
+            await self._end(sid)  # P18: a DELETE ends it before this returns
+
+    async def _initialize(
+        self, request: Any, body: bytes, scope: Any, receive: Any, send: Any
+    ) -> None:
+        if request.method != "POST":
+            response = _error_body(
+                400, types.INVALID_REQUEST, "Bad Request: no session", None
+            )
+            await response(scope, receive, send)
+            return
+        try:
+            message = json.loads(body)
+        except ValueError:
+            response = _error_body(400, types.PARSE_ERROR, "Parse error", None)
+            await response(scope, receive, send)
+            return
+        if not (isinstance(message, dict) and message.get("method") == "initialize"):
+            response = _error_body(
+                400,
+                types.INVALID_REQUEST,
+                "Bad Request: not an initialize and no session",
+                None,
+            )
+            await response(scope, receive, send)
+            return
+        proxy = self.proxy
+        async with self._lock:  # P17: initializing sessions count too
+            full = len(self.live) + self.admitting >= proxy.max_sessions
+            if not full:
+                self.admitting += 1
+        if full:
+            response = _error_body(
+                503,
+                types.INTERNAL_ERROR,
+                "Too many open sessions",
+                RejectionReason.SESSION_LIMIT.value,
+            )
+            await response(scope, receive, send)
+            return
+        try:
+            await self._open(request, scope, receive, send)
+        finally:
+            self.admitting -= 1
+
+    async def _open(self, request: Any, scope: Any, receive: Any, send: Any) -> None:
+        proxy = self.proxy
+        raw = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            identity, delegated = await proxy.identify(raw)
+        except Exception as exc:  # noqa: BLE001 — P17: no identity, no session
+            log.info("proxy: identity not resolved: %s", exc)
+            response = _error_body(
+                401,
+                types.INVALID_REQUEST,
+                "Unauthorized: the caller's identity could not be resolved",
+                RejectionReason.IDENTITY_UNRESOLVED.value,
+            )
+            await response(scope, receive, send)
+            return
+        sid = uuid.uuid4().hex
+        events = SessionEventStore()
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=sid, is_json_response_enabled=False, event_store=events
+        )
+        session = proxy.open_session(
+            transport="http",
+            session_id=sid,
+            identity=identity,
+            delegated_from=delegated,
+        )
+        live = _Live(transport, session, events)
+        self.live[sid] = live
+        assert self._tg is not None, "the HTTP proxy's lifespan is not running"
+        await self._tg.start(self._serve, sid, live)
+        status = await _status_of(transport.handle_request, scope, receive, send)
+        if status is None or status >= 400:
+            await self._end(sid)  # P18: a failed initialize leaves nothing
+
+    async def _serve(self, sid: str, live: _Live, *, task_status: Any) -> None:
+        try:
+            async with live.transport.connect() as (read, write):
+                task_status.started()
+                with anyio.move_on_after(self.proxy.session_ttl_s):  # P17: absolute
+                    await live.proxy_session.run(read, write, stateless=False)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end(sid)
+
+    async def _end(self, sid: str) -> None:
+        """P18: remove the session, terminate it, finalize it — exactly once."""
+        live = self.live.pop(sid, None)
+        if live is None or live.ended:
+            return
+        live.ended = True
+        with anyio.CancelScope(shield=True):
+            if not live.transport.is_terminated:
+                await live.transport.terminate()
+            await self.proxy.close_session(live.proxy_session)
+
+
+def _replayer(body: bytes) -> Callable[[], Any]:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return receive
+
+
+async def _status_of(app: Any, scope: Any, receive: Any, send: Any) -> int | None:
+    status: int | None = None
+
+    async def watch(message: Any) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    await app(scope, receive, watch)
+    return status
+
+
+_warned: list[bool] = []
+
+
+@contextlib.asynccontextmanager
+async def http_server(
+    proxy: McpProxy, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serve ``proxy`` with uvicorn inside the block; yields the endpoint URL.
+
+    Port 0 picks a free port. Leaving the block stops the server gracefully
+    (its lifespan shutdown ends every session, P18).
+    """
+    import uvicorn
+
+    if host not in LOOPBACK and proxy.resolve_identity is None and not _warned:
+        _warned.append(True)
+        log.warning(
+            "helmlog mcp-proxy is bound to %s without an identity resolver: "
+            "anyone who can reach it can call the upstream",
+            host,
+        )
+    app = ProxyHttpApp(proxy)
+    if host not in LOOPBACK:
+        app.allowed_hosts += [host, f"{host}:*"]
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(30):
+            while not server.started:
+                if server.should_exit:
+                    raise OSError(f"the HTTP proxy could not listen on {host}:{port}")
+                await anyio.sleep(0.01)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        shown = "127.0.0.1" if host == "0.0.0.0" else host
+        try:
+            yield f"http://{shown}:{bound}/mcp"
+        finally:
+            server.should_exit = True
+
+
+async def serve_http(
+    proxy: McpProxy, host: str, port: int, *, ready: Any = None
+) -> None:
+    """Serve ``proxy`` on ``host:port`` until cancelled (P24).
+
+    ``ready(url)`` is called once the socket listens.
+    """
+    async with http_server(proxy, host, port) as url:
+        if ready is not None:
+            ready(url)
+        await anyio.sleep_forever()

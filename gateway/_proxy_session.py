@@ -1,0 +1,432 @@
+"""One client session of the MCP proxy: its server, its pipelines, its routes.
+
+Pattern: a per-session adapter over the SDK's low-level ``Server`` whose raw
+         request handlers route each request (hidden, pass-through, or the
+         onion of middleware) and forward everything else unchanged.
+Role:    gateway layer; ``McpProxy`` makes one per stdio run and one per HTTP
+         session (P17: each has its own server and pipelines).
+Emits:   telemetry per tool call (``on_telemetry``); audit events and
+         governance rows through the proxy's ``ProxyLedger``.
+
+Laws: P1 (only ``tools/call``, ``resources/read`` and ``tools/list`` are
+interceptable; prompts and the rest pass unchanged; resource listing only
+loses hidden URIs), P5 (one context per request), P6, P8 (route on the exact
+requested name: hidden, then pass-through, then the pipeline), P9 (hidden is
+not found, with a reason; ``tools/list`` filtered before and after its
+middleware), P10 (the terminal re-checks the forwarded name), P12, P13
+(pass-through observers: the forward happens exactly once, with the original
+params, and the client gets the raw outcome), P15 (one telemetry event per
+tool call on every route), P16 (a failing observer is logged and changes
+nothing; a raising visibility predicate hides: governance fails closed), P20
+(the ledger records every route, around everything), P25 (capabilities
+mirrored, progress relayed, ``_meta`` forwarded, list_changed fanned out).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import McpError
+
+from ._proxy_layers import (
+    Composed,
+    ProxyContext,
+    RejectionReason,
+    clean_headers,
+)
+
+if TYPE_CHECKING:
+    from ._proxy import McpProxy
+
+log = logging.getLogger("helmlog.proxy")
+
+# Requests forwarded unchanged (P1), with the result type each expects.
+_FORWARDED: dict[type, type] = {
+    types.ListPromptsRequest: types.ListPromptsResult,
+    types.GetPromptRequest: types.GetPromptResult,
+    types.ListResourceTemplatesRequest: types.ListResourceTemplatesResult,
+    types.CompleteRequest: types.CompleteResult,
+    types.SubscribeRequest: types.EmptyResult,
+    types.UnsubscribeRequest: types.EmptyResult,
+    types.SetLevelRequest: types.EmptyResult,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallTelemetry:
+    """One tool call's telemetry, on every route, once its outcome is known (P15).
+
+    ``outcome`` is ``"success"`` (an ``is_error`` result included),
+    ``"error"`` or ``"rejected"`` (then ``rejection_reason`` says why).
+    """
+
+    request_id: str
+    session_id: str | None
+    tool: str
+    forwarded_tool: str | None
+    duration_ms: float
+    outcome: str
+    rejection_reason: str | None
+    identity: Any
+    route: str
+    server_name: str | None = None
+    server_version: str | None = None
+    type: str = "tool_call"
+
+
+class CallState:
+    """What one tool call came to, filled in as it is routed (P10, P15, P20)."""
+
+    __slots__ = ("forwarded", "forwarded_args", "middleware", "reason", "route")
+
+    def __init__(self, requested: str, args: Any) -> None:
+        self.route = "pipeline"
+        self.forwarded: str | None = None
+        self.forwarded_args: Any = args
+        self.reason: str | None = None
+        self.middleware: str | None = None
+
+
+def rejection(code: int, message: str, reason: str) -> McpError:
+    """An MCP error carrying a ``RejectionReason`` in ``data`` (P11)."""
+    return McpError(
+        types.ErrorData(
+            code=code, message=message, data={"rejection_reason": str(reason)}
+        )
+    )
+
+
+def tool_hidden(name: str) -> McpError:
+    """P9: a hidden tool is not found, with a reason."""
+    return rejection(
+        types.METHOD_NOT_FOUND, f"Tool not found: {name}", RejectionReason.TOOL_HIDDEN
+    )
+
+
+def resource_hidden(uri: str) -> McpError:
+    """P9: a hidden resource is not found, with a reason."""
+    return rejection(
+        types.INVALID_REQUEST,
+        f"Resource not found: {uri}",
+        RejectionReason.RESOURCE_HIDDEN,
+    )
+
+
+def reason_of(exc: McpError) -> str | None:
+    """The ``data.rejection_reason`` an MCP error carries, if any."""
+    data = exc.error.data
+    if isinstance(data, dict):
+        reason = data.get("rejection_reason")
+        return reason if isinstance(reason, str) else None
+    return None
+
+
+class ProxySession:
+    """One client session: a low-level ``Server`` whose handlers route (P17)."""
+
+    def __init__(
+        self,
+        proxy: McpProxy,
+        *,
+        transport: str,
+        session_id: str | None,
+        identity: Any = None,
+        delegated_from: tuple[Any, ...] = (),
+        audit_session: str,
+    ) -> None:
+        self.proxy = proxy
+        self.transport = transport
+        self.session_id = session_id
+        self.identity = identity
+        self.delegated_from = delegated_from
+        self.audit_session = audit_session
+        self.client: Any = None  # the SDK ServerSession, once a request came in
+        server: Server[Any, Any] = Server(proxy.name, version=proxy.version)
+        handlers = server.request_handlers
+        handlers[types.CallToolRequest] = self._call_tool
+        handlers[types.ListToolsRequest] = self._list_tools
+        handlers[types.ReadResourceRequest] = self._read_resource
+        handlers[types.ListResourcesRequest] = self._list_resources
+        for request_type in _FORWARDED:
+            handlers[request_type] = self._forward
+        self.server = server
+
+    def initialization_options(self) -> InitializationOptions:
+        """P25: the upstream's capabilities and instructions, the proxy's name."""
+        init = self.proxy.upstream_init
+        return InitializationOptions(
+            server_name=self.proxy.name,
+            server_version=self.proxy.version,
+            capabilities=init.capabilities,
+            instructions=init.instructions,
+        )
+
+    async def run(self, read_stream: Any, write_stream: Any, **kw: Any) -> None:
+        """Serve this session over a pair of SDK streams until it closes."""
+        await self.server.run(
+            read_stream, write_stream, self.initialization_options(), **kw
+        )
+
+    # -- the context ------------------------------------------------------
+
+    def context(self) -> ProxyContext:
+        """P5, P7: the one context of the request being handled."""
+        rc = self.server.request_context
+        self.client = rc.session
+        headers = None
+        request = rc.request
+        raw = getattr(request, "headers", None)
+        if raw is not None:
+            headers = clean_headers(
+                (k.decode("latin-1"), v.decode("latin-1")) for k, v in raw.raw
+            )
+        return ProxyContext(
+            request_id=str(uuid.uuid4()),
+            transport=self.transport,
+            session_id=self.session_id,
+            headers=headers,
+            identity=self.identity,
+            delegated_from=self.delegated_from,
+            server_name=self.proxy.name,
+            server_version=self.proxy.version,
+        )
+
+    def _progress(self, meta: Any) -> Callable[..., Awaitable[None]] | None:
+        """P25: relay the upstream's progress to the caller's progress token."""
+        token = getattr(meta, "progressToken", None) if meta is not None else None
+        if token is None:
+            return None
+        rc = self.server.request_context
+        client, request_id = rc.session, rc.request_id
+
+        async def relay(
+            progress: float, total: float | None, message: str | None
+        ) -> None:
+            await client.send_progress_notification(
+                token, progress, total, message, related_request_id=str(request_id)
+            )
+
+        return relay
+
+    # -- tools/call -------------------------------------------------------
+
+    async def _call_tool(self, req: types.CallToolRequest) -> types.ServerResult:
+        proxy = self.proxy
+        ctx = self.context()
+        started = time.perf_counter()
+        requested = req.params.name
+        state = CallState(requested, req.params.arguments)
+        ledger = proxy.ledger
+        entry = None
+        if ledger is not None:
+            meta = req.params.meta
+            entry = await ledger.started(
+                self,
+                ctx,
+                requested,
+                req.params.arguments,
+                meta.model_dump(mode="json", exclude_none=True) if meta else None,
+            )
+        result: types.CallToolResult | None = None
+        error: McpError | None = None
+        try:
+            result = await self._route_tool(req, ctx, state)
+        except McpError as exc:
+            error = exc
+            state.reason = state.reason or reason_of(exc)
+        except Exception as exc:  # a layer failed: an MCP error
+            log.warning("proxy: tool call %s failed", requested, exc_info=True)
+            error = McpError(
+                types.ErrorData(
+                    code=types.INTERNAL_ERROR, message=str(exc) or type(exc).__name__
+                )
+            )
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        if state.reason is not None:
+            outcome = "rejected"
+        else:
+            outcome = "error" if error is not None else "success"
+        if ledger is not None and entry is not None:
+            await ledger.finished(
+                self, ctx, entry, requested, state, outcome, result, error, duration_ms
+            )
+        proxy.telemetry(
+            ToolCallTelemetry(
+                request_id=ctx.request_id,
+                session_id=ctx.session_id,
+                tool=requested,
+                forwarded_tool=state.forwarded,
+                duration_ms=duration_ms,
+                outcome=outcome,
+                rejection_reason=state.reason,
+                identity=ctx.identity,
+                route=state.route,
+                server_name=proxy.name,
+                server_version=proxy.version,
+            )
+        )
+        if error is not None:
+            raise error
+        assert result is not None
+        return types.ServerResult(result)
+
+    async def _route_tool(
+        self, req: types.CallToolRequest, ctx: ProxyContext, state: CallState
+    ) -> types.CallToolResult:
+        proxy = self.proxy
+        requested = req.params.name
+        if proxy.is_hidden_tool(requested, ctx):
+            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
+            raise tool_hidden(requested)
+        if requested in proxy.pass_through_tools:
+            state.route, state.forwarded = "pass-through", requested
+            raw = await self._pass_through(
+                req, ctx, proxy.tool_observers, self._upstream_call
+            )
+            assert isinstance(raw, types.CallToolResult)
+            return raw
+        progress = self._progress(req.params.meta)
+
+        async def terminal(forward: types.CallToolRequest) -> types.CallToolResult:
+            name = forward.params.name
+            state.forwarded, state.forwarded_args = name, forward.params.arguments
+            if proxy.is_hidden_tool(name, ctx):  # P10: no rename reaches it
+                state.reason = RejectionReason.TOOL_HIDDEN
+                raise tool_hidden(name)
+            if proxy.governance is not None:
+                return await proxy.governance.call(self, forward, ctx, state, progress)
+            return await self._upstream_call(forward, progress)
+
+        out = await proxy.tool_pipeline(req, terminal, ctx)
+        if not isinstance(out, types.CallToolResult):
+            raise TypeError(
+                f"tool middleware returned {type(out).__name__}, not a CallToolResult"
+            )
+        return out
+
+    async def _upstream_call(
+        self, req: types.CallToolRequest, progress: Any = None
+    ) -> types.CallToolResult:
+        result = await self.proxy.upstream.request(req, types.CallToolResult, progress)
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+    async def _pass_through(
+        self,
+        req: Any,
+        ctx: ProxyContext,
+        observers: Composed,
+        forward: Callable[[Any], Awaitable[Any]],
+    ) -> Any:
+        """P12, P13: forward the original request exactly once; raw outcome back."""
+        done = False
+        value: Any = None
+        failure: BaseException | None = None
+
+        async def once(_ignored: Any = None) -> Any:
+            nonlocal done, value, failure
+            if not done:
+                done = True
+                try:
+                    value = await forward(req)
+                except McpError as exc:
+                    failure = exc
+            if failure is not None:
+                raise failure
+            return value
+
+        if observers.layers:
+            try:
+                await observers(req, once, ctx)
+            except McpError as exc:
+                if exc is not failure:
+                    log.warning("proxy: a pass-through observer raised", exc_info=True)
+            except Exception:  # P13: an observer changes nothing
+                log.warning("proxy: a pass-through observer raised", exc_info=True)
+        return await once()
+
+    # -- tools/list -------------------------------------------------------
+
+    async def _list_tools(self, req: types.ListToolsRequest) -> types.ServerResult:
+        ctx = self.context()
+        proxy = self.proxy
+
+        async def terminal(forward: types.ListToolsRequest) -> types.ListToolsResult:
+            listed = await proxy.upstream.request(forward, types.ListToolsResult)
+            return self._visible_tools(listed, ctx)
+
+        out = await proxy.list_tools_pipeline(req, terminal, ctx)
+        return types.ServerResult(self._visible_tools(out, ctx))
+
+    def _visible_tools(
+        self, listed: types.ListToolsResult, ctx: ProxyContext
+    ) -> types.ListToolsResult:
+        keep = [t for t in listed.tools if not self.proxy.is_hidden_tool(t.name, ctx)]
+        if len(keep) == len(listed.tools):
+            return listed  # P9: nothing hidden, unchanged
+        return listed.model_copy(update={"tools": keep})
+
+    # -- resources --------------------------------------------------------
+
+    async def _read_resource(
+        self, req: types.ReadResourceRequest
+    ) -> types.ServerResult:
+        ctx = self.context()
+        proxy = self.proxy
+        uri = str(req.params.uri)
+        if proxy.is_hidden_resource(uri, ctx):
+            raise resource_hidden(uri)
+
+        async def upstream(forward: types.ReadResourceRequest) -> Any:
+            return await proxy.upstream.request(forward, types.ReadResourceResult)
+
+        if uri in proxy.pass_through_resources:
+            out = await self._pass_through(req, ctx, proxy.resource_observers, upstream)
+            return types.ServerResult(out)
+
+        async def terminal(forward: types.ReadResourceRequest) -> Any:
+            if proxy.is_hidden_resource(str(forward.params.uri), ctx):  # P10
+                raise resource_hidden(str(forward.params.uri))
+            return await upstream(forward)
+
+        out = await proxy.resource_pipeline(req, terminal, ctx)
+        return types.ServerResult(out)
+
+    async def _list_resources(
+        self, req: types.ListResourcesRequest
+    ) -> types.ServerResult:
+        ctx = self.context()
+        listed = await self.proxy.upstream.request(req, types.ListResourcesResult)
+        keep = [
+            r
+            for r in listed.resources
+            if not self.proxy.is_hidden_resource(str(r.uri), ctx)
+        ]
+        if len(keep) != len(listed.resources):
+            listed = listed.model_copy(update={"resources": keep})
+        return types.ServerResult(listed)
+
+    # -- everything else --------------------------------------------------
+
+    async def _forward(self, req: Any) -> types.ServerResult:
+        self.context()
+        result_type = _FORWARDED[type(req)]
+        out = await self.proxy.upstream.request(req, result_type)
+        return types.ServerResult(out)
+
+    async def notify(self, notification: types.ServerNotification) -> None:
+        """P25: send one upstream notification (list_changed) to this client."""
+        client = self.client
+        if client is not None:
+            # Parsed from the wire, it keeps its envelope as extra fields.
+            root: Any = notification.root
+            clean = type(root)(method=root.method, params=root.params)
+            await client.send_notification(types.ServerNotification(clean))

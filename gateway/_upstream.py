@@ -1,0 +1,254 @@
+"""The proxy's one connection to the MCP server it stands in front of.
+
+Pattern: an async context manager over the SDK's ``ClientSession`` with one
+         of three transports: a command (stdio), a URL (Streamable HTTP), or a
+         server object in this process (FastMCP, a low-level ``Server``, or an
+         ``mcp_serve`` result) over in-memory streams.
+Role:    gateway layer; ``McpProxy`` opens one ``Upstream`` for its life and
+         every client session forwards through it.
+Emits:   nothing; upstream notifications go to the ``on_notification``
+         callback (the proxy fans ``list_changed`` out to every session).
+
+Laws: P25 (the proxy refuses to start against an upstream it cannot
+initialize, with a clear error naming it: ``UpstreamError``; cancellation is
+relayed upstream as ``notifications/cancelled``, progress back to the
+caller), S7's transports.
+
+Why requests are sent raw (``send_request``) rather than through
+``call_tool``: the SDK client validates structured output and rebuilds the
+request; a proxy forwards what the client sent, ``_meta`` included, and
+returns what the upstream answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import McpError
+from mcp.shared.session import ProgressFnT
+
+from helmlog.events import HelmlogError
+
+Notify = Callable[[types.ServerNotification], Awaitable[None]]
+
+
+class UpstreamError(HelmlogError):
+    """The upstream MCP server could not be started or initialized (P25).
+
+    Attributes:
+        upstream: what was given (the command, the URL or the object's name).
+    """
+
+    code = "ERR_UPSTREAM"
+    retryable = True
+
+    def __init__(self, upstream: str, cause: str) -> None:
+        super().__init__(
+            f"upstream MCP server {upstream} could not be started: {cause}"
+        )
+        self.upstream = upstream
+
+
+def describe(upstream: Any) -> str:
+    """A short name for error messages and ``tool_source``."""
+    if isinstance(upstream, str):
+        return upstream
+    if isinstance(upstream, (list, tuple)):
+        return shlex.join(str(x) for x in upstream)
+    name = getattr(upstream, "name", None)
+    return name if isinstance(name, str) and name else type(upstream).__name__
+
+
+def _low_level(server: Any) -> Any:
+    """The SDK low-level ``Server`` inside a FastMCP or ``mcp_serve`` object."""
+    inner = getattr(server, "_mcp_server", None)  # FastMCP keeps it here
+    if inner is not None:
+        return inner
+    inner = getattr(server, "server", None)  # ServedTools.server
+    return inner if inner is not None else server
+
+
+class Upstream:
+    """One initialized client session to the upstream server.
+
+    Args:
+        target: a URL (``http://``/``https://``), a command as a sequence of
+            strings, or an in-process server object.
+        on_notification: receives every server notification.
+    """
+
+    def __init__(self, target: Any, on_notification: Notify | None = None) -> None:
+        if isinstance(target, str) and not target.startswith(("http://", "https://")):
+            raise ValueError(
+                "an upstream str is a URL; give a command as a list of strings"
+            )
+        self.target = target
+        self.label = describe(target)
+        self.on_notification = on_notification
+        self.session: ClientSession | None = None
+        self.init: types.InitializeResult | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    async def open(self) -> types.InitializeResult:
+        """Start (or connect to) the upstream and initialize it.
+
+        Raises:
+            UpstreamError: it did not start or did not answer initialize.
+        """
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            read, write = await self._streams(stack)
+            session = await stack.enter_async_context(
+                ClientSession(read, write, message_handler=self._incoming)
+            )
+            with anyio.fail_after(30):
+                init = await session.initialize()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await _close_quietly(stack)
+            if isinstance(exc, Exception):
+                raise UpstreamError(self.label, _cause(exc)) from exc
+            raise
+        self._stack, self.session, self.init = stack, session, init
+        return init
+
+    async def close(self) -> None:
+        """Close the session and stop the upstream (a subprocess is ended)."""
+        stack, self._stack, self.session = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        target = self.target
+        if isinstance(target, str):
+            from mcp.client.streamable_http import streamable_http_client
+
+            read, write, _ = await stack.enter_async_context(
+                streamable_http_client(target)
+            )
+            return read, write
+        if isinstance(target, (list, tuple)):
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            if not target:
+                raise ValueError("an upstream command needs at least a program")
+            params = StdioServerParameters(
+                command=str(target[0]), args=[str(a) for a in target[1:]]
+            )
+            read, write = await stack.enter_async_context(stdio_client(params))
+            return read, write
+        from mcp.shared.memory import create_client_server_memory_streams
+
+        server = _low_level(target)
+        client_streams, server_streams = await stack.enter_async_context(
+            create_client_server_memory_streams()
+        )
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tg.cancel_scope.cancel)
+        tg.start_soon(
+            lambda: server.run(*server_streams, server.create_initialization_options())
+        )
+        return client_streams
+
+    async def _incoming(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and self.on_notification:
+            await self.on_notification(message)
+
+    def _live(self) -> ClientSession:
+        if self.session is None:
+            raise McpError(
+                types.ErrorData(
+                    code=types.INTERNAL_ERROR,
+                    message=f"the upstream MCP server {self.label} is not connected",
+                )
+            )
+        return self.session
+
+    async def request(
+        self,
+        request: Any,
+        result_type: type[Any],
+        progress: ProgressFnT | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Send one client request upstream and return its typed result.
+
+        Cancelling the caller relays ``notifications/cancelled`` upstream.
+
+        Raises:
+            McpError: the upstream's own error, unchanged, or a transport
+                failure as ``INTERNAL_ERROR``.
+        """
+        session = self._live()
+        # A request parsed from the wire keeps its envelope (``jsonrpc``,
+        # ``id``) as extra fields; send only what the request says.
+        request = type(request)(method=request.method, params=request.params)
+        # The SDK numbers requests itself; the id this request gets is the
+        # counter's value now (no await before it is taken), so a cancel can
+        # name it upstream.
+        upstream_id = session._request_id
+        try:
+            return await session.send_request(
+                types.ClientRequest(request),
+                result_type,
+                request_read_timeout_seconds=(
+                    timedelta(seconds=timeout_s) if timeout_s else None
+                ),
+                progress_callback=progress,
+            )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await session.send_notification(
+                    types.ClientNotification(
+                        types.CancelledNotification(
+                            params=types.CancelledNotificationParams(
+                                requestId=upstream_id, reason="cancelled by client"
+                            )
+                        )
+                    )
+                )
+            raise
+        except McpError:
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise McpError(
+                types.ErrorData(
+                    code=types.INTERNAL_ERROR,
+                    message=f"the upstream MCP server {self.label} went away: "
+                    f"{_cause(exc)}",
+                )
+            ) from exc
+
+    async def notify(self, notification: Any) -> None:
+        """Forward a client notification upstream (best effort)."""
+        await self._live().send_notification(types.ClientNotification(notification))
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _cause(exc.exceptions[0])
+    return str(exc) or type(exc).__name__
+
+
+async def _close_quietly(stack: contextlib.AsyncExitStack) -> None:
+    try:
+        await stack.aclose()
+    except Exception:  # noqa: BLE001 — the open already failed; report that
+        return
+    except BaseExceptionGroup:
+        return
+
+
+def command_of(spec: str | Sequence[str]) -> list[str]:
+    """A command line (``"python server.py"``) as an argument list."""
+    if isinstance(spec, str):
+        return shlex.split(spec)
+    return [str(x) for x in spec]

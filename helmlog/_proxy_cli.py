@@ -1,0 +1,143 @@
+"""``helmlog mcp-proxy``: the MCP governance proxy from the shell.
+
+Pattern: a thin runner: parse the upstream, import the policy (a mapping of
+         ``McpProxy`` options), open the store, start the proxy on stdio or
+         on Streamable HTTP.
+Role:    the face; ``helmlog.cli`` calls ``run_proxy`` and prints its errors
+         as one line.
+Emits:   what the proxy records (its sessions' streams in ``--store``).
+
+Laws: R18 (``mcp-proxy`` starts the proxy), P24 (``--http`` binds what it is
+told, loopback by default), P25 (an upstream that does not start is a clean
+error naming it), issue 10 item 6 (``module:attr`` is importable from the
+current directory; an unknown option, a policy that does not import and an
+upstream that does not start are one-line errors).
+
+Why the current directory goes on the import path here: a policy file sits
+beside the operator, not in an installed package; the ``helmlog`` script's
+own directory is what Python puts first, which is never where the policy is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from helmlog.events import open_event_store
+from helmlog.gateway import McpProxy, ProxyAudit
+from helmlog.gateway._upstream import command_of
+
+AUDIT_SECRET_ENV = "HELMLOG_AUDIT_SECRET"
+AUDIT_KEY_ID_ENV = "HELMLOG_AUDIT_KEY_ID"
+
+
+class ProxyCliError(ValueError):
+    """A bad option, policy or upstream: printed as one line."""
+
+
+def cwd_on_path() -> None:
+    """Put the current directory first on the import path (once)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def load_attr(spec: str, option: str) -> Any:
+    """``module:attr`` → the attribute, importable from the current directory."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ProxyCliError(f"{option} takes module:attr, got {spec!r}")
+    cwd_on_path()
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 — any import failure is the policy's
+        raise ProxyCliError(
+            f"{option}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from None
+    if not hasattr(module, attr):
+        raise ProxyCliError(f"{option}: {module_name!r} has no attribute {attr!r}")
+    return getattr(module, attr)
+
+
+OPTIONS = frozenset(inspect.signature(McpProxy.__init__).parameters) - {
+    "self",
+    "upstream",
+}
+
+
+def load_policy(spec: str | None) -> dict[str, Any]:
+    """The policy's options (a mapping, or a function returning one)."""
+    if spec is None:
+        return {}
+    value = load_attr(spec, "--policy")
+    if callable(value) and not isinstance(value, Mapping):
+        value = value()
+    if not isinstance(value, Mapping):
+        raise ProxyCliError(
+            f"--policy {spec} is a {type(value).__name__}, not a mapping of "
+            "McpProxy options"
+        )
+    unknown = sorted(set(value) - OPTIONS)
+    if unknown:
+        raise ProxyCliError(
+            f"--policy {spec}: unknown McpProxy option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(OPTIONS))}"
+        )
+    return dict(value)
+
+
+def build_proxy(
+    upstream: str | None,
+    upstream_url: str | None,
+    policy: str | None,
+    store: str | None,
+) -> McpProxy:
+    """The proxy the options describe (raises ``ProxyCliError``)."""
+    if (upstream is None) == (upstream_url is None):
+        raise ProxyCliError("give exactly one of --upstream or --upstream-url")
+    target: Any = upstream_url
+    if upstream is not None:
+        target = command_of(upstream)
+        if not target:
+            raise ProxyCliError("--upstream needs a command")
+    options = load_policy(policy)
+    opened = open_event_store(store) if store else None
+    secret = os.environ.get(AUDIT_SECRET_ENV)
+    audit = options.get("audit")
+    if audit is None and secret:
+        key_id = os.environ.get(AUDIT_KEY_ID_ENV, "default")
+        options["audit"] = ProxyAudit(secret.encode(), key_id, opened)
+    elif isinstance(audit, ProxyAudit) and audit.store is None and opened:
+        options["audit"] = ProxyAudit(audit.secret, audit.key_id, opened)
+    if opened is not None and "store" not in options:
+        options["store"] = opened
+    try:
+        return McpProxy(target, **options)
+    except (TypeError, ValueError) as exc:
+        raise ProxyCliError(f"--policy: {exc}") from None
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ProxyCliError(f"--http takes HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+async def run_proxy(
+    proxy: McpProxy, http: str | None, announce: Callable[[str], None]
+) -> None:
+    """Start the upstream, then serve on stdio or HTTP until stopped."""
+    bind = parse_http(http) if http else None
+    async with proxy:
+        if bind is None:
+            await proxy.serve_stdio()
+            return
+        await proxy.serve_http(
+            bind[0], bind[1], ready=lambda url: announce(f"helmlog mcp-proxy on {url}")
+        )

@@ -1,0 +1,104 @@
+"""Helpers for the proxy's HTTP tests: a FastMCP upstream process, raw requests.
+
+Pattern: context managers that start what they need and stop it on exit.
+Role:    imported by ``tests/unit/gateway/test_proxy_http.py`` and the
+         transport tests.
+Emits:   nothing.
+
+Laws: none itself.
+
+Why a raw client beside the SDK's: the limits (P11, P17, P24) are HTTP
+answers the SDK client turns into exceptions; the raw one reads them.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def http_upstream() -> Iterator[str]:
+    """The FastMCP upstream as a subprocess on Streamable HTTP; yields its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.unit.gateway.upstream_server",
+            "--http",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the FastMCP upstream did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, headers: dict[str, str] | None = None, **kw: Any
+) -> AsyncIterator[ClientSession]:
+    """One initialized SDK client session over Streamable HTTP."""
+    async with (
+        httpx.AsyncClient(headers=headers or {}, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write, **kw) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def post(
+    url: str, body: Any, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """One raw POST (JSON body, or bytes as given)."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        merged = {**HEADERS, **(headers or {})}
+        if isinstance(body, bytes):
+            return await http.post(url, content=body, headers=merged)
+        return await http.post(url, json=body, headers=merged)

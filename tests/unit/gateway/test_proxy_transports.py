@@ -1,0 +1,178 @@
+"""P25 and the transports: subprocess upstreams (stdio, HTTP), transparency.
+
+Pattern: real processes (the FastMCP upstream over stdio and over Streamable
+         HTTP) behind the proxy, the SDK client in front of it; in-process
+         upstreams for the notification laws.
+Role:    unit tests for ``gateway/_upstream.py`` and the proxy's relays.
+Emits:   nothing.
+
+Laws: P25 (capabilities mirrored, refusal to start naming the upstream,
+progress and cancellation relayed, list_changed fanned out to every live
+session), issue 10 item 2 (upstream over stdio and HTTP, clients over stdio
+and HTTP), and an upstream that dies mid-call is an MCP error.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.shared.exceptions import McpError
+
+from helmlog.gateway import McpProxy, UpstreamError
+
+from .http_helpers import http_client, http_upstream
+from .proxy_helpers import proxied, through
+from .upstream_server import UPSTREAM
+
+STDIO = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
+
+
+async def test_an_upstream_over_stdio_is_proxied() -> None:
+    """Item 2: a FastMCP subprocess on stdio, hidden tools applied, calls pass."""
+    proxy = McpProxy(STDIO, hidden_tools=["delete_everything"])
+    async with proxied(proxy) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        out = await client.call_tool("echo", {"word": "hi"})
+    assert "delete_everything" not in names and "echo" in names
+    assert "HI" == out.content[0].text  # type: ignore[union-attr]
+
+
+async def test_an_upstream_over_http_is_proxied_to_an_http_client() -> None:
+    """Item 2: FastMCP on Streamable HTTP upstream, the SDK HTTP client in front."""
+    with http_upstream() as upstream_url:
+        proxy = McpProxy(upstream_url, hidden_resources=["data://secret"])
+        async with proxy, proxy.http_server() as url, http_client(url) as client:
+            out = await client.call_tool("echo", {"word": "hi"})
+            listed = [str(r.uri) for r in (await client.list_resources()).resources]
+    assert "HI" == out.content[0].text  # type: ignore[union-attr]
+    assert ["data://public"] == listed
+
+
+async def test_p25_capabilities_are_mirrored_and_the_proxy_names_itself() -> None:
+    """P25: the client sees the upstream's capabilities under the proxy's name."""
+    proxy = McpProxy(UPSTREAM, name="gate", version="9")
+    async with proxy:
+        async with through(proxy) as client:
+            init = client.get_server_capabilities()
+        upstream = proxy.upstream_init.capabilities
+    assert upstream == init
+
+
+async def test_p25_an_upstream_that_does_not_start_is_refused_by_name() -> None:
+    """P25: a clear error naming the upstream."""
+    proxy = McpProxy([sys.executable, "-c", "import sys; sys.exit(3)"])
+    with pytest.raises(UpstreamError) as raised:
+        await proxy.start()
+    assert "could not be started" in str(raised.value)
+    assert sys.executable in raised.value.upstream
+
+
+async def test_p25_progress_is_relayed_to_the_caller() -> None:
+    """P25: the upstream's progress reaches the client's progress callback."""
+    got: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(p: float, total: float | None, message: str | None) -> None:
+        got.append((p, total, message))
+
+    async with proxied(McpProxy(UPSTREAM)) as client:
+        out = await client.call_tool("slow", {"steps": 2}, progress_callback=progress)
+    assert "done 2" == out.content[0].text  # type: ignore[union-attr]
+    assert [(1.0, 2.0, "step 1"), (2.0, 2.0, "step 2")] == got
+
+
+async def test_p25_list_changed_fans_out_to_every_live_session() -> None:
+    """P25: one upstream notification reaches each session."""
+    seen: list[str] = []
+
+    def handler(tag: str) -> Any:
+        async def on(message: Any) -> None:
+            if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ToolListChangedNotification
+            ):
+                seen.append(tag)
+
+        return on
+
+    proxy = McpProxy(UPSTREAM)
+    async with (
+        proxy,
+        through(proxy, message_handler=handler("a")) as a,
+        through(proxy, message_handler=handler("b")) as b,
+    ):
+        await b.list_tools()
+        await a.call_tool("announce", {})
+        deadline = time.monotonic() + 10
+        while sorted(seen) != ["a", "b"]:
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.02)
+    assert ["a", "b"] == sorted(seen)
+
+
+async def test_p25_cancelling_a_call_relays_the_cancel_upstream() -> None:
+    """P25: a cancelled client request cancels the upstream's work."""
+    from helmlog.gateway._upstream import Upstream
+
+    sent: list[Any] = []
+    proxy = McpProxy(UPSTREAM)
+    async with proxy:
+        upstream: Upstream = proxy.upstream
+        assert upstream.session is not None
+        original = upstream.session.send_notification
+
+        async def spy(note: Any, *a: Any, **kw: Any) -> None:
+            sent.append(note.root)
+            await original(note, *a, **kw)
+
+        upstream.session.send_notification = spy  # type: ignore[method-assign]
+        async with through(proxy) as client:
+            with anyio.move_on_after(0.3):
+                await client.call_tool("sleepy", {"seconds": 30})
+    assert [types.CancelledNotification] == [type(n) for n in sent]
+
+
+async def test_an_upstream_that_dies_mid_call_is_an_mcp_error() -> None:
+    """Bad input: the upstream process exits during a call; the client gets an error."""
+    seen: list[Any] = []
+    proxy = McpProxy(STDIO, on_telemetry=seen.append)
+    async with proxied(proxy) as client:
+        with pytest.raises(McpError):
+            await client.call_tool("die", {})
+    assert ["error"] == [e.outcome for e in seen]
+
+
+async def test_p25_meta_is_forwarded_on_routed_and_pass_through_calls() -> None:
+    """P25: the request's _meta reaches the upstream unchanged on both routes."""
+
+    async def layer(req: Any, next: Any, ctx: Any) -> Any:
+        return await next(req)
+
+    for pass_through in ((), ("meta_seen",)):
+        proxy = McpProxy(
+            UPSTREAM, tool_middleware=[layer], pass_through_tools=pass_through
+        )
+        async with proxied(proxy) as client:
+            out = await client.call_tool("meta_seen", {}, meta={"trace": "t1"})
+        assert '{"trace": "t1"}' == out.content[0].text  # type: ignore[union-attr]
+
+
+async def test_p24_binding_beyond_loopback_without_a_resolver_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """P24: one warning naming the host when bound elsewhere without a resolver."""
+    from helmlog.gateway import _proxy_http
+
+    _proxy_http._warned.clear()
+    proxy = McpProxy(UPSTREAM)
+    async with proxy:
+        for _ in range(2):
+            async with proxy.http_server("0.0.0.0", 0):
+                pass
+    warnings = [
+        r for r in caplog.records if "without an identity resolver" in r.message
+    ]
+    assert 1 == len(warnings)

@@ -1,0 +1,125 @@
+"""A real upstream MCP server (the SDK's FastMCP) for the proxy's tests.
+
+Pattern: a script module: one FastMCP server with ordinary, destructive,
+         failing and slow tools, public and secret resources, and a prompt.
+Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
+         itself), as a stdio subprocess (``python -m`` this) and over
+         Streamable HTTP (``python -m`` this ``--http PORT``).
+Emits:   nothing.
+
+Laws: none itself; it is the server the P laws are tested against.
+
+Why FastMCP and not a helmlog server: the proxy must stand in front of
+servers it did not write (issue 10), and FastMCP is what most of them use.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+
+UPSTREAM = FastMCP("upstream")
+CALLS: list[str] = []
+
+
+@UPSTREAM.tool()
+def echo(word: str) -> str:
+    """Echo a word in capitals."""
+    CALLS.append("echo")
+    return word.upper()
+
+
+@UPSTREAM.tool()
+def delete_everything() -> str:
+    """A destructive tool the proxy hides."""
+    CALLS.append("delete_everything")
+    return "deleted"
+
+
+@UPSTREAM.tool()
+def lookup_customer(name: str) -> str:
+    """Returns a record with an SSN in it."""
+    CALLS.append("lookup_customer")
+    return f"{name}: ssn 123-45-6789"
+
+
+@UPSTREAM.tool()
+def refund(amount: float) -> str:
+    """Refund an amount."""
+    CALLS.append("refund")
+    return f"refunded {amount}"
+
+
+@UPSTREAM.tool()
+def explode() -> str:
+    """Always raises."""
+    CALLS.append("explode")
+    raise RuntimeError("boom")
+
+
+@UPSTREAM.tool()
+async def slow(steps: int, ctx: Context[Any, Any, Any]) -> str:
+    """Reports progress, then answers."""
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+    return f"done {steps}"
+
+
+@UPSTREAM.tool()
+async def sleepy(seconds: float) -> str:
+    """Sleeps (to be cancelled)."""
+    await anyio.sleep(seconds)
+    return "woke"
+
+
+@UPSTREAM.tool()
+async def announce(ctx: Context[Any, Any, Any]) -> str:
+    """Tells the client the tool list changed."""
+    await ctx.session.send_tool_list_changed()
+    return "announced"
+
+
+@UPSTREAM.tool()
+def meta_seen(ctx: Context[Any, Any, Any]) -> str:
+    """What ``_meta`` the request carried, as JSON."""
+    meta = ctx.request_context.meta
+    return json.dumps(meta.model_dump(exclude_none=True) if meta else None)
+
+
+@UPSTREAM.tool()
+def die() -> str:
+    """Kills the server process mid-call."""
+    import os
+
+    os._exit(3)
+
+
+@UPSTREAM.resource("data://public")
+def public() -> str:
+    """A readable resource."""
+    return "public data"
+
+
+@UPSTREAM.resource("data://secret")
+def secret() -> str:
+    """A resource the proxy hides."""
+    return "secret data"
+
+
+@UPSTREAM.prompt()
+def greet(name: str) -> str:
+    """A prompt the proxy passes unchanged."""
+    return f"Hello {name}"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        UPSTREAM.settings.port = int(sys.argv[2])
+        UPSTREAM.settings.log_level = "WARNING"
+        UPSTREAM.run("streamable-http")
+    else:
+        UPSTREAM.run("stdio")
