@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -69,10 +70,19 @@ async def pending_questions(store: EventStore) -> list[PendingQuestion]:
 
 
 def load_factory(spec: str) -> Callable[[EventStore], Agent]:
-    """``module:function`` → the function (raises ``ValueError`` naming the problem)."""
+    """``module:function`` → the function (raises ``ValueError`` naming the problem).
+
+    The current directory is put on ``sys.path`` first, so an agent module
+    beside the shell imports as it would with ``python -m``.
+    """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"--agent takes module:function, got {spec!r}")
+    # As ``python -m`` does: a module beside the shell is importable without
+    # setting PYTHONPATH (issue 11).
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

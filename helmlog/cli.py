@@ -546,6 +546,78 @@ def decline(
     _decide(session, store, agent, False, by, note)
 
 
+SERVE_AGENT_HELP = (
+    "The agent to serve: module:function taking the store, returning the agent "
+    "(the current directory is importable)."
+)
+SERVE_CLUSTER_HELP = (
+    "Run the sessions on a Ray cluster's session hosts: a cluster NAME (a local "
+    "Ray) or a Ray ADDRESS (host:port) to join; needs --store redis://..."
+)
+AUTH_HELP = (
+    "The auth file (TOML): bearer tokens mapped to identities and roles, and an "
+    "optional trusted proxy header (default: $HELMLOG_AUTH). Required."
+)
+ASK_TIMEOUT_HELP = (
+    "Decline, as 'timeout', an ask not answered within this many seconds "
+    "(an ask's own timeout_s wins)."
+)
+
+
+@app.command()
+def serve(
+    agent: Annotated[str, typer.Option(help=SERVE_AGENT_HELP)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    cluster: Annotated[
+        str | None, typer.Option(help=SERVE_CLUSTER_HELP, show_default=False)
+    ] = None,
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8000,
+    auth: Annotated[
+        str | None, typer.Option(help=AUTH_HELP, show_default=False)
+    ] = None,
+    ask_timeout: Annotated[
+        float | None, typer.Option(help=ASK_TIMEOUT_HELP, show_default=False)
+    ] = None,
+) -> None:
+    """Serve the HTTP API and the approvals page (issue 11).
+
+    Sessions, their snapshots and facts (SSE), the pending asks and their
+    decisions; the approver is whoever authenticated, never a field.
+    """
+    import os
+
+    from helmlog._http import AuthConfigError, Authenticator, ServeConfig
+    from helmlog._http import serve as run_server
+
+    err = Console(stderr=True)
+    path = auth or os.environ.get("HELMLOG_AUTH")
+    if not path:
+        typer.echo(
+            "helmlog serve needs --auth FILE (or $HELMLOG_AUTH): with no one "
+            "authorized, nothing would be served",
+            err=True,
+        )
+        raise typer.Exit(2)
+    try:
+        authenticator = Authenticator.from_file(path)
+        factory = load_factory(agent)
+    except (AuthConfigError, ValueError) as exc:
+        raise _fail(err, "serve", exc) from None
+    config = ServeConfig(
+        factory=factory,
+        auth=authenticator,
+        store_url=store,
+        cluster=cluster,
+        chain_key=chain_key_from_env(),
+        ask_timeout_s=ask_timeout,
+    )
+    try:
+        run_server(config, host, port)
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "serve", exc) from None
+
+
 RECOVER_SESSION_ARG = (
     "The session to recover; without it, every session the store's open-turns "
     "index names."
