@@ -499,19 +499,43 @@ def asks(
 
 
 def _decide(
-    session: str, store: str, agent: str, approved: bool, by: str, note: str | None
+    session: str,
+    store: str,
+    agent: str,
+    approved: bool,
+    by: str | None,
+    note: str | None,
+    call: str | None,
+    auth: str | None,
 ) -> None:
+    import os
+
+    from helmlog._http import AuthConfigError, approver_from_environment
+
     err = Console(stderr=True)
     verb = "approve" if approved else "decline"
     try:
+        # Who decides comes from configuration, never from a free-text flag:
+        # --by may only repeat it (issue 11 item 2).
+        who = approver_from_environment(os.environ, auth).identity
+        if by is not None and by != who:
+            raise ValueError(
+                f"--by {by!r} is not who this shell is configured as ({who!r})"
+            )
         factory = load_factory(agent)
         out = _on_store(
             store,
             lambda opened: decide(
-                opened, session, factory, approved=approved, by=by, note=note
+                opened,
+                session,
+                factory,
+                approved=approved,
+                by=who,
+                note=note,
+                call_id=call,
             ),
         )
-    except (HelmlogError, ValueError, OSError) as exc:
+    except (HelmlogError, AuthConfigError, ValueError, OSError) as exc:
         err.print(f"[bold red]helmlog {verb} failed:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     if isinstance(out, AskPause):
@@ -522,28 +546,56 @@ def _decide(
         typer.echo(out)
 
 
+BY_HELP = (
+    "Who decides, as configured ($HELMLOG_TOKEN with the auth file, or "
+    "$HELMLOG_APPROVER); given, it must match."
+)
+CALL_HELP = "The paused call's id (default: the session's pending ask)."
+DECIDE_AUTH_HELP = "The auth file that $HELMLOG_TOKEN is looked up in ($HELMLOG_AUTH)."
+
+
 @app.command()
 def approve(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    by: Annotated[str, typer.Option(help="Who approves (recorded in the ledger).")],
     agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
     note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    call: Annotated[
+        str | None, typer.Option(help=CALL_HELP, show_default=False)
+    ] = None,
+    auth: Annotated[
+        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+    ] = None,
 ) -> None:
-    """Approve a session's pending ask as ``check_in_approved`` would; run on."""
-    _decide(session, store, agent, True, by, note)
+    """Approve a session's pending ask as ``check_in_approved`` would; run on.
+
+    The ask must be in the store's pending-asks index; the approver is who
+    this shell is configured as.
+    """
+    _decide(session, store, agent, True, by, note, call, auth)
 
 
 @app.command()
 def decline(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    by: Annotated[str, typer.Option(help="Who declines (recorded in the ledger).")],
     agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
     note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    call: Annotated[
+        str | None, typer.Option(help=CALL_HELP, show_default=False)
+    ] = None,
+    auth: Annotated[
+        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+    ] = None,
 ) -> None:
-    """Decline a session's pending ask as ``check_in_declined`` would; run on."""
-    _decide(session, store, agent, False, by, note)
+    """Decline a session's pending ask as ``check_in_declined`` would; run on.
+
+    The ask must be in the store's pending-asks index; the decliner is who
+    this shell is configured as.
+    """
+    _decide(session, store, agent, False, by, note, call, auth)
 
 
 SERVE_AGENT_HELP = (
