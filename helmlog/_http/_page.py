@@ -130,9 +130,9 @@ def page(who: str | None, asks: Sequence[AskView], now_ms: int) -> str:
             ' <button type="submit" id="sign-in">Sign in</button></form></body></html>'
         )
     return (
-        head + f'<p class="who">signed in as <b id="who">{_e(who)}</b> '
+        head + f'<div class="who">signed in as <b id="who">{_e(who)}</b> '
         '<form method="post" action="/logout" style="display:inline">'
-        '<button type="submit">sign out</button></form></p>'
+        '<button type="submit">sign out</button></form></div>'
         '<p id="status" role="status"></p>'
         f'<div id="asks">{asks_fragment(asks, now_ms)}</div>'
         f"<script>{_SCRIPT}</script></body></html>"
