@@ -477,6 +477,7 @@ class Loop:
                 policy_version=cfg.policy_version,
                 iteration=site.iteration,
                 content_digest=content,
+                timeout_ms=_timeout_ms(ask.timeout_s),
             )
         )
         await j.flush()
@@ -611,3 +612,8 @@ class Loop:
                 s.session_id,
                 exc_info=True,
             )
+
+
+def _timeout_ms(timeout_s: float | None) -> int | None:
+    """An ask's deadline as recorded: whole ms after the pause (at least 1)."""
+    return None if timeout_s is None else max(1, round(timeout_s * 1000))

@@ -224,10 +224,17 @@ class Service:
             views.append(self.served(self._ask_view(entry.session_id, ev)))
         return views
 
+    def _deadline(self, asked_at: int, timeout_ms: int | None) -> int | None:
+        """When an ask is declined by timeout: its own deadline, else the
+        server's default counted from when it paused, else never."""
+        if timeout_ms is not None:
+            return asked_at + timeout_ms
+        if self.ask_timeout_s is not None:
+            return asked_at + round(self.ask_timeout_s * 1000)
+        return None
+
     def _ask_view(self, session_id: str, ev: PauseRequested) -> AskView:
-        deadline = getattr(ev, "deadline", None)
-        if deadline is None and self.ask_timeout_s is not None:
-            deadline = ev.timestamp + int(self.ask_timeout_s * 1000)
+        deadline = self._deadline(ev.timestamp, ev.timeout_ms)
         return AskView(
             session_id=session_id,
             tool_call_id=ev.tool_call_id,
@@ -307,9 +314,9 @@ class Service:
             pending = await self.store.pending_asks()
         declined = 0
         for entry in pending:
-            deadline = getattr(entry, "deadline", None)
-            if deadline is None and self.ask_timeout_s is not None:
-                deadline = entry.timestamp + int(self.ask_timeout_s * 1000)
+            deadline = entry.deadline
+            if deadline is None:
+                deadline = self._deadline(entry.timestamp, None)
             if deadline is None or deadline > now or entry.kind == "ask-human":
                 continue
             try:

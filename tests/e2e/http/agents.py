@@ -15,8 +15,6 @@ from helmlog import Agent, ToolMiddleware, allow, ask, conversation_redaction, t
 from helmlog.events import EventStore
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
-ASK_TIMEOUT_S: float | None = None
-
 
 @tool
 def refund(order: int, amount: float) -> str:
@@ -28,6 +26,15 @@ def four_eyes_rule(call: Any) -> Any:
     if call.args["amount"] <= 500:
         return allow()
     return ask("Refund over $500?", {"amount": call.args["amount"]})
+
+
+DEADLINE_S = 0.3
+
+
+def hurried_rule(call: Any) -> Any:
+    if call.args["amount"] <= 500:
+        return allow()
+    return ask("Refund over $500?", timeout_s=DEADLINE_S)
 
 
 def respond(request: Any) -> Reply | str:
@@ -47,18 +54,21 @@ def respond(request: Any) -> Reply | str:
     )
 
 
-def build(store: EventStore, **options: Any) -> Agent:
+def build(store: EventStore, rule: Any = four_eyes_rule, **options: Any) -> Agent:
     """The refund desk: one tool, one four-eyes rule."""
     return (
         Agent.create(
             provider=scripted(respond=respond), model="m", store=store, **options
         )
         .tool(refund)
-        .act(
-            before_tool=[ToolMiddleware(name="four-eyes", on_tool_call=four_eyes_rule)]
-        )
+        .act(before_tool=[ToolMiddleware(name="four-eyes", on_tool_call=rule)])
         .build()
     )
+
+
+def hurried(store: EventStore) -> Agent:
+    """The refund desk whose four-eyes ask gives a person ``DEADLINE_S``."""
+    return build(store, hurried_rule)
 
 
 def redacted(store: EventStore) -> Agent:
