@@ -61,21 +61,24 @@ def running(
     *,
     ask_timeout_s: float | None = None,
     sweep_s: float = 0.2,
+    cluster: str | None = None,
 ) -> Iterator[Running]:
-    """Serve ``factory``'s agent on ``store_url`` until the block ends."""
+    """Serve ``factory``'s agent on ``store_url`` until the block ends
+    (``cluster``: on that Ray cluster's session hosts)."""
     config = ServeConfig(
         factory=factory,
         auth=Authenticator.from_mapping(AUTH),
         store_url=store_url,
         ask_timeout_s=ask_timeout_s,
         sweep_s=sweep_s,
+        cluster=cluster,
     )
     port = free_port()
     server = Server(config, "127.0.0.1", port)
     thread = threading.Thread(target=server.run, name="helmlog-serve", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("helmlog serve did not start")
