@@ -666,6 +666,8 @@ def serve(
     )
     try:
         run_server(config, host, port)
+    except KeyboardInterrupt:
+        return  # uvicorn re-raises the Ctrl-C it shut down on: a clean stop
     except (HelmlogError, ValueError, OSError) as exc:
         raise _fail(err, "serve", exc) from None
 

@@ -382,3 +382,18 @@ def test_asks_events_push_a_new_list_when_an_ask_arrives(api: Running) -> None:
                 else:
                     break
     assert [[], ["c8"]] == [[a["tool_call_id"] for a in items] for items in lists]
+
+
+def test_the_api_runs_unchanged_on_a_redis_cluster(redis_cluster_url: str) -> None:
+    """R11: start, list, approve and read back on a 3-master Redis Cluster."""
+    with running(agents.build, redis_cluster_url) as server:
+        sid = _start(server.url, "Refund order 8 for $900")["session_id"]
+        with client(server.url, APPROVER_TOKEN) as c:
+            listed = [a["session_id"] for a in c.get("/asks").json()]
+            approved = c.post(f"/asks/{sid}/c8/approve", json={})
+            rows = c.get(f"/sessions/{sid}").json()["middleware_decisions"]
+    assert ([sid], "Done: refunded 900.00 on order 8") == (
+        listed,
+        approved.json()["answer"],
+    )
+    assert "approved by dana@ops" == rows[1]["why"]
