@@ -32,7 +32,8 @@ _HELP: Final = {
     ),
     "helmlog_sessions_started_total": ("counter", "Sessions started through the API."),
     "helmlog_turns_total": ("counter", "Turns and resumes run, by how they ended."),
-    "helmlog_decisions_total": ("counter", "Asks decided, by decision and by whom."),
+    "helmlog_decisions_total": ("counter", "Asks decided, by decision."),
+    "helmlog_turn_seconds": ("summary", "Time to run a turn or a resume."),
     "helmlog_store_seconds": (
         "summary",
         "Time spent in store operations, by operation.",
