@@ -13,7 +13,9 @@ Laws: R7 (an open turn is never missed: the open mark is written *before*
 the append that starts the turn, so the index is a superset), R11 (an index
 key spanning sessions is sharded into N keys with their own hash tags,
 ``shard_of`` is sha256 of the session id mod N, like R8's placement, never
-Python's ``hash``), R18 (a pending ask carries what ``helmlog asks`` lists).
+Python's ``hash``), R18 (a pending ask carries what ``helmlog asks`` lists;
+issue 11 item 4: and its deadline, so it survives a restart of whoever
+enforces it).
 
 Why every rule is guarded by a seq: the index is written in a round trip
 after the append, and on a Redis Cluster by another node than the stream, so
@@ -71,6 +73,8 @@ class PendingAsk(msgspec.Struct, frozen=True, kw_only=True):
     middleware: str | None = None
     question: str = ""
     timestamp: int = 0
+    # When it is declined by timeout (ms since the epoch), if it has a deadline.
+    deadline: int | None = None
 
 
 class IndexDelta(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,6 +144,7 @@ def ask_of(session_id: str, record: StoredEvent) -> PendingAsk:
         middleware=ev.middleware,
         question=ev.question,
         timestamp=ev.timestamp,
+        deadline=None if ev.timeout_ms is None else ev.timestamp + ev.timeout_ms,
     )
 
 

@@ -184,6 +184,8 @@ class PauseRequested(Event, tag="pause.request", frozen=True):
     iteration: int = 0
     mac: str | None = None
     content_digest: str = ""
+    # The ask's deadline, ms after this event's timestamp (issue 11 item 4).
+    timeout_ms: int | None = None
 
 
 class PausedCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -9,7 +9,9 @@ Emits:   through the resuming agent: ``pause.resume``, the resume-side row,
 Laws: R18 (``asks`` lists pending pauses — session, tool, call id,
 middleware, question — from the store's pending-asks index, not a scan and
 fold of every session; ``approve|decline SESSION --by WHO [--note TEXT]``
-resolves one as ``check_in_approved``/``check_in_declined`` would), R1 (the
+resolves one as ``check_in_approved``/``check_in_declined`` would; issue 11
+item 2: only an ask the index lists, as the identity the shell is configured
+as, never a free-text name), R1 (the
 pause being resolved and its checkpoint are read from the fold of its
 stream, R19: verified first), R9 (the checkpoint is checked like any other;
 under a chain key it is signed with the store's key, as the agent signs the
@@ -70,12 +72,18 @@ async def pending_questions(store: EventStore) -> list[PendingQuestion]:
 
 
 def load_factory(spec: str) -> Callable[[EventStore], Agent]:
-    """``module:function`` → the function (raises ``ValueError`` naming the problem)."""
+    """``module:function`` → the function (raises ``ValueError`` naming the problem).
+
+    The current directory is put on ``sys.path`` first, so an agent module
+    beside the shell imports as it would with ``python -m``.
+    """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"--agent takes module:function, got {spec!r}")
+    # As ``python -m`` does: a module beside the shell is importable without
+    # setting PYTHONPATH (issue 11).
     here = os.getcwd()
-    if here not in sys.path:  # the agent's module sits beside the operator
+    if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
@@ -95,12 +103,32 @@ async def decide(
     approved: bool,
     by: str,
     note: str | None,
+    call_id: str | None = None,
 ) -> str | AskPause:
-    """Resolve the session's pending ask or check-in as a person would."""
+    """Resolve the session's pending ask or check-in as a person would.
+
+    The ask must be in the store's pending-asks index (and be ``call_id``'s
+    when given): a session the index does not list waits on no one, whatever
+    its stream's tail looks like.
+    """
+    listed = [
+        a
+        for a in await store.pending_asks()
+        if a.session_id == session_id and call_id in (None, a.tool_call_id)
+    ]
+    if not listed:
+        which = f" for call '{call_id}'" if call_id else ""
+        raise ValueError(
+            f"session '{session_id}' has no pending question{which} in the asks index"
+        )
     state = fold(r.decode() for r in await read_verified(store, session_id))
     checkpoint = sign_checkpoint(state.checkpoint, state.pending, store.chain_key)
     if state.pending is None or checkpoint is None:
         raise ValueError(f"session '{session_id}' has no pending question")
+    if call_id is not None and state.pending.tool_call_id != call_id:
+        raise ValueError(
+            f"session '{session_id}' waits on call '{state.pending.tool_call_id}'"
+        )
     if state.pending.kind == "ask-human":
         raise ValueError(
             f"session '{session_id}' waits on an answer to a tool's question "

@@ -500,19 +500,43 @@ def asks(
 
 
 def _decide(
-    session: str, store: str, agent: str, approved: bool, by: str, note: str | None
+    session: str,
+    store: str,
+    agent: str,
+    approved: bool,
+    by: str | None,
+    note: str | None,
+    call: str | None,
+    auth: str | None,
 ) -> None:
+    import os
+
+    from helmlog._http import AuthConfigError, approver_from_environment
+
     err = Console(stderr=True)
     verb = "approve" if approved else "decline"
     try:
+        # Who decides comes from configuration, never from a free-text flag:
+        # --by may only repeat it (issue 11 item 2).
+        who = approver_from_environment(os.environ, auth).identity
+        if by is not None and by != who:
+            raise ValueError(
+                f"--by {by!r} is not who this shell is configured as ({who!r})"
+            )
         factory = load_factory(agent)
         out = _on_store(
             store,
             lambda opened: decide(
-                opened, session, factory, approved=approved, by=by, note=note
+                opened,
+                session,
+                factory,
+                approved=approved,
+                by=who,
+                note=note,
+                call_id=call,
             ),
         )
-    except (HelmlogError, ValueError, OSError) as exc:
+    except (HelmlogError, AuthConfigError, ValueError, OSError) as exc:
         err.print(f"[bold red]helmlog {verb} failed:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     if isinstance(out, AskPause):
@@ -523,28 +547,130 @@ def _decide(
         typer.echo(out)
 
 
+BY_HELP = (
+    "Who decides, as configured ($HELMLOG_TOKEN with the auth file, or "
+    "$HELMLOG_APPROVER); given, it must match."
+)
+CALL_HELP = "The paused call's id (default: the session's pending ask)."
+DECIDE_AUTH_HELP = "The auth file that $HELMLOG_TOKEN is looked up in ($HELMLOG_AUTH)."
+
+
 @app.command()
 def approve(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    by: Annotated[str, typer.Option(help="Who approves (recorded in the ledger).")],
     agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
     note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    call: Annotated[
+        str | None, typer.Option(help=CALL_HELP, show_default=False)
+    ] = None,
+    auth: Annotated[
+        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+    ] = None,
 ) -> None:
-    """Approve a session's pending ask as ``check_in_approved`` would; run on."""
-    _decide(session, store, agent, True, by, note)
+    """Approve a session's pending ask as ``check_in_approved`` would; run on.
+
+    The ask must be in the store's pending-asks index; the approver is who
+    this shell is configured as.
+    """
+    _decide(session, store, agent, True, by, note, call, auth)
 
 
 @app.command()
 def decline(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    by: Annotated[str, typer.Option(help="Who declines (recorded in the ledger).")],
     agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
     note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    call: Annotated[
+        str | None, typer.Option(help=CALL_HELP, show_default=False)
+    ] = None,
+    auth: Annotated[
+        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+    ] = None,
 ) -> None:
-    """Decline a session's pending ask as ``check_in_declined`` would; run on."""
-    _decide(session, store, agent, False, by, note)
+    """Decline a session's pending ask as ``check_in_declined`` would; run on.
+
+    The ask must be in the store's pending-asks index; the decliner is who
+    this shell is configured as.
+    """
+    _decide(session, store, agent, False, by, note, call, auth)
+
+
+SERVE_AGENT_HELP = (
+    "The agent to serve: module:function taking the store, returning the agent "
+    "(the current directory is importable)."
+)
+SERVE_CLUSTER_HELP = (
+    "Run the sessions on a Ray cluster's session hosts: a cluster NAME (a local "
+    "Ray) or a Ray ADDRESS (host:port) to join; needs --store redis://..."
+)
+AUTH_HELP = (
+    "The auth file (TOML): bearer tokens mapped to identities and roles, and an "
+    "optional trusted proxy header (default: $HELMLOG_AUTH). Required."
+)
+ASK_TIMEOUT_HELP = (
+    "Decline, as 'timeout', an ask not answered within this many seconds "
+    "(an ask's own timeout_s wins)."
+)
+
+
+@app.command()
+def serve(
+    agent: Annotated[str, typer.Option(help=SERVE_AGENT_HELP)],
+    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    cluster: Annotated[
+        str | None, typer.Option(help=SERVE_CLUSTER_HELP, show_default=False)
+    ] = None,
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8000,
+    auth: Annotated[
+        str | None, typer.Option(help=AUTH_HELP, show_default=False)
+    ] = None,
+    ask_timeout: Annotated[
+        float | None, typer.Option(help=ASK_TIMEOUT_HELP, show_default=False)
+    ] = None,
+) -> None:
+    """Serve the HTTP API and the approvals page (issue 11).
+
+    Sessions, their snapshots and facts (SSE), the pending asks and their
+    decisions; the approver is whoever authenticated, never a field.
+    """
+    import os
+
+    from helmlog._http import AuthConfigError, Authenticator, ServeConfig
+    from helmlog._http import serve as run_server
+
+    err = Console(stderr=True)
+    path = auth or os.environ.get("HELMLOG_AUTH")
+    if not path:
+        typer.echo(
+            "helmlog serve needs --auth FILE (or $HELMLOG_AUTH): with no one "
+            "authorized, nothing would be served",
+            err=True,
+        )
+        raise typer.Exit(2)
+    try:
+        authenticator = Authenticator.from_file(path)
+        factory = load_factory(agent)
+    except (AuthConfigError, ValueError) as exc:
+        raise _fail(err, "serve", exc) from None
+    config = ServeConfig(
+        factory=factory,
+        auth=authenticator,
+        store_url=store,
+        cluster=cluster,
+        chain_key=chain_key_from_env(),
+        ask_timeout_s=ask_timeout,
+    )
+    try:
+        run_server(config, host, port)
+    except KeyboardInterrupt:
+        return  # uvicorn re-raises the Ctrl-C it shut down on: a clean stop
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise _fail(err, "serve", exc) from None
 
 
 RECOVER_SESSION_ARG = (

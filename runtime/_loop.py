@@ -378,6 +378,7 @@ class Loop:
                 policy_version=cfg.policy_version,
                 iteration=site.iteration,
                 content_digest=content,
+                timeout_ms=_timeout_ms(ask.timeout_s),
             )
         )
         await j.flush()
@@ -469,3 +470,8 @@ class Loop:
         ``record_failure`` (``_session.py``) holds the rules, R20's included.
         """
         await record_failure(s, exc, phase=phase, middleware=middleware)
+
+
+def _timeout_ms(timeout_s: float | None) -> int | None:
+    """An ask's deadline as recorded: whole ms after the pause (at least 1)."""
+    return None if timeout_s is None else max(1, round(timeout_s * 1000))

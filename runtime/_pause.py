@@ -39,12 +39,13 @@ older readers decode newer streams (wire structs stay forward-compatible).
 @dataclasses.dataclass(frozen=True, slots=True)
 class MiddlewareAsk:
     """The question a pause carries; ``middleware`` is ``None`` for a check-in
-    or an ``ask_human`` pause."""
+    or an ``ask_human`` pause; ``timeout_s`` is the ask's deadline, if any."""
 
     question: str
     detail: Any = None
     middleware: str | None = None
     component_id: str | None = None
+    timeout_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -211,6 +211,7 @@ class ToolPipeline:
                         clone(verdict.ask.detail),  # G8: the hook keeps its own
                         verdict.middleware,
                         verdict.ask.component_id,
+                        verdict.ask.timeout_s,
                     ),
                     verdict.args,
                     verdict.link_index,

@@ -7,7 +7,8 @@ Emits:   nothing.
 
 Laws: G1 (``allow()`` passes; ``allow(None, why)`` is a pass-through with a
 reason), G2 (a transform must say why; ``None`` is never a transform value),
-G3 (a refusal carries a reason), G4 (an ask carries a question), G5 (frozen,
+G3 (a refusal carries a reason), G4 (an ask carries a question; issue 11
+item 4: and may carry a deadline, ``timeout_s``), G5 (frozen,
 compared by value, checked when constructed directly).
 
 Why plain slotted classes rather than dataclasses: the constructors normalize
@@ -17,6 +18,7 @@ Why plain slotted classes rather than dataclasses: the constructors normalize
 
 from __future__ import annotations
 
+import math
 from typing import Any, NoReturn
 
 
@@ -101,15 +103,26 @@ class Deny(_Frozen):
 
 
 class Ask(_Frozen):
-    """Pause for a person: a question, optional detail and component id."""
+    """Pause for a person: a question, optional detail, component id and deadline.
 
-    __slots__ = ("component_id", "detail", "question")
+    ``timeout_s`` (seconds, > 0) is how long the person has: an ask not
+    answered by then is declined by the system (``declined by timeout``) by
+    whoever serves the asks (``helmlog serve``), from the deadline recorded
+    with the pause (issue 11 item 4).
+    """
+
+    __slots__ = ("component_id", "detail", "question", "timeout_s")
     question: str
     detail: Any
     component_id: str | None
+    timeout_s: float | None
 
     def __init__(
-        self, question: str, detail: Any = None, component_id: str | None = None
+        self,
+        question: str,
+        detail: Any = None,
+        component_id: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         if not isinstance(question, str) or not question:
             raise ValueError("ask(question): an ask needs a non-empty question")
@@ -117,17 +130,26 @@ class Ask(_Frozen):
             not isinstance(component_id, str) or not component_id
         ):
             raise ValueError("ask(): component_id must be a non-empty str when given")
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not math.isfinite(timeout_s)
+            or timeout_s <= 0
+        ):
+            raise ValueError("ask(): timeout_s must be a positive number of seconds")
         object.__setattr__(self, "question", question)
         object.__setattr__(self, "detail", detail)
         object.__setattr__(self, "component_id", component_id)
+        object.__setattr__(self, "timeout_s", timeout_s)
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.question, self.detail, self.component_id)
+        return (self.question, self.detail, self.component_id, self.timeout_s)
 
     def __repr__(self) -> str:
+        deadline = "" if self.timeout_s is None else f", timeout_s={self.timeout_s!r}"
         return (
             f"Ask(question={self.question!r}, detail={self.detail!r}, "
-            f"component_id={self.component_id!r})"
+            f"component_id={self.component_id!r}{deadline})"
         )
 
 
@@ -150,6 +172,13 @@ def deny(reason: str) -> Deny:
     return Deny(reason)
 
 
-def ask(question: str, detail: Any = None, component_id: str | None = None) -> Ask:
-    """Ask a person, with a non-empty question (G4)."""
-    return Ask(question, detail, component_id)
+def ask(
+    question: str,
+    detail: Any = None,
+    component_id: str | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> Ask:
+    """Ask a person, with a non-empty question (G4); ``timeout_s``: how long
+    they have before the ask is declined by timeout (issue 11 item 4)."""
+    return Ask(question, detail, component_id, timeout_s)

@@ -1,0 +1,248 @@
+"""Who is asking: bearer tokens and a trusted proxy header, mapped to roles.
+
+Pattern: an authenticator built once from a config file (TOML), asked per
+         request; it answers a ``Principal`` (identity + roles) or ``None``,
+         and the routes check the role they need.
+Role:    the face, for ``helmlog serve`` and ``helmlog approve|decline``.
+Emits:   nothing; the identity it answers is what the ledger row names
+         (``approved by <identity>``).
+
+Laws: issue 11 item 2 (the approver's identity comes from authentication,
+never from a field the client fills in; an approver token cannot start
+sessions and a session token cannot approve), G63 (the identity becomes the
+decision's ``by``), fail closed (no configuration, no access: ``serve``
+refuses to start without one).
+
+The file::
+
+    [[tokens]]
+    identity = "dana@ops"
+    roles = ["approver"]
+    token_sha256 = "<hex sha-256 of the token>"   # or: token = "<the token>"
+
+    [trusted_header]               # optional: a fronting proxy authenticates
+    identity = "X-Forwarded-Email"  # the header holding the identity
+    roles = ["approver"]            # the roles such a person has
+    from = ["127.0.0.1/32"]         # the proxy's addresses (required)
+
+Why tokens are compared by their SHA-256: the file may then hold digests
+only, and a lookup by digest with ``hmac.compare_digest`` leaks no prefix of
+a stored token through timing. Why the header needs ``from``: any client can
+set a header; only a request arriving from the proxy's own address may
+vouch for one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+Role = Literal["session", "approver"]
+ROLES: Final = ("session", "approver")
+TOKEN_ENV: Final = "HELMLOG_TOKEN"
+AUTH_ENV: Final = "HELMLOG_AUTH"
+APPROVER_ENV: Final = "HELMLOG_APPROVER"
+COOKIE: Final = "helmlog_token"
+
+
+class AuthConfigError(ValueError):
+    """The auth file cannot be used; ``str()`` names the problem."""
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True):
+    """An authenticated caller: who, with which roles, vouched for how."""
+
+    identity: str
+    roles: frozenset[str]
+    via: Literal["token", "header", "cookie", "environment"] = "token"
+
+    def can(self, role: Role) -> bool:
+        """Whether this caller holds ``role``."""
+        return role in self.roles
+
+
+def token_digest(token: str) -> str:
+    """The hex SHA-256 of a token, as the file's ``token_sha256`` holds it."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TrustedHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """A header a fronting proxy sets after authenticating the person."""
+
+    identity: str
+    roles: frozenset[str]
+    sources: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+
+class Authenticator:
+    """Tokens (by digest) and an optional trusted header, from one config."""
+
+    def __init__(
+        self,
+        tokens: Mapping[str, Principal],
+        header: TrustedHeader | None = None,
+    ) -> None:
+        self._tokens = dict(tokens)
+        self.header = header
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Authenticator:
+        """Read the TOML file the module docstring shows.
+
+        Raises:
+            AuthConfigError: unreadable, or an entry lacks what it needs.
+        """
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise AuthConfigError(f"auth file {str(path)!r}: {exc}") from None
+        return cls.from_mapping(data, where=str(path))
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any], *, where: str = "auth"
+    ) -> Authenticator:
+        """Build from the parsed file (``tokens``, ``trusted_header``)."""
+        tokens: dict[str, Principal] = {}
+        for i, entry in enumerate(data.get("tokens", ())):
+            what = f"{where}: tokens[{i}]"
+            identity = entry.get("identity")
+            if not isinstance(identity, str) or not identity:
+                raise AuthConfigError(f"{what} needs a non-empty identity")
+            digest = entry.get("token_sha256")
+            if digest is None and isinstance(entry.get("token"), str):
+                digest = token_digest(entry["token"])
+            if not isinstance(digest, str) or len(digest) != 64:
+                raise AuthConfigError(f"{what} needs token_sha256 (64 hex) or token")
+            tokens[digest.lower()] = Principal(
+                identity=identity, roles=_roles(entry.get("roles"), what)
+            )
+        header = None
+        raw = data.get("trusted_header")
+        if raw is not None:
+            name = raw.get("identity")
+            sources = raw.get("from")
+            if not isinstance(name, str) or not name:
+                raise AuthConfigError(f"{where}: trusted_header needs identity")
+            if not isinstance(sources, list) or not sources:
+                raise AuthConfigError(
+                    f"{where}: trusted_header needs from = [the proxy's addresses]"
+                )
+            try:
+                nets = tuple(ipaddress.ip_network(s, strict=False) for s in sources)
+            except ValueError as exc:
+                raise AuthConfigError(f"{where}: trusted_header.from: {exc}") from None
+            header = TrustedHeader(
+                identity=name.lower(),
+                roles=_roles(raw.get("roles"), f"{where}: trusted_header"),
+                sources=nets,
+            )
+        if not tokens and header is None:
+            raise AuthConfigError(f"{where}: no tokens and no trusted_header")
+        return cls(tokens, header)
+
+    def by_token(
+        self, token: str, via: Literal["token", "cookie"] = "token"
+    ) -> Principal | None:
+        """The principal a presented token stands for, else ``None``."""
+        wanted = token_digest(token)
+        for digest, principal in self._tokens.items():
+            if hmac.compare_digest(digest, wanted):
+                return msgspec.structs.replace(principal, via=via)
+        return None
+
+    def authenticate(
+        self,
+        headers: Mapping[str, str],
+        client_host: str | None,
+        cookies: Mapping[str, str] | None = None,
+    ) -> Principal | None:
+        """Who sent a request: bearer token, then trusted header, then cookie.
+
+        A malformed or unknown credential is ``None`` (401), never a guess.
+        """
+        auth = headers.get("authorization")
+        if auth is not None:
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                return None
+            return self.by_token(token.strip())
+        if self.header is not None:
+            who = headers.get(self.header.identity)
+            if who is not None:
+                if not who.strip() or not self._from_proxy(client_host):
+                    return None
+                return Principal(
+                    identity=who.strip(), roles=self.header.roles, via="header"
+                )
+        kept = (cookies or {}).get(COOKIE)
+        if kept:
+            return self.by_token(kept, via="cookie")
+        return None
+
+    def _from_proxy(self, host: str | None) -> bool:
+        if self.header is None or host is None:
+            return False
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(address in net for net in self.header.sources)
+
+
+def _roles(raw: object, what: str) -> frozenset[str]:
+    if not isinstance(raw, list) or not raw:
+        raise AuthConfigError(f"{what} needs roles, a list of {', '.join(ROLES)}")
+    unknown = [r for r in raw if r not in ROLES]
+    if unknown:
+        raise AuthConfigError(f"{what}: unknown role(s) {unknown!r} (roles: {ROLES})")
+    return frozenset(raw)
+
+
+def approver_from_environment(
+    environ: Mapping[str, str], auth_file: str | None = None
+) -> Principal:
+    """The approver a shell stands for (``helmlog approve|decline``).
+
+    ``$HELMLOG_TOKEN`` resolved through the auth file (``auth_file`` or
+    ``$HELMLOG_AUTH``) when both are set; else ``$HELMLOG_APPROVER``, the
+    identity the operator's environment asserts. A token that is unknown or
+    lacks the approver role is refused, never downgraded to the name.
+
+    Raises:
+        AuthConfigError: no identity is configured, or the token does not
+            stand for an approver.
+    """
+    token = environ.get(TOKEN_ENV)
+    path = auth_file or environ.get(AUTH_ENV)
+    if token:
+        if not path:
+            raise AuthConfigError(
+                f"${TOKEN_ENV} is set but no auth file is: "
+                f"pass --auth or set ${AUTH_ENV}"
+            )
+        principal = Authenticator.from_file(path).by_token(token)
+        if principal is None:
+            raise AuthConfigError(f"${TOKEN_ENV} is not a token the auth file knows")
+        if not principal.can("approver"):
+            raise AuthConfigError(
+                f"${TOKEN_ENV} stands for {principal.identity!r}, "
+                "who is not an approver"
+            )
+        return principal
+    name = environ.get(APPROVER_ENV, "").strip()
+    if name:
+        return Principal(
+            identity=name, roles=frozenset({"approver"}), via="environment"
+        )
+    raise AuthConfigError(
+        "who approves comes from configuration: set $HELMLOG_TOKEN (with --auth "
+        f"or ${AUTH_ENV}) or ${APPROVER_ENV}"
+    )

@@ -1,0 +1,398 @@
+"""What the HTTP API does, without HTTP: sessions, snapshots, asks, decisions.
+
+Pattern: an application service over the store port and a ``Runner`` (the
+         in-process ``Agent`` or a cluster's ``ClusterAgent``, which share
+         ``run``/``resume``); the routes only decode, authorize and encode.
+Role:    the face, for ``helmlog serve``.
+Emits:   through the agent it drives: the turns, rows and pauses of each
+         session; nothing itself.
+
+Laws: R1 (continuing a session by id needs no checkpoint from the caller:
+the session's stream is folded and its last accepted conversation checkpoint
+continued; a pause is resolved from the fold's pending pause), R19 (both
+read the stream verified), R9 (of two concurrent decisions on one ask the
+resume lets exactly one proceed; the loser's ``replayed`` is a 409), R18
+(the asks list comes from the pending-asks index; each entry's pause record
+is read for its arguments, the rest of the stream is not), G86 (every view
+is served under the agent's redaction policy), issue 11 item 4 (an ask past
+its deadline is declined by the system: ``declined by timeout``).
+
+Why the index is consulted before a decision: an ask the index no longer
+holds was answered (or replaced); answering from the stream alone would let a
+decision race the index's own view of what waits. The fold then decides: the
+index is a projection and may be stale, the stream is the truth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from helmlog.events import (
+    CheckpointError,
+    EventStore,
+    MiddlewareDecisionEvent,
+    NoConversationError,
+    PauseRequested,
+    PauseResumed,
+    SessionState,
+    encode_event,
+    fold,
+    read_verified,
+    sign_checkpoint,
+    watched,
+)
+from helmlog.runtime import (
+    AskPause,
+    Checkpoint,
+    RedactionPolicy,
+    check_in_approved,
+    check_in_declined,
+    wall_clock_ms,
+)
+
+from ._auth import Principal
+from ._metrics import Metrics
+from ._wire import (
+    ERR_ASK_RESOLVED,
+    ERR_NOT_AN_APPROVAL,
+    ERR_UNKNOWN_SESSION,
+    AskView,
+    HttpProblem,
+    Outcome,
+)
+
+TIMEOUT_BY = "timeout"
+
+
+class Runner(Protocol):
+    """Where turns run: in this process, or on a cluster's hosts."""
+
+    async def start(
+        self, message: str, identity: Mapping[str, Any]
+    ) -> tuple[str, str | AskPause]:
+        """Run the first turn of a new session; return its id and outcome."""
+        ...
+
+    async def send(
+        self, checkpoint: Checkpoint, message: str, identity: Mapping[str, Any]
+    ) -> str | AskPause:
+        """Run the next turn from a conversation checkpoint."""
+        ...
+
+    async def resume(self, checkpoint: Checkpoint, decision: Any) -> str | AskPause:
+        """Resolve a pause."""
+        ...
+
+
+class LocalRunner:
+    """Turns run by one in-process ``Agent`` (sessions interleave freely)."""
+
+    def __init__(self, agent: Any, new_id: Any) -> None:
+        self.agent = agent
+        self._new_id = new_id
+
+    async def start(
+        self, message: str, identity: Mapping[str, Any]
+    ) -> tuple[str, str | AskPause]:
+        sid = self._new_id()
+        out = await self.agent.run(
+            message, session_id=sid, identity={**identity, "session_id": sid}
+        )
+        return sid, out
+
+    async def send(
+        self, checkpoint: Checkpoint, message: str, identity: Mapping[str, Any]
+    ) -> str | AskPause:
+        ident = {**identity, "session_id": checkpoint.session_id}
+        out: str | AskPause = await self.agent.run(
+            message, continue_from=checkpoint, identity=ident
+        )
+        return out
+
+    async def resume(self, checkpoint: Checkpoint, decision: Any) -> str | AskPause:
+        out: str | AskPause = await self.agent.resume(checkpoint, decision)
+        return out
+
+
+class ClusterRunner:
+    """Turns run on a cluster's session hosts (one client view per call)."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+
+    async def start(
+        self, message: str, identity: Mapping[str, Any]
+    ) -> tuple[str, str | AskPause]:
+        view = self.agent.client()
+        out = await view.run(message, identity=dict(identity))
+        return str(view.session_id), out
+
+    async def send(
+        self, checkpoint: Checkpoint, message: str, identity: Mapping[str, Any]
+    ) -> str | AskPause:
+        ident = {**identity, "session_id": checkpoint.session_id}
+        out: str | AskPause = await self.agent.client().run(
+            message, continue_from=checkpoint, identity=ident
+        )
+        return out
+
+    async def resume(self, checkpoint: Checkpoint, decision: Any) -> str | AskPause:
+        out: str | AskPause = await self.agent.client().resume(checkpoint, decision)
+        return out
+
+
+class Service:
+    """The API's operations on one store, one runner and one redaction policy."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        runner: Runner,
+        *,
+        redact: RedactionPolicy | None = None,
+        metrics: Metrics | None = None,
+        ask_timeout_s: float | None = None,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.redact = redact
+        self.metrics = metrics or Metrics()
+        self.ask_timeout_s = ask_timeout_s
+
+    def served(self, value: Any) -> Any:
+        """``value`` as the policy lets it be served (G86)."""
+        return self.redact.served(value) if self.redact is not None else value
+
+    # -- sessions -------------------------------------------------------------
+
+    async def start(self, who: Principal, message: str) -> Outcome:
+        """Start a session with its first message."""
+        sid, out = await self._turn(self.runner.start(message, _identity(who)))
+        self.metrics.inc("helmlog_sessions_started_total")
+        return self._outcome(sid, out)
+
+    async def send(self, who: Principal, session_id: str, message: str) -> Outcome:
+        """Continue a session by id from its last accepted checkpoint (R1)."""
+        state = await self._state(session_id)
+        if state.pending is not None:
+            raise NoConversationError("pending-question")
+        cp = state.checkpoint
+        if cp is None or cp.kind != "conversation":
+            raise NoConversationError("last-input-refused")
+        out = await self._turn(self.runner.send(cp, message, _identity(who)))
+        return self._outcome(session_id, out)
+
+    async def snapshot(self, session_id: str) -> SessionState:
+        """The session's fold, served redacted."""
+        state: SessionState = self.served(await self._state(session_id))
+        return state
+
+    async def facts(self, session_id: str, after_seq: int) -> list[tuple[int, bytes]]:
+        """The decision facts after ``after_seq``: ``(seq, encoded fact)``."""
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            records = await self.store.read(session_id, after_seq)
+        out: list[tuple[int, bytes]] = []
+        for event in watched(r.decode() for r in records):
+            if isinstance(event, MiddlewareDecisionEvent) and event.seq is not None:
+                out.append((event.seq, encode_event(self.served(event))))
+        return out
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether the store holds the session."""
+        with self.metrics.timed("helmlog_store_seconds", op="head"):
+            seq, _ = await self.store.head(session_id)
+        return seq > 0
+
+    # -- asks -----------------------------------------------------------------
+
+    async def asks(self) -> list[AskView]:
+        """Pending pauses from the index, each with its arguments (served)."""
+        with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
+            pending = await self.store.pending_asks()
+        views: list[AskView] = []
+        for entry in sorted(pending, key=lambda a: (a.timestamp, a.session_id)):
+            with self.metrics.timed("helmlog_store_seconds", op="read"):
+                records = await self.store.read(entry.session_id, entry.seq - 1)
+            events = [r.decode() for r in records]
+            if not events or any(isinstance(e, PauseResumed) for e in events):
+                continue  # the index is behind its stream: already answered
+            ev = events[0]
+            if not isinstance(ev, PauseRequested) or ev.seq != entry.seq:
+                continue
+            views.append(self.served(self._ask_view(entry.session_id, ev)))
+        return views
+
+    def _deadline(self, asked_at: int, timeout_ms: int | None) -> int | None:
+        """When an ask is declined by timeout: its own deadline, else the
+        server's default counted from when it paused, else never."""
+        if timeout_ms is not None:
+            return asked_at + timeout_ms
+        if self.ask_timeout_s is not None:
+            return asked_at + round(self.ask_timeout_s * 1000)
+        return None
+
+    def _ask_view(self, session_id: str, ev: PauseRequested) -> AskView:
+        deadline = self._deadline(ev.timestamp, ev.timeout_ms)
+        return AskView(
+            session_id=session_id,
+            tool_call_id=ev.tool_call_id,
+            tool_name=ev.tool_name,
+            kind=ev.kind,
+            middleware=ev.middleware,
+            question=ev.question,
+            args=ev.args,
+            detail=ev.detail,
+            asked_at=ev.timestamp,
+            deadline=deadline,
+        )
+
+    async def pending_count(self) -> int:
+        """How many asks the index holds (for ``/metrics``)."""
+        with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
+            return len(await self.store.pending_asks())
+
+    async def decide(
+        self,
+        by: str,
+        session_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        note: str | None,
+    ) -> Outcome:
+        """Approve or decline one pending ask as ``by`` (the authenticated one).
+
+        Raises:
+            HttpProblem: 404 for an unknown session; 409 when the ask is not
+                pending (answered, replaced) or waits on an answer, not a
+                decision.
+            CheckpointError: ``replayed`` when a concurrent decision won.
+        """
+        with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
+            indexed = [
+                a
+                for a in await self.store.pending_asks()
+                if a.session_id == session_id and a.tool_call_id == call_id
+            ]
+        if not indexed:
+            if not await self.exists(session_id):
+                raise _unknown(session_id)
+            raise _resolved(session_id, call_id)
+        state = await self._state(session_id)
+        pause = state.pending
+        if pause is None or pause.tool_call_id != call_id:
+            raise _resolved(session_id, call_id)
+        if pause.kind == "ask-human":
+            raise HttpProblem(
+                409,
+                ERR_NOT_AN_APPROVAL,
+                f"tool '{pause.tool_name}' asked a question (ask_human): it waits "
+                "on an answer, not on an approval",
+                session_id=session_id,
+            )
+        cp = sign_checkpoint(state.checkpoint, pause, self.store.chain_key)
+        if cp is None:
+            raise _resolved(session_id, call_id)
+        decision = (check_in_approved if approved else check_in_declined)(by, note)
+        out = await self._turn(self.runner.resume(cp, decision))
+        verdict = "approved" if approved else "declined"
+        self.metrics.inc("helmlog_decisions_total", decision=verdict)
+        return self._outcome(session_id, out)
+
+    async def expire(self, now_ms: int | None = None) -> int:
+        """Decline, as ``timeout``, every pending ask past its deadline.
+
+        The deadline is the ask's own (``ask(..., timeout_s=...)``, kept in
+        the pause and the asks index) or the server's default counted from
+        when it paused. Returns how many were declined; an ask decided
+        meanwhile by a person is skipped (its 409 is the expected race).
+        """
+        now = wall_clock_ms() if now_ms is None else now_ms
+        with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
+            pending = await self.store.pending_asks()
+        declined = 0
+        for entry in pending:
+            deadline = entry.deadline
+            if deadline is None:
+                deadline = self._deadline(entry.timestamp, None)
+            if deadline is None or deadline > now or entry.kind == "ask-human":
+                continue
+            try:
+                await self.decide(
+                    TIMEOUT_BY,
+                    entry.session_id,
+                    entry.tool_call_id,
+                    approved=False,
+                    note=None,
+                )
+            except HttpProblem as exc:
+                if exc.problem.status != 409:
+                    raise
+                continue
+            except CheckpointError as exc:
+                if exc.reason != "replayed":
+                    raise
+                continue
+            declined += 1
+        return declined
+
+    # -- helpers ----------------------------------------------------------------
+
+    async def _state(self, session_id: str) -> SessionState:
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            records = await read_verified(self.store, session_id)
+        if not records:
+            raise _unknown(session_id)
+        return fold(r.decode() for r in records)
+
+    async def _turn(self, work: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            out = await work
+        except BaseException:
+            self.metrics.inc("helmlog_turns_total", outcome="failed")
+            raise
+        finally:
+            self.metrics.observe("helmlog_turn_seconds", time.perf_counter() - started)
+        result = out[1] if isinstance(out, tuple) else out
+        outcome = "paused" if isinstance(result, AskPause) else "answered"
+        self.metrics.inc("helmlog_turns_total", outcome=outcome)
+        return out
+
+    def _outcome(self, session_id: str, out: str | AskPause) -> Outcome:
+        if isinstance(out, AskPause):
+            view = AskView(
+                session_id=session_id,
+                tool_call_id=out.tool_call_id,
+                tool_name=out.tool_name,
+                kind=out.kind,
+                middleware=out.ask.middleware,
+                question=out.ask.question,
+                detail=out.ask.detail,
+            )
+            return Outcome(
+                session_id=session_id, status="paused", ask=self.served(view)
+            )
+        return Outcome(session_id=session_id, status="answered", answer=out)
+
+
+def _identity(who: Principal) -> dict[str, Any]:
+    return {"principal": who.identity}
+
+
+def _unknown(session_id: str) -> HttpProblem:
+    return HttpProblem(
+        404, ERR_UNKNOWN_SESSION, f"no session '{session_id}'", session_id=session_id
+    )
+
+
+def _resolved(session_id: str, call_id: str) -> HttpProblem:
+    return HttpProblem(
+        409,
+        ERR_ASK_RESOLVED,
+        f"session '{session_id}' has no pending ask for call '{call_id}' "
+        "(it was answered, or never asked)",
+        session_id=session_id,
+    )

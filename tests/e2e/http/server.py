@@ -1,0 +1,109 @@
+"""A real ``helmlog serve`` app on uvicorn, in a thread, for the HTTP tests.
+
+The server runs its own event loop in a thread (the store it opens lives on
+that loop); tests talk to it over a real socket with httpx, as any client
+would. ``stop()`` ends its event streams and waits for its thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from helmlog._http import Authenticator, ServeConfig, Server
+from tests.fixtures_redis import free_port
+
+SESSION_TOKEN = "s-token-alice"
+APPROVER_TOKEN = "a-token-dana"
+OTHER_APPROVER_TOKEN = "a-token-erin"
+AUTH = {
+    "tokens": [
+        {"identity": "alice@app", "roles": ["session"], "token": SESSION_TOKEN},
+        {"identity": "dana@ops", "roles": ["approver"], "token": APPROVER_TOKEN},
+        {"identity": "erin@ops", "roles": ["approver"], "token": OTHER_APPROVER_TOKEN},
+    ],
+    "trusted_header": {
+        "identity": "X-Forwarded-Email",
+        "roles": ["approver"],
+        "from": ["127.0.0.1/32"],
+    },
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The Authorization header for ``token``."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+class Running:
+    """A started server: its URL and its thread."""
+
+    def __init__(self, server: Server, thread: threading.Thread, url: str) -> None:
+        self.server = server
+        self.thread = thread
+        self.url = url
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+        assert not self.thread.is_alive(), "the server did not stop"
+
+
+@contextmanager
+def running(
+    factory: Callable[..., Any],
+    store_url: str,
+    *,
+    ask_timeout_s: float | None = None,
+    sweep_s: float = 0.2,
+    cluster: str | None = None,
+) -> Iterator[Running]:
+    """Serve ``factory``'s agent on ``store_url`` until the block ends
+    (``cluster``: on that Ray cluster's session hosts)."""
+    config = ServeConfig(
+        factory=factory,
+        auth=Authenticator.from_mapping(AUTH),
+        store_url=store_url,
+        ask_timeout_s=ask_timeout_s,
+        sweep_s=sweep_s,
+        cluster=cluster,
+    )
+    port = free_port()
+    server = Server(config, "127.0.0.1", port)
+    thread = threading.Thread(target=server.run, name="helmlog-serve", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("helmlog serve did not start")
+        time.sleep(0.02)
+    handle = Running(server, thread, url)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll ``check`` until it returns something truthy; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def client(url: str, token: str | None = None) -> httpx.Client:
+    """A client of the server, with a bearer token when given."""
+    return httpx.Client(
+        base_url=url, headers=bearer(token) if token else {}, timeout=30
+    )
