@@ -217,6 +217,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     head: StreamHead | None
     broken: int | None = None
     reason: str | None = None
+    hint: str | None = None
 
     def text(self, session_id: str) -> str:
         """The line ``helmlog verify`` prints."""
@@ -232,7 +233,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
             what = f"its head record does not verify (head says {said})"
         else:
             what = f"the chain breaks at seq {self.broken} ({self.reason})"
-        return f"broken: session {session_id} — {what}"
+        hint = f"; {self.hint}" if self.hint else ""
+        return f"broken: session {session_id} — {what}{hint}"
 
 
 async def verify(store: EventStore, session_id: str, key: bytes | None) -> Verdict:
@@ -247,8 +249,32 @@ async def verify(store: EventStore, session_id: str, key: bytes | None) -> Verdi
     try:
         verify_records(session_id, records, key, head=head)
     except StreamTamperedError as exc:
-        return Verdict(count=len(records), head=head, broken=exc.seq, reason=exc.reason)
+        hint = _key_hint(session_id, records, key) if exc.seq == 1 else None
+        return Verdict(
+            count=len(records), head=head, broken=exc.seq, reason=exc.reason, hint=hint
+        )
     return Verdict(count=len(records), head=head)
+
+
+def _key_hint(
+    session_id: str, records: list[StoredEvent], key: bytes | None
+) -> str | None:
+    """Why the very first hash may fail: the chain key, not an edit.
+
+    A first record that fails on its hash fails for one edit as for a key
+    the writer did not use; the hint says which key would verify it, when
+    that is knowable: none (the stream was written without one), or some
+    other (a wrong ``$HELMLOG_CHAIN_KEY``, or none set for a keyed stream).
+    """
+    if not records:
+        return None
+    if key is not None:
+        try:
+            verify_records(session_id, records[:1], None)
+        except StreamTamperedError:
+            return "the chain key may be wrong ($HELMLOG_CHAIN_KEY)"
+        return "the stream was written without a chain key: unset $HELMLOG_CHAIN_KEY"
+    return "the stream may be keyed: set $HELMLOG_CHAIN_KEY to its chain key"
 
 
 def fact_line(fact: FactRecord) -> str:

@@ -1,20 +1,20 @@
-"""The ``helmlog`` command line.
+"""The helmlog command line.
 
 Pattern: one Typer app; each command is one thin function that parses its
          options, calls the library, and prints.
-Role:    the face; ``[project.scripts] helmlog = "helmlog.cli:main"``.
+Role:    the face; [project.scripts] helmlog = "helmlog.cli:main".
 Emits:   nothing itself; commands record through the agents they run.
 
-Laws: R18 (the command line; ``demo`` runs governed scripted sessions with no
-server, ``--sessions N``, ``--store URL``, ``--cluster`` on a redis-server it
-starts itself when no store is given; ``asks`` reads the pending-asks index),
-R18's ``mcp-proxy`` (``helmlog/_proxy_cli.py``), R22 (``recover`` finishes,
+Laws: R18 (the command line; demo runs governed scripted sessions with no
+server, --sessions N, --store URL, --cluster on a redis-server it
+starts itself when no store is given; asks reads the pending-asks index),
+R18's mcp-proxy (helmlog/_proxy_cli.py), R22 (recover finishes,
 per R7, the unfinished turns the open-turns index names, or one named
 session).
 
 Why commands stay thin: the scenario, the stores and the renderers live in
 modules a test can call directly; a command only wires them to options, so
-``replay``, ``verify`` and ``tail`` can join ``demo`` as sibling functions.
+replay, verify and tail can join demo as sibling functions.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+import helmlog
 from helmlog import AskPause, HelmlogError
 from helmlog._asks import decide, load_factory, pending_questions
 from helmlog._demo import (
@@ -76,15 +78,34 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: Typer's rich panels print <bool> beside flags.
+    rich_markup_mode=None,
 )
 
 
+def _version(show: bool) -> None:
+    if show:
+        typer.echo(f"helmlog {helmlog.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
     """helmlog: an event-sourced runtime for governed LLM agents."""
 
 
 SESSIONS_HELP = "How many independent sessions to run."
+STORE_ENV = "HELMLOG_STORE"  # --store's default, where it is not given
 CONCURRENCY_HELP = "How many sessions run at once."
 STORE_HELP = (
     "Event store URL to record into: memory:// or redis://host:port/db "
@@ -112,7 +133,9 @@ FLUSH_EVERY = 1_000
 @app.command()
 def demo(
     sessions: Annotated[int, typer.Option(min=1, help=SESSIONS_HELP)] = 1,
-    store: Annotated[str | None, typer.Option(help=STORE_HELP)] = None,
+    store: Annotated[
+        str | None, typer.Option(help=STORE_HELP, envvar=STORE_ENV)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     cluster: Annotated[bool, typer.Option("--cluster", help=CLUSTER_HELP)] = False,
     concurrency: Annotated[
@@ -194,8 +217,8 @@ async def _run_demo(
 ) -> tuple[DemoRun, float, str]:
     """Run the sessions; return them, the time taken and where they were
     recorded (the store's own URL, which a Redis store keeps free of
-    credentials). The progress bar goes to stderr, never into ``--json``.
-    With ``otlp``/``jsonl`` the recorded sessions are exported before the
+    credentials). The progress bar goes to stderr, never into --json.
+    With otlp/jsonl the recorded sessions are exported before the
     store closes (a memory store's record ends with it)."""
     store = open_event_store(url)
     where = str(getattr(store, "url", url))
@@ -238,8 +261,8 @@ async def _run_demo(
 
 
 async def _export_jsonl(store: EventStore, session_ids: list[str], path: str) -> int:
-    """Export each session's record into one JSON-lines file; ``ExportError``
-    (or ``OSError`` for a path that cannot be opened) when it fails."""
+    """Export each session's record into one JSON-lines file; ExportError
+    (or OSError for a path that cannot be opened) when it fails."""
     sink = JsonlSink(path)
     return sum(
         [await export(await store.read(s), sink, target=path) for s in session_ids]
@@ -248,7 +271,7 @@ async def _export_jsonl(store: EventStore, session_ids: list[str], path: str) ->
 
 async def _export_otlp(store: EventStore, session_ids: list[str], url: str) -> int:
     """Export each session's record to a collector, flushing as it goes;
-    ``ExportError`` as soon as a batch fails."""
+    ExportError as soon as a batch fails."""
     with OtlpExport(url) as collector:
         count = since_flush = 0
         for sid in session_ids:
@@ -262,12 +285,17 @@ async def _export_otlp(store: EventStore, session_ids: list[str], url: str) -> i
 
 
 async def _replay_otlp(records: list[StoredEvent], url: str) -> int:
-    """Export one session to a collector; ``ExportError`` if it did not take it."""
+    """Export one session to a collector; ExportError if it did not take it."""
     with OtlpExport(url) as collector:
         return await export(records, collector.sink, target=url)
 
 
-SESSION_ARG = "The session id (``helmlog demo --store URL`` prints them)."
+def _terminal() -> bool:
+    """Whether stdout is a terminal (a person reads it), not a pipe or a file."""
+    return sys.stdout.isatty()
+
+
+SESSION_ARG = "The session id (helmlog demo --store URL prints them)."
 READ_STORE_HELP = "Event store URL to read: redis://host:port/db (or memory://)."
 
 
@@ -275,7 +303,7 @@ T = TypeVar("T")
 
 
 def _on_store(url: str, use: Callable[[EventStore], Awaitable[T]]) -> T:
-    """Open the store at ``url``, run ``use`` on it, close it: one event loop."""
+    """Open the store at url, run use on it, close it: one event loop."""
 
     async def go() -> T:
         opened = open_event_store(url)
@@ -297,7 +325,9 @@ def _fail(err: Console, what: str, exc: BaseException) -> typer.Exit:
 @app.command()
 def replay(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the events as JSON.")
     ] = False,
@@ -330,7 +360,9 @@ def replay(
         typer.echo(f"helmlog replay failed: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
-        typer.echo(json.dumps(records_json(records), ensure_ascii=False))
+        # Indented for a person at a terminal; one line for a pipe or a file.
+        indent = 2 if _terminal() else None
+        typer.echo(json.dumps(records_json(records), ensure_ascii=False, indent=indent))
     elif not (jsonl or otlp):
         Console().print(timeline_table(session, records))
 
@@ -338,11 +370,13 @@ def replay(
 @app.command()
 def verify(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
 ) -> None:
     """Check a session's hash chain and head; exit 1 naming what broke.
 
-    With ``$HELMLOG_CHAIN_KEY`` set, the chain is checked as HMAC-SHA-256.
+    With $HELMLOG_CHAIN_KEY set, the chain is checked as HMAC-SHA-256.
     A cut tail reads "truncated after seq N (head says M)"; a stream deleted
     while its head remains, "deleted".
     """
@@ -362,18 +396,20 @@ def verify(
 
 @app.command()
 def tail(
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Show facts already published.")
     ] = False,
     count: Annotated[
-        int | None, typer.Option(help="Stop after this many facts.")
+        int | None, typer.Option(help="Stop after this many facts (1 or more).", min=1)
     ] = None,
     idle_exit: Annotated[
-        float | None, typer.Option(help="Stop after this many idle seconds.")
+        float | None, typer.Option(help="Stop after this many idle seconds.", min=0)
     ] = None,
 ) -> None:
-    """Follow ``middleware.decision`` facts live (facts only, never values)."""
+    """Follow middleware.decision facts live (facts only, never values)."""
     err = Console(stderr=True)
     try:
         _on_store(
@@ -398,7 +434,9 @@ def watch(
         str, typer.Option(help="The consumer group; its members share the facts.")
     ],
     sink: Annotated[str, typer.Option(help=SINK_HELP)],
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     consumer: Annotated[
         str | None,
         typer.Option(
@@ -418,10 +456,10 @@ def watch(
         typer.Option(help="Claim facts another consumer left pending this many ms."),
     ] = 30_000,
     count: Annotated[
-        int | None, typer.Option(help="Stop after this many facts.")
+        int | None, typer.Option(help="Stop after this many facts (1 or more).", min=1)
     ] = None,
     idle_exit: Annotated[
-        float | None, typer.Option(help="Stop after this many idle seconds.")
+        float | None, typer.Option(help="Stop after this many idle seconds.", min=0)
     ] = None,
 ) -> None:
     """Deliver decision facts to a sink through a consumer group (R4).
@@ -465,7 +503,9 @@ AGENT_HELP = "The agent that paused: module:function taking the store, returning
 
 @app.command()
 def asks(
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the pauses waiting on a person: session, tool, call, who asks, what."""
@@ -560,7 +600,9 @@ def approve(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
     agent: Annotated[str, typer.Option(help=AGENT_HELP)],
     by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     call: Annotated[
         str | None, typer.Option(help=CALL_HELP, show_default=False)
@@ -569,7 +611,7 @@ def approve(
         str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
     ] = None,
 ) -> None:
-    """Approve a session's pending ask as ``check_in_approved`` would; run on.
+    """Approve a session's pending ask as check_in_approved would; run on.
 
     The ask must be in the store's pending-asks index; the approver is who
     this shell is configured as.
@@ -582,7 +624,9 @@ def decline(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
     agent: Annotated[str, typer.Option(help=AGENT_HELP)],
     by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     call: Annotated[
         str | None, typer.Option(help=CALL_HELP, show_default=False)
@@ -591,7 +635,7 @@ def decline(
         str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
     ] = None,
 ) -> None:
-    """Decline a session's pending ask as ``check_in_declined`` would; run on.
+    """Decline a session's pending ask as check_in_declined would; run on.
 
     The ask must be in the store's pending-asks index; the decliner is who
     this shell is configured as.
@@ -620,7 +664,9 @@ ASK_TIMEOUT_HELP = (
 @app.command()
 def serve(
     agent: Annotated[str, typer.Option(help=SERVE_AGENT_HELP)],
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
     cluster: Annotated[
         str | None, typer.Option(help=SERVE_CLUSTER_HELP, show_default=False)
     ] = None,
@@ -688,7 +734,9 @@ def recover(
     session: Annotated[
         str | None, typer.Argument(help=RECOVER_SESSION_ARG, show_default=False)
     ] = None,
-    store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
 ) -> None:
     """Finish turns a stopped host left unfinished (R7): one session, or all.
 
@@ -735,7 +783,9 @@ def mcp_proxy(
     upstream_url: Annotated[str | None, typer.Option(help=UPSTREAM_URL_HELP)] = None,
     http: Annotated[str | None, typer.Option(help=HTTP_HELP)] = None,
     policy: Annotated[str | None, typer.Option(help=POLICY_HELP)] = None,
-    store: Annotated[str | None, typer.Option(help=PROXY_STORE_HELP)] = None,
+    store: Annotated[
+        str | None, typer.Option(help=PROXY_STORE_HELP, envvar=STORE_ENV)
+    ] = None,
 ) -> None:
     """Run the MCP governance proxy in front of an MCP server (section P)."""
     from helmlog._proxy_cli import ProxyCliError, build_proxy, run_proxy
@@ -752,7 +802,7 @@ def mcp_proxy(
 
 
 def main() -> None:
-    """Entry point of the ``helmlog`` script."""
+    """Entry point of the helmlog script."""
     app()
 
 

@@ -310,12 +310,9 @@ async def walk_messages(
     rows: list[MiddlewareDecision] = []
     for link in links:
         if link.only_phase is not None and link.only_phase != phase:
-            # G76: a phase-restricted rule passes through without being called.
-            rows.append(
-                _message_row(
-                    link.name, phase, iteration, outcome="allow", changed=False
-                )
-            )
+            # G76, as issue 12 item 8 amends it: a rule declared for one phase
+            # is not a rule of the other; it is not called there and files no
+            # row (a pass-through row would say it judged what it never saw).
             continue
         assert link.on_message is not None
         ctx = MessageContext(

@@ -76,7 +76,8 @@ class RedisServer:
             raise RuntimeError(
                 "redis-server is not installed (not on PATH, nor in "
                 f"{', '.join(_USUAL_PATHS)}): the Redis tests need a real server; "
-                "install it, e.g. `apt-get install redis-server`"
+                "install it: `apt-get install redis-server` (Debian/Ubuntu) or "
+                "`brew install redis` (macOS)"
             )
         self.binary = found
         self._tmp = tempfile.TemporaryDirectory(prefix="helmlog-redis-")
@@ -219,7 +220,8 @@ class RedisClusterServers:
         if cli is None:
             raise RuntimeError(
                 "redis-cli is not installed: the Redis Cluster tests need it to "
-                "join the masters; install it, e.g. `apt-get install redis-tools`"
+                "join the masters; install it: `apt-get install redis-tools` "
+                "(Debian/Ubuntu) or `brew install redis` (macOS)"
             )
         self.cli = cli
         args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")

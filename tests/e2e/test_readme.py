@@ -19,9 +19,15 @@ def test_readme_python_example_runs(capsys: object) -> None:
 
 
 def test_readme_first_lines_are_the_two_commands() -> None:
-    """The README opens with the demo command and the test command."""
+    """The README opens with the demo command and the test command, under one
+    line naming the system binaries they need and how to install them."""
     lines = (ROOT / "README.md").read_text().splitlines()
-    commands = [ln.split("#")[0].strip() for ln in lines[3:5]]
+    block = lines.index("```sh")
+    assert block <= 4, "the commands open the README"
+    needs = lines[block - 2]
+    for binary in ("uv", "redis-server", "chromium", "apt-get install", "brew install"):
+        assert binary in needs
+    commands = [ln.split("#")[0].strip() for ln in lines[block + 1 : block + 3]]
     assert ["uv sync && uv run helmlog demo", "uv sync && uv run pytest"] == commands
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "uv run pytest" == [ln for ln in ci if ln.startswith("uv run")][-1]

@@ -42,7 +42,8 @@ def browser() -> Iterator[Browser]:
     """Headless Debian Chromium (fails, never skips, when it is missing)."""
     if shutil.which(CHROMIUM) is None:
         pytest.fail(
-            f"{CHROMIUM} is missing: apt-get install chromium (the page test "
+            f"{CHROMIUM} is missing: apt-get install chromium (Debian/Ubuntu) or "
+            "brew install chromium (macOS); the page test "
             "needs a real browser)",
             pytrace=False,
         )
