@@ -39,6 +39,7 @@ from ._codec import (
 from ._decision import MiddlewareDecision
 from ._errors import (
     AgentBuildError,
+    AgentFactoryError,
     CheckpointError,
     ClusterConfigError,
     ClusterError,
@@ -55,6 +56,7 @@ from ._errors import (
     SequenceConflictError,
     StoreError,
     StreamTamperedError,
+    UnknownSessionError,
 )
 from ._facts import fact_of, watched
 from ._fold import Folder, PendingPause, SessionState, fold, sign_checkpoint
@@ -120,6 +122,7 @@ __all__ = [
     "TRANSIENT_TYPES",
     "UNWATCHED_TYPES",
     "AgentBuildError",
+    "AgentFactoryError",
     "AnyEvent",
     "Checkpoint",
     "CheckpointError",
@@ -172,6 +175,7 @@ __all__ = [
     "TurnEnded",
     "TurnStarted",
     "UnknownEvent",
+    "UnknownSessionError",
     "WindowCompacted",
     "WindowRefusal",
     "binding_mac",

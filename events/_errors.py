@@ -23,6 +23,10 @@ The tree::
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
     │                                                    governed action did not happen
     ├── ProviderError             ERR_PROVIDER           the model call failed
+    ├── UnknownSessionError       ERR_UNKNOWN_SESSION    a store holds no such session
+    ├── AgentFactoryError         ERR_AGENT_FACTORY      (also a ValueError) a
+    │                                                    module:function that gives
+    │                                                    no agent
     ├── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
     └── ClusterError              ERR_CLUSTER            the cluster could not serve
         ├── ClusterConfigError    ERR_CLUSTER_CONFIG     (also a ValueError) a name
@@ -344,3 +348,37 @@ class HostError(ClusterError):
         super().__init__(
             f"the host of session '{session_id}' raised {error_type}: {detail}"
         )
+
+
+class UnknownSessionError(HelmlogError):
+    """A store holds no stream (and no head record) for this session.
+
+    Not retryable: ask for a session the store holds (``store.sessions()``).
+    """
+
+    code = "ERR_UNKNOWN_SESSION"
+
+    def __init__(self, *, session_id: str, store: str = "") -> None:
+        self.session_id = session_id
+        self.store = store
+        where = f" in {store}" if store else ""
+        super().__init__(f"no session '{session_id}'{where}")
+
+
+class AgentFactoryError(HelmlogError, ValueError):
+    """An agent factory named as ``module:function`` gives no agent.
+
+    ``spec`` is what was named; ``reason`` is ``"malformed"`` (not
+    ``module:function``), ``"import"`` (the module does not import),
+    ``"missing"`` (no such callable in it) or ``"not-an-agent"`` (calling it
+    raised, or returned something else). Not retryable.
+    """
+
+    code = "ERR_AGENT_FACTORY"
+    REASONS = ("malformed", "import", "missing", "not-an-agent")
+
+    def __init__(self, *, spec: str, reason: str, detail: str) -> None:
+        self.spec = spec
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"--agent {spec!r}: {detail}")

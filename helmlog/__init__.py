@@ -8,6 +8,7 @@ its state is rebuilt.
 """
 
 from helmlog.events import (
+    AgentFactoryError,
     CheckpointError,
     HelmlogError,
     LedgerAppendError,
@@ -17,6 +18,7 @@ from helmlog.events import (
     SessionState,
     StoreError,
     StreamTamperedError,
+    UnknownSessionError,
 )
 from helmlog.runtime import (
     ACT_KEYS,
@@ -31,6 +33,7 @@ from helmlog.runtime import (
     Checkpoint,
     DecisionRequiredError,
     Deny,
+    Judgement,
     Message,
     MessageContext,
     MessageDeniedError,
@@ -39,11 +42,13 @@ from helmlog.runtime import (
     MiddlewareDecision,
     NoConversationError,
     RedactionPolicy,
+    SessionWhatIf,
     Tool,
     ToolCallContext,
     ToolMiddleware,
     ToolResultContext,
     Watcher,
+    WhatIfReport,
     WindowStrategy,
     act_key_for,
     allow,
@@ -58,6 +63,8 @@ from helmlog.runtime import (
     tool,
 )
 
+from ._whatif import whatif
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -66,6 +73,7 @@ __all__ = [
     "Agent",
     "AgentBuildError",
     "AgentBuilder",
+    "AgentFactoryError",
     "Allow",
     "Ask",
     "AskPause",
@@ -75,6 +83,7 @@ __all__ = [
     "DecisionRequiredError",
     "Deny",
     "HelmlogError",
+    "Judgement",
     "LedgerAppendError",
     "Message",
     "MessageContext",
@@ -88,13 +97,16 @@ __all__ = [
     "RedactionPolicy",
     "SequenceConflictError",
     "SessionState",
+    "SessionWhatIf",
     "StoreError",
     "StreamTamperedError",
     "Tool",
     "ToolCallContext",
     "ToolMiddleware",
     "ToolResultContext",
+    "UnknownSessionError",
     "Watcher",
+    "WhatIfReport",
     "WindowStrategy",
     "__version__",
     "act_key_for",
@@ -108,4 +120,5 @@ __all__ = [
     "is_ask_pause",
     "sliding_window",
     "tool",
+    "whatif",
 ]

@@ -40,10 +40,12 @@ from ._redaction import RedactionPolicy, conversation_redaction
 from ._tools import Tool, tool
 from ._verbs import Allow, Ask, Deny, allow, ask, deny
 from ._watchers import Watcher
+from ._whatif_report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
 from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
 
 __all__ = [
     "ACT_KEYS",
+    "FLIPS",
     "LOOP_MOMENTS",
     "ActOptions",
     "Agent",
@@ -58,6 +60,7 @@ __all__ = [
     "DecisionRequiredError",
     "Deny",
     "HelmlogError",
+    "Judgement",
     "LedgerAppendError",
     "Message",
     "MessageContext",
@@ -70,12 +73,14 @@ __all__ = [
     "RedactionPolicy",
     "SequenceConflictError",
     "SessionState",
+    "SessionWhatIf",
     "SlidingWindow",
     "Tool",
     "ToolCallContext",
     "ToolMiddleware",
     "ToolResultContext",
     "Watcher",
+    "WhatIfReport",
     "WindowPlan",
     "WindowStrategy",
     "act_key_for",
