@@ -614,9 +614,7 @@ def whatif_command(
     agent: Annotated[str, typer.Option(help=WHATIF_AGENT_HELP)],
     sessions: Annotated[
         list[str] | None,
-        typer.Argument(
-            help=WHATIF_SESSIONS_ARG, metavar="SESSION", show_default=False
-        ),
+        typer.Argument(help=WHATIF_SESSIONS_ARG, metavar="SESSION", show_default=False),
     ] = None,
     store: Annotated[str, typer.Option(help=READ_STORE_HELP)] = "memory://",
     all_sessions: Annotated[bool, typer.Option("--all", help=WHATIF_ALL_HELP)] = False,

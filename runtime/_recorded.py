@@ -69,14 +69,15 @@ class NotRecorded(BaseException):
     ``reason``: ``"not-dispatched"`` (the record never ran this call),
     ``"other-arguments"`` (it ran with other arguments) or
     ``"outcome-unknown"`` (it ran, and its result was never recorded, R7).
-    ``args`` are the arguments the pipeline would have dispatched.
+    ``arguments`` are those the pipeline would have dispatched (not ``args``:
+    an exception's ``args`` is its own).
     """
 
     def __init__(self, tool_call_id: str, reason: NotRecordedReason, args: Any) -> None:
         super().__init__(f"call {tool_call_id}: {reason}")
         self.tool_call_id = tool_call_id
         self.reason: NotRecordedReason = reason
-        self.args = args
+        self.arguments = args
 
 
 class RecordedToolError(Exception):

@@ -410,7 +410,7 @@ class WhatIf:
                 return [self._before(p, was, rec_final, waiting, proposed, asked_same)]
             outcome = await self._resume(tool, site, outcome, p.ended.result)
         if isinstance(outcome, NotRecorded):
-            new_final: tuple[str, Any] = ("pass", outcome.args)
+            new_final: tuple[str, Any] = ("pass", outcome.arguments)
         elif isinstance(outcome, Refused):
             new_final = ("deny", outcome.text)
         else:
