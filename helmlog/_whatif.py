@@ -223,32 +223,20 @@ def summary_table(report: WhatIfReport) -> Table:
     """The summary: sessions, decisions, statuses, flips by kind."""
     s = report.summary()
     table = Table(title="what-if summary", title_justify="left")
-    for column in (
-        "sessions",
-        "decisions",
-        "unchanged",
-        "flipped",
-        *FLIPS,
-        "not re-judgeable",
-        "diverged",
-        "not re-judged",
-    ):
-        table.add_column(column, justify="right")
-    table.add_row(
-        *(
-            str(v)
-            for v in (
-                s["sessions"],
-                s["decisions"],
-                s["unchanged"],
-                s["flipped"],
-                *(s["flips"][k] for k in FLIPS),
-                s["not_rejudgeable"],
-                s["diverged_sessions"],
-                s["not_rejudged"],
-            )
-        )
-    )
+    table.add_column("")
+    table.add_column("count", justify="right")
+    rows: list[tuple[str, int]] = [
+        ("sessions", s["sessions"]),
+        ("decisions", s["decisions"]),
+        ("unchanged", s["unchanged"]),
+        ("flipped", s["flipped"]),
+        *((f"  {kind}", s["flips"][kind]) for kind in FLIPS),
+        ("not re-judgeable", s["not_rejudgeable"]),
+        ("sessions diverged", s["diverged_sessions"]),
+        ("decisions past a divergence", s["not_rejudged"]),
+    ]
+    for name, count in rows:
+        table.add_row(name, str(count))
     return table
 
 
