@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 
 from helmlog.events import (
+    DecisionFiled,
     Event,
     Folder,
     MiddlewareDecision,
@@ -176,11 +177,16 @@ class WhatIf:
         """Re-judge one session's decoded (and verified) stream."""
         points = read_points(events)
         folder = Folder(session_id)
+        apply = folder.apply
         at = 0
         judged: list[Judgement] = []
         for n, point in enumerate(points):
             while at < point.index:
-                folder.apply(events[at])
+                event = events[at]
+                if type(event) is not DecisionFiled:
+                    # Rows are the record's verdicts, read by ``read_points``;
+                    # what a decision stood on is the history, not the ledger.
+                    apply(event)
                 at += 1
             found = await self._judge(point, folder)
             judged.extend(found)
@@ -276,19 +282,25 @@ class WhatIf:
             return self._unjudged(
                 p, was, "link-raised", moment=moment, middleware=raised
             )
+        if type(p) is CallRecord:
+            tool_name, call_id, at = p.tool_name, p.tool_call_id, "before-tool"
+        else:
+            tool_name = call_id = None
+            at = p.phase  # type: ignore[union-attr]
         return Judgement(
             seq=p.seq,
             turn=p.turn,
-            moment=moment or (p.phase if isinstance(p, Admission) else "before-tool"),
+            moment=moment or at,
             status="flipped" if flip is not None else "unchanged",
             was=was,
             now=now,
             flip=flip,
+            tool_name=tool_name,
+            tool_call_id=call_id,
             iteration=p.iteration,
-            middleware=_decider(rows, now),
+            middleware=_decider(rows, now) if rows else None,
             step=step,
             diverges=diverges,
-            **_call_fields(p),
         )
 
     # -- the window ---------------------------------------------------------
