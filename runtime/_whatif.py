@@ -282,11 +282,12 @@ class WhatIf:
             return self._unjudged(
                 p, was, "link-raised", moment=moment, middleware=raised
             )
-        if type(p) is CallRecord:
+        tool_name: str | None = None
+        call_id: str | None = None
+        if isinstance(p, CallRecord):
             tool_name, call_id, at = p.tool_name, p.tool_call_id, "before-tool"
         else:
-            tool_name = call_id = None
-            at = p.phase  # type: ignore[union-attr]
+            at = p.phase
         return Judgement(
             seq=p.seq,
             turn=p.turn,
