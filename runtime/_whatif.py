@@ -38,8 +38,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from helmlog.events import (
     DecisionFiled,
     Event,
@@ -55,7 +53,7 @@ from ._config import AgentConfig
 from ._loop import find_call
 from ._pause import CheckInDecision
 from ._pipeline import PERMISSION_FAILED, ToolPipeline
-from ._recorded import NotRecorded, RecordedCall, RecordedCalls
+from ._recorded import NotRecorded, RecordedCalls
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
 from ._tools import Tool
 from ._whatif_record import (
@@ -68,20 +66,21 @@ from ._whatif_record import (
     result_trusted,
 )
 from ._whatif_report import Flip, Judgement, SessionWhatIf, Unjudgeable
+from ._whatif_verdicts import (
+    PASSES,
+    STEP_NAMES,
+    after_word,
+    call_fields,
+    decider,
+    decision_points,
+    execution_of,
+    flip_of,
+    raised_by,
+    recorded_final,
+    verdict_word,
+    window_view,
+)
 
-_PASSES = frozenset(("allow", "transform"))
-_STEPS = {
-    Step.UNKNOWN_TOOL: "unknown-tool",
-    Step.GATE: "permission-gate",
-    Step.BEFORE_TOOL: "before-tool",
-    Step.VALIDATE: "validation",
-    Step.CHECK_IN: "check-in",
-    Step.CREDENTIALS: "credentials",
-    Step.DISPATCH: "dispatch",
-    Step.EXECUTE: "execute",
-    Step.AFTER_TOOL: "after-tool",
-}
-_ENVELOPE = frozenset(("session_id", "seq", "timestamp", "prev_hash", "replayed"))
 STAND_IN_SECRET = "[what-if: not resolved]"
 
 
@@ -91,64 +90,6 @@ def _stand_in(_name: str) -> str:
 
 def _no_clock() -> int:
     return 0
-
-
-def flip_of(was: str, now: str, same: bool) -> Flip | None:
-    """The kind of flip from verdict ``was`` to ``now`` (``None``: unchanged).
-
-    ``same`` says whether what flows on — the value a pass lets through, the
-    reason a refusal gives, the question an ask puts — is the same.
-    """
-    if was in _PASSES and now in _PASSES:
-        return None if same else "transform-differs"
-    if was == now:
-        return None if same else "reason-differs"
-    if now == "ask":
-        return "new-ask"
-    if was == "ask":
-        return "no-longer-asks"
-    return "allow-to-deny" if now == "deny" else "deny-to-allow"
-
-
-def _raised(rows: Sequence[MiddlewareDecision]) -> str | None:
-    """The link whose hook raised (G7's reason names it), if one did."""
-    for row in rows:
-        why = row.why
-        if (
-            row.outcome == "deny"
-            and why
-            and why.startswith(f"middleware '{row.middleware}' threw: ")
-        ):
-            return row.middleware
-    return None
-
-
-def _decider(rows: Sequence[MiddlewareDecision], now: str) -> str | None:
-    """The link behind a verdict: the refusal's, the ask's, the last rewrite's."""
-    for row in reversed(rows):
-        if now == "transform" and row.changed and row.outcome == "allow":
-            return row.middleware
-        if now in ("deny", "ask") and row.outcome == now:
-            return row.middleware
-    return None
-
-
-def _view(record: WindowCompacted | None) -> dict[str, Any] | None:
-    if record is None:
-        return None
-    fields = msgspec.structs.asdict(record)
-    return {k: v for k, v in fields.items() if k not in _ENVELOPE}
-
-
-def decision_points(points: Sequence[Point]) -> int:
-    """How many recorded decisions these points hold (what a divergence skips)."""
-    return sum(
-        1
-        for p in points
-        if isinstance(p, CallRecord)
-        or (isinstance(p, Admission) and p.rows)
-        or (isinstance(p, WindowVisit) and p.record is not None)
-    )
 
 
 class WhatIf:
@@ -261,7 +202,7 @@ class WhatIf:
             was=was,
             iteration=p.iteration,
             reason=why,
-            **_call_fields(p),
+            **call_fields(p),
             **at,
         )
 
@@ -277,7 +218,7 @@ class WhatIf:
         moment: str | None = None,
         step: str | None = None,
     ) -> Judgement:
-        raised = _raised(rows) if flip is not None else None
+        raised = raised_by(rows) if flip is not None else None
         if raised is not None:
             return self._unjudged(
                 p, was, "link-raised", moment=moment, middleware=raised
@@ -299,7 +240,7 @@ class WhatIf:
             tool_name=tool_name,
             tool_call_id=call_id,
             iteration=p.iteration,
-            middleware=_decider(rows, now) if rows else None,
+            middleware=decider(rows, now) if rows else None,
             step=step,
             diverges=diverges,
         )
@@ -329,7 +270,7 @@ class WhatIf:
             return []
         was = "transform" if p.record is not None else "allow"
         now = "transform" if new is not None else "allow"
-        flip = flip_of(was, now, _view(p.record) == _view(new))
+        flip = flip_of(was, now, window_view(p.record) == window_view(new))
         return [
             Judgement(
                 **base,
@@ -380,12 +321,12 @@ class WhatIf:
     async def _call(self, p: CallRecord, f: Folder) -> list[Judgement]:
         """One call through the new pipeline, its pause resumed as recorded."""
         proposal = find_call(f.history, p.tool_call_id)
-        rec_final = _recorded_final(p)
+        rec_final = recorded_final(p)
         if proposal is None:
             return [self._unjudged(p, "allow", "not-recorded")]
         proposed = proposal.args
-        was = "ask" if p.asked else _word(rec_final, proposed)
-        self.calls.expect(p.tool_call_id, _execution(p))
+        was = "ask" if p.asked else verdict_word(rec_final, proposed)
+        self.calls.expect(p.tool_call_id, execution_of(p))
         tool = self.pipeline.lookup(proposal.name)
         site: CallSite | None = None
         if isinstance(tool, Refused):
@@ -450,25 +391,25 @@ class WhatIf:
         outcome: Outcome | NotRecorded | None = None,
     ) -> Judgement:
         """The before-tool verdict: what the call came to before it ran."""
-        now = _word(new_final, proposed)
+        now = verdict_word(new_final, proposed)
         rows = [r for r in self.calls.rows if r.moment == "before-tool"]
         same = rec_final == new_final
         if asked_same:
-            was_word = "ask" if same else _word(rec_final, proposed)
+            was_word = "ask" if same else verdict_word(rec_final, proposed)
             flip = None if same else flip_of(was_word, now, False)
             now = "ask" if same else now
             was = was_word
-        elif p.asked and (now in _PASSES or rec_final is None):
+        elif p.asked and (now in PASSES or rec_final is None):
             flip = "no-longer-asks"
         elif p.asked:
             # Refused now where a person was asked: what they decided is the
             # recorded verdict the refusal replaces.
-            flip = flip_of(_word(rec_final, proposed), now, same)
+            flip = flip_of(verdict_word(rec_final, proposed), now, same)
         else:
             flip = flip_of(was, now, same)
         step = None
         if isinstance(outcome, Refused):
-            step = _STEPS.get(outcome.step)
+            step = STEP_NAMES.get(outcome.step)
             if (
                 flip is not None
                 and outcome.step is Step.GATE
@@ -483,56 +424,15 @@ class WhatIf:
         hooks = self.pipeline.has_result_hooks
         if not rec_rows and not hooks:
             return None
-        was = _after_word(rec_rows)
+        was = after_word(rec_rows)
         at = {"moment": "after-tool"}
         if isinstance(outcome, NotRecorded) or p.ended is None or p.content is None:
             return self._unjudged(p, was, "not-recorded", **at)
         if not isinstance(outcome, Ran) or not result_trusted(p, p.ended.result):
             return self._unjudged(p, was, "redacted", **at)
         rows = [r for r in self.calls.rows if r.moment == "after-tool"]
-        now = "deny" if outcome.denied else _after_word(rows)
+        now = "deny" if outcome.denied else after_word(rows)
         flip = flip_of(was, now, outcome.text == p.content)
         return self._verdict(
             p, was, now, flip, rows, diverges=flip is not None, moment="after-tool"
         )
-
-
-def _call_fields(p: Admission | CallRecord) -> dict[str, Any]:
-    if isinstance(p, CallRecord):
-        return {"tool_name": p.tool_name, "tool_call_id": p.tool_call_id}
-    return {}
-
-
-def _recorded_final(p: CallRecord) -> tuple[str, Any] | None:
-    """What the record's call came to before it ran: dispatched, or refused."""
-    if p.dispatched is not None:
-        return ("pass", p.dispatched.args)
-    if p.content is not None:
-        return ("deny", p.content)
-    return None  # still waiting on a person when the record ends
-
-
-def _word(final: tuple[str, Any] | None, proposed: Any) -> str:
-    if final is None:
-        return "ask"
-    if final[0] == "deny":
-        return "deny"
-    return "allow" if final[1] == proposed else "transform"
-
-
-def _after_word(rows: Sequence[MiddlewareDecision]) -> str:
-    if any(r.outcome != "allow" for r in rows):
-        return "deny"
-    return "transform" if any(r.changed for r in rows) else "allow"
-
-
-def _execution(p: CallRecord) -> RecordedCall | None:
-    """What the record holds of the call's execution, for the served tools."""
-    d = p.dispatched
-    if d is None:
-        return None
-    if p.human is not None:
-        return RecordedCall(args=d.args, question=p.human.question, detail=None)
-    if p.ended is None:
-        return RecordedCall(args=d.args, known=False)
-    return RecordedCall(args=d.args, result=p.ended.result, error=p.ended.error)

@@ -364,3 +364,78 @@ def test_whatif_since_takes_iso_times_durations_and_epoch_ms() -> None:
     assert 12345 == parse_since("12345", now)
     with pytest.raises(ValueError, match="--since"):
         parse_since("yesterday-ish", now)
+
+
+def _asking_agent(
+    store: MemoryEventStore | None, *, sealed: bool, upper: bool, check_in: bool
+) -> Any:
+    """A tool that asks a person (``ask_human``) or has a check-in gate."""
+
+    @helmlog.tool(check_in=True if check_in else None)
+    def size(order: int) -> str:
+        """Ask which size to ship."""
+        if sealed:
+            TOUCHED.append("size")
+            raise AssertionError("a what-if called a tool")
+        if check_in:
+            return "shipped"
+        helmlog.ask_human("Which size?")
+
+    shout = ToolMiddleware(
+        name="shout",
+        on_tool_result=lambda r: (
+            allow(str(r.result).upper(), "shouted") if upper else allow()
+        ),
+    )
+    reply = helmlog.runtime.providers.Reply(
+        tool_calls=[
+            helmlog.runtime.providers.ToolCallRequest(
+                id="c1", name="size", args={"order": 7}
+            )
+        ]
+    )
+    options: dict[str, Any] = {} if store is None else {"store": store}
+    model: Any = desk(sealed=True).config.provider if sealed else None
+    if model is None:
+        model = helmlog.runtime.providers.scripted([reply, "Shipped."])
+    return (
+        helmlog.Agent.create(provider=model, model="m", **options)
+        .tool(size)
+        .tool_middleware(shout)
+        .build()
+    )
+
+
+@pytest.mark.parametrize("check_in", [False, True])
+async def test_whatif_a_person_answer_or_check_in_is_the_recorded_one(
+    check_in: bool,
+) -> None:
+    """G56/G70: a check-in resumes as the person decided; an ``ask_human``
+    answer is the recorded result the new after-tool chain judges."""
+    store = MemoryEventStore()
+    live = _asking_agent(store, sealed=False, upper=False, check_in=check_in)
+    out = await live.run("Ship order 7")
+    assert helmlog.is_ask_pause(out)
+    answer: Any = helmlog.check_in_approved("dana@ops") if check_in else "large"
+    assert "Shipped." == await live.resume(out.checkpoint, answer)
+    records = await store.read(live.session_id)
+    # A check-in pauses before the call runs; ask_human is the tool's own.
+    asked = "ask" if check_in else "allow"
+    same = _asking_agent(None, sealed=True, upper=False, check_in=check_in)
+    assert [
+        ("c1", "before-tool", "unchanged", asked, asked, None, False),
+        ("c1", "after-tool", "unchanged", "allow", "allow", None, False),
+    ] == _what(await helmlog.whatif(records, same))
+    louder = _asking_agent(None, sealed=True, upper=True, check_in=check_in)
+    assert [
+        ("c1", "before-tool", "unchanged", asked, asked, None, False),
+        (
+            "c1",
+            "after-tool",
+            "flipped",
+            "allow",
+            "transform",
+            "transform-differs",
+            True,
+        ),
+    ] == _what(await helmlog.whatif(records, louder))
