@@ -27,6 +27,9 @@ The tree::
     ├── AgentFactoryError         ERR_AGENT_FACTORY      (also a ValueError) a
     │                                                    module:function that gives
     │                                                    no agent
+    ├── DivergenceError           ERR_DIVERGENCE         a what-if found a session the
+    │                                                    changed rules would have
+    │                                                    taken another way
     ├── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
     └── ClusterError              ERR_CLUSTER            the cluster could not serve
         ├── ClusterConfigError    ERR_CLUSTER_CONFIG     (also a ValueError) a name
@@ -382,3 +385,41 @@ class AgentFactoryError(HelmlogError, ValueError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"--agent {spec!r}: {detail}")
+
+
+class DivergenceError(HelmlogError):
+    """A session re-judged under changed rules would have gone another way.
+
+    Raised by ``WhatIfReport.raise_for_divergence()`` (issue 13), like a
+    replayer's nondeterminism error: ``session_id`` and the ``seq``,
+    ``moment``, ``flip`` and ``tool_call_id`` (``None`` off a tool moment)
+    of its divergence point, the first decision that changes what the model
+    would have read; ``diverged`` counts the sessions that diverge. Carries
+    no value. Not retryable: neither the record nor the rules change by
+    asking again.
+    """
+
+    code = "ERR_DIVERGENCE"
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        seq: int,
+        moment: str,
+        flip: str | None,
+        tool_call_id: str | None = None,
+        diverged: int = 1,
+    ) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.moment = moment
+        self.flip = flip
+        self.tool_call_id = tool_call_id
+        self.diverged = diverged
+        call = f", call {tool_call_id}" if tool_call_id else ""
+        more = f" (and {diverged - 1} more session(s))" if diverged > 1 else ""
+        super().__init__(
+            f"session '{session_id}' diverges at seq {seq} ({moment}{call}: "
+            f"{flip}){more}"
+        )

@@ -10,6 +10,7 @@ its state is rebuilt.
 from helmlog.events import (
     AgentFactoryError,
     CheckpointError,
+    DivergenceError,
     HelmlogError,
     LedgerAppendError,
     ProviderError,
@@ -82,6 +83,7 @@ __all__ = [
     "CheckpointError",
     "DecisionRequiredError",
     "Deny",
+    "DivergenceError",
     "HelmlogError",
     "Judgement",
     "LedgerAppendError",

@@ -263,11 +263,18 @@ def raw_message(point: Admission) -> str | None:
     if not rewrites:
         return None if point.refused else point.text
     first, last = rewrites[0].before, rewrites[-1].after
-    if not isinstance(first, str):
+    if not isinstance(first, str) or _placeholders(rewrites):
         return None
     if not point.refused and last != point.text:
         return None  # the rows hold the placeholder, not the values (G87)
     return first
+
+
+def _placeholders(rewrites: list[MiddlewareDecision]) -> bool:
+    """A rewrite whose ``before``, ``after`` and ``why`` are one value: each was
+    replaced by the same placeholder (G87), since a rule that rewrote a value
+    said why in other words than the value itself."""
+    return any(r.before == r.after == r.why for r in rewrites)
 
 
 def result_trusted(call: CallRecord, result: Any) -> bool:
@@ -276,6 +283,8 @@ def result_trusted(call: CallRecord, result: Any) -> bool:
     rows = call.after_rows()
     denied = [r for r in rows if r.outcome == "deny"]
     rewrites = _changed(rows)
+    if _placeholders(rewrites):
+        return False
     if denied:
         return denied[-1].why == call.content and (
             rewrites[0].before == result if rewrites else denied[-1].before == result

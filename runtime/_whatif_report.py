@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from helmlog.events import DivergenceError
+
 Status = Literal["unchanged", "flipped", "not-rejudgeable"]
 Flip = Literal[
     "allow-to-deny",
@@ -152,6 +154,24 @@ class WhatIfReport(msgspec.Struct, frozen=True, kw_only=True):
             "not_rejudged": sum(s.not_rejudged for s in self.sessions),
             "flips": self.flips(),
         }
+
+    def raise_for_divergence(self) -> None:
+        """Raise ``DivergenceError`` for the first session with a divergence
+        point (a regression test's one line); return quietly when none has."""
+        diverged = self.diverged
+        if not diverged:
+            return
+        first = diverged[0]
+        point = first.divergence
+        assert point is not None
+        raise DivergenceError(
+            session_id=first.session_id,
+            seq=point.seq,
+            moment=point.moment,
+            flip=point.flip,
+            tool_call_id=point.tool_call_id,
+            diverged=len(diverged),
+        )
 
     def document(self) -> dict[str, Any]:
         """The one JSON document (``helmlog whatif --json``)."""

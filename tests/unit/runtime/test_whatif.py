@@ -75,6 +75,7 @@ async def test_whatif_an_identical_policy_flips_nothing() -> None:
     report = await helmlog.whatif(records, desk(sealed=True))
     assert () == report.flipped
     assert () == report.diverged
+    report.raise_for_divergence()  # nothing diverged: it returns
     assert {"unchanged"} == {d.status for s in report.sessions for d in s.decisions}
     assert [
         ("c1", "before-tool", "unchanged", "allow", "allow", None, False),
@@ -107,6 +108,15 @@ async def test_whatif_a_tightened_ceiling_flips_exactly_the_affected_calls() -> 
         amounts[n] for n, s in enumerate(report.sessions) if s.divergence
     ]
     assert 2 == report.flips()["allow-to-deny"]
+    with pytest.raises(helmlog.DivergenceError) as diverged:
+        report.raise_for_divergence()
+    assert ("before-tool", "allow-to-deny", "c1", 2, "ERR_DIVERGENCE") == (
+        diverged.value.moment,
+        diverged.value.flip,
+        diverged.value.tool_call_id,
+        diverged.value.diverged,
+        diverged.value.code,
+    )
 
 
 async def test_whatif_stops_rejudging_a_session_at_its_divergence_point() -> None:
