@@ -189,7 +189,7 @@ class WhatIf:
         return [self._verdict(p, was, now, flip, rows, diverges=flip is not None)]
 
     def _unjudged(
-        self, p: Admission | CallRecord, was: str, why: Unjudgeable, **at: Any
+        self, p: Admission | CallRecord, was: str | None, why: Unjudgeable, **at: Any
     ) -> Judgement:
         moment = at.pop("moment", None) or (
             p.phase if isinstance(p, Admission) else "before-tool"
@@ -427,7 +427,8 @@ class WhatIf:
         was = after_word(rec_rows)
         at = {"moment": "after-tool"}
         if isinstance(outcome, NotRecorded) or p.ended is None or p.content is None:
-            return self._unjudged(p, was, "not-recorded", **at)
+            # The recorded chain never saw a result: it decided nothing here.
+            return self._unjudged(p, was if rec_rows else None, "not-recorded", **at)
         if not isinstance(outcome, Ran) or not result_trusted(p, p.ended.result):
             return self._unjudged(p, was, "redacted", **at)
         rows = [r for r in self.calls.rows if r.moment == "after-tool"]

@@ -449,3 +449,44 @@ async def test_whatif_a_person_answer_or_check_in_is_the_recorded_one(
             True,
         ),
     ] == _what(await helmlog.whatif(records, louder))
+
+
+async def test_whatif_a_call_of_unknown_outcome_is_not_rejudged_after_the_tool() -> (
+    None
+):
+    """R7: a call recorded as dispatched, its outcome unknown after a host
+    died, re-judges before the tool; its result was never recorded."""
+    from tests.e2e.recover_agents import HostStopped, _DyingStore
+
+    dying = _DyingStore()
+
+    @helmlog.tool(name="refund")
+    def dies(order: int, amount: float) -> str:
+        """Refund an order (the host dies while it runs)."""
+        dying.dead = True
+        raise HostStopped
+
+    call = helmlog.runtime.providers.ToolCallRequest(
+        id="c1", name="refund", args={"order": 7, "amount": 100}
+    )
+    model = helmlog.runtime.providers.scripted(
+        [helmlog.runtime.providers.Reply(tool_calls=[call])]
+    )
+    first = helmlog.Agent.create(provider=model, model="m", store=dying)
+    with pytest.raises(HostStopped):
+        await (
+            first.tool(dies)
+            .tool_middleware(*desk().config.tool_links)
+            .build()
+            .run("Refund please")
+        )
+    (sid,) = await dying.sessions()
+    store = MemoryEventStore()
+    await store.append_sealed(sid, await dying.read(sid), 0)
+    assert "Done." == await desk(store, script=["Done."]).recover(sid)
+    report = await helmlog.whatif(await store.read(sid), desk(sealed=True))
+    assert [
+        ("c1", "before-tool", "unchanged", "allow", "allow", None, False),
+        ("c1", "after-tool", "not-rejudgeable", None, None, None, False),
+    ] == _what(report)
+    assert "not-recorded" == report.sessions[0].decisions[1].reason
