@@ -29,7 +29,7 @@ the what-if reports the decision as not re-judgeable rather than guessing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from helmlog.events import (
@@ -122,86 +122,143 @@ Point = Admission | WindowVisit | CallRecord
 
 def read_points(events: Sequence[Event | UnknownEvent]) -> list[Point]:
     """Cut a decoded stream into its decision points, in stream order."""
-    points: list[Point] = []
-    turn = 0
-    admission: Admission | None = None  # an input or output admission open
-    call: CallRecord | None = None
-    window: tuple[int, WindowCompacted] | None = None
+    reader = _Reader(events)
+    handlers = _HANDLERS
     for index, ev in enumerate(events):
-        seq = ev.seq or 0
-        kind = type(ev)
-        if kind is DecisionFiled:
-            row = ev.row  # type: ignore[union-attr]
-            if row.at == "message":
-                if admission is None and row.moment == "input":
-                    admission = Admission(index, seq, turn + 1, "input")
-                    points.append(admission)
-                if admission is not None:
-                    admission.rows.append(row)
-            elif call is not None and row.tool_call_id == call.tool_call_id:
-                call.rows.append(row)
-        elif kind is TurnStarted:
-            turn = ev.turn  # type: ignore[union-attr]
-            if admission is None:
-                admission = Admission(index, seq, turn, "input")
-                points.append(admission)
-            admission.turn = turn
-            admission.identity = ev.identity  # type: ignore[union-attr]
-        elif kind is MessageCommitted:
-            msg = ev.message  # type: ignore[union-attr]
-            if msg.role == "tool":
-                if call is not None and msg.tool_call_id == call.tool_call_id:
-                    call.content = msg.content
-                    call = None
-            elif admission is not None and (
-                (admission.phase == "input" and msg.role == "user")
-                or (
-                    admission.phase == "output"
-                    and msg.role == "assistant"
-                    and not msg.tool_calls
-                )
-            ):
-                admission.text = msg.content
-                admission = None
-        elif kind is FatalError:
-            if admission is not None:
-                if ev.code == _DENIED and ev.phase == admission.phase:  # type: ignore[union-attr]
-                    admission.refused = True
-                else:
-                    points.remove(admission)  # a failure, not an admission
-                admission = None
-        elif kind is WindowCompacted:
-            window = (index, ev)  # type: ignore[assignment]
-        elif kind is LlmStarted:
-            it = ev.iteration  # type: ignore[union-attr]
-            at, record = window if window is not None else (index, None)
-            points.append(WindowVisit(at, events[at].seq or 0, turn, it, record))
-            window = None
-        elif kind is LlmEnded:
-            if ev.tool_call_count == 0:  # type: ignore[union-attr]
-                it = ev.iteration  # type: ignore[union-attr]
-                admission = Admission(index + 1, seq, turn, "output", iteration=it)
-                points.append(admission)
-        elif kind is ToolStarted:
-            call = CallRecord(
-                index,
-                seq,
-                turn,
-                ev.tool_call_id,  # type: ignore[union-attr]
-                ev.tool_name,  # type: ignore[union-attr]
-                ev.iteration,  # type: ignore[union-attr]
-            )
-            points.append(call)
-        elif kind is SessionImported:
-            call = _imported(ev, index, seq)  # type: ignore[arg-type]
-            if call is not None:
-                turn = call.turn
-                points.append(call)
-        elif call is not None:
-            _attach(call, ev)
-    if admission is not None and admission.text is None and not admission.refused:
-        points.remove(admission)  # the stream ends before it was decided
-    return points
+        handler = handlers.get(type(ev))
+        if handler is not None:
+            handler(reader, index, ev)
+        elif reader.call is not None:
+            reader.attach(ev)
+    reader.close()
+    return reader.points
+
+
+class _Reader:
+    """The pass's state: the points so far and what is open."""
+
+    __slots__ = ("admission", "call", "events", "points", "turn", "window")
+
+    def __init__(self, events: Sequence[Event | UnknownEvent]) -> None:
+        self.events = events
+        self.points: list[Point] = []
+        self.turn = 0
+        self.admission: Admission | None = None  # an input or output, open
+        self.call: CallRecord | None = None
+        self.window: tuple[int, WindowCompacted] | None = None
+
+    def close(self) -> None:
+        a = self.admission
+        if a is not None and a.text is None and not a.refused:
+            self.points.remove(a)  # the stream ends before it was decided
+
+    def filed(self, index: int, ev: DecisionFiled) -> None:
+        row = ev.row
+        if row.at == "message":
+            if self.admission is None and row.moment == "input":
+                self.admission = Admission(index, ev.seq or 0, self.turn + 1, "input")
+                self.points.append(self.admission)
+            if self.admission is not None:
+                self.admission.rows.append(row)
+        elif self.call is not None and row.tool_call_id == self.call.tool_call_id:
+            self.call.rows.append(row)
+
+    def turn_started(self, index: int, ev: TurnStarted) -> None:
+        self.turn = ev.turn
+        a = self.admission
+        if a is None:
+            a = self.admission = Admission(index, ev.seq or 0, ev.turn, "input")
+            self.points.append(a)
+        a.turn = ev.turn
+        a.identity = ev.identity
+
+    def committed(self, index: int, ev: MessageCommitted) -> None:
+        msg = ev.message
+        a = self.admission
+        if msg.role == "tool":
+            call = self.call
+            if call is not None and msg.tool_call_id == call.tool_call_id:
+                call.content = msg.content
+                self.call = None
+        elif a is not None and (
+            (a.phase == "input" and msg.role == "user")
+            or (a.phase == "output" and msg.role == "assistant" and not msg.tool_calls)
+        ):
+            a.text = msg.content
+            self.admission = None
+
+    def fatal(self, index: int, ev: FatalError) -> None:
+        a = self.admission
+        if a is not None:
+            if ev.code == _DENIED and ev.phase == a.phase:
+                a.refused = True
+            else:
+                self.points.remove(a)  # a failure, not an admission
+            self.admission = None
+
+    def window_compacted(self, index: int, ev: WindowCompacted) -> None:
+        self.window = (index, ev)
+
+    def llm_started(self, index: int, ev: LlmStarted) -> None:
+        at, record = self.window if self.window is not None else (index, None)
+        seq = self.events[at].seq or 0
+        self.points.append(WindowVisit(at, seq, self.turn, ev.iteration, record))
+        self.window = None
+
+    def llm_ended(self, index: int, ev: LlmEnded) -> None:
+        if ev.tool_call_count == 0:
+            a = Admission(index + 1, ev.seq or 0, self.turn, "output", ev.iteration)
+            self.admission = a
+            self.points.append(a)
+
+    def tool_started(self, index: int, ev: ToolStarted) -> None:
+        self.call = CallRecord(
+            index, ev.seq or 0, self.turn, ev.tool_call_id, ev.tool_name, ev.iteration
+        )
+        self.points.append(self.call)
+
+    def imported(self, index: int, ev: SessionImported) -> None:
+        self.call = _imported(ev, index, ev.seq or 0)
+        if self.call is not None:
+            self.turn = self.call.turn
+            self.points.append(self.call)
+
+    def attach(self, ev: Event | UnknownEvent) -> None:
+        """File one event of the open call into its record."""
+        call = self.call
+        assert call is not None
+        if getattr(ev, "tool_call_id", None) != call.tool_call_id:
+            return
+        if isinstance(ev, PauseRequested):
+            if ev.kind == "ask-human":
+                call.human = ev
+            else:
+                call.asked = (ev.kind, ev.middleware, ev.question)
+        elif isinstance(ev, PauseResumed):
+            if ev.kind == "ask-human":
+                call.human_resumed = True
+            else:
+                call.resumed = ev
+        elif isinstance(ev, ToolDispatched):
+            call.dispatched = ev
+        elif isinstance(ev, ToolEnded):
+            call.ended = ev
+        elif isinstance(ev, ToolOutcomeUnknown):
+            call.unknown = True
+
+
+# One table for every reader, as the fold keeps one (``_fold.py``).
+_HANDLERS: dict[type[Any], Callable[[_Reader, int, Any], None]] = {
+    DecisionFiled: _Reader.filed,
+    TurnStarted: _Reader.turn_started,
+    MessageCommitted: _Reader.committed,
+    FatalError: _Reader.fatal,
+    WindowCompacted: _Reader.window_compacted,
+    LlmStarted: _Reader.llm_started,
+    LlmEnded: _Reader.llm_ended,
+    ToolStarted: _Reader.tool_started,
+    SessionImported: _Reader.imported,
+}
 
 
 def _imported(ev: SessionImported, index: int, seq: int) -> CallRecord | None:
@@ -221,28 +278,6 @@ def _imported(ev: SessionImported, index: int, seq: int) -> CallRecord | None:
     if paused.kind in ("ask", "check-in"):
         record.asked = (paused.kind, paused.middleware, paused.question)
     return record
-
-
-def _attach(call: CallRecord, ev: Event | UnknownEvent) -> None:
-    """File one event of the open call into its record."""
-    if getattr(ev, "tool_call_id", None) != call.tool_call_id:
-        return
-    if isinstance(ev, PauseRequested):
-        if ev.kind == "ask-human":
-            call.human = ev
-        else:
-            call.asked = (ev.kind, ev.middleware, ev.question)
-    elif isinstance(ev, PauseResumed):
-        if ev.kind == "ask-human":
-            call.human_resumed = True
-        else:
-            call.resumed = ev
-    elif isinstance(ev, ToolDispatched):
-        call.dispatched = ev
-    elif isinstance(ev, ToolEnded):
-        call.ended = ev
-    elif isinstance(ev, ToolOutcomeUnknown):
-        call.unknown = True
 
 
 # -- what the record gives back ----------------------------------------------
