@@ -429,11 +429,16 @@ class WhatIf:
         if isinstance(outcome, NotRecorded) or p.ended is None or p.content is None:
             # The recorded chain never saw a result: it decided nothing here.
             return self._unjudged(p, was if rec_rows else None, "not-recorded", **at)
-        if not isinstance(outcome, Ran) or not result_trusted(p, p.ended.result):
+        if not isinstance(outcome, Ran):
+            return self._unjudged(p, was, "redacted", **at)
+        same = outcome.text == p.content
+        # A walk over a placeholder cannot read what the model read, so an
+        # equal text needs no check that the recorded result is the real one.
+        if not same and not result_trusted(p, p.ended.result):
             return self._unjudged(p, was, "redacted", **at)
         rows = [r for r in self.calls.rows if r.moment == "after-tool"]
         now = "deny" if outcome.denied else after_word(rows)
-        flip = flip_of(was, now, outcome.text == p.content)
+        flip = flip_of(was, now, same)
         return self._verdict(
             p, was, now, flip, rows, diverges=flip is not None, moment="after-tool"
         )
