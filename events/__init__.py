@@ -39,10 +39,12 @@ from ._codec import (
 from ._decision import MiddlewareDecision
 from ._errors import (
     AgentBuildError,
+    AgentFactoryError,
     CheckpointError,
     ClusterConfigError,
     ClusterError,
     DecisionRequiredError,
+    DivergenceError,
     EventDecodeError,
     HelmlogError,
     HostError,
@@ -56,6 +58,7 @@ from ._errors import (
     StoreError,
     StreamTamperedError,
     TurnLimitError,
+    UnknownSessionError,
 )
 from ._facts import fact_of, watched
 from ._fold import Folder, PendingPause, SessionState, fold, sign_checkpoint
@@ -124,6 +127,7 @@ __all__ = [
     "TRANSIENT_TYPES",
     "UNWATCHED_TYPES",
     "AgentBuildError",
+    "AgentFactoryError",
     "AnyEvent",
     "Checkpoint",
     "CheckpointError",
@@ -132,6 +136,7 @@ __all__ = [
     "ConversationSeeded",
     "DecisionFiled",
     "DecisionRequiredError",
+    "DivergenceError",
     "Event",
     "EventDecodeError",
     "EventStore",
@@ -180,6 +185,7 @@ __all__ = [
     "TurnLimitError",
     "TurnStarted",
     "UnknownEvent",
+    "UnknownSessionError",
     "WindowCompacted",
     "WindowRefusal",
     "binding_mac",

@@ -23,6 +23,13 @@ The tree::
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
     │                                                    governed action did not happen
     ├── ProviderError             ERR_PROVIDER           the model call failed
+    ├── UnknownSessionError       ERR_UNKNOWN_SESSION    a store holds no such session
+    ├── AgentFactoryError         ERR_AGENT_FACTORY      (also a ValueError) a
+    │                                                    module:function that gives
+    │                                                    no agent
+    ├── DivergenceError           ERR_DIVERGENCE         a what-if found a session the
+    │                                                    changed rules would have
+    │                                                    taken another way
     ├── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
     └── ClusterError              ERR_CLUSTER            the cluster could not serve
         ├── ClusterConfigError    ERR_CLUSTER_CONFIG     (also a ValueError) a name
@@ -365,4 +372,76 @@ class HostError(ClusterError):
         self.detail = detail
         super().__init__(
             f"the host of session '{session_id}' raised {error_type}: {detail}"
+        )
+
+
+class UnknownSessionError(HelmlogError):
+    """A store holds no stream (and no head record) for this session.
+
+    Not retryable: ask for a session the store holds (``store.sessions()``).
+    """
+
+    code = "ERR_UNKNOWN_SESSION"
+
+    def __init__(self, *, session_id: str, store: str = "") -> None:
+        self.session_id = session_id
+        self.store = store
+        where = f" in {store}" if store else ""
+        super().__init__(f"no session '{session_id}'{where}")
+
+
+class AgentFactoryError(HelmlogError, ValueError):
+    """An agent factory named as ``module:function`` gives no agent.
+
+    ``spec`` is what was named; ``reason`` is ``"malformed"`` (not
+    ``module:function``), ``"import"`` (the module does not import),
+    ``"missing"`` (no such callable in it) or ``"not-an-agent"`` (calling it
+    raised, or returned something else). Not retryable.
+    """
+
+    code = "ERR_AGENT_FACTORY"
+    REASONS = ("malformed", "import", "missing", "not-an-agent")
+
+    def __init__(self, *, spec: str, reason: str, detail: str) -> None:
+        self.spec = spec
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"--agent {spec!r}: {detail}")
+
+
+class DivergenceError(HelmlogError):
+    """A session re-judged under changed rules would have gone another way.
+
+    Raised by ``WhatIfReport.raise_for_divergence()`` (issue 13), like a
+    replayer's nondeterminism error: ``session_id`` and the ``seq``,
+    ``moment``, ``flip`` and ``tool_call_id`` (``None`` off a tool moment)
+    of its divergence point, the first decision that changes what the model
+    would have read; ``diverged`` counts the sessions that diverge. Carries
+    no value. Not retryable: neither the record nor the rules change by
+    asking again.
+    """
+
+    code = "ERR_DIVERGENCE"
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        seq: int,
+        moment: str,
+        flip: str | None,
+        tool_call_id: str | None = None,
+        diverged: int = 1,
+    ) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.moment = moment
+        self.flip = flip
+        self.tool_call_id = tool_call_id
+        self.diverged = diverged
+        call = f", call {tool_call_id}" if tool_call_id else ""
+        more = f" (and {diverged - 1} more session(s))" if diverged > 1 else ""
+        super().__init__(
+            f"session '{session_id}' diverges at seq {seq} ({moment}{call}: "
+            f"{flip}){more}"
         )

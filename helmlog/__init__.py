@@ -8,7 +8,9 @@ its state is rebuilt.
 """
 
 from helmlog.events import (
+    AgentFactoryError,
     CheckpointError,
+    DivergenceError,
     HelmlogError,
     LedgerAppendError,
     ProviderError,
@@ -18,6 +20,7 @@ from helmlog.events import (
     StoreError,
     StreamTamperedError,
     TurnLimitError,
+    UnknownSessionError,
 )
 from helmlog.runtime import (
     ACT_KEYS,
@@ -32,6 +35,7 @@ from helmlog.runtime import (
     Checkpoint,
     DecisionRequiredError,
     Deny,
+    Judgement,
     Message,
     MessageContext,
     MessageDeniedError,
@@ -40,12 +44,14 @@ from helmlog.runtime import (
     MiddlewareDecision,
     NoConversationError,
     RedactionPolicy,
+    SessionWhatIf,
     Tool,
     ToolCallContext,
     ToolMiddleware,
     ToolResultContext,
     TurnResult,
     Watcher,
+    WhatIfReport,
     WindowStrategy,
     act_key_for,
     allow,
@@ -60,6 +66,8 @@ from helmlog.runtime import (
     tool,
 )
 
+from ._whatif import whatif
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -68,6 +76,7 @@ __all__ = [
     "Agent",
     "AgentBuildError",
     "AgentBuilder",
+    "AgentFactoryError",
     "Allow",
     "Ask",
     "AskPause",
@@ -76,7 +85,9 @@ __all__ = [
     "CheckpointError",
     "DecisionRequiredError",
     "Deny",
+    "DivergenceError",
     "HelmlogError",
+    "Judgement",
     "LedgerAppendError",
     "Message",
     "MessageContext",
@@ -90,6 +101,7 @@ __all__ = [
     "RedactionPolicy",
     "SequenceConflictError",
     "SessionState",
+    "SessionWhatIf",
     "StoreError",
     "StreamTamperedError",
     "Tool",
@@ -98,7 +110,9 @@ __all__ = [
     "ToolResultContext",
     "TurnLimitError",
     "TurnResult",
+    "UnknownSessionError",
     "Watcher",
+    "WhatIfReport",
     "WindowStrategy",
     "__version__",
     "act_key_for",
@@ -112,4 +126,5 @@ __all__ = [
     "is_ask_pause",
     "sliding_window",
     "tool",
+    "whatif",
 ]

@@ -41,10 +41,12 @@ from ._redaction import RedactionPolicy, conversation_redaction
 from ._tools import Tool, tool
 from ._verbs import Allow, Ask, Deny, allow, ask, deny
 from ._watchers import Watcher
+from ._whatif_report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
 from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
 
 __all__ = [
     "ACT_KEYS",
+    "FLIPS",
     "LOOP_MOMENTS",
     "ActOptions",
     "Agent",
@@ -59,6 +61,7 @@ __all__ = [
     "DecisionRequiredError",
     "Deny",
     "HelmlogError",
+    "Judgement",
     "LedgerAppendError",
     "Message",
     "MessageContext",
@@ -71,6 +74,7 @@ __all__ = [
     "RedactionPolicy",
     "SequenceConflictError",
     "SessionState",
+    "SessionWhatIf",
     "SlidingWindow",
     "Tool",
     "ToolCallContext",
@@ -78,6 +82,7 @@ __all__ = [
     "ToolResultContext",
     "TurnResult",
     "Watcher",
+    "WhatIfReport",
     "WindowPlan",
     "WindowStrategy",
     "act_key_for",

@@ -22,6 +22,7 @@ from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
 from ._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
 from ._pipeline import ToolPipeline
+from ._recorded import NotRecorded, RecordedCall, RecordedCalls
 from ._steps import (
     IN_AGENT,
     SERVED,
@@ -44,6 +45,7 @@ from ._tools import (
     with_credentials,
 )
 from ._watchers import Listeners
+from ._whatif import WhatIf
 
 __all__ = [
     "IN_AGENT",
@@ -57,13 +59,17 @@ __all__ = [
     "Journal",
     "Link",
     "Listeners",
+    "NotRecorded",
     "Outcome",
     "PauseKind",
     "Paused",
     "Ran",
+    "RecordedCall",
+    "RecordedCalls",
     "Refused",
     "Step",
     "ToolPipeline",
+    "WhatIf",
     "as_tool_link",
     "ask_human_text",
     "call_execute",
