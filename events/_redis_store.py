@@ -11,7 +11,7 @@ Role:    events layer; the durable store behind hosts and the CLI's
          ``verify``, ``replay``, ``tail``, ``asks`` and ``recover``. Passes
          ``tests/contracts`` on a standalone server and on a 3-master cluster.
 Emits:   decision facts — each row's projection, with the row's seq, never
-         its values (``_fact_ops``) — to the sharded facts streams
+         its values (``fact_ops``) — to the sharded facts streams
          ``helmlog:facts:{<n>}`` (R4), and the open-turn and pending-ask
          index entries (R7, R18).
 

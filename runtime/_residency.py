@@ -4,10 +4,11 @@ Pattern: activation collection (Orleans; Akka calls it passivation): an
          ordered map from session id to hosted session, oldest use first,
          that drops sessions idle longer than ``idle_s`` and keeps at most
          ``max_resident``.
-Role:    runtime layer; ``Agent`` admits a session here when it activates or
-         creates one, and marks each operation's start (``touch``) and end
-         (``release``); a host calls
-         ``evict_idle``/``forget`` through the agent.
+Role:    runtime layer; the agent's session cache (``Hosting``,
+         ``_hosting.py``) admits a session here when it activates or creates
+         one, and marks each operation's start (``touch``) and end
+         (``release``); a host calls ``evict_idle``/``forget`` through the
+         agent.
 Emits:   nothing: dropping a session is not a state change of the session.
 
 Laws: R21 (at most ``max_resident`` sessions; those idle longer than

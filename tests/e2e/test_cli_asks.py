@@ -20,12 +20,12 @@ from helmlog import cli as cli_module
 from helmlog import is_ask_pause
 from helmlog.cli import app
 from helmlog.events import fold, open_event_store
-from tests.integration.refund_agent import build
+from tests.integration.runtime.refund_agent import build
 
 pytestmark = pytest.mark.redis
 
 runner = CliRunner()
-AGENT = "tests.integration.refund_agent:resumer"
+AGENT = "tests.integration.runtime.refund_agent:resumer"
 
 
 async def _paused_session(url: str) -> str:

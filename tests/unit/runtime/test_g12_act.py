@@ -9,7 +9,7 @@ Laws: G71 (the moments and the derived keys), G73 (what ``.act()`` refuses,
 in checking order), G74 (a refused bundle changes nothing), G75 (sugar,
 exactly: forwarding order, equal runs), G76 (phase wrappers), G77 (hooks
 decide; buckets are checked). G72 (the completeness lock) is pinned in
-``test_public_api.py`` with the other surface checks.
+``tests/unit/helmlog/test_public_api.py`` with the other surface checks.
 
 Why ``policy_version`` is compared: it digests the ordered links, their hooks,
 phase restrictions and the window of a built agent, so two builders that

@@ -28,7 +28,7 @@ from .one_writer_agent import ANSWER, build
 
 pytestmark = pytest.mark.redis
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ROUNDS = 50
 PROCESS_ROUNDS = 20
 
@@ -104,7 +104,7 @@ async def test_r20_two_client_processes_resuming_one_checkpoint(
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.integration.one_writer_agent",
+        "tests.integration.runtime.one_writer_agent",
         redis_url,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,

@@ -38,7 +38,7 @@ from tests.contracts.test_event_store import eventually as poll
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def decision(n: int) -> list[Event]:

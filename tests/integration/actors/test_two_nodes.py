@@ -52,7 +52,7 @@ def _drive(redis_url: str) -> dict[str, Any]:
     """Run the driver in its own process group; its report, or a failure."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
     driver = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.two_nodes", redis_url],
+        [sys.executable, "-m", "tests.integration.actors.two_nodes", redis_url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -23,7 +23,7 @@ from .refund_agent import build
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def test_r1_a_pause_written_here_is_resumed_by_another_process(
@@ -39,7 +39,7 @@ async def test_r1_a_pause_written_here_is_resumed_by_another_process(
         sid = out.checkpoint.session_id
 
         child = subprocess.run(
-            [sys.executable, "-m", "tests.integration.refund_agent", redis_url],
+            [sys.executable, "-m", "tests.integration.runtime.refund_agent", redis_url],
             input=text,
             capture_output=True,
             text=True,

@@ -188,7 +188,7 @@ async def _race(
     path = tmp_path / "checkpoints.json"
     path.write_text(json.dumps(checkpoints))
     go = "race:go"
-    command = [sys.executable, "-m", "tests.integration.resume_race"]
+    command = [sys.executable, "-m", "tests.integration.actors.resume_race"]
     clients = [
         subprocess.Popen(
             [*command, redis_url, str(path), go, *on_ray],

@@ -1,6 +1,6 @@
 """A second client process of a running cluster (run by test_cluster_scale.py).
 
-Usage: ``python -m tests.integration.shared_hosts ADDRESS STORE_URL NAME CP``:
+Usage: ``python -m tests.integration.actors.shared_hosts ADDRESS STORE_URL NAME CP``:
 joins the Ray at ADDRESS, reaches the named cluster's hosts with
 ``Cluster.connect``, continues the session whose checkpoint JSON is in the
 file CP, and prints one JSON line: the answer, the session id, the host count

@@ -1,7 +1,7 @@
 """A small governed agent two processes can both build (for cross-process tests).
 
 Run as a script, it resumes a paused session: ``python -m
-tests.integration.refund_agent <store-url>`` reads a checkpoint's JSON on
+tests.integration.runtime.refund_agent <store-url>`` reads a checkpoint's JSON on
 stdin, approves it as ``dana@ops`` and prints the answer.
 """
 

@@ -1,6 +1,6 @@
 """The two-node driver: kill a node mid-tool and see its sessions move (R22).
 
-Pattern: a separate Ray driver (``python -m tests.integration.two_nodes
+Pattern: a separate Ray driver (``python -m tests.integration.actors.two_nodes
          REDIS_URL``) that starts its own two-node local cluster
          (``ray.cluster_utils.Cluster``: a head and one worker node), runs
          held sessions on a named helmlog cluster there, kills the worker

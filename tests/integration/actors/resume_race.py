@@ -1,6 +1,6 @@
 """One client process of the resume race: resume checkpoints when told to go.
 
-Pattern: a separate driver process (``python -m tests.integration.resume_race
+Pattern: a separate driver process (``python -m tests.integration.actors.resume_race
          URL CHECKPOINTS GO_KEY [RAY_ADDRESS CLUSTER_NAME]``), started twice
          by ``test_failover.py``. Without a Ray address each checkpoint is
          resumed by an agent of this process on the shared Redis store; with

@@ -95,7 +95,7 @@ async def test_r21_two_client_processes_share_the_named_hosts(
         [
             sys.executable,
             "-m",
-            "tests.integration.shared_hosts",
+            "tests.integration.actors.shared_hosts",
             address,
             cluster.store_url,
             cluster.name,

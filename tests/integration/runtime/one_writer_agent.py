@@ -1,7 +1,7 @@
 """The refund desk every writer of the one-writer tests builds (R20).
 
 Run as a script, it is a second client process: ``python -m
-tests.integration.one_writer_agent <store-url>`` reads one checkpoint's JSON
+tests.integration.runtime.one_writer_agent <store-url>`` reads one checkpoint's JSON
 per line on stdin, resumes it (approved by ``eve@ops``) on its own store
 connection, and prints one line per checkpoint: ``ok`` or the refusal's
 ``code reason``.

@@ -1,0 +1,1 @@
+"""Integration tests of the events layer's Redis store, through the runtime."""

@@ -1,0 +1,1 @@
+"""Integration tests of the runtime on a real Redis (and other processes)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the helmlog face: its public names, pinned."""
