@@ -222,7 +222,9 @@ RUNTIME = [
 ]
 
 PROVIDERS = [
+    "AnthropicMessagesProvider",
     "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderRequest",
     "Reply",
@@ -230,7 +232,9 @@ PROVIDERS = [
     "TokenSink",
     "ToolCallRequest",
     "ToolSpec",
+    "anthropic_messages",
     "openai_chat",
+    "openai_responses",
     "scripted",
     "word_chunks",
 ]
