@@ -307,8 +307,23 @@ LOWLEVEL = [
     "with_credentials",
 ]
 
+RULES = [
+    "PII_PATTERNS",
+    "ArgumentCeiling",
+    "Budget",
+    "Detector",
+    "PiiMatch",
+    "PiiScrub",
+    "RateLimit",
+    "ToolAllowList",
+    "default_detector",
+    "luhn_valid",
+    "regex_detector",
+]
+
 PINNED = {
     "helmlog": FACE,
+    "helmlog.rules": RULES,
     "helmlog.gateway": GATEWAY,
     "helmlog.actors": ACTORS,
     "helmlog.sinks": SINKS,
