@@ -92,20 +92,33 @@ def docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
                 described[current] = entry.group(2).strip()
             elif current is not None:
                 described[current] = f"{described[current]} {line.strip()}".strip()
+    if len(kept) == len(lines):  # no section: the docstring is the description
+        return doc, described
     text = "\n".join(kept).strip()
     return re.sub(r"\n{3,}", "\n\n", text), described
 
 
-def _pydantic() -> Any:
-    return sys.modules.get("pydantic")
+class _Pydantic(msgspec.Struct, frozen=True):
+    base_model: Any
+    field_info: Any
+    type_adapter: Any
 
 
-def _involves_pydantic(annotation: Any, pydantic: Any) -> bool:
-    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+def _pydantic() -> _Pydantic | None:
+    if "pydantic" not in sys.modules:
+        return None
+    from pydantic import BaseModel, TypeAdapter
+    from pydantic.fields import FieldInfo
+
+    return _Pydantic(BaseModel, FieldInfo, TypeAdapter)
+
+
+def _involves_pydantic(annotation: Any, pydantic: _Pydantic) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.base_model):
         return True
     if get_origin(annotation) is Annotated:
         base, *metadata = get_args(annotation)
-        if any(isinstance(m, pydantic.fields.FieldInfo) for m in metadata):
+        if any(isinstance(m, pydantic.field_info) for m in metadata):
             return True
         return _involves_pydantic(base, pydantic)
     return any(_involves_pydantic(a, pydantic) for a in get_args(annotation))
@@ -137,7 +150,7 @@ def read_params(
         annotation = hints.get(p.name, Any)
         default = p.default
         adapter = None
-        if pydantic is not None and isinstance(default, pydantic.fields.FieldInfo):
+        if pydantic is not None and isinstance(default, pydantic.field_info):
             # ``x: int = Field(3, description=...)``: the field is the metadata.
             annotation = Annotated[annotation, default]
             default = (
@@ -146,7 +159,7 @@ def read_params(
                 else default.get_default(call_default_factory=True)
             )
         if pydantic is not None and _involves_pydantic(annotation, pydantic):
-            adapter = pydantic.TypeAdapter(annotation)
+            adapter = pydantic.type_adapter(annotation)
         required = default is inspect.Parameter.empty
         params.append(
             Param(
