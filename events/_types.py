@@ -126,7 +126,12 @@ class LlmStarted(Event, tag="stream.llm_start", frozen=True):
 
 
 class LlmEnded(Event, tag="stream.llm_end", frozen=True):
-    """A model call returned; ``content`` is ``""`` while drafts are held."""
+    """A model call returned; ``content`` is ``""`` while drafts are held.
+
+    ``model`` is the model that answered, as the provider reported it (issue
+    12 item 5); ``""`` when it could not tell, and in older streams, where
+    ``stream.llm_start.model`` (the model asked for) is all there is.
+    """
 
     type: ClassVar[str] = "stream.llm_end"
     iteration: int
@@ -136,6 +141,7 @@ class LlmEnded(Event, tag="stream.llm_end", frozen=True):
     usage: dict[str, int] = msgspec.field(default_factory=dict)
     stop_reason: str | None = None
     duration_ms: int = 0
+    model: str = ""
 
 
 class StreamToken(Event, tag="stream.token", frozen=True):

@@ -114,7 +114,8 @@ def timeline_row(event: Any) -> tuple[str, str, str] | None:
         return (
             seq,
             "model reply",
-            f"#{event.iteration}: {event.tool_call_count} tool calls{held}",
+            f"#{event.iteration}: {event.tool_call_count} tool calls{held}"
+            + (f" ({event.model})" if event.model else ""),
         )
     if t == "stream.tool_start":
         return (

@@ -141,6 +141,7 @@ class Loop:
                     usage=dict(reply.usage),
                     stop_reason=reply.stop_reason,
                     duration_ms=max(0, cfg.clock() - started),
+                    model=reply.model or "",
                 )
             )
             if reply.tool_calls:

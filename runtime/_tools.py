@@ -9,11 +9,15 @@ Laws: G55 (validation judges the arguments the chain produced; one issue per
 line: ``'<field>' is required but missing``, ``arguments: expected an object,
 got <shape>``), G56 (``check_in``), G57 (declared credentials), G58 (``@tool``
 is named for the function, described by its docstring, its signature is the
-input schema), G25 (what the model reads of a result).
+input schema), G25 (what the model reads of a result), issue 12 item 4
+(Pydantic and ``Annotated`` parameters, ``Args:`` descriptions — read in
+``_signature.py``; JSON Schema in full for ``Tool(...)`` and MCP tools, and
+texts naming the argument and the rule — ``_validation.py``).
 
 Why msgspec per field rather than one ``convert`` of the whole object: the
 model must read every problem at once to fix its call in one try; a single
-``convert`` stops at the first.
+``convert`` stops at the first. A JSON schema is walked by ``jsonschema``'s
+``iter_errors`` for the same reason.
 """
 
 from __future__ import annotations
@@ -21,35 +25,25 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, get_type_hints
+from typing import Any
 
 import msgspec
 
 from helmlog.events import compact_json, shape
 
 from ._pause import running_tool
+from ._signature import Param, read_params, schema_for
+from ._validation import (
+    compile_schema,
+    msgspec_issue,
+    pydantic_issues,
+    schema_issues,
+)
 
 log = logging.getLogger("helmlog")
 
 Execute = Callable[..., Any | Awaitable[Any]]
 CheckIn = bool | Callable[[Mapping[str, Any]], Any] | None
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list, tuple),
-    "null": (type(None),),
-}
-
-
-class _Param(msgspec.Struct, frozen=True):
-    name: str
-    annotation: Any
-    required: bool
-    default: Any = None
 
 
 class Tool:
@@ -58,7 +52,9 @@ class Tool:
     Args:
         name: the name the model calls it by.
         description: what it does, for the model.
-        input_schema: a JSON schema (an ``object`` with ``properties``).
+        input_schema: a JSON schema (an ``object`` with ``properties``),
+            validated in full (``jsonschema``; its ``$schema`` draft, else
+            2020-12).
         execute: called with the validated arguments as keywords; may be async.
         source: where it came from (``None`` for the agent's own tools; an MCP
             client's name for tools it brought), seen as ``tool_source``.
@@ -101,7 +97,8 @@ class Tool:
         self.check_in = check_in
         self.idempotent = idempotent
         self.credentials: tuple[str, ...] = tuple(credentials)
-        self._params: tuple[_Param, ...] | None = None
+        self._params: tuple[Param, ...] | None = None
+        self._validator = compile_schema(self.input_schema, name)
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, source={self.source!r})"
@@ -128,10 +125,18 @@ class Tool:
                 if p.required:
                     issues.append(f"'{p.name}' is required but missing")
                 continue
+            if p.adapter is not None:
+                try:
+                    out[p.name] = p.adapter.validate_python(args[p.name])
+                except ValueError as exc:  # pydantic.ValidationError
+                    if not hasattr(exc, "errors"):
+                        raise
+                    issues.extend(pydantic_issues(p.name, exc))
+                continue
             try:
                 out[p.name] = msgspec.convert(args[p.name], type=p.annotation)
             except msgspec.ValidationError as exc:
-                issues.append(f"'{p.name}': {_field_message(exc)}")
+                issues.append(msgspec_issue(p.name, exc))
         for extra in args:
             if extra not in known:
                 issues.append(f"'{extra}' is not a parameter of this tool")
@@ -140,78 +145,8 @@ class Tool:
     def _validate_schema(
         self, args: Mapping[str, Any]
     ) -> tuple[dict[str, Any] | None, list[str]]:
-        issues: list[str] = []
-        schema = self.input_schema
-        props: Mapping[str, Any] = schema.get("properties") or {}
-        for field in schema.get("required") or ():
-            if field not in args:
-                issues.append(f"'{field}' is required but missing")
-        for field, value in args.items():
-            spec = props.get(field)
-            if spec is None:
-                if schema.get("additionalProperties") is False:
-                    issues.append(f"'{field}' is not a parameter of this tool")
-                continue
-            issue = _schema_issue(spec, value)
-            if issue:
-                issues.append(f"'{field}': {issue}")
+        issues = schema_issues(self._validator, args)
         return (None, issues) if issues else (dict(args), [])
-
-
-def _field_message(exc: msgspec.ValidationError) -> str:
-    text = str(exc)
-    return text[0].lower() + text[1:] if text else "invalid value"
-
-
-def _schema_issue(spec: Mapping[str, Any], value: Any) -> str | None:
-    kind = spec.get("type")
-    kinds = [kind] if isinstance(kind, str) else list(kind or [])
-    if kinds:
-        ok = False
-        for k in kinds:
-            types = _JSON_TYPES.get(k)
-            if types is None:
-                ok = True
-                break
-            if isinstance(value, bool) and k in ("integer", "number"):
-                continue
-            if isinstance(value, types):
-                ok = True
-                break
-        if not ok:
-            return f"expected {' or '.join(kinds)}, got {shape(value)}"
-    enum = spec.get("enum")
-    if enum is not None and value not in enum:
-        return f"expected one of {compact_json(list(enum))}"
-    return None
-
-
-def _stated(default: Any) -> Any:
-    """G58: the schema states a parameter's default when JSON can hold it."""
-    try:
-        msgspec.json.encode(default)
-        msgspec.defstruct("_Default", [("value", Any, default)])
-    except (TypeError, msgspec.EncodeError):
-        # Not JSON, or a mutable default msgspec refuses: leave it unstated.
-        return msgspec.field(default_factory=lambda: None)
-    return default
-
-
-def _schema_for(params: tuple[_Param, ...], name: str) -> dict[str, Any]:
-    fields = [
-        (p.name, p.annotation)
-        if p.required
-        else (p.name, p.annotation, _stated(p.default))
-        for p in params
-    ]
-    struct = msgspec.defstruct(name, fields)
-    schema = msgspec.json.schema(struct)
-    defs = schema.pop("$defs", {})
-    body = dict(defs.pop(name, schema))
-    body.pop("title", None)
-    if defs:
-        body["$defs"] = defs
-    return body
 
 
 def tool(
@@ -224,37 +159,31 @@ def tool(
     idempotent: bool = False,
     credentials: Iterable[str] = (),
 ) -> Any:
-    """Make a ``Tool`` from a typed function (G58); usable bare or with options."""
+    """Make a ``Tool`` from a typed function (G58); usable bare or with options.
+
+    Each parameter's type is its schema: a msgspec-convertible type, a
+    Pydantic model (or a container of them), or ``Annotated[T,
+    Field(description=...)]`` / ``Annotated[T, msgspec.Meta(...)]`` with
+    constraints. A parameter's description comes from its annotation, else
+    from the docstring's Google-style ``Args:`` section, which is left out
+    of the tool's description.
+    """
 
     def make(func: Execute) -> Tool:
-        sig = inspect.signature(func)
-        hints = get_type_hints(func)
-        params: list[_Param] = []
-        for p in sig.parameters.values():
-            if p.name == "credentials" and credentials:
-                continue
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            params.append(
-                _Param(
-                    p.name,
-                    hints.get(p.name, Any),
-                    p.default is inspect.Parameter.empty,
-                    None if p.default is inspect.Parameter.empty else p.default,
-                )
-            )
+        skip = ("credentials",) if credentials else ()
+        params, doc = read_params(func, skip)
         tool_name = name or func.__name__
         t = Tool(
             tool_name,
-            description if description is not None else inspect.getdoc(func) or "",
-            _schema_for(tuple(params), tool_name),
+            description if description is not None else doc,
+            schema_for(params, tool_name),
             func,
             source,
             check_in=check_in,
             idempotent=idempotent,
             credentials=credentials,
         )
-        t._params = tuple(params)
+        t._params = params
         return t
 
     if fn is not None:

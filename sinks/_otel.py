@@ -50,8 +50,9 @@ Why spans are timed from event timestamps, not from when the sink sees them:
 replaying last week's session must produce last week's spans.
 
 Why the model name is remembered from ``stream.llm_start``: the record keeps
-the requested model there and the usage on ``stream.llm_end``; one ``chat``
-span carries both, so the sink holds the open call per session between them.
+the requested model there and the usage, and the model that answered
+(``gen_ai.response.model``), on ``stream.llm_end``; one ``chat`` span carries
+both, so the sink holds the open call per session between them.
 
 What the sink costs, and why it is shaped so: the SDK's span and record
 construction (attribute validation in ``BoundedAttributes``, ids, the
@@ -388,6 +389,8 @@ class OtelSink:
                 attributes["gen_ai.usage.output_tokens"] = tokens_out
         if ev.stop_reason is not None:
             attributes["gen_ai.response.finish_reasons"] = (ev.stop_reason,)
+        if ev.model:  # the model that answered; older streams lack it
+            attributes["gen_ai.response.model"] = ev.model
         if self.values and not ev.content_withheld:
             attributes["helmlog.content"] = ev.content
         span.set_attributes(attributes)

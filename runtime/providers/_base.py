@@ -1,7 +1,8 @@
 """The provider port: what the loop sends a model and what comes back.
 
 Pattern: a port with one method; adapters are ``scripted`` (the embedded
-         default and the test double) and ``openai_chat``.
+         default and the test double), ``openai_chat``, ``openai_responses``
+         and ``anthropic_messages``.
 Role:    runtime layer; the loop builds a ``ProviderRequest`` per model call
          and awaits ``Provider.call``.
 Emits:   nothing itself; the loop turns chunks into ``stream.token`` events.
@@ -47,12 +48,18 @@ class ProviderRequest:
 
 @dataclasses.dataclass(frozen=True, slots=True, init=False)
 class Reply:
-    """One model reply: text and/or tool calls, with usage and stop reason."""
+    """One model reply: text and/or tool calls, with usage and stop reason.
+
+    ``model`` is the model that answered, as the server reported it (else the
+    one the request named); ``None`` from a provider that cannot tell, such
+    as ``scripted``. The loop records it on ``stream.llm_end``.
+    """
 
     content: str
     tool_calls: tuple[ToolCallRequest, ...]
     usage: Mapping[str, int]
     stop_reason: str | None
+    model: str | None
 
     def __init__(
         self,
@@ -60,6 +67,7 @@ class Reply:
         tool_calls: Iterable[ToolCallRequest] = (),
         usage: Mapping[str, int] | None = None,
         stop_reason: str | None = None,
+        model: str | None = None,
     ) -> None:
         if not isinstance(content, str):
             raise TypeError(
@@ -75,6 +83,7 @@ class Reply:
         object.__setattr__(
             self, "stop_reason", stop_reason or ("tool_calls" if calls else "stop")
         )
+        object.__setattr__(self, "model", model or None)
 
 
 @runtime_checkable

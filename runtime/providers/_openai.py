@@ -11,7 +11,9 @@ Emits:   nothing itself; with ``stream=True`` it reports content deltas
 Laws: G89 (``.system`` becomes the one system message, sent first and only
 when non-empty; assistant tool-call turns carry compact-JSON arguments),
 G41 (``on_token`` is called only when the loop passes one), G91 (a failure
-is a ``ProviderError``, so the loop reports ``ERR_PROVIDER``).
+is a ``ProviderError``, so the loop reports ``ERR_PROVIDER``), issue 12 item 5
+(a reply it cannot parse is a ``ProviderError`` too, ``_wire.py``; the reply
+carries the model the server reports).
 
 Why ``openai.*`` never escapes: the loop classifies failures by helmlog's
 tree, and an SDK error's text is the server's text, which may quote the
@@ -29,23 +31,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import urllib.parse
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
 
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+from ._wire import (
+    SHAPE_ERRORS,
+    endpoint_of,
+    misshapen,
+    model_of,
+    not_a_reply,
+    require_event_stream,
+    sdk_failure,
+)
+from ._wire import call_id as _call_id
+from ._wire import parse_args as _parse_args
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
-
-# Invariant: a 4xx other than these says the request itself is wrong, and
-# sending it again cannot help.
-_RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425, 429})
 
 
 def _wire_message(message: Message) -> dict[str, Any]:
@@ -97,20 +105,6 @@ def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _parse_args(raw: str | None) -> Any:
-    if raw is None or not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
-
-
-def _call_id(given: str | None) -> str:
-    # Some local servers omit ids; the loop keys results by id, so make one.
-    return given or f"call_{uuid.uuid4().hex[:24]}"
-
-
 def _usage(usage: Any) -> dict[str, int]:
     if usage is None:
         return {}
@@ -123,13 +117,7 @@ def _usage(usage: Any) -> dict[str, int]:
 
 
 def _endpoint(base_url: object) -> str:
-    # Userinfo and query strings can hold credentials; errors name the rest.
-    parts = urllib.parse.urlsplit(str(base_url))
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    path = parts.path.rstrip("/") + "/chat/completions"
-    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
+    return endpoint_of(base_url, "/chat/completions")
 
 
 class _ToolCallDraft:
@@ -159,8 +147,18 @@ class _StreamAssembly:
         self._drafts: dict[int, _ToolCallDraft] = {}
         self._usage: dict[str, int] = {}
         self._stop_reason: str | None = None
+        self.model: str | None = None
 
-    def feed(self, chunk: Any) -> None:
+    def feed(self, chunk: Any) -> list[str]:
+        """Take one chunk in; return its text deltas, for ``on_token``.
+
+        Reading the chunk may raise ``SHAPE_ERRORS`` (the server's fault);
+        the caller reports the deltas afterwards, so a raise from
+        ``on_token`` is never mistaken for one.
+        """
+        texts: list[str] = []
+        if isinstance(chunk.model, str) and chunk.model:
+            self.model = chunk.model
         if chunk.usage is not None:
             self._usage = _usage(chunk.usage)
         for choice in chunk.choices or ():
@@ -170,11 +168,16 @@ class _StreamAssembly:
             if choice.finish_reason is not None:
                 self._stop_reason = choice.finish_reason
             if choice.delta.content:
-                self._content.append(choice.delta.content)
-                if self._on_token is not None:
-                    self._on_token(choice.delta.content)
+                self._content.append(str(choice.delta.content))
+                texts.append(str(choice.delta.content))
             for fragment in choice.delta.tool_calls or ():
                 self._feed_tool_call(fragment)
+        return texts
+
+    def report(self, texts: list[str]) -> None:
+        if self._on_token is not None:
+            for text in texts:
+                self._on_token(text)
 
     def _feed_tool_call(self, fragment: Any) -> None:
         # Invariant: fragments of one call share an index; id and name come
@@ -192,12 +195,13 @@ class _StreamAssembly:
             if function.arguments:
                 draft.arguments.append(function.arguments)
 
-    def reply(self) -> Reply:
+    def reply(self, sent_model: str) -> Reply:
         return Reply(
             content="".join(self._content),
             tool_calls=[self._drafts[i].finish() for i in sorted(self._drafts)],
             usage=self._usage,
             stop_reason=self._stop_reason,
+            model=model_of(self.model, sent_model),
         )
 
 
@@ -263,9 +267,18 @@ class OpenAIChatProvider:
     async def _call_complete(self, params: dict[str, Any]) -> Reply:
         try:
             completion = await self._client.chat.completions.create(**params)
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, json.JSONDecodeError) as exc:
             raise self._failure(exc) from None
-        # The SDK builds replies leniently: a field a server left out is None.
+        # The SDK builds replies leniently: a non-JSON body comes back as a
+        # str, and a field a server left out is None.
+        if not isinstance(completion, ChatCompletion):
+            raise not_a_reply(self.endpoint, completion, ChatCompletion)
+        try:
+            return self._read(completion, params["model"])
+        except SHAPE_ERRORS as exc:
+            raise misshapen(self.endpoint, exc, "Chat Completions") from None
+
+    def _read(self, completion: Any, sent_model: str) -> Reply:
         if not completion.choices or completion.choices[0].message is None:
             raise ProviderError(f"{self.endpoint} returned no message")
         choice = completion.choices[0]
@@ -284,6 +297,7 @@ class OpenAIChatProvider:
             tool_calls=calls,
             usage=_usage(completion.usage),
             stop_reason=choice.finish_reason,
+            model=model_of(completion.model, sent_model),
         )
 
     async def _call_streamed(
@@ -293,16 +307,25 @@ class OpenAIChatProvider:
             stream = await self._client.chat.completions.create(
                 **params, stream=True, stream_options={"include_usage": True}
             )
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, json.JSONDecodeError) as exc:
             raise self._failure(exc) from None
         assembly = _StreamAssembly(on_token)
         try:
+            require_event_stream(self.endpoint, stream.response)
             async with contextlib.aclosing(self._chunks(stream)) as chunks:
                 async for chunk in chunks:
-                    assembly.feed(chunk)
+                    if not isinstance(chunk, ChatCompletionChunk):
+                        raise not_a_reply(self.endpoint, chunk, ChatCompletionChunk)
+                    try:
+                        texts = assembly.feed(chunk)
+                    except SHAPE_ERRORS as exc:
+                        raise misshapen(
+                            self.endpoint, exc, "Chat Completions stream"
+                        ) from None
+                    assembly.report(texts)
         finally:
             await stream.close()
-        return assembly.reply()
+        return assembly.reply(params["model"])
 
     async def _chunks(self, stream: Any) -> AsyncGenerator[Any, None]:
         # Only the SDK's reads are translated: an error raised by on_token
@@ -318,24 +341,9 @@ class OpenAIChatProvider:
             yield chunk
 
     def _failure(self, exc: Exception) -> ProviderError:
-        kind = type(exc).__name__
-        if isinstance(exc, openai.APITimeoutError):
-            error = ProviderError(f"{self.endpoint} timed out ({kind})")
-        elif isinstance(exc, openai.APIConnectionError):
-            error = ProviderError(f"could not reach {self.endpoint} ({kind})")
-        elif isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            code = f", code {exc.code}" if isinstance(exc.code, str) else ""
-            error = ProviderError(
-                f"{self.endpoint} answered HTTP {status} ({kind}{code})"
-            )
-            if 400 <= status < 500 and status not in _RETRYABLE_CLIENT_STATUSES:
-                error.retryable = False
-        elif isinstance(exc, json.JSONDecodeError):
-            error = ProviderError(f"{self.endpoint} sent a malformed stream event")
-        else:
-            error = ProviderError(f"{self.endpoint} failed ({kind})")
-        return error
+        if isinstance(exc, json.JSONDecodeError) and self.stream:
+            return ProviderError(f"{self.endpoint} sent a malformed stream event")
+        return sdk_failure(self.endpoint, exc, openai)
 
 
 def openai_chat(

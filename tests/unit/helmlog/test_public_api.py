@@ -243,7 +243,9 @@ RUNTIME = [
 ]
 
 PROVIDERS = [
+    "AnthropicMessagesProvider",
     "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderRequest",
     "Reply",
@@ -251,7 +253,9 @@ PROVIDERS = [
     "TokenSink",
     "ToolCallRequest",
     "ToolSpec",
+    "anthropic_messages",
     "openai_chat",
+    "openai_responses",
     "scripted",
     "word_chunks",
 ]
@@ -342,8 +346,23 @@ LOWLEVEL = [
     "with_credentials",
 ]
 
+RULES = [
+    "PII_PATTERNS",
+    "ArgumentCeiling",
+    "Budget",
+    "Detector",
+    "PiiMatch",
+    "PiiScrub",
+    "RateLimit",
+    "ToolAllowList",
+    "default_detector",
+    "luhn_valid",
+    "regex_detector",
+]
+
 PINNED = {
     "helmlog": FACE,
+    "helmlog.rules": RULES,
     "helmlog.gateway": GATEWAY,
     "helmlog.actors": ACTORS,
     "helmlog.sinks": SINKS,

@@ -1,0 +1,409 @@
+"""The Anthropic provider: Messages (``POST /v1/messages``) over the ``anthropic`` SDK.
+
+Pattern: an adapter behind the provider port; translates a ``ProviderRequest``
+         to Messages content blocks and the reply's blocks back to a
+         ``Reply``, streamed or complete.
+Role:    runtime layer; the model for Anthropic's Messages API and servers
+         that speak it.
+Emits:   nothing itself; with ``stream=True`` it reports ``text_delta`` texts
+         through ``on_token``.
+
+Laws: G89 (``.system`` travels as ``system``; assistant tool calls are
+``tool_use`` blocks, tool messages ``tool_result`` blocks in a user turn),
+G41 (``on_token`` only when the loop passes one), G91 and issue 12 item 5
+(every failure, and every reply it cannot read, is a ``ProviderError``; the
+reply carries the model the server reports).
+
+Why consecutive turns of one role are merged: the Messages API wants user
+and assistant turns to alternate, and the loop commits one tool message per
+call; the tool results of one batch (and a user message after them) travel
+as one user turn of several blocks, in order.
+
+Why a tool call's arguments that are not an object go as ``{}``: a
+``tool_use`` block's ``input`` must be an object, and only a call another
+provider proposed (raw, unparsable text) can lack one; the tool message that
+answered it already told the model what went wrong.
+
+Why ``stop_reason`` is passed on as Anthropic names it (``end_turn``,
+``tool_use``, ``max_tokens``): a finish reason is the provider's own word
+(OpenTelemetry records it so); translating would lose ``pause_turn`` and
+``refusal``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, cast
+
+import anthropic
+from anthropic.types import Message as AnthropicMessage
+
+from helmlog.events import Message, ProviderError, ToolCallRequest
+
+from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+from ._wire import (
+    SHAPE_ERRORS,
+    call_id,
+    endpoint_of,
+    misshapen,
+    model_of,
+    not_a_reply,
+    parse_args,
+    require_event_stream,
+    sdk_failure,
+)
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_TOKENS = 4096
+
+
+def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if message.role == "user":
+        return "user", [{"type": "text", "text": message.content}]
+    if message.role == "tool":
+        return "user", [
+            {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+            }
+        ]
+    if message.role == "assistant":
+        blocks: list[dict[str, Any]] = []
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
+        blocks.extend(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": call.args if isinstance(call.args, dict) else {},
+            }
+            for call in message.tool_calls
+        )
+        if not blocks:
+            blocks.append({"type": "text", "text": ""})
+        return "assistant", blocks
+    raise ValueError(
+        f"a provider request cannot carry a message with role {message.role!r} "
+        "(G89: the system prompt travels as .system)"
+    )
+
+
+def wire_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The Messages API's alternating turns for a history (see the module)."""
+    turns: list[dict[str, Any]] = []
+    for m in messages:
+        role, blocks = _blocks(m)
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn in turns:
+        content = turn["content"]
+        if len(content) == 1 and content[0]["type"] == "text":
+            turn["content"] = content[0]["text"]
+    return turns
+
+
+def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": dict(spec.input_schema),
+    }
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if usage is None:
+        return out
+    if getattr(usage, "input_tokens", None) is not None:
+        out["input_tokens"] = int(usage.input_tokens)
+    if getattr(usage, "output_tokens", None) is not None:
+        out["output_tokens"] = int(usage.output_tokens)
+    return out
+
+
+class _Block:
+    """One streamed content block: text, or a tool call's JSON in pieces."""
+
+    __slots__ = ("id", "json", "kind", "name", "text")
+
+    def __init__(self, kind: str, id: str | None = None, name: str = "") -> None:
+        self.kind = kind
+        self.id = id
+        self.name = name
+        self.text: list[str] = []
+        self.json: list[str] = []
+
+
+class _StreamAssembly:
+    """One streamed Messages reply, built event by event."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, _Block] = {}
+        self.usage: dict[str, int] = {}
+        self.stop_reason: str | None = None
+        self.model: str | None = None
+        self.stopped = False
+
+    def feed(self, event: Any) -> str | None:
+        """Take one event in; return its text delta, if it carries one."""
+        kind = event.type
+        if kind == "message_start":
+            self.model = event.message.model
+            self.usage.update(_usage(event.message.usage))
+        elif kind == "content_block_start":
+            block = event.content_block
+            self.blocks[event.index] = _Block(
+                block.type, getattr(block, "id", None), getattr(block, "name", "")
+            )
+        elif kind == "content_block_delta":
+            delta = event.delta
+            held = self.blocks.setdefault(event.index, _Block("text"))
+            if delta.type == "text_delta":
+                held.text.append(delta.text)
+                return str(delta.text)
+            if delta.type == "input_json_delta":
+                held.json.append(delta.partial_json)
+        elif kind == "message_delta":
+            if event.delta.stop_reason is not None:
+                self.stop_reason = event.delta.stop_reason
+            if getattr(event.usage, "output_tokens", None) is not None:
+                self.usage["output_tokens"] = int(event.usage.output_tokens)
+        elif kind == "message_stop":
+            self.stopped = True
+        return None
+
+    def reply(self, sent_model: str) -> Reply:
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.kind == "text":
+                texts.extend(block.text)
+            elif block.kind == "tool_use":
+                calls.append(
+                    ToolCallRequest(
+                        id=call_id(block.id),
+                        name=block.name,
+                        args=parse_args("".join(block.json)),
+                    )
+                )
+        return Reply(
+            content="".join(texts),
+            tool_calls=calls,
+            usage=self.usage,
+            stop_reason=self.stop_reason,
+            model=model_of(self.model, sent_model),
+        )
+
+
+class AnthropicMessagesProvider:
+    """A model behind the Anthropic Messages API.
+
+    Build one with ``anthropic_messages(...)``; close it with ``aclose()`` or
+    ``async with``; a client passed in is the caller's to close.
+    """
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        *,
+        model: str | None = None,
+        stream: bool = False,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        extra_body: Mapping[str, Any] | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        self.model = model
+        self.stream = stream
+        self.max_tokens = max_tokens
+        self.endpoint = endpoint_of(client.base_url, "/v1/messages")
+        self._client = client
+        self._extra_body = dict(extra_body) if extra_body else None
+        self._owns_client = owns_client
+
+    async def __aenter__(self) -> AnthropicMessagesProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this provider created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def call(
+        self, request: ProviderRequest, on_token: TokenSink | None = None
+    ) -> Reply:
+        """Make one Messages call (streamed when built with ``stream``)."""
+        params = self._params(request)
+        if self.stream:
+            return await self._call_streamed(params, on_token)
+        return await self._call_complete(params)
+
+    def _params(self, request: ProviderRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model or request.model,
+            "max_tokens": self.max_tokens,
+            "messages": wire_messages(request.messages),
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = [_wire_tool(t) for t in request.tools]
+        if self._extra_body:
+            params["extra_body"] = self._extra_body
+        return params
+
+    async def _call_complete(self, params: dict[str, Any]) -> Reply:
+        try:
+            message = await self._client.messages.create(**params)
+        except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
+            raise sdk_failure(self.endpoint, exc, anthropic) from None
+        if not isinstance(message, AnthropicMessage):
+            raise not_a_reply(self.endpoint, message, AnthropicMessage)
+        try:
+            return self._read(message, params["model"])
+        except SHAPE_ERRORS as exc:
+            raise misshapen(self.endpoint, exc, "Messages") from None
+
+    def _read(self, message: AnthropicMessage, sent_model: str) -> Reply:
+        if message.content is None:
+            raise ProviderError(f"{self.endpoint} returned no content")
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                args = block.input if block.input is not None else {}
+                calls.append(
+                    ToolCallRequest(id=call_id(block.id), name=block.name, args=args)
+                )
+        return Reply(
+            content="".join(texts),
+            tool_calls=calls,
+            usage=_usage(message.usage),
+            stop_reason=message.stop_reason,
+            model=model_of(message.model, sent_model),
+        )
+
+    async def _call_streamed(
+        self, params: dict[str, Any], on_token: TokenSink | None
+    ) -> Reply:
+        try:
+            stream = await self._client.messages.create(**params, stream=True)
+        except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
+            raise sdk_failure(self.endpoint, exc, anthropic) from None
+        assembly = _StreamAssembly()
+        try:
+            require_event_stream(self.endpoint, stream.response)
+            async with contextlib.aclosing(self._events(stream)) as events:
+                async for event in events:
+                    try:
+                        text = assembly.feed(event)
+                    except SHAPE_ERRORS as exc:
+                        raise misshapen(self.endpoint, exc, "Messages stream") from None
+                    if text and on_token is not None:
+                        on_token(text)
+        finally:
+            await stream.close()
+        if not assembly.stopped:
+            raise ProviderError(f"{self.endpoint}'s stream ended before message_stop")
+        return assembly.reply(params["model"])
+
+    async def _events(self, stream: Any) -> AsyncGenerator[Any, None]:
+        # Only the SDK's reads are translated: an error raised by on_token
+        # is the caller's and propagates as it is.
+        iterator = cast(AsyncIterator[Any], stream.__aiter__())
+        while True:
+            try:
+                event = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except json.JSONDecodeError:
+                raise ProviderError(
+                    f"{self.endpoint} sent a malformed stream event"
+                ) from None
+            except anthropic.AnthropicError as exc:
+                raise sdk_failure(self.endpoint, exc, anthropic) from None
+            yield event
+
+
+def anthropic_messages(
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    client: anthropic.AsyncAnthropic | None = None,
+    stream: bool = False,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    extra_body: Mapping[str, Any] | None = None,
+) -> AnthropicMessagesProvider:
+    """A provider for the Anthropic Messages API.
+
+    Args:
+        model: the model name sent; when ``None``, the loop's ``model=`` is.
+        base_url: the API root (without ``/v1``); default Anthropic's.
+        api_key: the key; default ``ANTHROPIC_API_KEY``. A ``base_url``
+            without a key sends a placeholder, as local servers need none.
+        client: an ``anthropic.AsyncAnthropic`` to use instead of building
+            one; the caller closes it. Excludes ``base_url`` and ``api_key``.
+        stream: stream the reply, reporting text deltas to ``on_token``.
+        max_tokens: the reply's token ceiling (the API requires one).
+        timeout: seconds per HTTP request.
+        max_retries: the SDK's retries on connection errors, 408, 429, 5xx.
+        extra_body: extra JSON fields merged into every request body
+            (``temperature``, ``thinking``, ``metadata``).
+
+    Raises:
+        ValueError: ``client`` given together with ``base_url`` or
+            ``api_key``, or ``max_tokens`` below 1.
+        ProviderError: no key given or found and no ``base_url`` (not
+            retryable).
+    """
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError("anthropic_messages(): max_tokens must be an int >= 1")
+    if client is not None:
+        if base_url is not None or api_key is not None:
+            raise ValueError(
+                "anthropic_messages() takes client= or base_url=/api_key=, not both"
+            )
+        return AnthropicMessagesProvider(
+            client,
+            model=model,
+            stream=stream,
+            max_tokens=max_tokens,
+            extra_body=extra_body,
+        )
+    key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+    if key is None and base_url is not None:
+        key = "not-needed"
+    if key is None:
+        error = ProviderError(
+            "anthropic_messages() found no API key: pass api_key= or set "
+            "ANTHROPIC_API_KEY"
+        )
+        error.retryable = False
+        raise error
+    created = anthropic.AsyncAnthropic(
+        api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+    )
+    return AnthropicMessagesProvider(
+        created,
+        model=model,
+        stream=stream,
+        max_tokens=max_tokens,
+        extra_body=extra_body,
+        owns_client=True,
+    )
