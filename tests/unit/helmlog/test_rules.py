@@ -95,8 +95,8 @@ async def test_pii_scrub_rewrites_the_input_before_the_model_sees_it() -> None:
     assert (
         "I am [email], SSN [ssn], card [card]" == model.requests[0].messages[0].content
     )
-    # G76: an input-only entry files a pass-through row at output.
-    row, _ = agent.last_snapshot().middleware_decisions
+    # G76: an input-only entry files no row at output.
+    (row,) = agent.last_snapshot().middleware_decisions
     assert ("pii-scrub", "input", True, "scrubbed 1 card, 1 email, 1 ssn") == (
         row.middleware,
         row.moment,
@@ -104,7 +104,7 @@ async def test_pii_scrub_rewrites_the_input_before_the_model_sees_it() -> None:
         row.why,
     )
     facts = recorder.of_type("middleware.decision")
-    assert 2 == len(facts)
+    assert 1 == len(facts)
     assert not any("ada@example.com" in repr(f) for f in facts)
 
 
