@@ -17,7 +17,9 @@ read by tools that know no schema, so each says all of its event (``replayed:
 false`` as well as ``true``), as lines always did.
 
 Why the JSONL sink re-reads its file on open: idempotency must survive a
-restart, and the file itself is the only record of what it already wrote.
+restart, and the file itself is the only record of what it already wrote. A
+last line cut short (its writer killed mid-write) is cut off on open: that
+event never counted as written, and its redelivery writes it whole.
 
 Where a failure is reported: ``JsonlSink(path)`` opens the file for appending
 when it is built, so a path that cannot be written (a missing folder, a
@@ -31,6 +33,7 @@ it (R4): it is marked seen only after the write succeeded.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -68,14 +71,25 @@ class JsonlSink:
             with self.path.open("ab"):  # fail now, not at the first event
                 pass
             held = self.path.read_bytes()
+            if held and not held.endswith(b"\n"):
+                # A writer stopped mid-line (killed): that event never counted
+                # as written, so its redelivery writes it whole; the torn
+                # line goes, or the next line would be appended to it.
+                held = held[: held.rfind(b"\n") + 1]
+                os.truncate(self.path, len(held))
         except OSError as exc:
             raise _failed(str(self.path), exc) from exc
         decoder = msgspec.json.Decoder(_Key)
-        for line in held.splitlines():
-            if line.strip():
+        for number, line in enumerate(held.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
                 key = decoder.decode(line)
-                if key.seq is not None:
-                    self._once.mark(key.session_id, key.seq)
+            except msgspec.DecodeError as exc:
+                reason = f"line {number} is not a JSON event ({exc})"
+                raise ExportError(target=str(self.path), reason=reason) from exc
+            if key.seq is not None:
+                self._once.mark(key.session_id, key.seq)
 
     def on_event(self, event: Any) -> None:
         """Write ``event`` as one line unless its ``(session_id, seq)`` is in

@@ -85,10 +85,15 @@ async def all_published(store: EventStore, keys: set[tuple[str, int]]) -> None:
 
 
 def jsonl_keys(path: Path) -> list[tuple[str, int]]:
-    """The ``(session_id, seq)`` of every line of a JSONL sink's file."""
+    """The ``(session_id, seq)`` of every whole line of a JSONL sink's file.
+
+    A line the watcher is still writing (no newline yet) is not counted: the
+    probe reads the file while the watcher appends to it.
+    """
     if not path.exists():
         return []
-    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    whole = path.read_bytes().split(b"\n")[:-1]
+    lines = [line for line in whole if line.strip()]
     return [
         (event["session_id"], event["seq"])
         for event in (msgspec.json.decode(line) for line in lines)

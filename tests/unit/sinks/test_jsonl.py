@@ -101,3 +101,29 @@ def test_r4_a_failed_write_is_an_export_error_and_its_redelivery_writes_it(
     path.rmdir()
     sink.on_event(event)
     assert [1] == [x["seq"] for x in _lines(path)]
+
+
+def test_r4_a_line_cut_short_by_a_killed_writer_is_cut_off_on_open(
+    tmp_path: Path,
+) -> None:
+    """R4: a torn last line goes; its event is written whole when redelivered."""
+    path = tmp_path / "facts.jsonl"
+    first = JsonlSink(path)
+    whole = TurnStarted(session_id="s", seq=1, timestamp=10, turn=1)
+    torn = TurnStarted(session_id="s", seq=2, timestamp=11, turn=2)
+    first.on_event(whole)
+    path.write_bytes(path.read_bytes() + b'{"type":"agent.turn_start","sess')
+    again = JsonlSink(path)
+    again.on_event(whole)  # already written: nothing
+    again.on_event(torn)
+    assert [("s", 1), ("s", 2)] == [(x["session_id"], x["seq"]) for x in _lines(path)]
+
+
+def test_a_file_holding_a_line_that_is_not_an_event_is_an_export_error(
+    tmp_path: Path,
+) -> None:
+    """Bad input: a damaged line in the middle names its number, typed."""
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(b"not json\n")
+    with pytest.raises(ExportError, match="line 1 is not a JSON event"):
+        JsonlSink(path)
