@@ -65,7 +65,7 @@ from ._pause import AskPause, MiddlewareAsk, PauseKind
 from ._pipeline import ToolPipeline
 from ._session import MessageRefused, Session, outstanding_calls, record_failure
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
-from ._tools import Tool
+from ._tools import Tool, deferred_cancels
 from ._trace import resolve
 from .providers import ProviderRequest
 
@@ -95,11 +95,23 @@ class Loop:
     async def drive(self, s: Session) -> str | AskPause:
         """Continue a session until it answers or pauses."""
         cfg = self.config
-        j = s.journal
-        f = j.folder
         # The time limit is this operation's: a turn resumed after a person's
         # answer is not charged for the wait.
         deadline = None if cfg.max_turn_ms is None else cfg.clock() + cfg.max_turn_ms
+        deferred: list[bool] = []
+        token = deferred_cancels().set(deferred)
+        try:
+            return await self._drive(s, deadline, deferred)
+        finally:
+            deferred_cancels().reset(token)
+
+    async def _drive(
+        self, s: Session, deadline: int | None, deferred: list[bool]
+    ) -> str | AskPause:
+        """``drive``'s loop: dispatch what is outstanding, call the model."""
+        cfg = self.config
+        j = s.journal
+        f = j.folder
         while True:
             pause = await self.dispatch_outstanding(s, deadline)
             if pause is not None:
@@ -110,7 +122,10 @@ class Loop:
             self.check_time(deadline)
             # A step boundary: a cancellation (``asyncio.wait_for``, a stream
             # dropped early) lands here even when every tool is sync and the
-            # store never waits.
+            # store never waits, and one that arrived while a tool ran in
+            # its thread is raised here, its outcome recorded.
+            if deferred:
+                raise asyncio.CancelledError
             await asyncio.sleep(0)
             messages = tuple(f.history)
             if cfg.window is not None:

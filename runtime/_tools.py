@@ -22,6 +22,8 @@ model must read every problem at once to fix its call in one try; a single
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -63,6 +65,10 @@ class Tool:
         idempotent: safe to run again after a failover (R7).
         credentials: names of secrets resolved before ``execute`` (G57); the
             values arrive as the keyword ``credentials``.
+        inline: a plain (sync) ``execute`` that returns at once may run on
+            the event loop's thread; by default it runs in a worker thread,
+            so a blocking tool never stalls other sessions and a turn can be
+            cancelled (R23). An async ``execute`` always runs on the loop.
     """
 
     def __init__(
@@ -76,6 +82,7 @@ class Tool:
         check_in: CheckIn = None,
         idempotent: bool = False,
         credentials: Iterable[str] = (),
+        inline: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("Tool needs a non-empty name")
@@ -97,6 +104,9 @@ class Tool:
         self.check_in = check_in
         self.idempotent = idempotent
         self.credentials: tuple[str, ...] = tuple(credentials)
+        self.inline = bool(inline)
+        # A sync execute not declared inline runs in a worker thread.
+        self.threaded = not inline and not _is_async(execute)
         self._params: tuple[Param, ...] | None = None
         self._validator = compile_schema(self.input_schema, name)
 
@@ -158,6 +168,7 @@ def tool(
     check_in: CheckIn = None,
     idempotent: bool = False,
     credentials: Iterable[str] = (),
+    inline: bool = False,
 ) -> Any:
     """Make a ``Tool`` from a typed function (G58); usable bare or with options.
 
@@ -182,6 +193,7 @@ def tool(
             check_in=check_in,
             idempotent=idempotent,
             credentials=credentials,
+            inline=inline,
         )
         t._params = params
         return t
@@ -235,12 +247,62 @@ async def call_execute(tool: Tool, kwargs: dict[str, Any], call_id: str) -> Any:
     """
     token = running_tool().set(call_id)
     try:
-        result = tool.execute(**kwargs)
+        if tool.threaded:
+            result = await _in_thread(tool, kwargs)
+        else:
+            result = tool.execute(**kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
     finally:
         running_tool().reset(token)
+
+
+_CANCEL_DEFERRED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "helmlog_cancel_deferred", default=None
+)
+
+
+def deferred_cancels() -> contextvars.ContextVar[list[bool] | None]:
+    """Where a run notes a cancellation that arrived while a tool ran in its
+    worker thread; the loop raises it at its next step boundary (R23, R7)."""
+    return _CANCEL_DEFERRED
+
+
+async def _in_thread(tool: Tool, kwargs: dict[str, Any]) -> Any:
+    """Run a sync ``execute`` in a worker thread, to its end.
+
+    The thread runs in a copy of this context, so the running-tool mark (and
+    ``ask_human``) holds there too. A thread cannot be stopped, so a
+    cancellation that arrives meanwhile waits for it: under a run that defers
+    cancellations (the loop's) it is noted and raised at the loop's next step
+    boundary, after the call's outcome is recorded; elsewhere it is raised
+    once the tool has returned.
+    """
+    work = asyncio.ensure_future(asyncio.to_thread(tool.execute, **kwargs))
+    cancelled = False
+    while not work.done():
+        try:
+            await asyncio.wait((work,))  # never raises the tool's own error
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        deferred = _CANCEL_DEFERRED.get()
+        task = asyncio.current_task()
+        if deferred is None or task is None:
+            raise asyncio.CancelledError
+        task.uncancel()
+        deferred.append(True)
+    return work.result()  # the tool's own raise propagates as its error
+
+
+def _is_async(execute: Any) -> bool:
+    """Whether ``execute`` is a coroutine function (or an object whose
+    ``__call__`` is one)."""
+    if inspect.iscoroutinefunction(execute):
+        return True
+    call = type(execute).__dict__.get("__call__")
+    return call is not None and inspect.iscoroutinefunction(call)
 
 
 NO_VALUE_TEXT = "(this tool returned no value)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import Any
 
 import pytest
@@ -144,3 +145,62 @@ def test_the_default_limits_are_documented_values() -> None:
         config.max_turn_ms,
     )
     assert MemoryEventStore is type(config.store)
+
+
+async def test_a_cancel_during_a_threaded_tool_waits_and_records_its_result() -> None:
+    """R7/R23: a sync tool runs in a worker thread; a cancellation that arrives
+    meanwhile lands at the next step boundary, after the result is recorded,
+    so the session needs no recovery."""
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow(n: int) -> str:
+        """A blocking sync tool."""
+        started.set()
+        release.wait(timeout=30)
+        return f"slow {n}"
+
+    agent = (
+        Agent.create(
+            provider=scripted(
+                respond=lambda r: (
+                    Reply(content="stopped")
+                    if r.messages[-1].role == "user"
+                    and r.messages[-1].content == "stop"
+                    else calls(call("c1", "slow", n=1))
+                )
+            ),
+            model="m",
+        )
+        .tool(slow)
+        .build()
+    )
+    assert slow.threaded
+    run = asyncio.ensure_future(agent.run("go", session_id=SESSION))
+    while not started.is_set():
+        await asyncio.sleep(0.01)
+    run.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    events = await stored(agent, SESSION)
+    assert ["stream.tool_end", "error.fatal"] == [
+        e.type for e in events if e.type in ("stream.tool_end", "error.fatal")
+    ]
+    assert "stopped" == await agent.run("stop", session_id=SESSION)
+
+
+def test_async_and_inline_tools_run_on_the_loop_sync_ones_in_a_thread() -> None:
+    """R23: only a sync execute not declared ``inline`` runs in a worker thread."""
+
+    @tool(inline=True)
+    def quick(n: int) -> str:
+        """Returns at once."""
+        return str(n)
+
+    @tool
+    async def awaited(n: int) -> str:
+        """Async."""
+        return str(n)
+
+    assert (True, False, False) == (ping.threaded, quick.threaded, awaited.threaded)
