@@ -53,7 +53,7 @@ TARGET_RATIO = 1.3
 ANSWER = "Done."
 
 
-@tool
+@tool(inline=True)
 def lookup(order: int) -> dict[str, int]:
     """Look an order up."""
     return {"order": order, "status": 1}

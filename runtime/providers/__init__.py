@@ -6,13 +6,42 @@
 ``anthropic_messages(...)`` to the Anthropic Messages API.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from helmlog.events import ToolCallRequest
 
-from ._anthropic import AnthropicMessagesProvider, anthropic_messages
 from ._base import Provider, ProviderRequest, Reply, TokenSink, ToolSpec
-from ._openai import OpenAIChatProvider, openai_chat
-from ._responses import OpenAIResponsesProvider, openai_responses
 from ._scripted import ScriptedProvider, scripted, word_chunks
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicMessagesProvider, anthropic_messages
+    from ._openai import OpenAIChatProvider, openai_chat
+    from ._responses import OpenAIResponsesProvider, openai_responses
+
+# The SDK-backed providers load their SDK (openai, anthropic: thousands of
+# modules, seconds of import, and objects every garbage collection walks for
+# the life of the process) when first named, not when helmlog is imported.
+_LAZY = {
+    "AnthropicMessagesProvider": "._anthropic",
+    "anthropic_messages": "._anthropic",
+    "OpenAIChatProvider": "._openai",
+    "openai_chat": "._openai",
+    "OpenAIResponsesProvider": "._responses",
+    "openai_responses": "._responses",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AnthropicMessagesProvider",

@@ -30,4 +30,4 @@ def test_readme_first_lines_are_the_two_commands() -> None:
     commands = [ln.split("#")[0].strip() for ln in lines[block + 1 : block + 3]]
     assert ["uv sync && uv run helmlog demo", "uv sync && uv run pytest"] == commands
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert "uv run pytest" == [ln for ln in ci if ln.startswith("uv run")][-1]
+    assert "uv run pytest" in ci, ".ci/run runs the README's test command verbatim"
