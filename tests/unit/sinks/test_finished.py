@@ -48,6 +48,15 @@ def refund(order: str) -> str:
     return f"refunded {order}"
 
 
+def _sdk_providers() -> tuple[Any, Any, TracerProvider, LoggerProvider]:
+    """The SDK's own providers, exporting into memory as each span ends."""
+    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+    tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    return spans, logs, tracer_provider, logger_provider
+
+
 def _shape(spans: Any, records: Any) -> tuple[list[Any], list[Any]]:
     by_id = {s.context.span_id: s.name for s in spans}
     traces = sorted({s.context.trace_id for s in spans})
@@ -133,10 +142,7 @@ async def _recorded() -> list[Any]:
 async def test_r6_finished_telemetry_exports_what_the_sdk_providers_export() -> None:
     """R6: spans and records from ``FinishedTelemetry`` equal the SDK path's."""
     records = await _recorded()
-    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
-    tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    spans, logs, tracer_provider, logger_provider = _sdk_providers()
     await replay(records, OtelSink(tracer_provider, logger_provider))
 
     finished_spans, finished_logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
@@ -172,10 +178,7 @@ async def test_r6_finished_telemetry_handles_a_fatal_turn_and_an_unsampled_calle
             iteration=1,
         ),
     ]
-    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
-    tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    spans, logs, tracer_provider, logger_provider = _sdk_providers()
     await replay(events, OtelSink(tracer_provider, logger_provider))
 
     finished_spans, finished_logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
