@@ -46,6 +46,7 @@ that call's outcome as unknown and runs nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -64,7 +65,7 @@ from ._builder import AgentParts
 from ._chain import walk_messages
 from ._config import AgentConfig
 from ._cursor import LastRun
-from ._feed import SessionFeed, stop
+from ._feed import stream_turn
 from ._hosting import Hosting
 from ._loop import Loop
 from ._pause import AskPause, TurnResult
@@ -310,29 +311,20 @@ class Agent:
             sid = self._config.new_id()
         elif sid is None:
             sid = Checkpoint.coerce(continue_from).session_id
-        feed = SessionFeed(sid)
-        unsubscribe = self._listeners.on("*", feed.put)
-        run = asyncio.ensure_future(
-            self.turn(
-                message,
-                continue_from=continue_from,
-                identity=identity,
-                session_id=sid,
-                traceparent=traceparent,
-                tracestate=tracestate,
-            )
+        turn = self.turn(
+            message,
+            continue_from=continue_from,
+            identity=identity,
+            session_id=sid,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
-        try:
-            events = feed.until(run)
-            try:
-                async for event in events:
-                    yield event
-            finally:
-                await events.aclose()
-            yield run.result()
-        finally:
-            await stop(run)  # a caller that left early: the turn is cancelled
-            unsubscribe()
+        # Closing this iterator closes the feed's at once, which cancels the turn.
+        async with contextlib.aclosing(
+            stream_turn(self._listeners, sid, turn)
+        ) as items:
+            async for item in items:
+                yield item
 
     async def _start_turn(
         self,

@@ -3,8 +3,9 @@
 Pattern: a listener (``agent.on("*", feed.put)``) that keeps the events of
          one session in a queue, drained by an async generator until the run
          it watches is done.
-Role:    runtime layer; ``Agent.stream`` subscribes one per call and
-         unsubscribes when the iteration ends.
+Role:    runtime layer; ``Agent.stream`` runs its turn through
+         ``stream_turn``, which subscribes one feed per call and unsubscribes
+         when the iteration ends.
 Emits:   nothing; it yields what the journal delivered.
 
 Laws: G82–G84 (it is an ordinary listener: the events come by the one
@@ -28,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from typing import Any
+
+from ._watchers import Listeners
 
 
 class SessionFeed:
@@ -68,3 +71,28 @@ async def stop(run: asyncio.Future[Any]) -> None:
         run.cancel()
     # The cancelled run records its end; its outcome is no one's now.
     await asyncio.gather(run, return_exceptions=True)
+
+
+async def stream_turn(
+    listeners: Listeners, session_id: str, turn: Coroutine[Any, Any, Any]
+) -> AsyncGenerator[Any, None]:
+    """Run ``turn`` (an agent's ``turn(...)`` on ``session_id``) and yield that
+    session's events as they are delivered, then its ``TurnResult``.
+
+    The feed is subscribed before the turn starts and dropped when the
+    iteration ends; an iteration closed early cancels the turn.
+    """
+    feed = SessionFeed(session_id)
+    unsubscribe = listeners.on("*", feed.put)
+    run = asyncio.ensure_future(turn)
+    try:
+        events = feed.until(run)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+        yield run.result()
+    finally:
+        await stop(run)  # a caller that left early: the turn is cancelled
+        unsubscribe()

@@ -53,7 +53,6 @@ from helmlog.events import (
     ToolOutcomeUnknown,
     ToolStarted,
     TurnEnded,
-    TurnLimitError,
     digest,
     pause_content_digest,
     sign_checkpoint,
@@ -61,11 +60,12 @@ from helmlog.events import (
 
 from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
+from ._limits import TurnBudget
 from ._pause import AskPause, MiddlewareAsk, PauseKind
 from ._pipeline import ToolPipeline
 from ._session import MessageRefused, Session, outstanding_calls, record_failure
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
-from ._tools import Tool, deferred_cancels
+from ._tools import Tool
 from ._trace import resolve
 from .providers import ProviderRequest
 
@@ -93,39 +93,25 @@ class Loop:
     # -- the iteration loop ------------------------------------------------
 
     async def drive(self, s: Session) -> str | AskPause:
-        """Continue a session until it answers or pauses."""
-        cfg = self.config
-        # The time limit is this operation's: a turn resumed after a person's
-        # answer is not charged for the wait.
-        deadline = None if cfg.max_turn_ms is None else cfg.clock() + cfg.max_turn_ms
-        deferred: list[bool] = []
-        token = deferred_cancels().set(deferred)
-        try:
-            return await self._drive(s, deadline, deferred)
-        finally:
-            deferred_cancels().reset(token)
+        """Continue a session until it answers or pauses (within R23's limits)."""
+        budget = TurnBudget(self.config)
+        with budget.deferring():
+            return await self._drive(s, budget)
 
-    async def _drive(
-        self, s: Session, deadline: int | None, deferred: list[bool]
-    ) -> str | AskPause:
+    async def _drive(self, s: Session, budget: TurnBudget) -> str | AskPause:
         """``drive``'s loop: dispatch what is outstanding, call the model."""
         cfg = self.config
         j = s.journal
         f = j.folder
         while True:
-            pause = await self.dispatch_outstanding(s, deadline)
+            pause = await self.dispatch_outstanding(s, budget)
             if pause is not None:
                 return pause
             iteration = f.iteration + 1
-            if iteration > cfg.max_model_calls:
-                raise TurnLimitError(limit="max_model_calls", value=cfg.max_model_calls)
-            self.check_time(deadline)
+            budget.before_model_call(f)
             # A step boundary: a cancellation (``asyncio.wait_for``, a stream
-            # dropped early) lands here even when every tool is sync and the
-            # store never waits, and one that arrived while a tool ran in
-            # its thread is raised here, its outcome recorded.
-            if deferred:
-                raise asyncio.CancelledError
+            # closed early) lands here even when every tool is sync and the
+            # store never waits.
             await asyncio.sleep(0)
             messages = tuple(f.history)
             if cfg.window is not None:
@@ -220,33 +206,21 @@ class Loop:
         )
 
     async def dispatch_outstanding(
-        self, s: Session, deadline: int | None = None
+        self, s: Session, budget: TurnBudget | None = None
     ) -> AskPause | None:
-        """Dispatch every call of the last assistant turn lacking a tool message.
-
-        Raises:
-            TurnLimitError: the turn proposed more calls than ``max_tool_calls``,
-                or its time ran out, before a call not yet started.
-        """
+        """Dispatch every call of the last assistant turn lacking a tool message
+        (``budget`` checked before each call not yet started, R23)."""
         f = s.journal.folder
-        limit = self.config.max_tool_calls
         for call in outstanding_calls(f.history):
             if call.id in f.dispatched:
                 pause = await self.recover_call(s, call)
             else:
-                if f.tool_calls >= limit:
-                    raise TurnLimitError(limit="max_tool_calls", value=limit)
-                self.check_time(deadline)
+                if budget is not None:
+                    budget.before_tool_call(f)
                 pause = await self.dispatch(s, call, f.iteration)
             if pause is not None:
                 return pause
         return None
-
-    def check_time(self, deadline: int | None) -> None:
-        """``TurnLimitError`` once the operation's ``max_turn_s`` has passed."""
-        if deadline is not None and self.config.clock() >= deadline:
-            ms = self.config.max_turn_ms or 0
-            raise TurnLimitError(limit="max_turn_s", value=ms / 1000)
 
     async def dispatch(
         self, s: Session, call: ToolCallRequest, iteration: int

@@ -1,0 +1,73 @@
+"""One operation's limits: model calls, tool calls, its time, deferred cancels.
+
+Pattern: a small budget object the loop consults at its step boundaries,
+         before each model call and before each call not yet started.
+Role:    runtime layer; ``Loop.drive`` makes one per run, resume or recovery.
+Emits:   nothing; it raises ``TurnLimitError`` (the loop records it as
+         ``error.fatal``, G91) or the ``CancelledError`` it deferred.
+
+Laws: R23 (a turn stops at ``max_model_calls``, ``max_tool_calls`` or
+``max_turn_s`` with ``TurnLimitError``; the session stays continuable), R7
+(a cancellation that arrives while a sync tool runs in its worker thread is
+deferred to the next step boundary, so the call's outcome is recorded and no
+recovery is needed; ``_tools.py`` notes it here).
+
+Why the counts come from the fold and the time from the operation: the fold
+holds the turn's model calls (``iteration``) and proposed tool calls
+(``tool_calls``), so a turn resumed on another host keeps counting where it
+stopped; a turn resumed after a person's answer is not charged for the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+from helmlog.events import Folder, TurnLimitError
+
+from ._config import AgentConfig
+from ._tools import deferred_cancels
+
+
+class TurnBudget:
+    """The limits of one operation on a session."""
+
+    __slots__ = ("_config", "deadline", "deferred")
+
+    def __init__(self, config: AgentConfig) -> None:
+        self._config = config
+        ms = config.max_turn_ms
+        self.deadline = None if ms is None else config.clock() + ms
+        self.deferred: list[bool] = []  # cancellations noted while a tool ran
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """While open, a cancellation during a threaded tool is noted here."""
+        token = deferred_cancels().set(self.deferred)
+        try:
+            yield
+        finally:
+            deferred_cancels().reset(token)
+
+    def before_model_call(self, f: Folder) -> None:
+        """A step boundary: the model-call limit, the time, a deferred cancel."""
+        limit = self._config.max_model_calls
+        if f.iteration + 1 > limit:
+            raise TurnLimitError(limit="max_model_calls", value=limit)
+        self.check_time()
+        if self.deferred:
+            raise asyncio.CancelledError
+
+    def before_tool_call(self, f: Folder) -> None:
+        """Before a call not yet started: the tool-call limit and the time."""
+        limit = self._config.max_tool_calls
+        if f.tool_calls >= limit:
+            raise TurnLimitError(limit="max_tool_calls", value=limit)
+        self.check_time()
+
+    def check_time(self) -> None:
+        """``TurnLimitError`` once the operation's ``max_turn_s`` has passed."""
+        if self.deadline is not None and self._config.clock() >= self.deadline:
+            ms = self._config.max_turn_ms or 0
+            raise TurnLimitError(limit="max_turn_s", value=ms / 1000)
