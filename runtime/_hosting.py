@@ -201,6 +201,10 @@ class Hosting:
         session: its answer or pause, and the checkpoint it left (R1, R9)."""
         if isinstance(out, AskPause):
             return TurnResult(s.session_id, None, out, out.checkpoint)
+        cursor = self._cursor
+        if cursor.session is s and cursor.checkpoint is not None:
+            # ``after`` just settled it, with nothing run in between.
+            return TurnResult(s.session_id, out, None, cursor.checkpoint)
         f = s.journal.folder
         checkpoint = sign_checkpoint(
             f.checkpoint, f.pending, self._config.store.chain_key

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 
 from helmlog.events import Folder, TurnLimitError
@@ -29,17 +30,20 @@ from helmlog.events import Folder, TurnLimitError
 from ._config import AgentConfig
 from ._tools import deferred_cancels
 
+YIELD_EVERY_S = 0.001  # the longest a run of steps goes without yielding
+
 
 class TurnBudget:
     """The limits of one operation on a session."""
 
-    __slots__ = ("_config", "deadline", "deferred")
+    __slots__ = ("_config", "_yielded", "deadline", "deferred")
 
     def __init__(self, config: AgentConfig) -> None:
         self._config = config
         ms = config.max_turn_ms
         self.deadline = None if ms is None else config.clock() + ms
         self.deferred: list[bool] = []  # cancellations noted while a tool ran
+        self._yielded = time.monotonic()
 
     @contextlib.contextmanager
     def deferring(self) -> Iterator[None]:
@@ -65,6 +69,19 @@ class TurnBudget:
         if f.tool_calls >= limit:
             raise TurnLimitError(limit="max_tool_calls", value=limit)
         self.check_time()
+
+    def due_yield(self) -> bool:
+        """Whether the run should yield to the event loop at this boundary: it
+        has not for ``YIELD_EVERY_S``. A yield is an event-loop turn (a poll
+        of its selector), a few percent of a memory-store turn if taken at
+        every step; taken at most once a millisecond it still bounds how long
+        a run of sync steps keeps other sessions and a cancellation waiting.
+        """
+        now = time.monotonic()
+        if now - self._yielded < YIELD_EVERY_S:
+            return False
+        self._yielded = now
+        return True
 
     def check_time(self) -> None:
         """``TurnLimitError`` once the operation's ``max_turn_s`` has passed."""

@@ -111,8 +111,9 @@ class Loop:
             budget.before_model_call(f)
             # A step boundary: a cancellation (``asyncio.wait_for``, a stream
             # closed early) lands here even when every tool is sync and the
-            # store never waits.
-            await asyncio.sleep(0)
+            # store never waits; the loop yields when it has run a while.
+            if budget.due_yield():
+                await asyncio.sleep(0)
             messages = tuple(f.history)
             if cfg.window is not None:
                 plan = cfg.window.plan(messages, iteration=iteration)
