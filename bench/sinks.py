@@ -101,7 +101,7 @@ REDIS_TURNS_DIVISOR = 3  # a Redis-recorded turn is slower: fewer per sample
 ANSWER = "Done."
 
 
-@tool
+@tool(inline=True)
 def lookup(order: int) -> dict[str, int]:
     """Look an order up."""
     return {"order": order, "status": 1}

@@ -141,6 +141,7 @@ class RecordedCalls:
         for name, tool in registered.items():
             twin = copy.copy(tool)
             twin.execute = self._serve
+            twin.threaded = False  # the record answers at once: no worker thread
             served[name] = twin
         return served
 
