@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
@@ -46,6 +45,7 @@ from helmlog.events import Message, ProviderError, ToolCallRequest
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
 from ._wire import (
     SHAPE_ERRORS,
+    SdkProvider,
     call_id,
     endpoint_of,
     misshapen,
@@ -54,6 +54,9 @@ from ._wire import (
     parse_args,
     require_event_stream,
     sdk_failure,
+)
+from ._wire import (
+    api_key as api_key_for,
 )
 
 DEFAULT_TIMEOUT = 60.0
@@ -204,7 +207,7 @@ class _StreamAssembly:
         )
 
 
-class AnthropicMessagesProvider:
+class AnthropicMessagesProvider(SdkProvider):
     """A model behind the Anthropic Messages API.
 
     Build one with ``anthropic_messages(...)``; close it with ``aclose()`` or
@@ -221,33 +224,15 @@ class AnthropicMessagesProvider:
         extra_body: Mapping[str, Any] | None = None,
         owns_client: bool = False,
     ) -> None:
-        self.model = model
-        self.stream = stream
+        super().__init__(
+            client,
+            endpoint_of(client.base_url, "/v1/messages"),
+            model=model,
+            stream=stream,
+            extra_body=extra_body,
+            owns_client=owns_client,
+        )
         self.max_tokens = max_tokens
-        self.endpoint = endpoint_of(client.base_url, "/v1/messages")
-        self._client = client
-        self._extra_body = dict(extra_body) if extra_body else None
-        self._owns_client = owns_client
-
-    async def __aenter__(self) -> AnthropicMessagesProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider created it."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def call(
-        self, request: ProviderRequest, on_token: TokenSink | None = None
-    ) -> Reply:
-        """Make one Messages call (streamed when built with ``stream``)."""
-        params = self._params(request)
-        if self.stream:
-            return await self._call_streamed(params, on_token)
-        return await self._call_complete(params)
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -386,16 +371,7 @@ def anthropic_messages(
             max_tokens=max_tokens,
             extra_body=extra_body,
         )
-    key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-    if key is None and base_url is not None:
-        key = "not-needed"
-    if key is None:
-        error = ProviderError(
-            "anthropic_messages() found no API key: pass api_key= or set "
-            "ANTHROPIC_API_KEY"
-        )
-        error.retryable = False
-        raise error
+    key = api_key_for("anthropic_messages", api_key, "ANTHROPIC_API_KEY", base_url)
     created = anthropic.AsyncAnthropic(
         api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
     )

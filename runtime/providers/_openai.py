@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
@@ -42,12 +41,16 @@ from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
 from ._wire import (
     SHAPE_ERRORS,
+    SdkProvider,
     endpoint_of,
     misshapen,
     model_of,
     not_a_reply,
     require_event_stream,
     sdk_failure,
+)
+from ._wire import (
+    api_key as api_key_for,
 )
 from ._wire import call_id as _call_id
 from ._wire import parse_args as _parse_args
@@ -205,7 +208,7 @@ class _StreamAssembly:
         )
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(SdkProvider):
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
     Build one with ``openai_chat(...)``. Use it as an async context manager,
@@ -222,32 +225,14 @@ class OpenAIChatProvider:
         extra_body: Mapping[str, Any] | None = None,
         owns_client: bool = False,
     ) -> None:
-        self.model = model
-        self.stream = stream
-        self.endpoint = _endpoint(client.base_url)
-        self._client = client
-        self._extra_body = dict(extra_body) if extra_body else None
-        self._owns_client = owns_client
-
-    async def __aenter__(self) -> OpenAIChatProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider created it."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def call(
-        self, request: ProviderRequest, on_token: TokenSink | None = None
-    ) -> Reply:
-        """Make one Chat Completions call (streamed when built with ``stream``)."""
-        params = self._params(request)
-        if self.stream:
-            return await self._call_streamed(params, on_token)
-        return await self._call_complete(params)
+        super().__init__(
+            client,
+            _endpoint(client.base_url),
+            model=model,
+            stream=stream,
+            extra_body=extra_body,
+            owns_client=owns_client,
+        )
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
@@ -386,15 +371,7 @@ def openai_chat(
         return OpenAIChatProvider(
             client, model=model, stream=stream, extra_body=extra_body
         )
-    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-    if key is None and base_url is not None:
-        key = "not-needed"
-    if key is None:
-        error = ProviderError(
-            "openai_chat() found no API key: pass api_key= or set OPENAI_API_KEY"
-        )
-        error.retryable = False
-        raise error
+    key = api_key_for("openai_chat", api_key, "OPENAI_API_KEY", base_url)
     created = openai.AsyncOpenAI(
         api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
     )

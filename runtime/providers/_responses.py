@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
@@ -43,6 +42,7 @@ from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
 from ._openai import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, _arguments
 from ._wire import (
     SHAPE_ERRORS,
+    SdkProvider,
     call_id,
     endpoint_of,
     misshapen,
@@ -51,6 +51,9 @@ from ._wire import (
     parse_args,
     require_event_stream,
     sdk_failure,
+)
+from ._wire import (
+    api_key as api_key_for,
 )
 
 
@@ -105,7 +108,7 @@ def _usage(usage: Any) -> dict[str, int]:
     return out
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(SdkProvider):
     """A model behind the OpenAI Responses API (``POST /v1/responses``).
 
     Build one with ``openai_responses(...)``; close it as ``OpenAIChatProvider``
@@ -121,32 +124,14 @@ class OpenAIResponsesProvider:
         extra_body: Mapping[str, Any] | None = None,
         owns_client: bool = False,
     ) -> None:
-        self.model = model
-        self.stream = stream
-        self.endpoint = endpoint_of(client.base_url, "/responses")
-        self._client = client
-        self._extra_body = dict(extra_body) if extra_body else None
-        self._owns_client = owns_client
-
-    async def __aenter__(self) -> OpenAIResponsesProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider created it."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def call(
-        self, request: ProviderRequest, on_token: TokenSink | None = None
-    ) -> Reply:
-        """Make one Responses call (streamed when built with ``stream``)."""
-        params = self._params(request)
-        if self.stream:
-            return await self._call_streamed(params, on_token)
-        return await self._call_complete(params)
+        super().__init__(
+            client,
+            endpoint_of(client.base_url, "/responses"),
+            model=model,
+            stream=stream,
+            extra_body=extra_body,
+            owns_client=owns_client,
+        )
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -304,15 +289,7 @@ def openai_responses(
         return OpenAIResponsesProvider(
             client, model=model, stream=stream, extra_body=extra_body
         )
-    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-    if key is None and base_url is not None:
-        key = "not-needed"
-    if key is None:
-        error = ProviderError(
-            "openai_responses() found no API key: pass api_key= or set OPENAI_API_KEY"
-        )
-        error.retryable = False
-        raise error
+    key = api_key_for("openai_responses", api_key, "OPENAI_API_KEY", base_url)
     created = openai.AsyncOpenAI(
         api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
     )

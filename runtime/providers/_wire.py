@@ -18,6 +18,10 @@ Why the SDK module is passed in rather than each adapter translating alone:
 ``APIConnectionError``, ``APIStatusError`` with ``status_code``), so one
 translation keeps the texts and the retry rules alike for all of them.
 
+Why one ``SdkProvider`` base: the three adapters hold an SDK client they may
+own, close it the same way and route ``call`` to a streamed or a complete
+call alike; only the request they build and the reply they read differ.
+
 Why an unparsable 200 is retryable and a reply of the wrong shape is not: a
 proxy's or load balancer's error page (HTML, plain text) is passing trouble,
 while well-formed JSON that is not this API's reply says the endpoint speaks
@@ -27,12 +31,16 @@ something else, and asking again will not change that.
 from __future__ import annotations
 
 import json
+import os
 import urllib.parse
 import uuid
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, Self
 
 from helmlog.events import ProviderError
+
+from ._base import ProviderRequest, Reply, TokenSink
 
 # Invariant: a 4xx other than these says the request itself is wrong, and
 # sending it again cannot help.
@@ -130,3 +138,82 @@ def call_id(given: str | None) -> str:
 def model_of(reported: object, sent: str) -> str:
     """The model the server says it used, else the one that was sent."""
     return reported if isinstance(reported, str) and reported else sent
+
+
+def api_key(factory: str, given: str | None, env: str, base_url: str | None) -> str:
+    """The key an adapter's factory builds its client with.
+
+    ``given``, else ``$env``; a local server (``base_url`` set) needs none and
+    gets a placeholder.
+
+    Raises:
+        ProviderError: none found and no ``base_url`` (not retryable).
+    """
+    key = given if given is not None else os.environ.get(env)
+    if key is None and base_url is not None:
+        key = "not-needed"
+    if key is None:
+        error = ProviderError(
+            f"{factory}() found no API key: pass api_key= or set {env}"
+        )
+        error.retryable = False
+        raise error
+    return key
+
+
+class SdkProvider:
+    """An adapter over an SDK client: its lifecycle and ``call``'s routing.
+
+    Use it as an async context manager, or call ``aclose()`` when done, to
+    close the HTTP client it created; a client passed in is the caller's to
+    close. Subclasses build the request (``_params``) and read the reply
+    (``_call_complete``, ``_call_streamed``).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        endpoint: str,
+        *,
+        model: str | None,
+        stream: bool,
+        extra_body: Mapping[str, Any] | None,
+        owns_client: bool,
+    ) -> None:
+        self.model = model
+        self.stream = stream
+        self.endpoint = endpoint
+        self._client = client
+        self._extra_body = dict(extra_body) if extra_body else None
+        self._owns_client = owns_client
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this provider created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def call(
+        self, request: ProviderRequest, on_token: TokenSink | None = None
+    ) -> Reply:
+        """Make one call (streamed when built with ``stream``)."""
+        params = self._params(request)
+        if self.stream:
+            return await self._call_streamed(params, on_token)
+        return await self._call_complete(params)
+
+    def _params(self, request: ProviderRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _call_complete(self, params: dict[str, Any]) -> Reply:
+        raise NotImplementedError
+
+    async def _call_streamed(
+        self, params: dict[str, Any], on_token: TokenSink | None
+    ) -> Reply:
+        raise NotImplementedError
