@@ -69,12 +69,17 @@ def _shape(events: list[Any]) -> list[tuple[Any, ...]]:
 async def test_r17_a_policy_actor_shares_its_state_across_sessions_and_hosts(
     cluster: Cluster, store: EventStore
 ) -> None:
-    """R17: three refunds in all, across six sessions on two hosts."""
+    """R17: three refunds in all, across six or more sessions on two hosts.
+
+    Sessions are placed by their (random) ids (R8); sessions are added past
+    six until both hosts have held one, so the shared state always crosses.
+    """
     shared = cluster.policy(budget)
     factory = functools.partial(refund_agent, tools=[refund], links=shared)
     agent = cluster.agent(factory)
     outcomes = []
-    for _ in range(6):
+    while len(outcomes) < 6 or not all(await cluster.hosted()):
+        assert len(outcomes) < 40, "placement kept every session on one host"
         client = agent.client()
         assert "Done." == await client.run("refund order 7")
         rows = client.last_snapshot().middleware_decisions
@@ -83,10 +88,7 @@ async def test_r17_a_policy_actor_shares_its_state_across_sessions_and_hosts(
         ("allow", "2 refunds left in the budget"),
         ("allow", "1 refunds left in the budget"),
         ("allow", "0 refunds left in the budget"),
-        ("deny", "the refund budget is spent"),
-        ("deny", "the refund budget is spent"),
-        ("deny", "the refund budget is spent"),
-    ] == outcomes
+    ] + [("deny", "the refund budget is spent")] * (len(outcomes) - 3) == outcomes
     hosted = await cluster.hosted()
     assert all(hosted), "both hosts held sessions (the state crossed hosts)"
 
