@@ -35,7 +35,7 @@ The JSON line reports it three ways: in-process on the memory store
 
 Why ``OtelProcess`` is the memory store's answer: the watcher only encodes
 (it is ``readonly``, so the run makes no copies for it) and writes one pipe
-message per turn; its child projects onto ``FinishedTelemetry``, which builds
+message per some dozen turns (``WRITE_AT`` bytes, or ``linger_s``); its child projects onto ``FinishedTelemetry``, which builds
 the SDK's export types directly and keeps up on the second core, so the run
 pays the hand-over alone. The timing waits for the child to finish
 (``flush``), so a child that fell behind would show.

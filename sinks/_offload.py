@@ -30,12 +30,19 @@ SDK, whose objects form no cycles that outlive an export; collecting per the
 default 700 allocations walks the spans the batch processors still hold, a
 tenth or more of its time per turn.
 
-Why events are sent only at a batch or a turn's end, as one msgpack array:
-one pipe write (or one encoder call and a pickle) per event costs more than
-the projection saves; the run's thread keeps the events it is handed (frozen
-records) and, at every ``agent.turn_end``, pause and fatal error, encodes the
-batch in one call and writes it as raw bytes, so a finished turn is never
-held and nothing is pickled on the way.
+Why a turn is encoded at its end but written at most every ``linger_s``: a
+pipe write wakes the child, and on a small VM each wake-up costs the run far
+more than the bytes (bench/sinks.py measured a child that only read, woken
+once per turn, costing a memory-store run more than the projection saves).
+So the run's thread keeps the events it is handed (frozen records) until a
+turn's end (``agent.turn_end``, a pause, a fatal error) or ``batch`` events,
+encodes them in one call and lets the events go; the encoded turns are
+written as one message when ``WRITE_AT`` bytes are held, or by a lingering
+thread ``linger_s`` after the first of them was held, so a finished turn
+reaches the child within ``linger_s`` even when the run goes quiet, and a
+busy run pays one write per a few dozen turns. The message is one msgpack
+array whose items are the turns' arrays as encoded (``msgspec.Raw``), so
+nothing is encoded twice and nothing is pickled on the way.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -59,13 +67,17 @@ from ._otel import _HANDLERS, DEFAULT_AGENT_NAME, OtelSink
 
 Setup = Callable[[], tuple[SpanExporter, LogRecordExporter]]
 # The pipe's messages, parent to child: a kind byte, then (for events) one
-# msgpack array of events. The child answers flush/close with the failure's
-# reason, or ``None``.
+# msgpack array of turns, each an array of events. The child answers
+# flush/close with the failure's reason, or ``None``.
 _EVENTS, _FLUSH, _CLOSE = b"e", b"f", b"c"
 # The child's cycle collector runs per 20,000 allocations, not per 700.
 _CHILD_GC_THRESHOLDS = (20_000, 20, 20)
 _ENDS_A_TURN = (TurnEnded, PauseRequested, FatalError)
 DEFAULT_BATCH = 256
+DEFAULT_LINGER_S = 0.02
+# Encoded turns are written once this much is held: within what a local
+# socket buffers, so the write seldom waits for the child to read.
+WRITE_AT = 64 * 1024
 
 
 class OtelProcess:
@@ -79,7 +91,9 @@ class OtelProcess:
         agent_name: ``gen_ai.agent.name`` of the turn spans.
         setup: instead of OTLP, a module-level function the child calls for
             its ``(span_exporter, log_record_exporter)`` (it must pickle).
-        batch: events held before a pipe write (a turn's end always writes).
+        batch: events held before they are encoded (a turn's end always
+            encodes them).
+        linger_s: the longest an encoded turn waits for its pipe write.
     """
 
     def __init__(
@@ -91,6 +105,7 @@ class OtelProcess:
         agent_name: str = DEFAULT_AGENT_NAME,
         setup: Setup | None = None,
         batch: int = DEFAULT_BATCH,
+        linger_s: float = DEFAULT_LINGER_S,
     ) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
@@ -105,45 +120,82 @@ class OtelProcess:
         child.close()
         self._encoder = msgspec.msgpack.Encoder()
         self._batch = batch
-        self._pending: list[Any] = []
-        self._lock = threading.Lock()
+        self._linger_s = linger_s
+        self._turn: list[Any] = []  # the run's thread's, until a turn's end
+        self._lock = threading.Lock()  # the encoded turns below, and the pipe
+        self._encoded: list[msgspec.Raw] = []
+        self._held = 0  # bytes in ``_encoded``
+        self._due = threading.Event()  # set while an encoded turn waits
         self._failure: str | None = None
         self._closed = False
         # It only encodes what it is handed: the run's own events, no copies.
         self.readonly = True
+        self._lingering = threading.Thread(
+            target=self._linger, name="helmlog-otel-linger", daemon=True
+        )
+        self._lingering.start()
 
     def on_event(self, event: Any) -> None:
-        """Queue one event for the child; never raises into the run (R16)."""
+        """Hold one event for the child; never raises into the run (R16)."""
         kind = type(event)
         if kind not in _HANDLERS or self._failure is not None:
             return
-        pending = self._pending
-        pending.append(event)
-        if kind in _ENDS_A_TURN or len(pending) >= self._batch:
-            self._send()
+        turn = self._turn
+        turn.append(event)
+        if kind in _ENDS_A_TURN or len(turn) >= self._batch:
+            self._seal()
 
-    def _send(self) -> None:
-        pending, self._pending = self._pending, []
-        if not pending or self._failure is not None:
+    def _seal(self) -> None:
+        """Encode the held events; write once enough is encoded."""
+        turn, self._turn = self._turn, []
+        if not turn:
             return
+        encoded = msgspec.Raw(self._encoder.encode(turn))
+        with self._lock:
+            self._encoded.append(encoded)
+            self._held += len(encoded)
+            if self._held >= WRITE_AT:
+                self._write()
+            elif len(self._encoded) == 1:
+                self._due.set()
+
+    def _write(self) -> None:
+        """One pipe message of every encoded turn (``_lock`` held)."""
+        encoded, self._encoded, self._held = self._encoded, [], 0
+        if not encoded or self._failure is not None:
+            return
+        message = bytearray(_EVENTS)
+        self._encoder.encode_into(encoded, message, 1)
         try:
-            data = _EVENTS + self._encoder.encode(pending)
-            with self._lock:
-                self._conn.send_bytes(data)
+            self._conn.send_bytes(message)
         except OSError as exc:  # the child died: kept, raised by flush/close
             self._failure = f"the export process is gone ({exc})"
 
+    def _linger(self) -> None:
+        """Write what waited ``linger_s``, so a quiet run's last turn goes too."""
+        while True:
+            self._due.wait()
+            if self._closed:
+                return
+            time.sleep(self._linger_s)
+            with self._lock:
+                if self._closed:  # ``close`` writes what is left itself
+                    return
+                self._due.clear()
+                self._write()
+
     def _ask(self, verb: bytes) -> None:
-        self._send()
-        if self._failure is None:
-            try:
-                with self._lock:
+        self._seal()
+        with self._lock:
+            self._write()
+            if self._failure is None:
+                try:
                     self._conn.send_bytes(verb)
                     reply = self._conn.recv()
-            except (OSError, EOFError) as exc:
-                reply = f"the export process is gone ({type(exc).__name__})"
-            if reply is not None:
-                self._failure = str(reply)
+                except (OSError, EOFError) as exc:
+                    reply = f"the export process is gone ({type(exc).__name__})"
+                if reply is not None:
+                    self._failure = str(reply)
         if self._failure is not None:
             raise ExportError(target=self.target, reason=self._failure)
 
@@ -161,6 +213,8 @@ class OtelProcess:
         try:
             self._ask(_CLOSE)
         finally:
+            self._due.set()  # the lingering thread sees ``_closed`` and ends
+            self._lingering.join()
             self._conn.close()
             self._process.join(timeout=30)
             if self._process.is_alive():
@@ -208,7 +262,7 @@ def _serve(
     # turns that walks them all.
     gc.freeze()
     gc.set_threshold(*_CHILD_GC_THRESHOLDS)
-    decoder = msgspec.msgpack.Decoder(list[AnyEvent])
+    decoder = msgspec.msgpack.Decoder(list[list[AnyEvent]])
     project = sink.on_event
     while True:
         try:
@@ -220,8 +274,9 @@ def _serve(
             return
         verb = message[:1]
         if verb == _EVENTS:
-            for event in decoder.decode(memoryview(message)[1:]):
-                project(event)
+            for turn in decoder.decode(memoryview(message)[1:]):
+                for event in turn:
+                    project(event)
             continue
         try:
             (close if verb == _CLOSE else flush)()
