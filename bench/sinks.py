@@ -15,14 +15,16 @@ Measures: governed turns per second (3 ``allow()`` links at before-tool, one
 with a watcher that does nothing (what delivering to any watcher costs the
 runtime), with an ``OtelSink`` attached as it comes (a deferred watcher:
 its work runs while the run waits, ``runtime/_watchers.py``), and with one
-projecting inside the run (``OtelSink(deferred=False)``, ``otel_inline_cost``);
+projecting inside the run (``OtelSink(deferred=False)``, ``otel_inline_cost``),
+with one on ``FinishedTelemetry`` in process (what ``OtlpExport`` attaches,
+``otel_direct_cost``) and with ``OtelProcess`` (``otel_process_cost``);
 the sink's cost is ``1 - otel / no_sink``, of which ``1 - otel /
 noop_watcher`` is its own. Every sample ends with ``agent.idle()``, so a
 deferred sink's work is inside the timing.
 Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
 ``execute_tool``) and one log record per decision fact (5).
 
-The same five cases run again on a Redis store (a ``redis-server`` the
+The same six cases run again on a Redis store (a ``redis-server`` the
 bench starts on a free port; ``--no-redis`` skips it), where a turn waits on
 its appends as a production one does, reported under ``"redis"``.
 
@@ -35,8 +37,9 @@ The JSON line reports it three ways: in-process on the memory store
 
 Why ``OtelProcess`` is the memory store's answer: the watcher only encodes
 (it is ``readonly``, so the run makes no copies for it) and writes one pipe
-message per some dozen turns (``WRITE_AT`` bytes, or ``linger_s``); its child projects onto ``FinishedTelemetry``, which builds
-the SDK's export types directly and keeps up on the second core, so the run
+message per some dozen turns (``WRITE_AT`` bytes, or ``linger_s``); its
+child projects onto ``FinishedTelemetry``, which builds the SDK's export
+types directly and keeps up on the second core, so the run
 pays the hand-over alone. The timing waits for the child to finish
 (``flush``), so a child that fell behind would show.
 
@@ -89,7 +92,7 @@ from helmlog.runtime.providers import (
     ToolCallRequest,
     scripted,
 )
-from helmlog.sinks import OtelProcess, OtelSink
+from helmlog.sinks import FinishedTelemetry, OtelProcess, OtelSink
 
 REPETITIONS = 9
 TURNS = 300
@@ -288,6 +291,7 @@ class Case:
         inline: bool = False,
         noop: bool = False,
         process: bool = False,
+        direct: bool = False,
     ) -> None:
         self.label = label
         self.model: ScriptedProvider = scripted(respond=respond)
@@ -312,6 +316,10 @@ class Case:
             )
         elif noop:
             builder = builder.watch(Noop())
+        self.direct: FinishedTelemetry | None = None
+        if direct:
+            self.direct = FinishedTelemetry(self.exporter, self.exporter)
+            builder = builder.watch(OtelSink(self.direct, self.direct))
         self.process: OtelProcess | None = None
         if process:
             self.process = OtelProcess(setup=discarding_exporters)
@@ -331,6 +339,8 @@ class Case:
         await agent.idle()
         if self.process is not None:
             self.process.flush()  # the child's work is done inside the timing
+        if self.direct is not None:
+            self.direct.flush()  # its export thread's work too
         return time.perf_counter() - started
 
     async def sample(self, turns: int) -> None:
@@ -343,6 +353,8 @@ class Case:
     def close(self) -> None:
         if self.process is not None:
             self.process.close()
+        if self.direct is not None:
+            self.direct.shutdown()
         self.tracer_provider.shutdown()
         self.logger_provider.shutdown()
 
@@ -350,17 +362,18 @@ class Case:
 async def measure(
     repetitions: int, turns: int, store_url: str | None = None
 ) -> dict[str, Any]:
-    """The five cases, interleaved, each on its own store; the JSON result."""
+    """The six cases, interleaved, each on its own store; the JSON result."""
     stores: list[EventStore] = [
         MemoryEventStore() if store_url is None else open_event_store(store_url)
-        for _ in range(5)
+        for _ in range(6)
     ]
     bare = Case("no sink", stores[0])
     noop = Case("noop watcher", stores[1], noop=True)
     otel = Case("otel", stores[2], watched=True)
     process = Case("otel process", stores[3], process=True)
     inline = Case("otel inline", stores[4], watched=True, inline=True)
-    cases = [bare, noop, otel, process, inline]
+    direct = Case("otel direct", stores[5], direct=True)
+    cases = [bare, noop, otel, process, inline, direct]
     for case in cases:
         await case.run(min(turns, WARMUP_TURNS))
     for _ in range(repetitions):
@@ -384,6 +397,8 @@ async def measure(
         "turns_per_s_otel_inline": round(inline.turns_per_s, 1),
         "otel_inline_cost": round(1 - inline.turns_per_s / bare.turns_per_s, 3),
         "otel_process_cost": round(process_cost, 3),
+        "turns_per_s_otel_direct": round(direct.turns_per_s, 1),
+        "otel_direct_cost": round(1 - direct.turns_per_s / bare.turns_per_s, 3),
         "otel_cost": round(cost, 3),
         "noop_watcher_cost": round(1 - noop.turns_per_s / bare.turns_per_s, 3),
         "otel_own_cost": round(1 - otel.turns_per_s / noop.turns_per_s, 3),
@@ -416,6 +431,9 @@ def summary(result: dict[str, Any], where: str = "memory") -> str:
             f"cost {result['otel_inline_cost']:.1%} (OtelSink(deferred=False))",
             f"  OtelProcess {result['turns_per_s_otel_process']:10,.0f} turns/s  "
             f"cost {result['otel_process_cost']:.1%} (the SDK on a second core)",
+            f"  direct      {result['turns_per_s_otel_direct']:10,.0f} turns/s  "
+            f"cost {result['otel_direct_cost']:.1%} (OtelSink on FinishedTelemetry,"
+            " as OtlpExport attaches it)",
             f"  exported    {result['spans_exported']:,} spans, "
             f"{result['records_exported']:,} decision records",
             f"  SDK floor   {result['sdk_floor_us_per_turn']:10,.1f} us/turn  "
