@@ -34,6 +34,7 @@ records carry a dozen attributes, never a value over the limits unless
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -67,8 +68,16 @@ class ExportQueue:
     """Finished spans and records, exported in batches on one thread.
 
     ``put_span``/``put_record`` never block on the network; ``flush`` waits
-    until everything put before it was handed to the exporters, ``shutdown``
+    until what was put before it was handed to the exporters, ``shutdown``
     flushes, stops the thread and shuts the exporters down.
+
+    Why deques and no lock on ``put``: a deque's ``append`` and ``popleft``
+    are each atomic, so the producing thread (the run's, a turn's 8 objects)
+    takes no lock and the export thread pops what it sends; the condition is
+    only touched to wake the thread at a full batch and to hand ``flush`` its
+    answer. ``flush`` waits until the queue is empty and no batch is in
+    flight, so a producer that never pauses could hold it up; the thread
+    drains a batch far faster than a run fills one.
     """
 
     def __init__(
@@ -83,12 +92,10 @@ class ExportQueue:
         self._record_exporter = records
         self._max_batch = max_batch
         self._schedule_s = schedule_s
-        self._spans: list[ReadableSpan] = []
-        self._records: list[ReadableLogRecord] = []
+        self._spans: deque[ReadableSpan] = deque()
+        self._records: deque[ReadableLogRecord] = deque()
         self._wake = threading.Condition()
-        self._put = 0  # items put so far
-        self._sent = 0  # items handed to the exporters so far
-        self._flushing = 0
+        self._busy = False  # a batch taken and not yet handed over
         self._stopped = False
         self._thread = threading.Thread(
             target=self._run, name="helmlog-export", daemon=True
@@ -96,27 +103,21 @@ class ExportQueue:
         self._thread.start()
 
     def put_span(self, span: ReadableSpan) -> None:
-        with self._wake:
-            self._spans.append(span)
-            self._put += 1
-            if len(self._spans) >= self._max_batch:
+        spans = self._spans
+        spans.append(span)
+        if len(spans) == self._max_batch:
+            with self._wake:
                 self._wake.notify_all()
 
     def put_record(self, record: ReadableLogRecord) -> None:
-        with self._wake:
-            self._records.append(record)
-            self._put += 1
-            if len(self._records) >= self._max_batch:
+        records = self._records
+        records.append(record)
+        if len(records) == self._max_batch:
+            with self._wake:
                 self._wake.notify_all()
 
-    def _take(self) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
-        spans, self._spans = (
-            self._spans[: self._max_batch],
-            self._spans[self._max_batch :],
-        )
-        records = self._records[: self._max_batch]
-        self._records = self._records[self._max_batch :]
-        return spans, records
+    def _idle(self) -> bool:
+        return not (self._spans or self._records or self._busy)
 
     def _run(self) -> None:
         while True:
@@ -126,25 +127,27 @@ class ExportQueue:
                 if self._stopped and not (self._spans or self._records):
                     self._wake.notify_all()
                     return
-                spans, records = self._take()
+                self._busy = True
+                spans = _take(self._spans, self._max_batch)
+                records = _take(self._records, self._max_batch)
             # The exporters keep their own failures (OtlpExport's watched
             # exporters, R16); a batch is sent once either way.
-            if spans:
-                self._span_exporter.export(spans)
-            if records:
-                self._record_exporter.export(records)
-            with self._wake:
-                self._sent += len(spans) + len(records)
-                self._wake.notify_all()
+            try:
+                if spans:
+                    self._span_exporter.export(spans)
+                if records:
+                    self._record_exporter.export(records)
+            finally:
+                with self._wake:
+                    self._busy = False
+                    self._wake.notify_all()
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until what was put so far is exported; ``False`` on a timeout."""
         with self._wake:
-            target = self._put
             self._wake.notify_all()
             return self._wake.wait_for(
-                lambda: self._sent >= target or not self._thread.is_alive(),
-                timeout_s,
+                lambda: self._idle() or not self._thread.is_alive(), timeout_s
             )
 
     def shutdown(self) -> None:
@@ -155,6 +158,15 @@ class ExportQueue:
         self._thread.join()
         self._span_exporter.shutdown()
         self._record_exporter.shutdown()  # type: ignore[no-untyped-call]  # the SDK is untyped here
+
+
+def _take(queue: deque[Any], most: int) -> list[Any]:
+    """Up to ``most`` items from the left of ``queue``."""
+    taken = []
+    popleft = queue.popleft
+    for _ in range(min(most, len(queue))):
+        taken.append(popleft())
+    return taken
 
 
 class FinishedSpan(trace.Span):
