@@ -1,6 +1,8 @@
-"""Idempotency by ``(session_id, seq)``: what every sink shares.
+"""Idempotency by ``(session_id, seq)``: what every sink shares, in bounded memory.
 
-Pattern: a seen-set keyed by an event's place in its stream.
+Pattern: a seen-set keyed by an event's place in its stream, kept per
+         session: the seqs seen of each session's latest ``WINDOW`` events,
+         for the ``SESSIONS`` sessions touched last.
 Role:    sinks layer; each sink asks ``first(event)`` before acting.
 Emits:   nothing.
 
@@ -13,24 +15,65 @@ has no place to be seen at; it is delivered once by construction.
 Why a sink that can fail asks ``seen`` and marks ``done`` only after its write:
 an event whose write failed must not count as written, or its redelivery (a
 ``FactsConsumer`` retry, a second replay) would be skipped and the event lost.
+
+Why memory is bounded, and why what is forgotten is delivered again rather
+than skipped: a sink lives as long as its host or its consumer, and one key
+per handled event (17 per governed turn) grew without end — about 1.5 KB per
+turn, gigabytes a day on a busy host. Redeliveries come close behind what was
+first delivered: a ``FactsConsumer`` reclaims entries that went unacknowledged
+for seconds, a resumed run repeats its last events, so each session keeps the
+seqs of its latest ``WINDOW`` (counted back from the highest seq seen), and
+the least recently touched sessions beyond ``SESSIONS`` are forgotten whole.
+An event older than that is treated as new: a sink may write it twice, never
+lose it. Skipping by a high-water mark instead would be smaller still, but a
+reclaimed fact older than one already handled would then be dropped from an
+audit export; a duplicate can be told apart by its ``(session_id, seq)``, a
+lost event cannot be recovered.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+WINDOW = 4096  # seqs of one session remembered back from its highest
+SESSIONS = 10_000  # sessions remembered, the least recently touched dropped
 
-class SeenOnce:
-    """Remembers which recorded events a sink has already handled."""
 
-    __slots__ = ("_seen",)
+class _Session:
+    """The seqs seen of one session, back to ``high - window``."""
+
+    __slots__ = ("high", "seqs")
 
     def __init__(self) -> None:
-        self._seen: set[tuple[str, int]] = set()
+        self.high = -1
+        self.seqs: set[int] = set()
+
+
+class SeenOnce:
+    """Remembers which recorded events a sink has already handled.
+
+    Args:
+        window: how far back from a session's highest seq its seqs are kept.
+        sessions: how many sessions are kept, the least recently touched
+            forgotten first.
+    """
+
+    __slots__ = ("_last", "_last_id", "_most", "_sessions", "_window")
+
+    def __init__(self, *, window: int = WINDOW, sessions: int = SESSIONS) -> None:
+        # A dict keeps insertion order: a touched session is moved to its
+        # end, so its first key is the least recently touched.
+        self._sessions: dict[str, _Session] = {}
+        self._window = window
+        self._most = sessions
+        # The session touched last, most events' session (a turn's run in a
+        # row): found without moving it.
+        self._last_id: str | None = None
+        self._last = _Session()
 
     def mark(self, session_id: str, seq: int) -> None:
         """Remember an event handled before this sink started (e.g. on disk)."""
-        self._seen.add((session_id, seq))
+        self._add(self._session(session_id), seq)
 
     def first(self, event: Any) -> bool:
         """``True`` the first time a recorded event is seen (and always for a
@@ -38,19 +81,50 @@ class SeenOnce:
         seq = getattr(event, "seq", None)
         if seq is None:
             return True
-        key = (event.session_id, seq)
-        if key in self._seen:
+        held = self._session(event.session_id)
+        if seq in held.seqs:
             return False
-        self._seen.add(key)
+        self._add(held, seq)
         return True
 
     def seen(self, event: Any) -> bool:
         """Whether a recorded event was handled already (a transient one never was)."""
         seq = getattr(event, "seq", None)
-        return seq is not None and (event.session_id, seq) in self._seen
+        if seq is None:
+            return False
+        held = self._sessions.get(event.session_id)
+        return held is not None and seq in held.seqs
 
     def done(self, event: Any) -> None:
         """Remember a recorded event as handled, once its effect took place."""
         seq = getattr(event, "seq", None)
         if seq is not None:
-            self._seen.add((event.session_id, seq))
+            self._add(self._session(event.session_id), seq)
+
+    def __len__(self) -> int:
+        """The seqs remembered, over every session kept."""
+        return sum(len(held.seqs) for held in self._sessions.values())
+
+    def _session(self, session_id: str) -> _Session:
+        if session_id == self._last_id:
+            return self._last
+        sessions = self._sessions
+        held = sessions.pop(session_id, None)
+        if held is None:
+            held = _Session()
+            if len(sessions) >= self._most:
+                del sessions[next(iter(sessions))]
+        sessions[session_id] = held
+        self._last_id, self._last = session_id, held
+        return held
+
+    def _add(self, held: _Session, seq: int) -> None:
+        seqs = held.seqs
+        seqs.add(seq)
+        if seq > held.high:
+            held.high = seq
+        # Trim at twice the window, so a trim's cost is spread over a
+        # window's adds.
+        if len(seqs) > 2 * self._window:
+            floor = held.high - self._window
+            held.seqs = {kept for kept in seqs if kept > floor}
