@@ -11,7 +11,8 @@ batched calls, recording the same stream as they would in process (R17).
 session shares; ``Cluster.isolated`` runs tools in a ``ToolExecutor``.
 """
 
-from ._cluster import Cluster, ClusterAgent
+from ._cluster import Cluster
+from ._cluster_agent import ClusterAgent
 from ._host import AgentFactory, SessionHost
 from ._placement import host_for
 from ._policy import PolicyActor, PolicyLink, ToolExecutor

@@ -14,7 +14,8 @@ session is activated from its stream on first use), R17 (the cluster changes
 where, not what: a session run here appends what the same agent run in
 process appends), R6 (activation is silent), R21 (at most ``max_resident``
 sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
-session in the middle of an operation never is), R22 (a host that starts or
+session in the middle of an operation never is: its ``Residents`` table keeps
+them), R22 (a host that starts or
 restarts finishes its shard's open turns, per R7, by itself), R4 (every
 ``facts_sweep_s``, default 30 s, a host publishes the facts its shard's
 open-turn sessions left unpublished, skipping sessions it is operating on),
@@ -44,10 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
 import logging
-import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
@@ -66,7 +64,11 @@ from helmlog.events import (
 from helmlog.runtime import Agent
 
 from ._failover import DEFAULT_FACTS_SWEEP_S, finish_open_turns, publish_open_facts
+from ._identity import key_digest
+from ._residents import DEFAULT_IDLE_S, DEFAULT_MAX_RESIDENT, Resident, Residents
 from ._wire import (
+    HostInfo,
+    HostUsage,
     Op,
     Result,
     decode_decision,
@@ -81,54 +83,8 @@ AgentFactory = Callable[[EventStore], Agent]
 
 log = logging.getLogger("helmlog.actors")
 
-DEFAULT_MAX_RESIDENT: Final = 10_000
-DEFAULT_IDLE_S: Final = 600.0
 # A host whose store is unreachable when it starts retries its failover sweep.
 FAILOVER_RETRY_S: Final = 2.0
-
-
-class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What a host is, for a client joining its cluster to check."""
-
-    name: str
-    index: int
-    n_hosts: int
-    store_url: str
-    key_digest: str
-    factory_key: str
-    max_resident: int
-    idle_s: float
-    facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S
-
-
-class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
-    """How much a host holds: resident sessions, busy ones, traced bytes."""
-
-    resident: int
-    busy: int
-    evicted: int
-    failover_finished: int
-    facts_published: int = 0
-    traced_bytes: int = 0
-    batches: int = 0
-    groups: int = 0
-    ops: int = 0
-
-
-class _Resident:
-    """One resident session: its agent, how many operations hold it, last use."""
-
-    __slots__ = ("agent", "busy", "used")
-
-    def __init__(self, agent: Agent, now: float) -> None:
-        self.agent = agent
-        self.busy = 0
-        self.used = now
-
-
-def key_digest(chain_key: bytes | None) -> str:
-    """A chain key's fingerprint, so clients compare keys without sending them back."""
-    return hashlib.sha256(chain_key).hexdigest()[:16] if chain_key else ""
 
 
 class SessionHost:
@@ -165,9 +121,10 @@ class SessionHost:
         )
         self.index = index
         self._store: EventStore | None = None
-        self._residents: OrderedDict[str, _Resident] = OrderedDict()
+        self._residents = Residents(
+            self._build, max_resident=max_resident, idle_s=idle_s
+        )
         self._checked = False
-        self._evicted = 0
         self._failover_finished = 0
         self._facts_published = 0
         self._batches = self._groups = self._ops = 0
@@ -176,7 +133,7 @@ class SessionHost:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # built outside an actor (a unit test): no tasks
             return
-        self._spawn(loop, self._sweep_idle())
+        self._spawn(loop, self._residents.sweep_idle())
         if failover:
             self._spawn(loop, self._failover())
             self._spawn(loop, self._sweep_facts())
@@ -207,64 +164,9 @@ class SessionHost:
             )
         return agent
 
-    def _hold(self, session_id: str) -> _Resident:
-        """The session's resident entry, held for one operation (never evicted)."""
-        res = self._residents.get(session_id)
-        now = time.monotonic()
-        if res is None:
-            res = _Resident(self._build(), now)
-            self._residents[session_id] = res
-            res.busy += 1
-            self._over_capacity()
-        else:
-            res.busy += 1
-            self._residents.move_to_end(session_id)
-        return res
-
-    def _release(self, res: _Resident) -> None:
-        res.busy -= 1
-        res.used = time.monotonic()
-        if len(self._residents) > self._info.max_resident:
-            # Sessions admitted while every resident one was busy.
-            self._over_capacity()
-
-    def _drop(self, session_id: str) -> None:
-        del self._residents[session_id]
-        self._evicted += 1
-
-    def _over_capacity(self) -> None:
-        """Drop the least recently used idle sessions above ``max_resident``."""
-        excess = len(self._residents) - self._info.max_resident
-        if excess <= 0:
-            return
-        # Least recently used first; a busy session is never dropped (R21).
-        drop: list[str] = []
-        for sid, r in self._residents.items():
-            if r.busy == 0:
-                drop.append(sid)
-                if len(drop) == excess:
-                    break
-        for sid in drop:
-            self._drop(sid)
-
     def evict_idle(self, idle_s: float | None = None) -> int:
         """Drop the sessions idle for ``idle_s`` (default: the host's); count them."""
-        limit = self._info.idle_s if idle_s is None else idle_s
-        cutoff = time.monotonic() - limit
-        stale = [
-            sid
-            for sid, r in self._residents.items()
-            if r.busy == 0 and r.used <= cutoff
-        ]
-        for sid in stale:
-            self._drop(sid)
-        return len(stale)
-
-    async def _sweep_idle(self) -> None:
-        every = max(0.05, min(self._info.idle_s / 4, 30.0))
-        while True:
-            await asyncio.sleep(every)
-            self.evict_idle()
+        return self._residents.evict_idle(idle_s)
 
     # -- failover ------------------------------------------------------------
 
@@ -298,7 +200,7 @@ class SessionHost:
                     self._open(),
                     index=self._info.index,
                     n_hosts=self._info.n_hosts,
-                    busy=self._busy,
+                    busy=self._residents.busy,
                 )
             except StoreError as exc:
                 log.warning(
@@ -307,16 +209,12 @@ class SessionHost:
                     exc,
                 )
 
-    def _busy(self, session_id: str) -> bool:
-        res = self._residents.get(session_id)
-        return res is not None and res.busy > 0
-
     async def _recover_one(self, session_id: str) -> object:
-        res = self._hold(session_id)
+        res = self._residents.hold(session_id)
         try:
             return await res.agent.recover(session_id)
         finally:
-            self._release(res)
+            self._residents.release(res)
 
     # -- operations ----------------------------------------------------------
 
@@ -358,9 +256,9 @@ class SessionHost:
                 return Result(id=op.id, nothing=True, state=state)
             except Exception as exc:  # noqa: BLE001 - sent back as the typed error it is (R12)
                 return Result(id=op.id, error=wire_error(exc, op.session_id))
-        res: _Resident | None = None
+        res: Resident | None = None
         try:
-            res = self._hold(op.session_id)
+            res = self._residents.hold(op.session_id)
             agent = res.agent
             out: Any
             if kind == "run":
@@ -402,7 +300,7 @@ class SessionHost:
             )
         finally:
             if res is not None:
-                self._release(res)
+                self._residents.release(res)
         if op.state:
             assert res is not None
             state = encode_state(res.agent.last_snapshot())
@@ -442,7 +340,7 @@ class SessionHost:
 
     async def hosted(self) -> list[str]:
         """Ids of the sessions resident on this host."""
-        return sorted(self._residents)
+        return self._residents.ids()
 
     async def usage(self, *, collect: bool = False) -> bytes:
         """How much this host holds (``collect``: after a garbage collection)."""
@@ -454,8 +352,8 @@ class SessionHost:
         return msgspec.msgpack.encode(
             HostUsage(
                 resident=len(self._residents),
-                busy=sum(1 for r in self._residents.values() if r.busy),
-                evicted=self._evicted,
+                busy=self._residents.busy_count(),
+                evicted=self._residents.evicted,
                 failover_finished=self._failover_finished,
                 facts_published=self._facts_published,
                 traced_bytes=traced,

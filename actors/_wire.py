@@ -6,7 +6,9 @@ Pattern: a small wire protocol of frozen Structs; a batch of operations goes
 Role:    actors layer; the ``ClusterAgent`` encodes ``Op``s, the
          ``SessionHost`` answers each with a ``Result`` (an answer, a pause, a
          typed error, or nothing), and the client decodes them back into what
-         the in-process agent would have returned or raised.
+         the in-process agent would have returned or raised; a host
+         describes itself (``HostInfo``) and what it holds (``HostUsage``)
+         in the same encoding.
 Emits:   nothing.
 
 Laws: R12 (actors exchange msgspec-encoded typed values, never ad-hoc dicts
@@ -39,6 +41,8 @@ import msgspec
 from helmlog.events import Checkpoint, HelmlogError, HostError, SessionState
 from helmlog.runtime import AskPause, CheckInDecision, MiddlewareAsk
 from helmlog.runtime.lowlevel import pause_kind
+
+from ._failover import DEFAULT_FACTS_SWEEP_S
 
 OpKind = Literal["run", "resume", "recover", "snapshot", "ping"]
 
@@ -131,6 +135,34 @@ class Result(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     state: msgspec.Raw = NIL
     error: WireError | None = None
     nothing: bool = False
+
+
+class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a host is, for a client joining its cluster to check."""
+
+    name: str
+    index: int
+    n_hosts: int
+    store_url: str
+    key_digest: str
+    factory_key: str
+    max_resident: int
+    idle_s: float
+    facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S
+
+
+class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """How much a host holds: resident sessions, busy ones, traced bytes."""
+
+    resident: int
+    busy: int
+    evicted: int
+    failover_finished: int
+    facts_published: int = 0
+    traced_bytes: int = 0
+    batches: int = 0
+    groups: int = 0
+    ops: int = 0
 
 
 _encoder = msgspec.msgpack.Encoder()
