@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from helmlog import LOOP_MOMENTS
 from helmlog import _demo as demo_module
-from helmlog import cli as cli_module
+from helmlog._commands import _demo as demo_command
 from helmlog.cli import app
 from helmlog.events import MemoryEventStore, fold
 
@@ -230,7 +230,7 @@ def test_r18_demo_records_every_session_into_the_store(
         opened.append(url)
         return store
 
-    monkeypatch.setattr(cli_module, "open_event_store", open_store)
+    monkeypatch.setattr(demo_command, "open_event_store", open_store)
     summary = demo_json("--sessions", "5", "--store", "memory://")
     assert ["memory://"] == opened
     assert sorted(summary["session_ids"]) == sorted(asyncio.run(store.sessions()))
