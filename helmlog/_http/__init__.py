@@ -1,9 +1,11 @@
 """``helmlog serve``: the HTTP API, the approvals page, authenticated approvers.
 
-Pattern: a Starlette app (``_app``) over an application service
-         (``_service``), typed bodies and problems (``_wire``), an
-         authenticator (``_auth``), a page renderer (``_page``) and counters
-         (``_metrics``); ``serve`` runs it on uvicorn.
+Pattern: a Starlette app (``_app``: the route table, the lifespan, the
+         problems) over its routes (``_routes``, request and answer;
+         ``_streams``, SSE), an application service (``_service``), typed
+         bodies and problems (``_wire``), an authenticator (``_auth``), a
+         page renderer (``_page``) and counters (``_metrics``); ``serve``
+         runs it on uvicorn.
 Role:    the face (private): the CLI's ``serve`` and the tests use it.
 Emits:   nothing itself.
 

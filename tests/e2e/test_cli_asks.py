@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from helmlog import cli as cli_module
 from helmlog import is_ask_pause
+from helmlog._commands import _app as commands_app
 from helmlog.cli import app
 from helmlog.events import fold, open_event_store
 from tests.integration.runtime.refund_agent import build
@@ -136,7 +136,7 @@ def test_r18_asks_reads_the_pending_asks_index_not_every_stream(
         store.read = read  # type: ignore[method-assign]
         return store
 
-    monkeypatch.setattr(cli_module, "open_event_store", no_scan)
+    monkeypatch.setattr(commands_app, "open_event_store", no_scan)
     result = runner.invoke(app, ["asks", "--store", redis_url, "--json"])
     assert 0 == result.exit_code, result.output
     assert [sid] == [q["session_id"] for q in json.loads(result.stdout)]

@@ -22,8 +22,8 @@ import pytest
 from typer.testing import CliRunner
 
 from helmlog import LOOP_MOMENTS
-from helmlog import _demo as demo_module
-from helmlog import cli as cli_module
+from helmlog._commands import _demo as demo_command
+from helmlog._demo import _desk as demo_desk
 from helmlog.cli import app
 from helmlog.events import MemoryEventStore, fold
 
@@ -230,7 +230,7 @@ def test_r18_demo_records_every_session_into_the_store(
         opened.append(url)
         return store
 
-    monkeypatch.setattr(cli_module, "open_event_store", open_store)
+    monkeypatch.setattr(demo_command, "open_event_store", open_store)
     summary = demo_json("--sessions", "5", "--store", "memory://")
     assert ["memory://"] == opened
     assert sorted(summary["session_ids"]) == sorted(asyncio.run(store.sessions()))
@@ -253,7 +253,7 @@ def test_r18_unknown_store_url_exits_non_zero_with_a_clear_error() -> None:
 def test_r18_demo_that_goes_off_script_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """R18: if a rule stops tripping (four-eyes never asks), the demo says so and
     exits 1 instead of teaching the wrong thing."""
-    monkeypatch.setattr(demo_module, "FOUR_EYES_ABOVE", 1_000)
+    monkeypatch.setattr(demo_desk, "FOUR_EYES_ABOVE", 1_000)
     result = CliRunner().invoke(app, ["demo"], env=WIDE)
     assert 1 == result.exit_code
     assert "turn 3 was written to pause for a person; it did not" in result.stderr
@@ -264,7 +264,7 @@ def test_r18_demo_whose_window_never_engages_fails(
 ) -> None:
     """R18/G71: a demo in which a moment stays silent (a window too wide to
     engage) names the silent moment and exits 1."""
-    monkeypatch.setattr(demo_module, "KEEP_RECENT_TURNS", 50)
+    monkeypatch.setattr(demo_desk, "KEEP_RECENT_TURNS", 50)
     result = CliRunner().invoke(app, ["demo"], env=WIDE)
     assert 1 == result.exit_code
     assert "silent: ['window']" in result.stderr

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import helmlog
-from helmlog import cli as cli_module
+from helmlog._commands import _record as record_commands
 from helmlog.cli import app
 
 runner = CliRunner()
@@ -92,7 +92,7 @@ def test_replay_json_is_indented_on_a_terminal_and_one_line_on_a_pipe(
     piped = runner.invoke(app, ["replay", sid, "--store", redis_url, "--json"])
     assert 0 == piped.exit_code, piped.output
     assert 1 == len(piped.stdout.strip().splitlines())
-    monkeypatch.setattr(cli_module, "_terminal", lambda: True)
+    monkeypatch.setattr(record_commands, "_terminal", lambda: True)
     shown = runner.invoke(app, ["replay", sid, "--store", redis_url, "--json"])
     assert 0 == shown.exit_code, shown.output
     assert len(shown.stdout.splitlines()) > 10

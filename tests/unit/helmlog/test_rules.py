@@ -4,7 +4,7 @@ Pattern: law-named unit tests: each rule called on contexts directly, and
          driven through whole agent runs (scripted provider) where what the
          model reads, the rows and the facts are the behaviour; the limits
          are also hosted by an in-process ``PolicyActor``.
-Role:    unit tests for ``helmlog/rules.py``.
+Role:    unit tests for ``helmlog/rules/`` (``helmlog.rules``).
 Emits:   nothing.
 
 Laws: G2/G49 (a scrub's why counts kinds and holds no value), G7 (a failing

@@ -1,0 +1,97 @@
+"""The one Typer app every ``helmlog`` command registers on, and its wiring.
+
+Pattern: one ``typer.Typer``; the command modules beside this one decorate
+         their functions with ``@app.command()``; the options and helpers
+         more than one command shares (the store option, opening a store for
+         one command, the failure line) live here.
+Role:    the face; ``helmlog.cli`` imports ``app`` from this package, whose
+         ``__init__`` imports each command module in the order ``--help``
+         lists them.
+Emits:   nothing.
+
+Laws: R18 (the command line: one app, one ``--store`` with one environment
+default, ``$HELMLOG_STORE``, for every command that reads a store).
+
+Why the app is not in ``helmlog/cli.py``: ``python -m helmlog.cli`` runs that
+file as ``__main__``, so a command module importing ``helmlog.cli`` would
+import a second copy and register on an app nobody runs; here there is one
+module, imported once, whichever way the command line starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import helmlog
+from helmlog.events import EventStore, open_event_store
+
+app = typer.Typer(
+    name="helmlog",
+    help="helmlog: an event-sourced runtime for governed LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Plain click help: Typer's rich panels print <bool> beside flags.
+    rich_markup_mode=None,
+)
+
+
+def _version(show: bool) -> None:
+    if show:
+        typer.echo(f"helmlog {helmlog.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """helmlog: an event-sourced runtime for governed LLM agents."""
+
+
+STORE_ENV = "HELMLOG_STORE"  # --store's default, where it is not given
+SESSION_ARG = "The session id (helmlog demo --store URL prints them)."
+READ_STORE_HELP = "Event store URL to read: redis://host:port/db (or memory://)."
+OTLP_HELP = (
+    "Export to an OTLP/HTTP collector: its base URL or its /v1/traces URL "
+    "(spans per turn, model call and tool call; decision facts as log records). "
+    "Headers, certificates and timeout come from OTEL_EXPORTER_OTLP_*."
+)
+
+
+T = TypeVar("T")
+
+
+def on_store(url: str, use: Callable[[EventStore], Awaitable[T]]) -> T:
+    """Open the store at url, run use on it, close it: one event loop."""
+
+    async def go() -> T:
+        opened = open_event_store(url)
+        try:
+            return await use(opened)
+        finally:
+            await opened.close()
+
+    return asyncio.run(go())
+
+
+def fail(err: Console, what: str, exc: BaseException) -> typer.Exit:
+    """Print "helmlog WHAT failed: Type: reason" to err; the exit (2) to raise."""
+    err.print(
+        f"[bold red]helmlog {what} failed:[/] {escape(f'{type(exc).__name__}: {exc}')}"
+    )
+    return typer.Exit(2)

@@ -1,0 +1,179 @@
+"""The commands a person answers pauses with: ``asks``, ``approve``, ``decline``.
+
+Pattern: thin commands over ``helmlog._asks`` (the pending-asks index, the
+         decision and the resumed run); who decides comes from the shell's
+         configuration (``helmlog._http``'s ``approver_from_environment``).
+Role:    the face; registers ``asks``, ``approve`` and ``decline`` on the one
+         app.
+Emits:   nothing itself; the resumed agent records the decision and the run.
+
+Laws: R18 (``asks`` reads the pending-asks index, never the streams), G59–G62
+(a decision resumes the paused call as ``check_in_approved`` or
+``check_in_declined`` would), issue 11 item 2 (the decider is who the shell
+is configured as; ``--by`` may only repeat it).
+
+Why the identity is never a free-text flag: a decision is an audited fact,
+so its ``by`` must be something the operator configured ($HELMLOG_TOKEN with
+the auth file, or $HELMLOG_APPROVER), not whatever a caller typed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from helmlog import AskPause, HelmlogError
+from helmlog._asks import decide, load_factory, pending_questions
+
+from ._app import READ_STORE_HELP, SESSION_ARG, STORE_ENV, app, fail, on_store
+
+AGENT_HELP = "The agent that paused: module:function taking the store, returning it."
+
+
+@app.command()
+def asks(
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the pauses waiting on a person: session, tool, call, who asks, what."""
+    err = Console(stderr=True)
+    try:
+        found = on_store(store, pending_questions)
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise fail(err, "asks", exc) from None
+    if as_json:
+        typer.echo(json.dumps([msgspec.to_builtins(q) for q in found]))
+        return
+    table = Table(
+        title=f"{len(found)} pending question(s) in {store}", title_justify="left"
+    )
+    for column in ("session", "kind", "tool", "call", "asked by", "question"):
+        table.add_column(column, overflow="fold")
+    for q in found:
+        table.add_row(
+            *(
+                Text(cell)
+                for cell in (
+                    q.session_id,
+                    q.kind,
+                    q.tool_name,
+                    q.tool_call_id,
+                    q.middleware or "(the tool)",
+                    q.question,
+                )
+            )
+        )
+    Console().print(table)
+
+
+def _decide(
+    session: str,
+    store: str,
+    agent: str,
+    approved: bool,
+    by: str | None,
+    note: str | None,
+    call: str | None,
+    auth: str | None,
+) -> None:
+    import os
+
+    from helmlog._http import AuthConfigError, approver_from_environment
+
+    err = Console(stderr=True)
+    verb = "approve" if approved else "decline"
+    try:
+        # Who decides comes from configuration, never from a free-text flag:
+        # --by may only repeat it (issue 11 item 2).
+        who = approver_from_environment(os.environ, auth).identity
+        if by is not None and by != who:
+            raise ValueError(
+                f"--by {by!r} is not who this shell is configured as ({who!r})"
+            )
+        factory = load_factory(agent)
+        out = on_store(
+            store,
+            lambda opened: decide(
+                opened,
+                session,
+                factory,
+                approved=approved,
+                by=who,
+                note=note,
+                call_id=call,
+            ),
+        )
+    except (HelmlogError, AuthConfigError, ValueError, OSError) as exc:
+        err.print(f"[bold red]helmlog {verb} failed:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    if isinstance(out, AskPause):
+        typer.echo(
+            f"paused again: {out.ask.middleware or out.kind} asks: {out.ask.question}"
+        )
+    else:
+        typer.echo(out)
+
+
+BY_HELP = (
+    "Who decides, as configured ($HELMLOG_TOKEN with the auth file, or "
+    "$HELMLOG_APPROVER); given, it must match."
+)
+CALL_HELP = "The paused call's id (default: the session's pending ask)."
+DECIDE_AUTH_HELP = "The auth file that $HELMLOG_TOKEN is looked up in ($HELMLOG_AUTH)."
+
+
+@app.command()
+def approve(
+    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
+    agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
+    note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    call: Annotated[
+        str | None, typer.Option(help=CALL_HELP, show_default=False)
+    ] = None,
+    auth: Annotated[
+        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+    ] = None,
+) -> None:
+    """Approve a session's pending ask as check_in_approved would; run on.
+
+    The ask must be in the store's pending-asks index; the approver is who
+    this shell is configured as.
+    """
+    _decide(session, store, agent, True, by, note, call, auth)
+
+
+@app.command()
+def decline(
+    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
+    agent: Annotated[str, typer.Option(help=AGENT_HELP)],
+    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
+    note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    call: Annotated[
+        str | None, typer.Option(help=CALL_HELP, show_default=False)
+    ] = None,
+    auth: Annotated[
+        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+    ] = None,
+) -> None:
+    """Decline a session's pending ask as check_in_declined would; run on.
+
+    The ask must be in the store's pending-asks index; the decliner is who
+    this shell is configured as.
+    """
+    _decide(session, store, agent, False, by, note, call, auth)

@@ -1,0 +1,196 @@
+"""The commands that run an agent for others: ``serve``, ``recover``, ``mcp-proxy``.
+
+Pattern: thin commands; each loads what it serves (an agent factory, an
+         auth file, a proxy policy), hands it to the library's long-running
+         part (``helmlog._http.serve``, ``helmlog._recover``,
+         ``helmlog._proxy_cli``) and turns its errors into one line and an
+         exit code.
+Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy`` on the
+         one app.
+Emits:   nothing itself; the agents they run record their sessions.
+
+Laws: issue 11 (``serve``: the HTTP API and approvals page, refused without
+an auth file), R7/R22 (``recover`` finishes the unfinished turns the
+open-turns index names, or one named session, and exits 1 if one could not
+be), R18's mcp-proxy (section P; ``helmlog/_proxy_cli.py``).
+
+Why ``recover`` sits with the servers: it is what an operator runs after a
+server or session host stopped, on the same ``--agent`` and ``--store`` the
+server was given; ``demo`` and the record's commands never need it.
+
+Why the servers import inside their commands: ``import helmlog.cli`` loads
+neither Starlette, uvicorn nor the MCP SDK, so a command that serves nothing
+never pays for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from helmlog import HelmlogError
+from helmlog._asks import load_factory
+from helmlog._record import chain_key_from_env
+from helmlog._recover import recover_sessions
+
+from ._app import READ_STORE_HELP, STORE_ENV, app, fail, on_store
+
+SERVE_AGENT_HELP = (
+    "The agent to serve: module:function taking the store, returning the agent "
+    "(the current directory is importable)."
+)
+SERVE_CLUSTER_HELP = (
+    "Run the sessions on a Ray cluster's session hosts: a cluster NAME (a local "
+    "Ray) or a Ray ADDRESS (host:port) to join; needs --store redis://..."
+)
+AUTH_HELP = (
+    "The auth file (TOML): bearer tokens mapped to identities and roles, and an "
+    "optional trusted proxy header (default: $HELMLOG_AUTH). Required."
+)
+ASK_TIMEOUT_HELP = (
+    "Decline, as 'timeout', an ask not answered within this many seconds "
+    "(an ask's own timeout_s wins)."
+)
+
+
+@app.command()
+def serve(
+    agent: Annotated[str, typer.Option(help=SERVE_AGENT_HELP)],
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
+    cluster: Annotated[
+        str | None, typer.Option(help=SERVE_CLUSTER_HELP, show_default=False)
+    ] = None,
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8000,
+    auth: Annotated[
+        str | None, typer.Option(help=AUTH_HELP, show_default=False)
+    ] = None,
+    ask_timeout: Annotated[
+        float | None, typer.Option(help=ASK_TIMEOUT_HELP, show_default=False)
+    ] = None,
+) -> None:
+    """Serve the HTTP API and the approvals page (issue 11).
+
+    Sessions, their snapshots and facts (SSE), the pending asks and their
+    decisions; the approver is whoever authenticated, never a field.
+    """
+    import os
+
+    from helmlog._http import AuthConfigError, Authenticator, ServeConfig
+    from helmlog._http import serve as run_server
+
+    err = Console(stderr=True)
+    path = auth or os.environ.get("HELMLOG_AUTH")
+    if not path:
+        typer.echo(
+            "helmlog serve needs --auth FILE (or $HELMLOG_AUTH): with no one "
+            "authorized, nothing would be served",
+            err=True,
+        )
+        raise typer.Exit(2)
+    try:
+        authenticator = Authenticator.from_file(path)
+        factory = load_factory(agent)
+    except (AuthConfigError, ValueError) as exc:
+        raise fail(err, "serve", exc) from None
+    config = ServeConfig(
+        factory=factory,
+        auth=authenticator,
+        store_url=store,
+        cluster=cluster,
+        chain_key=chain_key_from_env(),
+        ask_timeout_s=ask_timeout,
+    )
+    try:
+        run_server(config, host, port)
+    except KeyboardInterrupt:
+        return  # uvicorn re-raises the Ctrl-C it shut down on: a clean stop
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise fail(err, "serve", exc) from None
+
+
+RECOVER_SESSION_ARG = (
+    "The session to recover; without it, every session the store's open-turns "
+    "index names."
+)
+RECOVER_AGENT_HELP = (
+    "The agent that runs the sessions: module:function taking the store, returning it."
+)
+
+
+@app.command()
+def recover(
+    agent: Annotated[str, typer.Option(help=RECOVER_AGENT_HELP)],
+    session: Annotated[
+        str | None, typer.Argument(help=RECOVER_SESSION_ARG, show_default=False)
+    ] = None,
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
+) -> None:
+    """Finish turns a stopped host left unfinished (R7): one session, or all.
+
+    A call recorded as dispatched without a result is not run again (unless
+    its tool is idempotent); the model reads that its outcome is unknown, and
+    the turn goes on. Exits 1 if any session could not be recovered.
+    """
+    err = Console(stderr=True)
+    try:
+        factory = load_factory(agent)
+        done = on_store(
+            store, lambda opened: recover_sessions(opened, factory, session)
+        )
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise fail(err, "recover", exc) from None
+    for item in done:
+        typer.echo(item.line())
+    if session is None:
+        finished = sum(d.outcome in ("finished", "paused") for d in done)
+        typer.echo(
+            f"finished {finished} turn(s) of {len(done)} session(s) "
+            "the open-turns index named"
+        )
+    if any(d.outcome == "failed" for d in done):
+        raise typer.Exit(1)
+
+
+UPSTREAM_HELP = 'The upstream MCP server as a command line ("python server.py").'
+UPSTREAM_URL_HELP = "The upstream MCP server's Streamable HTTP URL."
+HTTP_HELP = "Serve clients over Streamable HTTP on HOST:PORT (default: stdio)."
+POLICY_HELP = (
+    "module:attr naming a mapping of McpProxy options, importable from the "
+    "current directory."
+)
+PROXY_STORE_HELP = (
+    "Event store URL for the proxy's sessions (governance rows, the audit with "
+    "$HELMLOG_AUDIT_SECRET set): memory:// or redis://host:port/db."
+)
+
+
+@app.command("mcp-proxy")
+def mcp_proxy(
+    upstream: Annotated[str | None, typer.Option(help=UPSTREAM_HELP)] = None,
+    upstream_url: Annotated[str | None, typer.Option(help=UPSTREAM_URL_HELP)] = None,
+    http: Annotated[str | None, typer.Option(help=HTTP_HELP)] = None,
+    policy: Annotated[str | None, typer.Option(help=POLICY_HELP)] = None,
+    store: Annotated[
+        str | None, typer.Option(help=PROXY_STORE_HELP, envvar=STORE_ENV)
+    ] = None,
+) -> None:
+    """Run the MCP governance proxy in front of an MCP server (section P)."""
+    from helmlog._proxy_cli import ProxyCliError, build_proxy, run_proxy
+
+    try:
+        proxy = build_proxy(upstream, upstream_url, policy, store)
+        asyncio.run(run_proxy(proxy, http, lambda line: typer.echo(line, err=True)))
+    except KeyboardInterrupt:
+        return
+    except (ProxyCliError, HelmlogError, OSError) as exc:
+        # One line, never wrapped: a script reads the reason from stderr.
+        typer.echo(f"helmlog mcp-proxy failed: {exc}", err=True)
+        raise typer.Exit(2) from None

@@ -1,0 +1,198 @@
+"""The request-and-answer routes of ``helmlog serve``, and who may call them.
+
+Pattern: thin route functions: authorize a role, decode a Struct, call the
+         service, encode a Struct; ``require`` is the one check of who calls.
+Role:    the face; ``_app`` mounts these, and ``_streams`` (the SSE routes)
+         shares ``require`` and ``service_of``.
+Emits:   nothing itself; the service's runner records the sessions.
+
+Routes: ``POST /sessions``, ``POST /sessions/{id}/messages``,
+``GET /sessions/{id}`` (snapshot, redacted), ``GET /asks``,
+``POST /asks/{session}/{call}/approve|decline``, ``GET /`` (the approvals
+page, with ``POST /login|/logout``), ``GET /healthz``, ``GET /metrics``.
+
+Laws: issue 11 item 2: the role a route needs is checked before anything is
+read or run — ``session`` starts and continues sessions, ``approver`` reads
+and decides asks; a decision's ``by`` is the authenticated identity, never a
+field of the body. A cookie-authenticated POST must carry
+``X-Requested-With: helmlog`` (a header no cross-site form can set), besides
+the cookie being ``SameSite=Strict``.
+
+Why ``require`` runs first in every API route: a body is decoded and a store
+read only for a caller allowed to cause them, so an unauthenticated client
+learns nothing, not even whether a session exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Final
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+
+from helmlog.events import StoreError
+from helmlog.runtime import wall_clock_ms
+
+from ._auth import COOKIE, Authenticator, Principal, Role
+from ._metrics import CONTENT_TYPE
+from ._page import page
+from ._service import Service
+from ._wire import (
+    Decide,
+    Health,
+    HttpProblem,
+    SendMessage,
+    StartSession,
+    decode_body,
+    encode,
+)
+
+JSON: Final = "application/json"
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    """``value`` encoded as JSON, with ``status``."""
+    return Response(encode(value), status_code=status, media_type=JSON)
+
+
+def service_of(request: Request) -> Service:
+    """The application service the app's lifespan opened."""
+    service: Service = request.app.state.service
+    return service
+
+
+def principal_of(request: Request) -> Principal | None:
+    """Who calls, by bearer token, trusted proxy header or cookie; or ``None``."""
+    auth: Authenticator = request.app.state.config.auth
+    client = request.client.host if request.client else None
+    return auth.authenticate(request.headers, client, request.cookies)
+
+
+def require(request: Request, *roles: Role) -> Principal:
+    """The caller, if authenticated with one of ``roles``; else 401/403."""
+    who = principal_of(request)
+    if who is None:
+        raise HttpProblem(
+            401, "ERR_UNAUTHENTICATED", "authenticate with a bearer token"
+        )
+    if not any(who.can(r) for r in roles):
+        raise HttpProblem(
+            403,
+            "ERR_FORBIDDEN",
+            f"{who.identity!r} lacks the role this needs ({' or '.join(roles)})",
+        )
+    if (
+        who.via == "cookie"
+        and request.method == "POST"
+        and request.headers.get("x-requested-with") != "helmlog"
+    ):
+        raise HttpProblem(
+            403, "ERR_FORBIDDEN", "a cookie-authenticated POST needs X-Requested-With"
+        )
+    return who
+
+
+# -- sessions -------------------------------------------------------------------
+
+
+async def start_session(request: Request) -> Response:
+    who = require(request, "session")
+    body: StartSession = decode_body(await request.body(), StartSession)
+    return json_response(await service_of(request).start(who, body.message), 201)
+
+
+async def send_message(request: Request) -> Response:
+    who = require(request, "session")
+    body: SendMessage = decode_body(await request.body(), SendMessage)
+    sid = request.path_params["session_id"]
+    return json_response(await service_of(request).send(who, sid, body.message))
+
+
+async def get_session(request: Request) -> Response:
+    require(request, "session", "approver")
+    sid = request.path_params["session_id"]
+    return json_response(await service_of(request).snapshot(sid))
+
+
+# -- asks -----------------------------------------------------------------------
+
+
+async def list_asks(request: Request) -> Response:
+    require(request, "approver")
+    return json_response(await service_of(request).asks())
+
+
+async def decide(request: Request) -> Response:
+    who = require(request, "approver")
+    body: Decide = decode_body(await request.body(), Decide)
+    verdict = request.path_params["verdict"]
+    if verdict not in ("approve", "decline"):
+        raise HttpProblem(404, "ERR_NOT_FOUND", f"no decision {verdict!r}")
+    out = await service_of(request).decide(
+        who.identity,
+        request.path_params["session_id"],
+        request.path_params["call_id"],
+        approved=verdict == "approve",
+        note=body.note or None,
+    )
+    return json_response(out)
+
+
+# -- the page ---------------------------------------------------------------------
+
+
+async def home(request: Request) -> Response:
+    who = principal_of(request)
+    if who is None or not who.can("approver"):
+        return HTMLResponse(page(None, (), 0), status_code=200 if who is None else 403)
+    asks = await service_of(request).asks()
+    return HTMLResponse(page(who.identity, asks, wall_clock_ms()))
+
+
+async def login(request: Request) -> Response:
+    form = parse_qs((await request.body()).decode(errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    auth: Authenticator = request.app.state.config.auth
+    who = auth.by_token(token) if token else None
+    if who is None or not who.can("approver"):
+        return HTMLResponse(page(None, (), 0), status_code=401)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
+
+
+# -- operations -------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    service = service_of(request)
+    with service.metrics.timed("helmlog_store_seconds", op="head"):
+        await service.store.head("helmlog-healthz")
+    return json_response(Health(store=service.store.url))
+
+
+async def metrics(request: Request) -> Response:
+    service = service_of(request)
+    gauges: dict[str, float] = {}
+    with contextlib.suppress(StoreError):  # a scrape still answers; 503 is /healthz's
+        gauges["helmlog_asks_pending"] = await service.pending_count()
+    return PlainTextResponse(service.metrics.render(gauges), media_type=CONTENT_TYPE)
