@@ -41,10 +41,10 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from ._chain import StoredEvent, StreamHead, head_of, seal, type_of, verify_records
+from ._envelope import Event
 from ._errors import SequenceConflictError, StoreError
 from ._facts import fact_records
 from ._index import MemoryIndex, PendingAsk, delta_of
-from ._types import Event
 
 
 class FactRecord(msgspec.Struct, frozen=True, kw_only=True):
