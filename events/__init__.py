@@ -65,6 +65,7 @@ from ._errors import (
 from ._facts import fact_of, watched
 from ._fold import Folder, fold
 from ._index import PendingAsk
+from ._memory_store import MemoryEventStore
 from ._messages import Message, ToolCallRequest
 from ._open import open_event_store
 from ._pause_events import (
@@ -76,13 +77,7 @@ from ._pause_events import (
 )
 from ._proxy_events import ProxyCallFinished, ProxyCallStarted, ProxySessionClosed
 from ._session_state import PendingPause, SessionState, sign_checkpoint
-from ._store import (
-    EventStore,
-    FactDelivery,
-    FactRecord,
-    MemoryEventStore,
-    read_verified,
-)
+from ._store import EventStore, FactDelivery, FactRecord, read_verified
 from ._turn_events import (
     FatalError,
     LlmEnded,
