@@ -20,10 +20,11 @@ fold's ``checkpoint`` and ``pending``, so the checkpoint module
 (``events/_checkpoint.py``) needs nothing of the fold, and the fold needs no
 key.
 
-Why a pause's state is built by a function of its record, not by the
-folder: ``pause.request`` and ``session.imported`` fold to the same pending
-pause and checkpoint from different fields, and both must agree field by
-field (a resume checks the checkpoint it is handed against the one folded).
+Why a pause's state is built here, not in the folder: ``pause.request`` and
+``session.imported`` fold to the same pending pause and checkpoint, so one
+function builds both from either record, beside the types it builds; the
+folder only keeps what it returns (and a resume checks the checkpoint it is
+handed against that one).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ one story (a turn, a pause, a decision, a proxied call) and its module stays
 small, but a stream holds them all interleaved, so there is exactly one union
 and one decoder per format, and every list of "all the types" (the union,
 ``EVENT_CLASSES``, ``EVENT_TYPES``) is written in this one place. A type
-added to a family and not here does not decode: the golden streams
-(``tests/fixtures/streams``) and the union's test catch it.
+added to a family and not here would be recorded and read back as unknown;
+``tests/unit/events/test_event_union.py`` fails on it.
 """
 
 from __future__ import annotations
