@@ -37,6 +37,8 @@ from ._codec import (
     shape,
 )
 from ._decision import MiddlewareDecision
+from ._decision_events import DecisionFiled, MiddlewareDecisionEvent, fact_for
+from ._envelope import Event, UnknownEvent
 from ._errors import (
     AgentBuildError,
     AgentFactoryError,
@@ -61,38 +63,26 @@ from ._errors import (
     UnknownSessionError,
 )
 from ._facts import fact_of, watched
-from ._fold import Folder, PendingPause, SessionState, fold, sign_checkpoint
+from ._fold import Folder, fold
 from ._index import PendingAsk
+from ._memory_store import MemoryEventStore
 from ._messages import Message, ToolCallRequest
 from ._open import open_event_store
-from ._store import (
-    EventStore,
-    FactDelivery,
-    FactRecord,
-    MemoryEventStore,
-    read_verified,
-)
-from ._types import (
-    EVENT_CLASSES,
-    EVENT_TYPES,
-    TRANSIENT_TYPES,
-    UNWATCHED_TYPES,
-    AnyEvent,
+from ._pause_events import (
     ConversationSeeded,
-    DecisionFiled,
-    Event,
+    PausedCall,
+    PauseRequested,
+    PauseResumed,
+    SessionImported,
+)
+from ._proxy_events import ProxyCallFinished, ProxyCallStarted, ProxySessionClosed
+from ._session_state import PendingPause, SessionState, sign_checkpoint
+from ._store import EventStore, FactDelivery, FactRecord, read_verified
+from ._turn_events import (
     FatalError,
     LlmEnded,
     LlmStarted,
     MessageCommitted,
-    MiddlewareDecisionEvent,
-    PausedCall,
-    PauseRequested,
-    PauseResumed,
-    ProxyCallFinished,
-    ProxyCallStarted,
-    ProxySessionClosed,
-    SessionImported,
     StreamToken,
     ToolDispatched,
     ToolEnded,
@@ -100,10 +90,15 @@ from ._types import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
-    UnknownEvent,
     WindowCompacted,
     WindowRefusal,
-    fact_for,
+)
+from ._types import (
+    EVENT_CLASSES,
+    EVENT_TYPES,
+    TRANSIENT_TYPES,
+    UNWATCHED_TYPES,
+    AnyEvent,
 )
 
 if TYPE_CHECKING:

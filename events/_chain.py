@@ -65,8 +65,9 @@ from ._codec import (
     event_type,
     redecode_event,
 )
+from ._envelope import Event, UnknownEvent
 from ._errors import StreamTamperedError
-from ._types import TRANSIENT_TYPES, Event, UnknownEvent
+from ._types import TRANSIENT_TYPES
 
 _set = msgspec.structs.force_setattr
 

@@ -59,7 +59,7 @@ from ._chain import _derived
 from ._codec import MAX_DEPTH, canonical_json, digest, shape, too_deep
 from ._errors import CheckpointError
 from ._messages import Message
-from ._types import PausedCall
+from ._pause_events import PausedCall
 
 CHECKPOINT_VERSION = 1
 

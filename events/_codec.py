@@ -42,8 +42,9 @@ from typing import Any
 
 import msgspec
 
+from ._envelope import Event, UnknownEvent
 from ._errors import EventDecodeError
-from ._types import EVENT_TYPES, AnyEvent, Event, UnknownEvent
+from ._types import EVENT_TYPES, AnyEvent
 
 MAX_DEPTH = 256
 """The deepest nesting of arrays and objects a decoder accepts."""

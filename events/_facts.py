@@ -33,8 +33,8 @@ import msgspec
 
 from ._chain import StoredEvent, type_of
 from ._codec import decode_event, encode_event
+from ._decision_events import DecisionFiled, MiddlewareDecisionEvent, fact_for
 from ._errors import EventDecodeError
-from ._types import DecisionFiled, MiddlewareDecisionEvent, fact_for
 
 FILED_TYPE = DecisionFiled.type
 FACT_TYPE = MiddlewareDecisionEvent.type

@@ -15,11 +15,9 @@ is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
 recovery finishes), R9 (``session.imported`` seeds a session from a pause
 checkpoint and leaves its pause pending at the checkpoint's seq), issue 8
 item 8 (``Folder.trace``: the W3C trace context the open turn runs under, as
-last recorded, so a resume or recovery with no caller context continues it),
-R9/R19 (``sign_checkpoint``: the fold is keyless, so a pending pause's
-checkpoint folds with ``mac=None`` under a chain key; whoever holds the key
-signs it as it is handed out — it lives here, beside what it signs, so the
-checkpoint module needs nothing of the fold).
+last recorded, so a resume or recovery with no caller context continues it).
+What the fold yields — ``SessionState``, ``PendingPause``, a pause's
+checkpoint and ``sign_checkpoint`` — is ``events/_session_state.py``.
 
 What "unfinished" means: a turn started (``agent.turn_start``), ended neither
 by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending. That is
@@ -54,89 +52,29 @@ import msgspec
 
 from ._checkpoint import Checkpoint
 from ._decision import MiddlewareDecision
+from ._decision_events import DecisionFiled
+from ._envelope import Event, UnknownEvent
 from ._messages import Message
-from ._types import (
+from ._pause_events import (
     ConversationSeeded,
-    DecisionFiled,
-    Event,
-    FatalError,
-    LlmStarted,
-    MessageCommitted,
     PausedCall,
     PauseRequested,
     PauseResumed,
     SessionImported,
+)
+from ._session_state import PendingPause, SessionState, pause_of
+from ._turn_events import (
+    FatalError,
+    LlmStarted,
+    MessageCommitted,
     ToolDispatched,
     ToolEnded,
     ToolOutcomeUnknown,
     ToolStarted,
     TurnEnded,
     TurnStarted,
-    UnknownEvent,
     WindowCompacted,
 )
-
-
-class PendingPause(msgspec.Struct, frozen=True, kw_only=True):
-    """The pause a session is waiting on (R1)."""
-
-    kind: str
-    tool_name: str
-    tool_call_id: str
-    middleware: str | None
-    question: str
-    detail: Any
-    component_id: str | None
-    link_index: int
-    args: Any
-    args_digest: str
-    policy_version: str
-    iteration: int
-    seq: int
-    timestamp: int
-    content_digest: str = ""
-
-
-class SessionState(msgspec.Struct, frozen=True, kw_only=True):
-    """What a session holds, as of the last folded seq.
-
-    Attributes:
-        session_id: the session.
-        history: the committed messages of the current conversation line.
-        middleware_decisions: every row of every turn, oldest first.
-        window_records: every ``window.compacted`` record.
-        pending: the outstanding pause, if any.
-        checkpoint: the pending pause's checkpoint, else the last accepted
-            conversation checkpoint, else ``None``.
-        unknown_events: ``(seq, type)`` of events this reader does not know.
-        last_seq: the seq of the last folded event (0 for none).
-        turn: the number of the last turn started (0 for none).
-        iteration: the last model call's number within the current turn.
-        original_input: the admitted text of the current turn's user message.
-        in_turn: a turn started and has not ended with an answer.
-        dispatched: calls of the current turn recorded as dispatched whose
-            result is not recorded.
-        resolved_pauses: seqs of ``pause.request`` events already answered.
-        conversation_seqs: seqs of accepted conversation checkpoints.
-        identity: the identity the current turn runs under.
-    """
-
-    session_id: str = ""
-    history: tuple[Message, ...] = ()
-    middleware_decisions: tuple[MiddlewareDecision, ...] = ()
-    window_records: tuple[WindowCompacted, ...] = ()
-    pending: PendingPause | None = None
-    checkpoint: Checkpoint | None = None
-    unknown_events: tuple[tuple[int, str], ...] = ()
-    last_seq: int = 0
-    turn: int = 0
-    iteration: int = 0
-    original_input: str | None = None
-    in_turn: bool = False
-    dispatched: tuple[ToolDispatched, ...] = ()
-    resolved_pauses: frozenset[int] = frozenset()
-    conversation_seqs: frozenset[int] = frozenset()
-    identity: Any = None
 
 
 class Folder:
@@ -361,35 +299,8 @@ class Folder:
         detail: Any,
     ) -> None:
         self.pause_seqs.add(seq)
-        self.pending = PendingPause(
-            kind=call.kind,
-            tool_name=ev.tool_name,
-            tool_call_id=ev.tool_call_id,
-            middleware=call.middleware,
-            question=call.question,
-            detail=detail,
-            component_id=call.component_id,
-            link_index=call.link_index,
-            args=call.args,
-            args_digest=ev.args_digest,
-            policy_version=ev.policy_version,
-            iteration=call.iteration,
-            seq=seq,
-            timestamp=ev.timestamp,
-            content_digest=ev.content_digest,
-        )
-        self.pause_checkpoint = Checkpoint(
-            kind="pause",
-            session_id=self.session_id,
-            seq=seq,
-            history=history,
-            original_input=original_input,
-            tool_name=ev.tool_name,
-            tool_call_id=ev.tool_call_id,
-            args_digest=ev.args_digest,
-            policy_version=ev.policy_version,
-            mac=ev.mac,
-            call=call,
+        self.pending, self.pause_checkpoint = pause_of(
+            self.session_id, seq, ev, call, history, original_input, detail
         )
 
     def _imported(self, ev: SessionImported) -> None:
@@ -494,28 +405,3 @@ def fold(events: Iterable[Event | UnknownEvent]) -> SessionState:
     for event in events:
         folder.apply(event)
     return folder.state()
-
-
-def sign_checkpoint(
-    checkpoint: Checkpoint | None,
-    pending: PendingPause | None,
-    chain_key: bytes | None,
-) -> Checkpoint | None:
-    """A folded checkpoint as it is handed out: a pending pause's gets its MAC.
-
-    ``checkpoint`` and ``pending`` are a fold's (``SessionState.checkpoint``
-    and ``.pending``). Without a chain key, for a conversation checkpoint, or
-    for a pause whose stream stored its MAC (written before R19), the
-    checkpoint is returned as folded.
-    """
-    if (
-        not chain_key
-        or checkpoint is None
-        or pending is None
-        or checkpoint.kind != "pause"
-        or checkpoint.mac
-        or checkpoint.seq != pending.seq
-    ):
-        return checkpoint
-    mac = checkpoint.expected_mac(chain_key, pending.content_digest or None)
-    return msgspec.structs.replace(checkpoint, mac=mac)

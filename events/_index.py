@@ -37,14 +37,8 @@ import msgspec
 
 from ._chain import StoredEvent, type_of
 from ._codec import decode_event
-from ._types import (
-    FatalError,
-    PauseRequested,
-    PauseResumed,
-    SessionImported,
-    TurnEnded,
-    TurnStarted,
-)
+from ._pause_events import PauseRequested, PauseResumed, SessionImported
+from ._turn_events import FatalError, TurnEnded, TurnStarted
 
 DEFAULT_SHARDS: Final = 16
 

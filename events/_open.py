@@ -9,14 +9,16 @@ Laws: R11 (``None``/``memory://`` is a ``MemoryEventStore``;
 ``redis://``/``rediss://`` a ``RedisEventStore``; anything else ``ValueError``).
 
 Why a module of its own: the port (``events/_store.py``) must not know its
-adapters, and the Redis adapter builds on the port; a factory inside the port
+adapters (``events/_memory_store.py``, ``events/_redis_store.py``), and they
+build on the port; a factory inside the port
 module made the two import each other. The Redis adapter is imported on first
 use, so a process that never touches Redis never loads redis-py.
 """
 
 from __future__ import annotations
 
-from ._store import EventStore, MemoryEventStore
+from ._memory_store import MemoryEventStore
+from ._store import EventStore
 
 
 def open_event_store(

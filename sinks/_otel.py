@@ -33,11 +33,8 @@ the continuation's ``invoke_agent`` span (``helmlog.resumed`` or
 processes, one seeing the turn start and the pause, the other the resume and
 the tool, emit spans of one trace, and a replay gives the same trace ids.
 
-Why streams without trace context still trace deterministically: a turn
-recorded before contexts were (its ``traceparent`` empty) gets one derived
-from the record, ``sha256("helmlog-trace", session id, turn)`` (a
-continuation with nothing to continue: its own seq instead of the turn), so
-each replay of it yields the same trace ids, one trace per turn.
+A turn recorded without a trace context still traces deterministically: it
+gets one derived from the record (``sinks/_trace_context.py`` says how).
 
 Why the sink is a deferred watcher by default: the SDK's span and record
 handling is pure CPU (``bench/sinks.py`` times it alone as
@@ -60,32 +57,20 @@ sampler, the processors' ``on_end``/``on_emit``) is most of it, and it is per
 object, not per attribute we could leave out; the sink adds one dict lookup
 per event, builds each attribute dict once (set in one call, never key by
 key), keeps each turn's span context built once, and holds per-session state
-in one slot object dropped at the turn's end. ``bench/sinks.py`` measures it.
+in one slot object dropped at the turn's end (``OpenTurn``,
+``sinks/_open_turn.py``). ``bench/sinks.py`` measures it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
 from opentelemetry.context import Context
-from opentelemetry.trace import (
-    NonRecordingSpan,
-    Span,
-    SpanContext,
-    Status,
-    StatusCode,
-    TraceFlags,
-    TracerProvider,
-)
-from opentelemetry.trace.propagation.tracecontext import (
-    TraceContextTextMapPropagator,
-)
+from opentelemetry.trace import Status, StatusCode, TracerProvider
 
 from helmlog.events import (
     FatalError,
@@ -103,6 +88,8 @@ from helmlog.events import (
 )
 
 from ._once import SeenOnce
+from ._open_turn import OpenTurn
+from ._trace_context import derived_traceparent, recorded_context
 
 _NS = 1_000_000  # event timestamps are milliseconds; OTel wants nanoseconds
 
@@ -115,8 +102,6 @@ _INPUT_KEYS = ("input_tokens", "prompt_tokens")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens")
 _OPTIONAL_FACT_FIELDS = ("phase", "tool_name", "tool_call_id", "why", "component_id")
 
-_PROPAGATOR = TraceContextTextMapPropagator()
-_PLAIN_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _CLIENT = trace.SpanKind.CLIENT
 _INTERNAL = trace.SpanKind.INTERNAL
 
@@ -130,64 +115,6 @@ def _usage(usage: dict[str, int], keys: tuple[str, ...]) -> int | None:
         if key in usage:
             return int(usage[key])
     return None
-
-
-def recorded_context(traceparent: str, tracestate: str = "") -> Context:
-    """The OTel context a recorded W3C trace context stands for."""
-    if not tracestate and _PLAIN_TRACEPARENT.fullmatch(traceparent):
-        # What the runtime mints (version 00, no state), read without the
-        # propagator's general parse: once per turn.
-        trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
-        if trace_id and span_id:
-            return trace.set_span_in_context(
-                NonRecordingSpan(
-                    SpanContext(
-                        trace_id,
-                        span_id,
-                        is_remote=True,
-                        trace_flags=TraceFlags(int(traceparent[53:55], 16)),
-                    )
-                )
-            )
-    carrier = {"traceparent": traceparent}
-    if tracestate:
-        carrier["tracestate"] = tracestate
-    return _PROPAGATOR.extract(carrier)
-
-
-def derived_traceparent(session_id: str, place: str) -> str:
-    """The ``traceparent`` of a turn recorded without one: derived from the
-    record, so every replay of it lands in the same trace."""
-    digest = hashlib.sha256(f"helmlog-trace\0{session_id}\0{place}".encode())
-    raw = digest.hexdigest()
-    return f"00-{raw[:32]}-{raw[32:48]}-01"
-
-
-class _Open:
-    """What the sink holds for one session between a turn's events."""
-
-    __slots__ = (
-        "chat",
-        "due",
-        "parent",
-        "span",
-        "span_context",
-        "tool_contexts",
-        "tools",
-        "turn",
-    )
-
-    def __init__(self, parent: Context | None, turn: int | None) -> None:
-        self.parent = parent  # the recorded context the turn's spans go under
-        self.turn = turn
-        self.span: Span | None = None  # the open invoke_agent span
-        self.span_context: Context | None = None  # the context it sets
-        # A continuation span to open when something goes under it: its start
-        # and attributes (a recovery that only settles calls opens none).
-        self.due: tuple[int, dict[str, Any]] | None = None
-        self.chat: Span | None = None
-        self.tools: dict[str, Span] = {}
-        self.tool_contexts: dict[str, Context] = {}  # built once per open tool span
 
 
 class OtelSink:
@@ -222,7 +149,7 @@ class OtelSink:
         self.readonly = True  # it only reads what it is handed: no copies (G84)
         self._turn_name = f"invoke_agent {agent_name}"
         self._once = SeenOnce()
-        self._open: dict[str, _Open] = {}
+        self._open: dict[str, OpenTurn] = {}
 
     def on_event(self, event: Any) -> None:
         """Project one event; a repeat of a recorded one does nothing (R4)."""
@@ -243,7 +170,7 @@ class OtelSink:
             **extra,
         }
 
-    def _start(self, held: _Open, start: int, attributes: dict[str, Any]) -> None:
+    def _start(self, held: OpenTurn, start: int, attributes: dict[str, Any]) -> None:
         span = self._tracer.start_span(
             self._turn_name,
             context=held.parent,
@@ -253,11 +180,11 @@ class OtelSink:
         held.span = span
         held.span_context = trace.set_span_in_context(span)
 
-    def _held(self, session_id: str) -> _Open:
+    def _held(self, session_id: str) -> OpenTurn:
         """The session's open turn, its due continuation span opened."""
         held = self._open.get(session_id)
         if held is None:  # a turn this sink never saw open: spans go unparented
-            held = self._open[session_id] = _Open(None, None)
+            held = self._open[session_id] = OpenTurn(None, None)
         elif held.due is not None:
             start, attributes = held.due
             held.due = None
@@ -267,18 +194,18 @@ class OtelSink:
     def _turn_started(self, ev: TurnStarted) -> None:
         stale = self._open.get(ev.session_id)
         if stale is not None:  # a turn the record never saw end
-            self._close(stale, ev.timestamp * _NS)
+            stale.close(ev.timestamp * _NS)
         traceparent = ev.traceparent or derived_traceparent(
             ev.session_id, f"turn {ev.turn}"
         )
-        held = _Open(recorded_context(traceparent, ev.tracestate), ev.turn)
+        held = OpenTurn(recorded_context(traceparent, ev.tracestate), ev.turn)
         self._open[ev.session_id] = held
         attributes = self._turn_attributes(ev, {"helmlog.turn": ev.turn})
         self._start(held, ev.timestamp * _NS, attributes)
 
     def _continued(
         self, ev: PauseResumed | ToolOutcomeUnknown, flag: str
-    ) -> _Open | None:
+    ) -> OpenTurn | None:
         """The continuation of a turn whose span is not open here, or ``None``
         when it is (the work goes on in it)."""
         held = self._open.get(ev.session_id)
@@ -292,7 +219,7 @@ class OtelSink:
         else:  # nothing recorded, nothing seen: derived from the record
             place = f"seq {ev.seq if ev.seq is not None else -1}"
             parent = recorded_context(derived_traceparent(ev.session_id, place))
-        held = self._open[ev.session_id] = _Open(parent, turn)
+        held = self._open[ev.session_id] = OpenTurn(parent, turn)
         extra: dict[str, Any] = {flag: True}
         if turn is not None:
             extra["helmlog.turn"] = turn
@@ -306,39 +233,18 @@ class OtelSink:
     def _outcome_unknown(self, ev: ToolOutcomeUnknown) -> None:
         self._continued(ev, "helmlog.recovered")
 
-    def _close(self, held: _Open, end: int, *, error: str | None = None) -> None:
-        """End what is open of a turn: its model call, its tools, its span."""
-        if held.chat is not None:
-            held.chat.end(end_time=end)
-            held.chat = None
-        if held.tools:
-            for tool in held.tools.values():
-                tool.end(end_time=end)
-            held.tools = {}
-            held.tool_contexts = {}
-        held.due = None
-        span = held.span
-        if span is None:
-            return
-        held.span = None
-        held.span_context = None
-        if error is not None:
-            span.set_attribute("error.type", error)
-            span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=end)
-
     def _turn_ended(self, ev: TurnEnded) -> None:
         held = self._open.pop(ev.session_id, None)
         if held is None:
             return
         if held.span is not None and self.values:
             held.span.set_attribute("helmlog.final_content", ev.final_content)
-        self._close(held, ev.timestamp * _NS)
+        held.close(ev.timestamp * _NS)
 
     def _fatal(self, ev: FatalError) -> None:
         held = self._open.pop(ev.session_id, None)
         if held is not None:
-            self._close(held, ev.timestamp * _NS, error=ev.code)
+            held.close(ev.timestamp * _NS, error=ev.code)
 
     def _pause_requested(self, ev: PauseRequested) -> None:
         held = self._open.get(ev.session_id)
@@ -352,7 +258,7 @@ class OtelSink:
             )
         # A paused turn's span ends at the pause; the work after the resume
         # is a continuation, parented on what ``pause.resume`` records.
-        self._close(held, ev.timestamp * _NS)
+        held.close(ev.timestamp * _NS)
 
     # -- model calls -------------------------------------------------------------
 

@@ -48,12 +48,16 @@ from __future__ import annotations
 
 import pytest
 
+from .chain import *  # noqa: F403
+from .chain import __all__ as _chain
 from .event_store import *  # noqa: F403
 from .event_store import __all__ as _event_store
 from .facts_groups import *  # noqa: F403
 from .facts_groups import __all__ as _facts_groups
 from .facts_outbox import *  # noqa: F403
 from .facts_outbox import __all__ as _facts_outbox
+from .facts_published import *  # noqa: F403
+from .facts_published import __all__ as _facts_published
 from .indexes import *  # noqa: F403
 from .indexes import __all__ as _indexes
 from .support import StoreFactory
@@ -73,6 +77,8 @@ __all__ = [
     "pytestmark",
     "store",
     *_event_store,
+    *_chain,
+    *_facts_published,
     *_facts_groups,
     *_facts_outbox,
     *_indexes,

@@ -1,0 +1,75 @@
+"""The two decision events: the filed row (stored) and its fact (watched).
+
+Pattern: two tagged event Structs on the shared envelope, and the one
+         projection from a ledger row to its value-free fact (``fact_for``).
+Role:    events layer; the runtime files rows as ``decision.filed``, the
+         facts projection (``events/_facts.py``) turns each into a
+         ``middleware.decision`` for watchers and the facts streams.
+Emits:   nothing; these are the emissions.
+
+Laws: G49 (the decision fact carries no value field at all, by schema), R4 (a
+fact is a projection of its row), R10 (fields added later get defaults).
+
+Why two decision events, one of them stored: the stream must keep the
+ledger's values (a row's ``before``/``after``) so that ``fold`` can rebuild
+the ledger, while watchers must get facts that cannot carry a value.
+``decision.filed`` holds the row and is the only one stored; the fact
+(``middleware.decision``) is a projection of it, computed at delivery by
+``fact_of`` and carrying the row's envelope (its seq among them), so the
+record holds each decision once (R4). Watchers receive the fact, never the
+filing: ``watched`` (events/_facts.py) is the one rule that turns a stream
+into what they see. Streams written before that change also hold a stored
+fact right after each row; they still decode and fold (``fold`` reads rows
+only), and ``watched`` delivers their stored facts as stored.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ._decision import MiddlewareDecision
+from ._envelope import Event
+
+
+class DecisionFiled(Event, tag="decision.filed", frozen=True):
+    """A ledger row, with its values, filed in the session stream."""
+
+    type: ClassVar[str] = "decision.filed"
+    row: MiddlewareDecision
+
+
+class MiddlewareDecisionEvent(Event, tag="middleware.decision", frozen=True):
+    """The decision fact: who decided what, where, and why — never a value."""
+
+    type: ClassVar[str] = "middleware.decision"
+    middleware: str
+    moment: str
+    at: str
+    iteration: int
+    outcome: str
+    changed: bool
+    phase: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    why: str | None = None
+    component_id: str | None = None
+
+
+def fact_for(row: MiddlewareDecision) -> MiddlewareDecisionEvent:
+    """The value-free fact for one row (G49), with an empty envelope.
+
+    ``fact_of`` gives the fact of a filed row with the row's envelope.
+    """
+    return MiddlewareDecisionEvent(
+        middleware=row.middleware,
+        moment=row.moment,
+        at=row.at,
+        iteration=row.iteration,
+        outcome=row.outcome,
+        changed=row.changed,
+        phase=row.phase,
+        tool_name=row.tool_name,
+        tool_call_id=row.tool_call_id,
+        why=row.why,
+        component_id=row.component_id,
+    )
