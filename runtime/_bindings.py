@@ -4,9 +4,10 @@ Pattern: pure validators over a session's fold and an agent's configuration:
          each returns what the caller goes on with (the base seq, the pending
          pause, the paused call and its tool, the import event) or raises a
          typed ``CheckpointError``; none appends anything.
-Role:    runtime layer; ``Agent.run`` checks a continuation here and the
-         resume path (``_resume.py``) checks a pause, an import and the
-         decision, all before anything is appended.
+Role:    runtime layer; the run path (``_run.py``) checks a continuation
+         here and the resume path (``_resume.py``) checks a pause and an
+         import, all before anything is appended (the decision's type is the
+         resume path's own check, ``check_decision``).
 Emits:   nothing.
 
 Laws: R9 (a checkpoint is checked against the stream before anything is
@@ -16,9 +17,9 @@ under a key derived from the chain key, never stored; a pause checkpoint
 whose session the store lacks is imported, refused as ``unknown-session``
 when it cannot seed the stream faithfully), R20/R7 (a turn holding
 dispatched calls without results is refused continuation with
-``RecoveryRequiredError``), G59–G68 (a pending question blocks continuation;
-a gate needs a ``CheckInDecision``, ``ask_human`` any answer), G91 (a stream
-is data, not an invariant: what it lacks is refused, never asserted).
+``RecoveryRequiredError``), G59–G68 (a pending question blocks
+continuation), G91 (a stream is data, not an invariant: what it lacks is
+refused, never asserted).
 
 Why an import is checked on a scratch fold of its own event: the checks that
 bind a checkpoint to a stream are then the same code for a stream this store
@@ -32,14 +33,12 @@ covers the history and the paused call too.
 from __future__ import annotations
 
 import hmac
-from typing import Any
 
 import msgspec
 
 from helmlog.events import (
     Checkpoint,
     CheckpointError,
-    DecisionRequiredError,
     Folder,
     NoConversationError,
     PendingPause,
@@ -47,11 +46,9 @@ from helmlog.events import (
     SessionImported,
     ToolCallRequest,
     digest,
-    shape,
 )
 
 from ._config import AgentConfig
-from ._pause import CheckInDecision
 from ._session import find_call
 from ._tools import Tool
 
@@ -230,23 +227,3 @@ def check_mac(
         return
     if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
         raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
-
-
-def check_decision(p: PendingPause, decision: Any) -> None:
-    """A gate (``ask``, ``check-in``) takes a ``CheckInDecision``; ``ask_human``
-    any answer but ``None`` (G59–G70); else ``DecisionRequiredError``."""
-    if p.kind in ("ask", "check-in"):
-        if not isinstance(decision, CheckInDecision):
-            raise DecisionRequiredError(
-                gate=p.kind,
-                middleware=p.middleware,
-                tool_name=p.tool_name,
-                received="nothing" if decision is None else shape(decision),
-            )
-    elif decision is None:
-        raise DecisionRequiredError(
-            gate="ask-human",
-            middleware=None,
-            tool_name=p.tool_name,
-            received="nothing",
-        )

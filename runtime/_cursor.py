@@ -3,10 +3,11 @@
 Pattern: a small mutable record beside the session cache: the last run's
          session (kept for ``last_snapshot`` even once the cache dropped it),
          the checkpoint the last run left, and why there is none.
-Role:    runtime layer; ``Agent`` (the facade) moves it on every operation
-         and reads it for ``checkpoint()``, ``last_snapshot()``,
-         ``session_id`` and ``follow_up``; ``Hosting.guard`` moves the
-         checkpoint when an operation ends.
+Role:    runtime layer; every operation moves it (``Hosting.use``; the run
+         path, ``_run.py``, notes an admitted or refused input), ``Agent``
+         reads it for ``checkpoint()``, ``last_snapshot()``, ``session_id``
+         (``_agent_state.py``) and ``follow_up``; ``Hosting.guard`` moves
+         the checkpoint when an operation ends.
 Emits:   nothing.
 
 Laws: R1 (``last_snapshot`` is the fold of the last run's session; with a

@@ -5,9 +5,9 @@ Pattern: activation on first use (Orleans' grains): a session is folded from
          bounded cache (``Residency``), and operated on under its own lock,
          one operation at a time (R2); ``guard`` runs an operation's body
          and records a raise once.
-Role:    runtime layer; ``Agent`` (the facade) and its resume path
-         (``_resume.py``) find, create and lock sessions here; nothing else
-         builds a ``Session``.
+Role:    runtime layer; ``Agent``'s run, resume and recovery paths
+         (``_run.py``, ``_resume.py``, ``_recovery.py``) find, create and
+         lock sessions here; nothing else builds a ``Session``.
 Emits:   ``error.fatal`` through the loop when a guarded body raises
          (``Loop.fail``); activation reads (and verifies) the stream.
 

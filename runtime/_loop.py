@@ -6,21 +6,26 @@ Pattern: a driver that always continues from the recorded state: whatever
          resume and a failover activation all enter the same ``drive``. Each
          call goes through the one tool-call pipeline (``_pipeline.py``,
          under ``IN_AGENT``); the loop records what comes out of it.
-Role:    runtime layer; ``Agent`` (the face) delegates every run here.
+Role:    runtime layer; the run path (``_run.py``), the resume path
+         (``_resume.py``) and recovery (``_recovery.py``) hand their turns
+         here, for ``Agent`` (the facade).
 Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
          ``message.committed``, ``stream.*``, ``decision.filed`` (whose
          ``middleware.decision`` fact listeners get), ``tool.dispatched``
          (``Session``, in ``_session.py``, is the pipeline's
-         ``CallRecorder``), ``pause.*``, ``window.compacted``, and
-         ``error.fatal`` (through ``record_failure``, ``_session.py``).
+         ``CallRecorder``), ``pause.request`` (``record_pause``, in
+         ``_pause_record.py``), ``tool.outcome_unknown``,
+         ``window.compacted``, and ``error.fatal`` (through
+         ``record_failure``, ``_session.py``).
 
 Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
 ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
 (output admission and holding), G51 (steps 1, 11 and 12 — ``stream.tool_start``,
 ``stream.tool_end``, the tool message — are recorded here; steps 2–10 are the
-pipeline's), G52 (batches), G59–G66 (the pause record, one question per call,
-no dropped call), G80 (window records), G91 (one ``error.fatal``, its code
-and retryability read from the error classes, ``_session.fatal_code``), R5, R7
+pipeline's), G52 (batches), G59–G66 (a paused call ends the batch, its pause
+recorded by ``_pause_record.py``; one question per call; no dropped call),
+G80 (window records), G91 (one ``error.fatal``, its code and retryability
+read from the error classes, ``_session.fatal_code``), R5, R7
 (``recover_call``: an idempotent tool re-enters the pipeline at dispatch,
 anything else is recorded as ``tool.outcome_unknown``, which carries the
 turn's trace context so the recovering host's spans join the turn's trace:
@@ -32,7 +37,8 @@ iterator: a paused or crashed run continues on another host from its stream
 alone; an iterator would be state that no record holds.
 
 Why ``recover_call`` and not ``recover``: it settles one call left
-dispatched; ``Agent.recover`` is the operation on a whole session.
+dispatched; ``Agent.recover`` is the operation on a whole session
+(``_recovery.py``, which also settles the calls a failed turn left).
 """
 
 from __future__ import annotations
@@ -41,27 +47,22 @@ import asyncio
 from typing import Any
 
 from helmlog.events import (
-    CheckpointError,
     LlmEnded,
     LlmStarted,
     Message,
     MessageCommitted,
-    PausedCall,
-    PauseRequested,
     ToolCallRequest,
     ToolEnded,
     ToolOutcomeUnknown,
     ToolStarted,
     TurnEnded,
-    digest,
-    pause_content_digest,
-    sign_checkpoint,
 )
 
 from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
 from ._limits import TurnBudget
-from ._pause import AskPause, MiddlewareAsk, PauseKind
+from ._pause import AskPause
+from ._pause_record import record_pause
 from ._pipeline import ToolPipeline
 from ._session import MessageRefused, Session, outstanding_calls, record_failure
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
@@ -271,7 +272,8 @@ class Loop:
         self, s: Session, call: ToolCallRequest, site: CallSite, outcome: Paused
     ) -> AskPause:
         """Record a call's pause (G59) and hand back its checkpoint."""
-        return await self.pause(
+        return await record_pause(
+            self.config,
             s,
             outcome.kind,
             call,
@@ -315,77 +317,6 @@ class Loop:
         """A call that did not execute: the model reads ``text`` (G51)."""
         self.record_result(s, call, text, False, 0, text)
 
-    async def pause(
-        self,
-        s: Session,
-        kind: PauseKind,
-        call: ToolCallRequest,
-        site: CallSite,
-        args: Any,
-        ask: MiddlewareAsk,
-        *,
-        link_index: int = -1,
-    ) -> AskPause:
-        """Record the pause and hand back its checkpoint (G59).
-
-        The stream stores the pause's content digest (history, the paused
-        call, its asking link), never its MAC: with a chain key the
-        checkpoint handed back gets its MAC over the bindings and that digest
-        here (``sign_checkpoint``), so it is not derivable from the stream
-        (R9), and a store that lacks the session verifies it whole.
-        """
-        cfg = self.config
-        j = s.journal
-        f = j.folder
-        args_digest = digest(args)
-        content = pause_content_digest(
-            history=tuple(f.history),
-            original_input=f.original_input,
-            tool_name=call.name,
-            call=PausedCall(
-                kind=kind,
-                args=args,
-                middleware=ask.middleware,
-                link_index=link_index,
-                iteration=site.iteration,
-                question=ask.question,
-                component_id=ask.component_id,
-                turn=f.turn,
-                identity=f.identity,
-            ),
-        )
-        j.add(
-            PauseRequested(
-                kind=kind,
-                tool_name=call.name,
-                tool_call_id=call.id,
-                middleware=ask.middleware,
-                link_index=link_index,
-                question=ask.question,
-                detail=ask.detail,
-                component_id=ask.component_id,
-                args=args,
-                args_digest=args_digest,
-                policy_version=cfg.policy_version,
-                iteration=site.iteration,
-                content_digest=content,
-                timeout_ms=_timeout_ms(ask.timeout_s),
-            )
-        )
-        await j.flush()
-        checkpoint = sign_checkpoint(
-            j.folder.pause_checkpoint, j.folder.pending, cfg.store.chain_key
-        )
-        if checkpoint is None:  # pragma: no cover - the fold of a pause.request sets it
-            raise CheckpointError("tampered", "the recorded pause folded to nothing")
-        return AskPause(
-            kind=kind,
-            ask=ask,
-            tool_name=call.name,
-            tool_call_id=call.id,
-            checkpoint=checkpoint,
-        )
-
     async def recover_call(self, s: Session, call: ToolCallRequest) -> AskPause | None:
         """One call dispatched on a host that stopped before its result (R7).
 
@@ -424,28 +355,6 @@ class Loop:
         )
         return None
 
-    async def settle(self, s: Session) -> None:
-        """Record the outcome of calls a failed turn left dispatched (R7).
-
-        The turn ended with ``error.fatal`` while these calls ran, so nothing
-        reads their results and nothing is run again: each is recorded as
-        ``tool.outcome_unknown``, which lets the session continue (R20).
-        """
-        j = s.journal
-        for record in list(j.folder.dispatched.values()):
-            traceparent, tracestate = resolve(
-                None, None, j.folder.trace, self.config.new_traceparent
-            )
-            j.add(
-                ToolOutcomeUnknown(
-                    tool_name=record.tool_name,
-                    tool_call_id=record.tool_call_id,
-                    traceparent=traceparent,
-                    tracestate=tracestate,
-                )
-            )
-        await j.flush()
-
     # -- failure -----------------------------------------------------------
 
     async def fail(
@@ -461,8 +370,3 @@ class Loop:
         ``record_failure`` (``_session.py``) holds the rules, R20's included.
         """
         await record_failure(s, exc, phase=phase, middleware=middleware)
-
-
-def _timeout_ms(timeout_s: float | None) -> int | None:
-    """An ask's deadline as recorded: whole ms after the pause (at least 1)."""
-    return None if timeout_s is None else max(1, round(timeout_s * 1000))

@@ -1,16 +1,18 @@
 """The resume path: answer a pause, then hand the call back to the pipeline.
 
-Pattern: check everything, then hand over: the checkpoint's bindings and the
-         decision's type are checked on the stream (``_bindings.py``) before
-         anything is appended; then ``pause.resumed`` is recorded and the
-         paused call re-enters the one tool-call pipeline
-         (``ToolPipeline.resume``), and the loop drives the turn on.
+Pattern: check everything, then hand over: the checkpoint's bindings are
+         checked on the stream (``_bindings.py``) and the decision's type here
+         (``check_decision``), before anything is appended; then
+         ``pause.resumed`` is recorded and the paused call re-enters the one
+         tool-call pipeline (``ToolPipeline.resume``), and the loop drives the
+         turn on.
 Role:    runtime layer; ``Agent.resume`` (the facade) delegates here.
 Emits:   ``session.imported`` (a pause checkpoint of a session the store
          lacks), ``pause.resumed``, then whatever the pipeline and the loop
          record.
 
-Laws: G59–G70 (pause and resume, decisions), R9 (checkpoints are checked
+Laws: G59–G70 (pause and resume, decisions: a gate needs a
+``CheckInDecision``, ``ask_human`` any answer but ``None``), R9 (checkpoints are checked
 before anything is appended, and single-use; a pause checkpoint whose session
 the store lacks is imported: the stream it seeds opens with
 ``session.imported``, and the import is checked like any resume, on that
@@ -45,7 +47,7 @@ from helmlog.events import (
     shape,
 )
 
-from ._bindings import check_decision, check_pause, importable, paused_call
+from ._bindings import check_pause, importable, paused_call
 from ._chain import CallSite
 from ._config import AgentConfig
 from ._hosting import Hosting
@@ -178,3 +180,23 @@ class Resume:
         if pause is not None:
             return pause
         return await loop.drive(s)
+
+
+def check_decision(p: PendingPause, decision: Any) -> None:
+    """A gate (``ask``, ``check-in``) takes a ``CheckInDecision``; ``ask_human``
+    any answer but ``None`` (G59–G70); else ``DecisionRequiredError``."""
+    if p.kind in ("ask", "check-in"):
+        if not isinstance(decision, CheckInDecision):
+            raise DecisionRequiredError(
+                gate=p.kind,
+                middleware=p.middleware,
+                tool_name=p.tool_name,
+                received="nothing" if decision is None else shape(decision),
+            )
+    elif decision is None:
+        raise DecisionRequiredError(
+            gate="ask-human",
+            middleware=None,
+            tool_name=p.tool_name,
+            received="nothing",
+        )

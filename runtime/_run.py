@@ -1,0 +1,193 @@
+"""The run path: open a turn on a session, then hand it to the loop.
+
+Pattern: check, admit, record, hand over: the session a run names is found
+         (or made), a continuation is checked on its stream (``_bindings.py``)
+         before anything is appended, the input walk admits the message, the
+         turn's opening events are recorded, and the loop drives the turn
+         (``Loop.drive``) under the session's operation guard
+         (``Hosting.guard``).
+Role:    runtime layer; ``Agent.run``/``turn``/``stream`` (the facade,
+         ``_agent.py``) delegate here, as ``Agent.resume`` delegates to
+         ``_resume.py``.
+Emits:   ``decision.filed`` (the input walk's rows), ``conversation.seeded``
+         (a conversation checkpoint of a session the store lacks),
+         ``agent.turn_start``, the user's ``message.committed``; then
+         whatever the loop records.
+
+Laws: G33–G38 (input runs first and a refusal reaches no model; a refused
+input is not a conversation, ``LastRun.refused``; the errors), R9
+(checkpoints are checked before anything is appended, ``_bindings.py``), R14
+(a checkpoint is given as a ``Checkpoint`` or its JSON, ``Checkpoint.coerce``),
+R20 (one writer per session: a run that loses a sequence conflict appends
+nothing more and raises the ``SequenceConflictError``, ``Hosting.guard``; a
+turn holding dispatched calls without results is refused continuation with
+``RecoveryRequiredError``), R1 (a session named by its id continues where its
+conversation stands), R19 (activation and every operation's catch-up verify
+what they read, ``Journal.activate``; a stream that fails is refused with
+``StreamTamperedError`` and nothing runs), issue 8 item 8 (a turn takes the
+caller's W3C trace context; without one it gets a minted context, recorded on
+``agent.turn_start``, see ``_trace.py``).
+
+Why a conversation checkpoint of a session the store lacks seeds a fresh
+stream (``conversation.seeded``) instead of being refused: a conversation
+checkpoint carries its whole history (R14), so it is portable by design; a
+pause checkpoint is imported on the resume path instead (``_resume.py``).
+
+Why the operation catches up with the stream before the binding checks: a
+session cached here may have been continued on another host meanwhile; the
+checks must read the stream as the store holds it (R9, R20).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from helmlog.events import (
+    Checkpoint,
+    ConversationSeeded,
+    Message,
+    MessageCommitted,
+    TurnStarted,
+    shape,
+)
+
+from ._bindings import check_continuation, continuation_by_id
+from ._chain import walk_messages
+from ._config import AgentConfig
+from ._cursor import LastRun
+from ._hosting import Hosting
+from ._loop import Loop
+from ._pause import AskPause, TurnResult
+from ._session import MessageRefused, Session
+from ._trace import NO_TRACE, Trace, resolve
+
+
+class Run:
+    """Opens the turns of one agent's sessions."""
+
+    __slots__ = ("_config", "_cursor", "_hosting", "_loop")
+
+    def __init__(
+        self, config: AgentConfig, loop: Loop, hosting: Hosting, cursor: LastRun
+    ) -> None:
+        self._config = config
+        self._loop = loop
+        self._hosting = hosting
+        self._cursor = cursor
+
+    async def __call__(
+        self,
+        message: str,
+        continue_from: Checkpoint | str | None,
+        identity: Mapping[str, Any] | None,
+        session_id: str | None,
+        traceparent: str | None,
+        tracestate: str | None,
+    ) -> TurnResult:
+        """Run one turn on the session named (``Agent.turn``'s rules)."""
+        if not isinstance(message, str):
+            raise TypeError(f"run() takes the message as a str, got {shape(message)}")
+        seed: Checkpoint | None = None
+        cp: Checkpoint | None = None
+        by_id = False
+        base_seq = 0
+        hosting = self._hosting
+        if session_id is not None and (
+            not isinstance(session_id, str) or not session_id
+        ):
+            raise ValueError("run(session_id=...) takes a non-empty str")
+        if continue_from is None and session_id is not None:
+            found = await hosting.activate(session_id)
+            if found is None:
+                session = hosting.new(session_id)
+            else:
+                session, by_id = found, True
+        elif continue_from is None:
+            session = hosting.new(self._config.new_id())
+        else:
+            cp = Checkpoint.coerce(continue_from)
+            if session_id is not None and session_id != cp.session_id:
+                raise ValueError(
+                    f"run(): session_id '{session_id}' is not the checkpoint's "
+                    f"session '{cp.session_id}'"
+                )
+            found = await hosting.activate(cp.session_id)
+            if found is None:
+                session, seed, cp = hosting.new(cp.session_id), cp, None
+            else:
+                session = found
+        async with hosting.operating(session):
+            if cp is not None:
+                await session.journal.activate()  # catch up with other hosts
+                base_seq = check_continuation(session.journal.folder, cp)
+            elif by_id:
+                await session.journal.activate()  # catch up with other hosts
+                base_seq = continuation_by_id(session.journal.folder)
+            hosting.use(session)
+            trace = resolve(
+                traceparent, tracestate, NO_TRACE, self._config.new_traceparent
+            )
+            out = await hosting.guard(
+                session, self._start(session, message, identity, base_seq, seed, trace)
+            )
+            return hosting.result(session, out)
+
+    def session_id(
+        self, continue_from: Checkpoint | str | None, session_id: str | None
+    ) -> str:
+        """The id of the session a run will name, known before it starts
+        (``Agent.stream`` filters the events by it): minted for a new one."""
+        if session_id is not None:
+            return session_id
+        if continue_from is None:
+            return self._config.new_id()
+        return Checkpoint.coerce(continue_from).session_id
+
+    async def _start(
+        self,
+        s: Session,
+        message: str,
+        identity: Mapping[str, Any] | None,
+        base_seq: int,
+        seed: Checkpoint | None,
+        trace: Trace,
+    ) -> str | AskPause:
+        """Admit the message, record the turn's opening, drive the turn."""
+        cfg = self._config
+        j = s.journal
+        ident = dict(identity) if identity is not None else {"session_id": s.session_id}
+        admitted = message
+        if cfg.message_links:
+            verdict = await walk_messages(
+                cfg.message_links,
+                "input",
+                message,
+                history=(),
+                identity=ident,
+                iteration=0,
+            )
+            j.file(verdict.rows)
+            if verdict.denied:
+                self._cursor.refused()
+                raise MessageRefused.of(verdict, "input")
+            admitted = verdict.content
+        self._cursor.admitted()
+        if seed is not None:
+            seeded = j.add(
+                ConversationSeeded(
+                    history=seed.history, original_input=seed.original_input
+                )
+            )
+            base_seq = seeded.seq or 0
+        j.add(
+            TurnStarted(
+                turn=j.folder.turn + 1,
+                base_seq=base_seq,
+                identity=ident,
+                traceparent=trace[0],
+                tracestate=trace[1],
+            )
+        )
+        j.add(MessageCommitted(message=Message(role="user", content=admitted)))
+        return await self._loop.drive(s)
