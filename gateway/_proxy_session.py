@@ -35,6 +35,7 @@ import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import McpError
+from mcp.shared.message import SessionMessage
 
 from ._proxy_layers import (
     Composed,
@@ -149,6 +150,7 @@ class ProxySession:
         self.delegated_from = delegated_from
         self.audit_session = audit_session
         self.client: Any = None  # the SDK ServerSession, once a request came in
+        self._write: Any = None  # the session's outgoing stream, once it runs
         server: Server[Any, Any] = Server(proxy.name, version=proxy.version)
         handlers = server.request_handlers
         handlers[types.CallToolRequest] = self._call_tool
@@ -171,6 +173,7 @@ class ProxySession:
 
     async def run(self, read_stream: Any, write_stream: Any, **kw: Any) -> None:
         """Serve this session over a pair of SDK streams until it closes."""
+        self._write = write_stream
         await self.server.run(
             read_stream, write_stream, self.initialization_options(), **kw
         )
@@ -423,10 +426,20 @@ class ProxySession:
         return types.ServerResult(out)
 
     async def notify(self, notification: types.ServerNotification) -> None:
-        """P25: send one upstream notification (list_changed) to this client."""
-        client = self.client
-        if client is not None:
-            # Parsed from the wire, it keeps its envelope as extra fields.
-            root: Any = notification.root
-            clean = type(root)(method=root.method, params=root.params)
-            await client.send_notification(types.ServerNotification(clean))
+        """P25: send one upstream notification (list_changed) to this client.
+
+        It goes onto the session's own outgoing stream, so it reaches a
+        client that has sent nothing since initialize (over HTTP, on its
+        standalone GET stream).
+        """
+        write = self._write
+        if write is None:
+            return
+        root: Any = notification.root
+        message = types.JSONRPCNotification(
+            jsonrpc="2.0",
+            **root.model_dump(
+                by_alias=True, mode="json", exclude_none=True, include={"method", "params"}
+            ),
+        )
+        await write.send(SessionMessage(types.JSONRPCMessage(message)))

@@ -24,6 +24,7 @@ from mcp.server.fastmcp import Context, FastMCP
 
 UPSTREAM = FastMCP("upstream")
 CALLS: list[str] = []
+CANCELLED: list[str] = []
 
 
 @UPSTREAM.tool()
@@ -73,6 +74,18 @@ async def slow(steps: int, ctx: Context[Any, Any, Any]) -> str:
 async def sleepy(seconds: float) -> str:
     """Sleeps (to be cancelled)."""
     await anyio.sleep(seconds)
+    return "woke"
+
+
+@UPSTREAM.tool()
+async def sleepy_noted(seconds: float) -> str:
+    """Sleeps; notes in ``CANCELLED`` that it was cancelled, if it is."""
+    CALLS.append("sleepy_noted")
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        CANCELLED.append("sleepy_noted")
+        raise
     return "woke"
 
 

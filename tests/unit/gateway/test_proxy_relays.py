@@ -1,0 +1,142 @@
+"""P25's relays through a live proxy: cancellation upstream, list_changed out.
+
+Pattern: the in-process FastMCP upstream behind the proxy, real SDK client
+         sessions in front of it (in memory and over Streamable HTTP).
+Role:    unit tests for ``gateway/_upstream.py``'s cancel relay and
+         ``ProxySession.notify``.
+Emits:   nothing.
+
+Laws: P25 (a client's ``notifications/cancelled`` reaches the upstream under
+the id the upstream request went out with, and the upstream's work stops;
+``list_changed`` reaches every live session, one idle since initialize
+included, over memory streams and over HTTP).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.client.session import ClientSession
+from mcp.shared.memory import create_client_server_memory_streams
+from mcp.shared.message import SessionMessage
+
+from helmlog.gateway import McpProxy
+
+from .http_helpers import http_client
+from .proxy_helpers import through
+from .upstream_server import CALLS, CANCELLED, UPSTREAM
+
+
+async def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.02)
+
+
+class _Ids:
+    """A client's write stream that keeps the id of each request it sends."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sent: list[tuple[str, types.RequestId]] = []
+
+    async def send(self, message: SessionMessage) -> None:
+        root = message.message.root
+        if isinstance(root, types.JSONRPCRequest):
+            self.sent.append((root.method, root.id))
+        await self.inner.send(message)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _Ids:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def test_p25_a_client_cancel_stops_the_upstream_call() -> None:
+    """P25: notifications/cancelled from the client cancels the upstream's work."""
+    CANCELLED.clear()
+    CALLS.clear()
+    failures: list[BaseException] = []
+    proxy = McpProxy(UPSTREAM)
+    async with (
+        proxy,
+        create_client_server_memory_streams() as ((c_read, c_write), server_streams),
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(proxy.run, *server_streams)
+        ids = _Ids(c_write)
+        async with ClientSession(c_read, ids) as client:
+            await client.initialize()
+
+            async def call() -> None:
+                try:
+                    await client.call_tool("sleepy_noted", {"seconds": 30})
+                except Exception as exc:  # the cancelled request's error answer
+                    failures.append(exc)
+
+            tg.start_soon(call)
+            await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
+            call_id = next(i for m, i in ids.sent if m == "tools/call")
+            await client.send_notification(
+                types.ClientNotification(
+                    types.CancelledNotification(
+                        params=types.CancelledNotificationParams(requestId=call_id)
+                    )
+                )
+            )
+            await _until(lambda: bool(CANCELLED), "the upstream's cancellation")
+        tg.cancel_scope.cancel()
+    assert ["sleepy_noted"] == CANCELLED
+
+
+def _on_list_changed(seen: list[str], tag: str) -> Any:
+    async def on(message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            seen.append(tag)
+
+    return on
+
+
+async def test_p25_list_changed_reaches_a_session_idle_since_initialize() -> None:
+    """P25: a session that sent nothing after initialize still gets list_changed."""
+    seen: list[str] = []
+    proxy = McpProxy(UPSTREAM)
+    async with (
+        proxy,
+        through(proxy, message_handler=_on_list_changed(seen, "idle")),
+        through(proxy, message_handler=_on_list_changed(seen, "caller")) as caller,
+    ):
+        await caller.call_tool("announce", {})
+        await _until(lambda: sorted(seen) == ["caller", "idle"], "both sessions")
+    assert ["caller", "idle"] == sorted(seen)
+
+
+async def test_p25_list_changed_reaches_an_idle_http_session() -> None:
+    """P25 over HTTP: the idle session gets it on its standalone GET stream."""
+    seen: list[str] = []
+    proxy = McpProxy(UPSTREAM)
+    async with (
+        proxy,
+        proxy.http_server() as url,
+        http_client(url, message_handler=_on_list_changed(seen, "idle")),
+        http_client(url, message_handler=_on_list_changed(seen, "caller")) as caller,
+    ):
+        # The clients open their GET streams after initialize, in their own
+        # time: announce again until both have heard one.
+        deadline = time.monotonic() + 10
+        while sorted(set(seen)) != ["caller", "idle"]:
+            assert time.monotonic() < deadline, "timed out waiting for both sessions"
+            await caller.call_tool("announce", {})
+            await anyio.sleep(0.05)
+    assert ["caller", "idle"] == sorted(set(seen))
