@@ -439,7 +439,10 @@ class ProxySession:
         message = types.JSONRPCNotification(
             jsonrpc="2.0",
             **root.model_dump(
-                by_alias=True, mode="json", exclude_none=True, include={"method", "params"}
+                by_alias=True,
+                mode="json",
+                exclude_none=True,
+                include={"method", "params"},
             ),
         )
         await write.send(SessionMessage(types.JSONRPCMessage(message)))

@@ -115,7 +115,7 @@ async def loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
             async for line in _lines(reader):
                 try:
                     message = types.JSONRPCMessage.model_validate_json(line)
-                except Exception as exc:  # the SDK's contract: the session answers
+                except ValueError as exc:  # the SDK's contract: the session answers
                     await read_send.send(exc)
                     continue
                 await read_send.send(SessionMessage(message))

@@ -71,8 +71,10 @@ class _NotingIds:
         await self.inner.send(message)
         root = message.message.root
         slot = _SENDING.get()
-        if slot is not None and slot.id is None and isinstance(
-            root, types.JSONRPCRequest
+        if (
+            slot is not None
+            and slot.id is None
+            and isinstance(root, types.JSONRPCRequest)
         ):
             slot.id = root.id
 

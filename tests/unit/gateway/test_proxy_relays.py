@@ -21,13 +21,13 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_client_server_memory_streams
-from mcp.shared.message import SessionMessage
 
 from helmlog.gateway import McpProxy
 
 from .http_helpers import http_client
-from .proxy_helpers import through
+from .proxy_helpers import RequestIds, through
 from .upstream_server import CALLS, CANCELLED, UPSTREAM
 
 
@@ -36,29 +36,6 @@ async def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> N
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await anyio.sleep(0.02)
-
-
-class _Ids:
-    """A client's write stream that keeps the id of each request it sends."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.sent: list[tuple[str, types.RequestId]] = []
-
-    async def send(self, message: SessionMessage) -> None:
-        root = message.message.root
-        if isinstance(root, types.JSONRPCRequest):
-            self.sent.append((root.method, root.id))
-        await self.inner.send(message)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> _Ids:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 async def test_p25_a_client_cancel_stops_the_upstream_call() -> None:
@@ -73,19 +50,19 @@ async def test_p25_a_client_cancel_stops_the_upstream_call() -> None:
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(proxy.run, *server_streams)
-        ids = _Ids(c_write)
+        ids = RequestIds(c_write)
         async with ClientSession(c_read, ids) as client:
             await client.initialize()
 
             async def call() -> None:
                 try:
                     await client.call_tool("sleepy_noted", {"seconds": 30})
-                except Exception as exc:  # the cancelled request's error answer
+                except McpError as exc:  # the cancelled request's error answer
                     failures.append(exc)
 
             tg.start_soon(call)
             await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
-            call_id = next(i for m, i in ids.sent if m == "tools/call")
+            call_id = ids.sent["tools/call"]
             await client.send_notification(
                 types.ClientNotification(
                     types.CancelledNotification(

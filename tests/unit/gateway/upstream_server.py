@@ -25,6 +25,7 @@ from mcp.server.fastmcp import Context, FastMCP
 UPSTREAM = FastMCP("upstream")
 CALLS: list[str] = []
 CANCELLED: list[str] = []
+GATES: list[anyio.Event] = []  # a test puts one here; ``gated`` waits on it
 
 
 @UPSTREAM.tool()
@@ -87,6 +88,15 @@ async def sleepy_noted(seconds: float) -> str:
         CANCELLED.append("sleepy_noted")
         raise
     return "woke"
+
+
+@UPSTREAM.tool()
+async def gated(ctx: Context[Any, Any, Any]) -> str:
+    """Reports progress, waits for the test's gate, reports again, answers."""
+    await ctx.report_progress(1, 2, "before the gate")
+    await GATES[-1].wait()
+    await ctx.report_progress(2, 2, "after the gate")
+    return "released"
 
 
 @UPSTREAM.tool()
