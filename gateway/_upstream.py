@@ -27,10 +27,11 @@ import contextvars
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
@@ -89,6 +90,11 @@ class _NotingIds:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _noting_ids(write: Any) -> MemoryObjectSendStream[SessionMessage]:
+    # ClientSession uses only send, aclose and ``async with`` of its stream.
+    return cast("MemoryObjectSendStream[SessionMessage]", _NotingIds(write))
 
 
 class UpstreamError(HelmlogError):
@@ -159,7 +165,7 @@ class Upstream:
         try:
             read, write = await self._streams(stack)
             session = await stack.enter_async_context(
-                ClientSession(read, _NotingIds(write), message_handler=self._incoming)
+                ClientSession(read, _noting_ids(write), message_handler=self._incoming)
             )
             with anyio.fail_after(30):
                 init = await session.initialize()
