@@ -45,6 +45,7 @@ from mcp.server.streamable_http import (
     StreamableHTTPServerTransport,
 )
 
+from ._proxy_dual import DualRoute, wants_sse
 from ._proxy_layers import RejectionReason
 from ._proxy_resume import SessionEventStore
 
@@ -68,7 +69,9 @@ def _error_body(status: int, code: int, message: str, reason: str | None) -> Any
 
 
 class _Live:
-    __slots__ = ("ended", "events", "proxy_session", "transport")
+    """One session: its SSE transport, its JSON transport, its router (P19, P25)."""
+
+    __slots__ = ("ended", "events", "fast", "proxy_session", "route", "transport")
 
     def __init__(
         self,
@@ -77,6 +80,10 @@ class _Live:
         events: SessionEventStore,
     ) -> None:
         self.transport = transport
+        self.fast = StreamableHTTPServerTransport(
+            mcp_session_id=transport.mcp_session_id, is_json_response_enabled=True
+        )
+        self.route = DualRoute()
         self.proxy_session = proxy_session
         self.events = events
         self.ended = False
@@ -168,7 +175,7 @@ class ProxyHttpApp:
         replay = _replayer(body)
         sid = request.headers.get(MCP_SESSION_ID_HEADER)
         if sid is not None:
-            await self._existing(sid, request, scope, replay, send)
+            await self._existing(sid, request, body, scope, replay, send)
         else:
             await self._initialize(request, body, scope, replay, send)
 
@@ -198,7 +205,7 @@ class ProxyHttpApp:
         return bytes(chunks), False
 
     async def _existing(
-        self, sid: str, request: Any, scope: Any, receive: Any, send: Any
+        self, sid: str, request: Any, body: bytes, scope: Any, receive: Any, send: Any
     ) -> None:
         live = self.live.get(sid)
         if live is None:
@@ -214,6 +221,10 @@ class ProxyHttpApp:
                 404, types.INVALID_REQUEST, "Unknown Last-Event-ID", None
             )
             await response(scope, receive, send)
+            return
+        accept = request.headers.get("accept", "")
+        if not wants_sse(request.method, body, accept):  # the JSON transport
+            await live.fast.handle_request(scope, receive, send)
             return
         await live.transport.handle_request(scope, receive, send)
         if live.transport.is_terminated:
@@ -298,7 +309,11 @@ class ProxyHttpApp:
 
     async def _serve(self, sid: str, live: _Live, *, task_status: Any) -> None:
         try:
-            async with live.transport.connect() as (read, write):
+            async with (
+                live.transport.connect() as sse,
+                live.fast.connect() as fast,
+                live.route.merged(sse, fast) as (read, write),
+            ):
                 task_status.started()
                 with anyio.move_on_after(self.proxy.session_ttl_s):  # P17: absolute
                     await live.proxy_session.run(read, write, stateless=False)
@@ -313,8 +328,9 @@ class ProxyHttpApp:
             return
         live.ended = True
         with anyio.CancelScope(shield=True):
-            if not live.transport.is_terminated:
-                await live.transport.terminate()
+            for transport in (live.transport, live.fast):
+                if not transport.is_terminated:
+                    await transport.terminate()
             await self.proxy.close_session(live.proxy_session)
 
 

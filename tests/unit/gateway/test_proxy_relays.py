@@ -26,7 +26,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 
 from helmlog.gateway import McpProxy
 
-from .http_helpers import http_client
+from .http_helpers import INITIALIZE, http_client, post
 from .proxy_helpers import RequestIds, through
 from .upstream_server import CALLS, CANCELLED, UPSTREAM
 
@@ -117,3 +117,43 @@ async def test_p25_list_changed_reaches_an_idle_http_session() -> None:
             await caller.call_tool("announce", {})
             await anyio.sleep(0.05)
     assert ["caller", "idle"] == sorted(set(seen))
+
+
+async def test_p25_progress_is_relayed_over_http_and_plain_calls_answer_json() -> None:
+    """P25 over HTTP: a progress token gets SSE with the progress; none gets JSON."""
+    got: list[str | None] = []
+
+    async def progress(p: float, total: float | None, message: str | None) -> None:
+        got.append(message)
+
+    proxy = McpProxy(UPSTREAM)
+    async with proxy, proxy.http_server() as url:
+        async with http_client(url) as client:
+            out = await client.call_tool(
+                "slow", {"steps": 2}, progress_callback=progress
+            )
+            plain = await client.call_tool("echo", {"word": "hi"})
+        init = await post(url, INITIALIZE)
+        session = {
+            "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        await post(
+            url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session
+        )
+        call = {"name": "slow", "arguments": {"steps": 1}}
+        answers = [
+            await post(
+                url,
+                {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": p},
+                session,
+            )
+            for n, p in ((2, call), (3, {**call, "_meta": {"progressToken": "t"}}))
+        ]
+    assert "done 2" == out.content[0].text  # type: ignore[union-attr]
+    assert "HI" == plain.content[0].text  # type: ignore[union-attr]
+    assert ["step 1", "step 2"] == got
+    kinds = [a.headers["content-type"].split(";")[0] for a in answers]
+    assert ["application/json", "text/event-stream"] == kinds
+    assert "done 1" == answers[0].json()["result"]["content"][0]["text"]
+    assert '"progressToken":"t"' in answers[1].text.replace(" ", "")
