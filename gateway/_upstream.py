@@ -1,7 +1,8 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
 Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports: a command (stdio), a URL (Streamable HTTP), or a
+         of three transports: a command (stdio), a URL (Streamable HTTP, our
+         own kept-alive link: ``_upstream_http.py``), or a
          server object in this process (FastMCP, a low-level ``Server``, or an
          ``mcp_serve`` result) over in-memory streams.
 Role:    gateway layer; ``McpProxy`` opens one ``Upstream`` for its life and
@@ -187,12 +188,9 @@ class Upstream:
     async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         target = self.target
         if isinstance(target, str):
-            from mcp.client.streamable_http import streamable_http_client
+            from ._upstream_http import upstream_http
 
-            read, write, _ = await stack.enter_async_context(
-                streamable_http_client(target)
-            )
-            return read, write
+            return await stack.enter_async_context(upstream_http(target))
         if isinstance(target, (list, tuple)):
             from mcp.client.stdio import StdioServerParameters, stdio_client
 

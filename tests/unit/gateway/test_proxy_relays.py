@@ -26,7 +26,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 
 from helmlog.gateway import McpProxy
 
-from .http_helpers import INITIALIZE, http_client, post
+from .http_helpers import INITIALIZE, http_client, http_upstream, post
 from .proxy_helpers import RequestIds, through
 from .upstream_server import CALLS, CANCELLED, UPSTREAM
 
@@ -157,3 +157,33 @@ async def test_p25_progress_is_relayed_over_http_and_plain_calls_answer_json() -
     assert ["application/json", "text/event-stream"] == kinds
     assert "done 1" == answers[0].json()["result"]["content"][0]["text"]
     assert '"progressToken":"t"' in answers[1].text.replace(" ", "")
+
+
+async def test_p25_an_http_upstreams_progress_and_list_changed_are_relayed() -> None:
+    """P25 with a Streamable HTTP upstream: progress, list_changed, plain calls."""
+    got: list[str | None] = []
+    seen: list[str] = []
+
+    async def progress(p: float, total: float | None, message: str | None) -> None:
+        got.append(message)
+
+    with http_upstream() as upstream_url:
+        proxy = McpProxy(upstream_url)
+        async with (
+            proxy,
+            through(proxy, message_handler=_on_list_changed(seen, "idle")),
+            through(proxy, message_handler=_on_list_changed(seen, "caller")) as caller,
+        ):
+            out = await caller.call_tool(
+                "slow", {"steps": 2}, progress_callback=progress
+            )
+            plain = [await caller.call_tool("echo", {"word": w}) for w in ("a", "b")]
+            deadline = time.monotonic() + 10
+            while sorted(set(seen)) != ["caller", "idle"]:
+                assert time.monotonic() < deadline, "timed out waiting for list_changed"
+                await caller.call_tool("announce", {})
+                await anyio.sleep(0.05)
+    assert "done 2" == out.content[0].text  # type: ignore[union-attr]
+    assert ["step 1", "step 2"] == got
+    assert ["A", "B"] == [p.content[0].text for p in plain]  # type: ignore[union-attr]
+    assert ["caller", "idle"] == sorted(set(seen))
