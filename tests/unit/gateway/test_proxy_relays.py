@@ -27,7 +27,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 from helmlog.gateway import McpProxy
 
 from .http_helpers import INITIALIZE, http_client, http_upstream, post
-from .proxy_helpers import RequestIds, through
+from .proxy_helpers import RequestIds, proxied, through
 from .upstream_server import CALLS, CANCELLED, UPSTREAM
 
 
@@ -187,3 +187,17 @@ async def test_p25_an_http_upstreams_progress_and_list_changed_are_relayed() -> 
     assert ["step 1", "step 2"] == got
     assert ["A", "B"] == [p.content[0].text for p in plain]  # type: ignore[union-attr]
     assert ["caller", "idle"] == sorted(set(seen))
+
+
+async def test_p25_an_upstream_stream_cut_before_its_reply_resumes() -> None:
+    """P25: the upstream drops its reply stream; the link resumes with Last-Event-ID."""
+    got: list[str | None] = []
+
+    async def progress(p: float, total: float | None, message: str | None) -> None:
+        got.append(message)
+
+    with http_upstream("--resumable") as upstream_url:
+        async with proxied(McpProxy(upstream_url)) as client:
+            out = await client.call_tool("cut", {}, progress_callback=progress)
+    assert "answered after the cut" == out.content[0].text  # type: ignore[union-attr]
+    assert ["before the cut", "after the cut"] == got

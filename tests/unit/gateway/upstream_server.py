@@ -4,7 +4,8 @@ Pattern: a script module: one FastMCP server with ordinary, destructive,
          failing and slow tools, public and secret resources, and a prompt.
 Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
          itself), as a stdio subprocess (``python -m`` this) and over
-         Streamable HTTP (``python -m`` this ``--http PORT``).
+         Streamable HTTP (``python -m`` this ``--http PORT``; with
+         ``--resumable``, a server that cuts its own reply stream).
 Emits:   nothing.
 
 Laws: none itself; it is the server the P laws are tested against.
@@ -139,8 +140,31 @@ def greet(name: str) -> str:
     return f"Hello {name}"
 
 
+def resumable() -> FastMCP:
+    """A FastMCP server with an event store, whose ``cut`` tool drops its stream."""
+    from helmlog.gateway._proxy_resume import SessionEventStore
+
+    server = FastMCP("resumable", event_store=SessionEventStore(), retry_interval=50)
+
+    @server.tool()
+    async def cut(ctx: Context[Any, Any, Any]) -> str:
+        """Reports progress, closes its own SSE stream, reports again, answers."""
+        await ctx.report_progress(1, 2, "before the cut")
+        await ctx.close_sse_stream()
+        await anyio.sleep(0.3)  # the reply comes after the client has lost it
+        await ctx.report_progress(2, 2, "after the cut")
+        return "answered after the cut"
+
+    return server
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+    if len(sys.argv) == 4 and sys.argv[1:4:2] == ["--http", "--resumable"]:
+        server = resumable()
+        server.settings.port = int(sys.argv[2])
+        server.settings.log_level = "WARNING"
+        server.run("streamable-http")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--http":
         UPSTREAM.settings.port = int(sys.argv[2])
         UPSTREAM.settings.log_level = "WARNING"
         UPSTREAM.run("streamable-http")
