@@ -11,13 +11,13 @@ and one keyed audit chain in front of any MCP server (section P).
 from ._client import mcp_client
 from ._proxy import McpProxy
 from ._proxy_audit import ProxyAudit, merkle_root, open_payload, verify_manifest
+from ._proxy_calls import ToolCallTelemetry
 from ._proxy_layers import (
     ProxyContext,
     RejectionReason,
     compose,
     mark_pass_through_observer,
 )
-from ._proxy_session import ToolCallTelemetry
 from ._serve import mcp_serve
 from ._upstream import UpstreamError
 

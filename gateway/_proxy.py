@@ -39,6 +39,7 @@ import mcp.types as types
 
 from helmlog.events import EventStore
 
+from ._proxy_calls import ToolCallTelemetry
 from ._proxy_layers import (
     Layer,
     ProxyContext,
@@ -47,7 +48,7 @@ from ._proxy_layers import (
     layers_of,
     visibility,
 )
-from ._proxy_session import ProxySession, ToolCallTelemetry
+from ._proxy_session import ProxySession
 from ._upstream import Upstream
 
 log = logging.getLogger("helmlog.proxy")
@@ -318,7 +319,10 @@ class McpProxy:
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read_stream, write_stream):
+        from ._proxy_stdio import loop_pipes_usable, loop_stdio
+
+        transport = loop_stdio() if loop_pipes_usable() else stdio_server()
+        async with transport as (read_stream, write_stream):
             await self.run(read_stream, write_stream)
 
     def http_app(self, **kw: Any) -> Any:
@@ -329,7 +333,7 @@ class McpProxy:
 
     def http_server(self, host: str = "127.0.0.1", port: int = 0) -> Any:
         """``async with proxy.http_server() as url``: serve HTTP inside the block."""
-        from ._proxy_http import http_server
+        from ._proxy_uvicorn import http_server
 
         return http_server(self, host, port)
 
@@ -337,7 +341,7 @@ class McpProxy:
         self, host: str = "127.0.0.1", port: int = 0, *, ready: Any = None
     ) -> None:
         """Serve clients over Streamable HTTP until cancelled (P24 defaults)."""
-        from ._proxy_http import serve_http
+        from ._proxy_uvicorn import serve_http
 
         await serve_http(self, host, port, ready=ready)
 

@@ -64,8 +64,9 @@ if TYPE_CHECKING:
     from helmlog.runtime import Tool
 
     from ._proxy import McpProxy
+    from ._proxy_calls import CallState
     from ._proxy_layers import ProxyContext
-    from ._proxy_session import CallState, ProxySession
+    from ._proxy_session import ProxySession
 
 log = logging.getLogger("helmlog.proxy")
 

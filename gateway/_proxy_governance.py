@@ -52,7 +52,8 @@ from ._proxy_layers import ProxyContext, RejectionReason
 
 if TYPE_CHECKING:
     from ._proxy import McpProxy
-    from ._proxy_session import CallState, ProxySession
+    from ._proxy_calls import CallState
+    from ._proxy_session import ProxySession
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 

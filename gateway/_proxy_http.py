@@ -4,7 +4,9 @@ Pattern: an ASGI app (Starlette-compatible, served by uvicorn) that admits,
          runs and ends sessions itself over the SDK's
          ``StreamableHTTPServerTransport``: one transport, one ``ProxySession``
          (server and pipelines) and one event store per session.
-Role:    gateway layer; ``McpProxy.http_app()`` and ``McpProxy.serve_http()``.
+Role:    gateway layer; ``McpProxy.http_app()``; served by uvicorn in
+         ``_proxy_uvicorn.py``; the per-session event store is
+         ``_proxy_resume.py``.
 Emits:   through the sessions; ``on_session_closed`` and the manifest at
          every session end.
 
@@ -30,25 +32,22 @@ each of these per session.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import secrets
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp.types as types
 from mcp.server.streamable_http import (
     MCP_SESSION_ID_HEADER,
-    EventCallback,
-    EventMessage,
-    EventStore,
     StreamableHTTPServerTransport,
 )
 
+from ._proxy_dual import DualRoute, wants_sse
 from ._proxy_layers import RejectionReason
+from ._proxy_resume import SessionEventStore
 
 if TYPE_CHECKING:
     from ._proxy import McpProxy
@@ -57,42 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("helmlog.proxy")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-class SessionEventStore(EventStore):
-    """P19: one session's resumable streams; event ids are 128 random bits."""
-
-    def __init__(self, max_events: int = 1000) -> None:
-        self.max_events = max_events
-        self.events: dict[str, tuple[str, types.JSONRPCMessage | None]] = {}
-        self.order: list[str] = []
-
-    async def store_event(
-        self, stream_id: str, message: types.JSONRPCMessage | None
-    ) -> str:
-        event_id = secrets.token_hex(16)
-        self.events[event_id] = (stream_id, message)
-        self.order.append(event_id)
-        if len(self.order) > self.max_events:
-            self.events.pop(self.order.pop(0), None)
-        return event_id
-
-    def knows(self, event_id: str) -> bool:
-        return event_id in self.events
-
-    async def replay_events_after(
-        self, last_event_id: str, send_callback: EventCallback
-    ) -> str | None:
-        found = self.events.get(last_event_id)
-        if found is None:
-            return None
-        stream_id = found[0]
-        after = self.order.index(last_event_id) + 1
-        for event_id in self.order[after:]:
-            sid, message = self.events[event_id]
-            if sid == stream_id and message is not None:
-                await send_callback(EventMessage(message, event_id))
-        return stream_id
 
 
 def _error_body(status: int, code: int, message: str, reason: str | None) -> Any:
@@ -106,7 +69,9 @@ def _error_body(status: int, code: int, message: str, reason: str | None) -> Any
 
 
 class _Live:
-    __slots__ = ("ended", "events", "proxy_session", "transport")
+    """One session: its SSE transport, its JSON transport, its router (P19, P25)."""
+
+    __slots__ = ("ended", "events", "fast", "proxy_session", "route", "transport")
 
     def __init__(
         self,
@@ -115,6 +80,10 @@ class _Live:
         events: SessionEventStore,
     ) -> None:
         self.transport = transport
+        self.fast = StreamableHTTPServerTransport(
+            mcp_session_id=transport.mcp_session_id, is_json_response_enabled=True
+        )
+        self.route = DualRoute()
         self.proxy_session = proxy_session
         self.events = events
         self.ended = False
@@ -206,7 +175,7 @@ class ProxyHttpApp:
         replay = _replayer(body)
         sid = request.headers.get(MCP_SESSION_ID_HEADER)
         if sid is not None:
-            await self._existing(sid, request, scope, replay, send)
+            await self._existing(sid, request, body, scope, replay, send)
         else:
             await self._initialize(request, body, scope, replay, send)
 
@@ -236,7 +205,7 @@ class ProxyHttpApp:
         return bytes(chunks), False
 
     async def _existing(
-        self, sid: str, request: Any, scope: Any, receive: Any, send: Any
+        self, sid: str, request: Any, body: bytes, scope: Any, receive: Any, send: Any
     ) -> None:
         live = self.live.get(sid)
         if live is None:
@@ -252,6 +221,10 @@ class ProxyHttpApp:
                 404, types.INVALID_REQUEST, "Unknown Last-Event-ID", None
             )
             await response(scope, receive, send)
+            return
+        accept = request.headers.get("accept", "")
+        if not wants_sse(request.method, body, accept):  # the JSON transport
+            await live.fast.handle_request(scope, receive, send)
             return
         await live.transport.handle_request(scope, receive, send)
         if live.transport.is_terminated:
@@ -336,7 +309,11 @@ class ProxyHttpApp:
 
     async def _serve(self, sid: str, live: _Live, *, task_status: Any) -> None:
         try:
-            async with live.transport.connect() as (read, write):
+            async with (
+                live.transport.connect() as sse,
+                live.fast.connect() as fast,
+                live.route.merged(sse, fast) as (read, write),
+            ):
                 task_status.started()
                 with anyio.move_on_after(self.proxy.session_ttl_s):  # P17: absolute
                     await live.proxy_session.run(read, write, stateless=False)
@@ -351,8 +328,9 @@ class ProxyHttpApp:
             return
         live.ended = True
         with anyio.CancelScope(shield=True):
-            if not live.transport.is_terminated:
-                await live.transport.terminate()
+            for transport in (live.transport, live.fast):
+                if not transport.is_terminated:
+                    await transport.terminate()
             await self.proxy.close_session(live.proxy_session)
 
 
@@ -381,57 +359,3 @@ async def _status_of(app: Any, scope: Any, receive: Any, send: Any) -> int | Non
 
     await app(scope, receive, watch)
     return status
-
-
-_warned: list[bool] = []
-
-
-@contextlib.asynccontextmanager
-async def http_server(
-    proxy: McpProxy, host: str = "127.0.0.1", port: int = 0
-) -> AsyncIterator[str]:
-    """Serve ``proxy`` with uvicorn inside the block; yields the endpoint URL.
-
-    Port 0 picks a free port. Leaving the block stops the server gracefully
-    (its lifespan shutdown ends every session, P18).
-    """
-    import uvicorn
-
-    if host not in LOOPBACK and proxy.resolve_identity is None and not _warned:
-        _warned.append(True)
-        log.warning(
-            "helmlog mcp-proxy is bound to %s without an identity resolver: "
-            "anyone who can reach it can call the upstream",
-            host,
-        )
-    app = ProxyHttpApp(proxy)
-    if host not in LOOPBACK:
-        app.allowed_hosts += [host, f"{host}:*"]
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(30):
-            while not server.started:
-                if server.should_exit:
-                    raise OSError(f"the HTTP proxy could not listen on {host}:{port}")
-                await anyio.sleep(0.01)
-        bound = server.servers[0].sockets[0].getsockname()[1]
-        shown = "127.0.0.1" if host == "0.0.0.0" else host
-        try:
-            yield f"http://{shown}:{bound}/mcp"
-        finally:
-            server.should_exit = True
-
-
-async def serve_http(
-    proxy: McpProxy, host: str, port: int, *, ready: Any = None
-) -> None:
-    """Serve ``proxy`` on ``host:port`` until cancelled (P24).
-
-    ``ready(url)`` is called once the socket listens.
-    """
-    async with http_server(proxy, host, port) as url:
-        if ready is not None:
-            ready(url)
-        await anyio.sleep_forever()

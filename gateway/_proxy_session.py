@@ -5,8 +5,9 @@ Pattern: a per-session adapter over the SDK's low-level ``Server`` whose raw
          onion of middleware) and forward everything else unchanged.
 Role:    gateway layer; ``McpProxy`` makes one per stdio run and one per HTTP
          session (P17: each has its own server and pipelines).
-Emits:   telemetry per tool call (``on_telemetry``); audit events and
-         governance rows through the proxy's ``ProxyLedger``.
+Emits:   telemetry per tool call (``on_telemetry``; the event and the
+         call's state are ``_proxy_calls.py``); audit events and governance
+         rows through the proxy's ``ProxyLedger``.
 
 Laws: P1 (only ``tools/call``, ``resources/read`` and ``tools/list`` are
 interceptable; prompts and the rest pass unchanged; resource listing only
@@ -28,14 +29,21 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import McpError
+from mcp.shared.message import SessionMessage
 
+from ._proxy_calls import (
+    CallState,
+    ToolCallTelemetry,
+    reason_of,
+    resource_hidden,
+    tool_hidden,
+)
 from ._proxy_layers import (
     Composed,
     ProxyContext,
@@ -60,75 +68,6 @@ _FORWARDED: dict[type, type] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallTelemetry:
-    """One tool call's telemetry, on every route, once its outcome is known (P15).
-
-    ``outcome`` is ``"success"`` (an ``is_error`` result included),
-    ``"error"`` or ``"rejected"`` (then ``rejection_reason`` says why).
-    """
-
-    request_id: str
-    session_id: str | None
-    tool: str
-    forwarded_tool: str | None
-    duration_ms: float
-    outcome: str
-    rejection_reason: str | None
-    identity: Any
-    route: str
-    server_name: str | None = None
-    server_version: str | None = None
-    type: str = "tool_call"
-
-
-class CallState:
-    """What one tool call came to, filled in as it is routed (P10, P15, P20)."""
-
-    __slots__ = ("forwarded", "forwarded_args", "middleware", "reason", "route")
-
-    def __init__(self, requested: str, args: Any) -> None:
-        self.route = "pipeline"
-        self.forwarded: str | None = None
-        self.forwarded_args: Any = args
-        self.reason: str | None = None
-        self.middleware: str | None = None
-
-
-def rejection(code: int, message: str, reason: str) -> McpError:
-    """An MCP error carrying a ``RejectionReason`` in ``data`` (P11)."""
-    return McpError(
-        types.ErrorData(
-            code=code, message=message, data={"rejection_reason": str(reason)}
-        )
-    )
-
-
-def tool_hidden(name: str) -> McpError:
-    """P9: a hidden tool is not found, with a reason."""
-    return rejection(
-        types.METHOD_NOT_FOUND, f"Tool not found: {name}", RejectionReason.TOOL_HIDDEN
-    )
-
-
-def resource_hidden(uri: str) -> McpError:
-    """P9: a hidden resource is not found, with a reason."""
-    return rejection(
-        types.INVALID_REQUEST,
-        f"Resource not found: {uri}",
-        RejectionReason.RESOURCE_HIDDEN,
-    )
-
-
-def reason_of(exc: McpError) -> str | None:
-    """The ``data.rejection_reason`` an MCP error carries, if any."""
-    data = exc.error.data
-    if isinstance(data, dict):
-        reason = data.get("rejection_reason")
-        return reason if isinstance(reason, str) else None
-    return None
-
-
 class ProxySession:
     """One client session: a low-level ``Server`` whose handlers route (P17)."""
 
@@ -149,6 +88,7 @@ class ProxySession:
         self.delegated_from = delegated_from
         self.audit_session = audit_session
         self.client: Any = None  # the SDK ServerSession, once a request came in
+        self._write: Any = None  # the session's outgoing stream, once it runs
         server: Server[Any, Any] = Server(proxy.name, version=proxy.version)
         handlers = server.request_handlers
         handlers[types.CallToolRequest] = self._call_tool
@@ -171,6 +111,7 @@ class ProxySession:
 
     async def run(self, read_stream: Any, write_stream: Any, **kw: Any) -> None:
         """Serve this session over a pair of SDK streams until it closes."""
+        self._write = write_stream
         await self.server.run(
             read_stream, write_stream, self.initialization_options(), **kw
         )
@@ -423,10 +364,23 @@ class ProxySession:
         return types.ServerResult(out)
 
     async def notify(self, notification: types.ServerNotification) -> None:
-        """P25: send one upstream notification (list_changed) to this client."""
-        client = self.client
-        if client is not None:
-            # Parsed from the wire, it keeps its envelope as extra fields.
-            root: Any = notification.root
-            clean = type(root)(method=root.method, params=root.params)
-            await client.send_notification(types.ServerNotification(clean))
+        """P25: send one upstream notification (list_changed) to this client.
+
+        It goes onto the session's own outgoing stream, so it reaches a
+        client that has sent nothing since initialize (over HTTP, on its
+        standalone GET stream).
+        """
+        write = self._write
+        if write is None:
+            return
+        root: Any = notification.root
+        message = types.JSONRPCNotification(
+            jsonrpc="2.0",
+            **root.model_dump(
+                by_alias=True,
+                mode="json",
+                exclude_none=True,
+                include={"method", "params"},
+            ),
+        )
+        await write.send(SessionMessage(types.JSONRPCMessage(message)))

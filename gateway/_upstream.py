@@ -1,7 +1,8 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
 Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports: a command (stdio), a URL (Streamable HTTP), or a
+         of three transports: a command (stdio), a URL (Streamable HTTP, our
+         own kept-alive link: ``_upstream_http.py``), or a
          server object in this process (FastMCP, a low-level ``Server``, or an
          ``mcp_serve`` result) over in-memory streams.
 Role:    gateway layer; ``McpProxy`` opens one ``Upstream`` for its life and
@@ -23,20 +24,78 @@ returns what the upstream answered.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import McpError
+from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from helmlog.events import HelmlogError
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
+
+
+class _Sending:
+    """The request being sent from this task, and the id it went out with."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: types.RequestId | None = None
+
+
+_SENDING: contextvars.ContextVar[_Sending | None] = contextvars.ContextVar(
+    "helmlog_proxy_sending", default=None
+)
+
+
+class _NotingIds:
+    """The upstream write stream; notes the JSON-RPC id each request went out with.
+
+    ``ClientSession.send_request`` writes its request from the caller's own
+    task, so the ``_Sending`` slot that task set receives the id the SDK
+    chose; a cancel then names exactly that request upstream (P25), read off
+    the wire rather than off the SDK's private counter.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def send(self, message: SessionMessage) -> None:
+        await self.inner.send(message)
+        root = message.message.root
+        slot = _SENDING.get()
+        if (
+            slot is not None
+            and slot.id is None
+            and isinstance(root, types.JSONRPCRequest)
+        ):
+            slot.id = root.id
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    async def __aenter__(self) -> _NotingIds:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _noting_ids(write: Any) -> MemoryObjectSendStream[SessionMessage]:
+    # ClientSession uses only send, aclose and ``async with`` of its stream.
+    return cast("MemoryObjectSendStream[SessionMessage]", _NotingIds(write))
 
 
 class UpstreamError(HelmlogError):
@@ -107,7 +166,7 @@ class Upstream:
         try:
             read, write = await self._streams(stack)
             session = await stack.enter_async_context(
-                ClientSession(read, write, message_handler=self._incoming)
+                ClientSession(read, _noting_ids(write), message_handler=self._incoming)
             )
             with anyio.fail_after(30):
                 init = await session.initialize()
@@ -129,12 +188,9 @@ class Upstream:
     async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         target = self.target
         if isinstance(target, str):
-            from mcp.client.streamable_http import streamable_http_client
+            from ._upstream_http import upstream_http
 
-            read, write, _ = await stack.enter_async_context(
-                streamable_http_client(target)
-            )
-            return read, write
+            return await stack.enter_async_context(upstream_http(target))
         if isinstance(target, (list, tuple)):
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -191,10 +247,8 @@ class Upstream:
         # A request parsed from the wire keeps its envelope (``jsonrpc``,
         # ``id``) as extra fields; send only what the request says.
         request = type(request)(method=request.method, params=request.params)
-        # The SDK numbers requests itself; the id this request gets is the
-        # counter's value now (no await before it is taken), so a cancel can
-        # name it upstream.
-        upstream_id = session._request_id
+        sending = _Sending()
+        token = _SENDING.set(sending)
         try:
             return await session.send_request(
                 types.ClientRequest(request),
@@ -205,16 +259,17 @@ class Upstream:
                 progress_callback=progress,
             )
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await session.send_notification(
-                    types.ClientNotification(
-                        types.CancelledNotification(
-                            params=types.CancelledNotificationParams(
-                                requestId=upstream_id, reason="cancelled by client"
+            if sending.id is not None:  # it reached the upstream: cancel it there
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await session.send_notification(
+                        types.ClientNotification(
+                            types.CancelledNotification(
+                                params=types.CancelledNotificationParams(
+                                    requestId=sending.id, reason="cancelled by client"
+                                )
                             )
                         )
                     )
-                )
             raise
         except McpError:
             raise
@@ -226,6 +281,8 @@ class Upstream:
                     f"{_cause(exc)}",
                 )
             ) from exc
+        finally:
+            _SENDING.reset(token)
 
     async def notify(self, notification: Any) -> None:
         """Forward a client notification upstream (best effort)."""

@@ -20,6 +20,7 @@ own directory is what Python puts first, which is never where the policy is.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import inspect
 import os
@@ -135,6 +136,10 @@ async def run_proxy(
     """Start the upstream, then serve on stdio or HTTP until stopped."""
     bind = parse_http(http) if http else None
     async with proxy:
+        # Everything imported and built so far lives as long as the process:
+        # out of the collector's sight, a collection no longer walks it, so
+        # the collections that calls' short-lived objects trigger stay cheap.
+        gc.freeze()
         if bind is None:
             await proxy.serve_stdio()
             return

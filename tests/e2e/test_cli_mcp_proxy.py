@@ -8,9 +8,10 @@ Role:    e2e tests of ``helmlog/_proxy_cli.py`` and ``examples/mcp_proxy.py``.
 Emits:   nothing.
 
 Laws: R18 (``mcp-proxy``; ``verify`` and ``replay`` on a proxy session),
-P21 (the audit chain verifies under the derived key), issue 10 items 4, 6
-and 7 (the policy is importable from the current directory; one-line errors;
-the example's output shows each case).
+P21 (the audit chain verifies under the derived key), issue 10 items 4, 6,
+7 and 8 (the policy is importable from the current directory; one-line
+errors; the example's output shows each case; the proxy's own stdio
+transport carries any line length).
 """
 
 from __future__ import annotations
@@ -92,6 +93,26 @@ async def test_mcp_proxy_over_stdio_loads_a_policy_from_the_current_directory() 
     assert ["customer", "order_status", "refund"] == names
     assert "Ann, ssn ***-**-****, gold tier" == masked.content[0].text  # type: ignore[union-attr]
     assert {"rejection_reason": "TOOL_HIDDEN"} == hidden.value.error.data
+
+
+async def test_mcp_proxy_stdio_carries_lines_longer_than_one_pipe_read() -> None:
+    """Item 8: the loop's own stdio transport reassembles a 300 KB line, in order."""
+    upstream = f"{sys.executable} -m tests.unit.gateway.upstream_server"
+    params = StdioServerParameters(
+        command=HELMLOG[0],
+        args=[*HELMLOG[1:], "mcp-proxy", "--upstream", upstream],
+        cwd=str(ROOT),
+    )
+    word = "ab" * 150_000
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        big = await session.call_tool("echo", {"word": word})
+        small = [await session.call_tool("echo", {"word": w}) for w in ("x", "y")]
+    assert word.upper() == big.content[0].text  # type: ignore[union-attr]
+    assert ["X", "Y"] == [r.content[0].text for r in small]  # type: ignore[union-attr]
 
 
 async def test_mcp_proxy_over_http_records_a_session_verify_and_replay_read(

@@ -49,7 +49,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_upstream() -> Iterator[str]:
+def http_upstream(*extra: str) -> Iterator[str]:
     """The FastMCP upstream as a subprocess on Streamable HTTP; yields its URL."""
     port = free_port()
     proc = subprocess.Popen(
@@ -59,6 +59,7 @@ def http_upstream() -> Iterator[str]:
             "tests.unit.gateway.upstream_server",
             "--http",
             str(port),
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -21,6 +21,7 @@ import anyio
 import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
+from mcp.shared.message import SessionMessage
 
 from helmlog.gateway import McpProxy
 
@@ -59,3 +60,26 @@ def redacted(result: types.CallToolResult, text: str) -> types.CallToolResult:
             "structuredContent": {"result": text},
         }
     )
+
+
+class RequestIds:
+    """A client's write stream that keeps the id each request went out with."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sent: dict[str, types.RequestId] = {}
+
+    async def send(self, message: SessionMessage) -> None:
+        root = message.message.root
+        if isinstance(root, types.JSONRPCRequest):
+            self.sent[root.method] = root.id
+        await self.inner.send(message)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> RequestIds:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -164,9 +164,9 @@ async def test_p24_binding_beyond_loopback_without_a_resolver_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """P24: one warning naming the host when bound elsewhere without a resolver."""
-    from helmlog.gateway import _proxy_http
+    from helmlog.gateway import _proxy_uvicorn
 
-    _proxy_http._warned.clear()
+    _proxy_uvicorn._warned.clear()
     proxy = McpProxy(UPSTREAM)
     async with proxy:
         for _ in range(2):

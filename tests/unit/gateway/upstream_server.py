@@ -4,7 +4,8 @@ Pattern: a script module: one FastMCP server with ordinary, destructive,
          failing and slow tools, public and secret resources, and a prompt.
 Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
          itself), as a stdio subprocess (``python -m`` this) and over
-         Streamable HTTP (``python -m`` this ``--http PORT``).
+         Streamable HTTP (``python -m`` this ``--http PORT``; with
+         ``--resumable``, a server that cuts its own reply stream).
 Emits:   nothing.
 
 Laws: none itself; it is the server the P laws are tested against.
@@ -24,6 +25,8 @@ from mcp.server.fastmcp import Context, FastMCP
 
 UPSTREAM = FastMCP("upstream")
 CALLS: list[str] = []
+CANCELLED: list[str] = []
+GATES: list[anyio.Event] = []  # a test puts one here; ``gated`` waits on it
 
 
 @UPSTREAM.tool()
@@ -77,6 +80,27 @@ async def sleepy(seconds: float) -> str:
 
 
 @UPSTREAM.tool()
+async def sleepy_noted(seconds: float) -> str:
+    """Sleeps; notes in ``CANCELLED`` that it was cancelled, if it is."""
+    CALLS.append("sleepy_noted")
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        CANCELLED.append("sleepy_noted")
+        raise
+    return "woke"
+
+
+@UPSTREAM.tool()
+async def gated(ctx: Context[Any, Any, Any]) -> str:
+    """Reports progress, waits for the test's gate, reports again, answers."""
+    await ctx.report_progress(1, 2, "before the gate")
+    await GATES[-1].wait()
+    await ctx.report_progress(2, 2, "after the gate")
+    return "released"
+
+
+@UPSTREAM.tool()
 async def announce(ctx: Context[Any, Any, Any]) -> str:
     """Tells the client the tool list changed."""
     await ctx.session.send_tool_list_changed()
@@ -116,8 +140,31 @@ def greet(name: str) -> str:
     return f"Hello {name}"
 
 
+def resumable() -> FastMCP:
+    """A FastMCP server with an event store, whose ``cut`` tool drops its stream."""
+    from helmlog.gateway._proxy_resume import SessionEventStore
+
+    server = FastMCP("resumable", event_store=SessionEventStore(), retry_interval=50)
+
+    @server.tool()
+    async def cut(ctx: Context[Any, Any, Any]) -> str:
+        """Reports progress, closes its own SSE stream, reports again, answers."""
+        await ctx.report_progress(1, 2, "before the cut")
+        await ctx.close_sse_stream()
+        await anyio.sleep(0.3)  # the reply comes after the client has lost it
+        await ctx.report_progress(2, 2, "after the cut")
+        return "answered after the cut"
+
+    return server
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+    if len(sys.argv) == 4 and sys.argv[1:4:2] == ["--http", "--resumable"]:
+        server = resumable()
+        server.settings.port = int(sys.argv[2])
+        server.settings.log_level = "WARNING"
+        server.run("streamable-http")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--http":
         UPSTREAM.settings.port = int(sys.argv[2])
         UPSTREAM.settings.log_level = "WARNING"
         UPSTREAM.run("streamable-http")

@@ -1,0 +1,92 @@
+"""What one proxied tool call comes to: its telemetry, its state, its refusals.
+
+Pattern: plain values and constructors shared by the session's routes, the
+         governance link and the ledger (no behaviour of their own).
+Role:    gateway layer; ``ProxySession`` fills a ``CallState`` per tool call
+         and emits one ``ToolCallTelemetry``; the rejection constructors
+         build the MCP errors every route answers with.
+Emits:   nothing.
+
+Laws: P9 (a hidden tool or resource is not found, with a reason), P11
+(every refusal carries a ``RejectionReason`` in ``data``), P15 (one
+telemetry event per tool call, on every route: its fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mcp.types as types
+from mcp.shared.exceptions import McpError
+
+from ._proxy_layers import RejectionReason
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallTelemetry:
+    """One tool call's telemetry, on every route, once its outcome is known (P15).
+
+    ``outcome`` is ``"success"`` (an ``is_error`` result included),
+    ``"error"`` or ``"rejected"`` (then ``rejection_reason`` says why).
+    """
+
+    request_id: str
+    session_id: str | None
+    tool: str
+    forwarded_tool: str | None
+    duration_ms: float
+    outcome: str
+    rejection_reason: str | None
+    identity: Any
+    route: str
+    server_name: str | None = None
+    server_version: str | None = None
+    type: str = "tool_call"
+
+
+class CallState:
+    """What one tool call came to, filled in as it is routed (P10, P15, P20)."""
+
+    __slots__ = ("forwarded", "forwarded_args", "middleware", "reason", "route")
+
+    def __init__(self, requested: str, args: Any) -> None:
+        self.route = "pipeline"
+        self.forwarded: str | None = None
+        self.forwarded_args: Any = args
+        self.reason: str | None = None
+        self.middleware: str | None = None
+
+
+def rejection(code: int, message: str, reason: str) -> McpError:
+    """An MCP error carrying a ``RejectionReason`` in ``data`` (P11)."""
+    return McpError(
+        types.ErrorData(
+            code=code, message=message, data={"rejection_reason": str(reason)}
+        )
+    )
+
+
+def tool_hidden(name: str) -> McpError:
+    """P9: a hidden tool is not found, with a reason."""
+    return rejection(
+        types.METHOD_NOT_FOUND, f"Tool not found: {name}", RejectionReason.TOOL_HIDDEN
+    )
+
+
+def resource_hidden(uri: str) -> McpError:
+    """P9: a hidden resource is not found, with a reason."""
+    return rejection(
+        types.INVALID_REQUEST,
+        f"Resource not found: {uri}",
+        RejectionReason.RESOURCE_HIDDEN,
+    )
+
+
+def reason_of(exc: McpError) -> str | None:
+    """The ``data.rejection_reason`` an MCP error carries, if any."""
+    data = exc.error.data
+    if isinstance(data, dict):
+        reason = data.get("rejection_reason")
+        return reason if isinstance(reason, str) else None
+    return None

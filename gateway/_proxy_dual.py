@@ -1,0 +1,122 @@
+"""One HTTP session over two SDK transports: SSE where it is needed, JSON elsewhere.
+
+Pattern: a router between one ``ServerSession`` and two
+         ``StreamableHTTPServerTransport``s of the same session id: the SSE
+         one (initialize, GET streams, DELETE, resumption, any request that
+         asked for progress) and a JSON one (every other request, answered
+         as a single ``application/json`` body). Requests of both are merged
+         into the session's read stream; each response goes back to the
+         transport its request came in on, everything else to the SSE one.
+Role:    gateway layer; ``ProxyHttpApp`` makes one ``DualRoute`` per session
+         and asks ``wants_sse`` which transport a POST goes to.
+Emits:   nothing.
+
+Laws: P25 (progress is relayed: a request carrying a ``progressToken`` gets
+an SSE stream, the only way progress can precede its reply; list_changed and
+every other unrelated message go on the SSE transport's GET stream), P19
+(resumable streams stay on the SSE transport with its per-session store),
+issue 10 item 8 (latency).
+
+Why two transports: the SDK's transport answers either every request over
+SSE or every request as JSON. SSE costs each request a task group, a ping
+task, a priming event and two stored events; the proxy relays nothing but
+progress ahead of a reply (upstream logs, sampling and elicitation stay
+between the proxy and its upstream), so a request without a progress token
+can have no message before its reply, and its answer is a plain JSON body.
+The client sends ``Accept: application/json, text/event-stream``, so both
+answers are valid to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("helmlog.proxy")
+
+
+def wants_sse(method: str, body: bytes, accept: str) -> bool:
+    """Whether this POST needs the SSE transport (see the module docstring)."""
+    if method != "POST" or "application/json" not in accept:
+        return True
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return True  # the SSE transport answers the parse error
+    if not isinstance(message, dict) or "id" not in message or "method" not in message:
+        return True  # notifications, responses, batches: as before
+    if message["method"] == "initialize":
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+class DualRoute:
+    """The merged streams of one session's two transports (see the docstring)."""
+
+    def __init__(self) -> None:
+        self.json_ids: set[types.RequestId] = set()
+
+    @contextlib.asynccontextmanager
+    async def merged(
+        self, sse: tuple[Any, Any], fast: tuple[Any, Any]
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        """``(read, write)`` for the ``ServerSession`` over both transports."""
+        read_send: MemoryObjectSendStream[SessionMessage | Exception]
+        read: MemoryObjectReceiveStream[SessionMessage | Exception]
+        read_send, read = anyio.create_memory_object_stream(0)
+        write: MemoryObjectSendStream[SessionMessage]
+        outgoing: MemoryObjectReceiveStream[SessionMessage]
+        write, outgoing = anyio.create_memory_object_stream(0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._pump_sse, sse[0], read_send)
+            tg.start_soon(self._pump_json, fast[0], read_send)
+            tg.start_soon(self._route, outgoing, sse[1], fast[1])
+            try:
+                yield read, write
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _pump_sse(self, source: Any, sink: Any) -> None:
+        # The SSE transport's read stream ending (DELETE, termination) ends
+        # the session: the merged read stream closes with it.
+        async with sink:
+            try:
+                async for message in source:
+                    await sink.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return  # the session has ended
+
+    async def _pump_json(self, source: Any, sink: Any) -> None:
+        try:
+            async for message in source:
+                if isinstance(message, SessionMessage):
+                    root = message.message.root
+                    if isinstance(root, types.JSONRPCRequest):
+                        self.json_ids.add(root.id)
+                await sink.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # the session has ended
+
+    async def _route(self, outgoing: Any, sse: Any, fast: Any) -> None:
+        async with outgoing:
+            async for message in outgoing:
+                target = sse
+                root = message.message.root
+                is_reply = isinstance(root, (types.JSONRPCResponse, types.JSONRPCError))
+                if is_reply and root.id in self.json_ids:
+                    self.json_ids.discard(root.id)
+                    target = fast
+                try:
+                    await target.send(message)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    log.debug("proxy: a message for a closed transport was dropped")
