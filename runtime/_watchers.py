@@ -136,6 +136,7 @@ class Listeners:
 
     def __init__(self) -> None:
         self._subs: list[_Subscription] = []
+        self._copying = False  # kept with ``_subs``: read once per append
         self._next = 0
 
     def __bool__(self) -> bool:
@@ -146,7 +147,7 @@ class Listeners:
         """Whether some subscriber must be handed copies (it may change what
         it is handed): every ``on()`` callback, and every watcher that does
         not declare ``readonly = True``."""
-        return not all(sub.readonly for sub in self._subs)
+        return self._copying
 
     def on(self, event_type: str, fn: Handler) -> Callable[[], None]:
         """Subscribe ``fn`` to one event type (``"*"`` for all)."""
@@ -197,11 +198,13 @@ class Listeners:
         self._next += 1
         sub = _Subscription(type_, fn, owner, self._next)
         self._subs.append(sub)
+        self._copying = self._copying or not sub.readonly
         return self._unsubscriber(sub.key)
 
     def _unsubscriber(self, key: int) -> Callable[[], None]:
         def unsubscribe() -> None:
             self._subs = [s for s in self._subs if s.key != key]
+            self._copying = not all(s.readonly for s in self._subs)
 
         return unsubscribe
 

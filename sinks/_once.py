@@ -81,10 +81,17 @@ class SeenOnce:
         seq = getattr(event, "seq", None)
         if seq is None:
             return True
-        held = self._session(event.session_id)
-        if seq in held.seqs:
+        session_id = event.session_id
+        # Inline for the common case, the session of the event before.
+        held = self._last if session_id == self._last_id else self._session(session_id)
+        seqs = held.seqs
+        if seq in seqs:
             return False
-        self._add(held, seq)
+        seqs.add(seq)
+        if seq > held.high:
+            held.high = seq
+        if len(seqs) > 2 * self._window:
+            self._trim(held)
         return True
 
     def seen(self, event: Any) -> bool:
@@ -123,8 +130,10 @@ class SeenOnce:
         seqs.add(seq)
         if seq > held.high:
             held.high = seq
-        # Trim at twice the window, so a trim's cost is spread over a
-        # window's adds.
         if len(seqs) > 2 * self._window:
-            floor = held.high - self._window
-            held.seqs = {kept for kept in seqs if kept > floor}
+            self._trim(held)
+
+    def _trim(self, held: _Session) -> None:
+        # At twice the window, so a trim's cost is spread over a window's adds.
+        floor = held.high - self._window
+        held.seqs = {kept for kept in held.seqs if kept > floor}
