@@ -332,6 +332,15 @@ class Journal:
         decodes the stored bytes again for an event that holds one.
         """
         listeners, served = self.listeners, self._served
+        if served is None and not listeners.copying:
+            # Everyone reads only: the folded events as they are, rows as facts.
+            listeners.deliver_all(
+                [
+                    fact_of(event) if type(event) is _Filed else event
+                    for event in recorded
+                ]
+            )
+            return
         copying = served is not None or listeners.copying
         for record, event in zip(records, recorded, strict=True):
             copy = None

@@ -235,6 +235,41 @@ class Listeners:
                 sub.ordered = _Ordered(sub.fn)
                 sub.ordered.push(handed, out)
 
+    def deliver_all(self, events: list[Any]) -> None:
+        """``deliver`` each of ``events`` in order, none needing a copy.
+
+        One plain watcher of every type (the usual case: one sink) is called
+        straight, without ``deliver``'s per-event dispatch; anything else
+        goes through ``deliver``.
+        """
+        subs = self._subs
+        if len(subs) != 1 or subs[0].type != "*" or subs[0].ordered is not None:
+            for event in events:
+                self.deliver(event)
+            return
+        sub = subs[0]
+        fn = sub.fn
+        for at, event in enumerate(events):
+            if self._subs is not subs or len(subs) != 1:
+                # Subscribed or unsubscribed from inside a handler: the rest
+                # go as ``deliver`` would hand them.
+                for rest in events[at:]:
+                    self.deliver(rest)
+                return
+            try:
+                out = fn(event)
+            except Exception:
+                log.exception("helmlog listener failed on %s", event.type)
+                continue
+            if out is not None and inspect.isawaitable(out):
+                # An async handler: from here on it is delivered in order
+                # through its queue, as ``deliver`` does.
+                sub.ordered = _Ordered(fn)
+                sub.ordered.push(event, out)
+                for rest in events[at + 1 :]:
+                    self.deliver(rest)
+                return
+
     async def idle(self) -> None:
         """Wait until every async handler has caught up (for tests and shutdown)."""
         for sub in list(self._subs):

@@ -72,7 +72,7 @@ Setup = Callable[[], tuple[SpanExporter, LogRecordExporter]]
 _EVENTS, _FLUSH, _CLOSE = b"e", b"f", b"c"
 # The child's cycle collector runs per 20,000 allocations, not per 700.
 _CHILD_GC_THRESHOLDS = (20_000, 20, 20)
-_ENDS_A_TURN = (TurnEnded, PauseRequested, FatalError)
+_ENDS_A_TURN = frozenset((TurnEnded, PauseRequested, FatalError))
 DEFAULT_BATCH = 256
 DEFAULT_LINGER_S = 0.02
 # Encoded turns are written once this much is held: within what a local
