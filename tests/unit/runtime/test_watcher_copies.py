@@ -86,3 +86,56 @@ async def test_g84_a_callback_changing_its_copy_never_steers_beside_readonly_one
     assert [5] == RAN
     (started,) = reader.of(ToolStarted)
     assert {"order": 1, "amount": 5} == started.args
+
+
+class Stream:
+    """A readonly watcher that checks seqs rise, and may raise or await."""
+
+    readonly = True
+
+    def __init__(
+        self, *, raise_on: str | None = None, asynchronous: bool = False
+    ) -> None:
+        self.raise_on = raise_on
+        self.asynchronous = asynchronous
+        self.types: list[str] = []
+        self.seqs: list[int] = []
+
+    def on_event(self, event: Any) -> Any:
+        if self.asynchronous:
+            return self._later(event)
+        self._take(event)
+        return None
+
+    async def _later(self, event: Any) -> None:
+        self._take(event)
+
+    def _take(self, event: Any) -> None:
+        self.types.append(event.type)
+        if event.seq is not None:
+            self.seqs.append(event.seq)
+        if event.type == self.raise_on:
+            raise RuntimeError("a sink failed")
+
+
+async def test_g84_a_lone_readonly_watcher_sees_every_event_in_order() -> None:
+    """G84: one readonly watcher, called straight, sees the stream in seq order;
+    one that raises on an event still sees every later one."""
+    plain, failing = Stream(), Stream(raise_on="tool.dispatched")
+    assert "done" == await _agent(plain).run("refund")
+    assert "done" == await _agent(failing).run("refund")
+    assert plain.seqs == sorted(plain.seqs)
+    assert plain.types == failing.types
+    assert "agent.turn_end" == plain.types[-1]
+
+
+async def test_g84_an_async_lone_readonly_watcher_is_queued_in_order() -> None:
+    """G84: an async readonly watcher is not awaited by the run, yet sees every
+    event in stream order once the agent is idle."""
+    plain, later = Stream(), Stream(asynchronous=True)
+    assert "done" == await _agent(plain).run("refund")
+    agent = _agent(later)
+    assert "done" == await agent.run("refund")
+    await agent.idle()
+    assert plain.types == later.types
+    assert later.seqs == sorted(later.seqs)
