@@ -55,12 +55,26 @@ class MiddlewareDecisionEvent(Event, tag="middleware.decision", frozen=True):
     component_id: str | None = None
 
 
-def fact_for(row: MiddlewareDecision) -> MiddlewareDecisionEvent:
-    """The value-free fact for one row (G49), with an empty envelope.
+def fact_for(
+    row: MiddlewareDecision,
+    *,
+    session_id: str = "",
+    seq: int | None = None,
+    timestamp: int = 0,
+    prev_hash: str = "",
+    replayed: bool = False,
+) -> MiddlewareDecisionEvent:
+    """The value-free fact for one row (G49), with an empty envelope unless
+    one is given.
 
     ``fact_of`` gives the fact of a filed row with the row's envelope.
     """
     return MiddlewareDecisionEvent(
+        session_id=session_id,
+        seq=seq,
+        timestamp=timestamp,
+        prev_hash=prev_hash,
+        replayed=replayed,
         middleware=row.middleware,
         moment=row.moment,
         at=row.at,

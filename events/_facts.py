@@ -41,7 +41,6 @@ FACT_TYPE = MiddlewareDecisionEvent.type
 
 E = TypeVar("E")
 
-_replace = msgspec.structs.replace
 _set = msgspec.structs.force_setattr
 
 
@@ -52,8 +51,10 @@ def fact_of(filed: DecisionFiled) -> MiddlewareDecisionEvent:
     ``prev_hash`` (and its ``replayed`` mark), so a watcher keyed by
     ``(session_id, seq)`` sees the fact where the row is.
     """
-    return _replace(
-        fact_for(filed.row),
+    # One construction, the envelope with the fields: it runs for every row
+    # an append hands to its watchers.
+    return fact_for(
+        filed.row,
         session_id=filed.session_id,
         seq=filed.seq,
         timestamp=filed.timestamp,
