@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import anthropic
 from anthropic.types import Message as AnthropicMessage
@@ -47,6 +47,7 @@ from ._wire import (
     SHAPE_ERRORS,
     SdkProvider,
     call_id,
+    client_for,
     endpoint_of,
     misshapen,
     model_of,
@@ -54,9 +55,6 @@ from ._wire import (
     parse_args,
     require_event_stream,
     sdk_failure,
-)
-from ._wire import (
-    api_key as api_key_for,
 )
 
 DEFAULT_TIMEOUT = 60.0
@@ -214,6 +212,9 @@ class AnthropicMessagesProvider(SdkProvider):
     ``async with``; a client passed in is the caller's to close.
     """
 
+    sdk = anthropic
+    sdk_error = anthropic.AnthropicError
+
     def __init__(
         self,
         client: anthropic.AsyncAnthropic,
@@ -291,7 +292,7 @@ class AnthropicMessagesProvider(SdkProvider):
         assembly = _StreamAssembly()
         try:
             require_event_stream(self.endpoint, stream.response)
-            async with contextlib.aclosing(self._events(stream)) as events:
+            async with contextlib.aclosing(self._items(stream)) as events:
                 async for event in events:
                     try:
                         text = assembly.feed(event)
@@ -304,23 +305,6 @@ class AnthropicMessagesProvider(SdkProvider):
         if not assembly.stopped:
             raise ProviderError(f"{self.endpoint}'s stream ended before message_stop")
         return assembly.reply(params["model"])
-
-    async def _events(self, stream: Any) -> AsyncGenerator[Any, None]:
-        # Only the SDK's reads are translated: an error raised by on_token
-        # is the caller's and propagates as it is.
-        iterator = cast(AsyncIterator[Any], stream.__aiter__())
-        while True:
-            try:
-                event = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            except json.JSONDecodeError:
-                raise ProviderError(
-                    f"{self.endpoint} sent a malformed stream event"
-                ) from None
-            except anthropic.AnthropicError as exc:
-                raise sdk_failure(self.endpoint, exc, anthropic) from None
-            yield event
 
 
 def anthropic_messages(
@@ -359,27 +343,21 @@ def anthropic_messages(
     """
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError("anthropic_messages(): max_tokens must be an int >= 1")
-    if client is not None:
-        if base_url is not None or api_key is not None:
-            raise ValueError(
-                "anthropic_messages() takes client= or base_url=/api_key=, not both"
-            )
-        return AnthropicMessagesProvider(
-            client,
-            model=model,
-            stream=stream,
-            max_tokens=max_tokens,
-            extra_body=extra_body,
-        )
-    key = api_key_for("anthropic_messages", api_key, "ANTHROPIC_API_KEY", base_url)
-    created = anthropic.AsyncAnthropic(
-        api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+    sdk, owned = client_for(
+        "anthropic_messages",
+        client,
+        base_url,
+        api_key,
+        "ANTHROPIC_API_KEY",
+        lambda key: anthropic.AsyncAnthropic(
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        ),
     )
     return AnthropicMessagesProvider(
-        created,
+        sdk,
         model=model,
         stream=stream,
         max_tokens=max_tokens,
         extra_body=extra_body,
-        owns_client=True,
+        owns_client=owned,
     )

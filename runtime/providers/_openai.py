@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -42,15 +42,13 @@ from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
 from ._wire import (
     SHAPE_ERRORS,
     SdkProvider,
+    client_for,
     endpoint_of,
     misshapen,
     model_of,
     not_a_reply,
     require_event_stream,
     sdk_failure,
-)
-from ._wire import (
-    api_key as api_key_for,
 )
 from ._wire import call_id as _call_id
 from ._wire import parse_args as _parse_args
@@ -216,6 +214,9 @@ class OpenAIChatProvider(SdkProvider):
     client passed in is the caller's to close.
     """
 
+    sdk = openai
+    sdk_error = openai.OpenAIError
+
     def __init__(
         self,
         client: openai.AsyncOpenAI,
@@ -297,7 +298,7 @@ class OpenAIChatProvider(SdkProvider):
         assembly = _StreamAssembly(on_token)
         try:
             require_event_stream(self.endpoint, stream.response)
-            async with contextlib.aclosing(self._chunks(stream)) as chunks:
+            async with contextlib.aclosing(self._items(stream)) as chunks:
                 async for chunk in chunks:
                     if not isinstance(chunk, ChatCompletionChunk):
                         raise not_a_reply(self.endpoint, chunk, ChatCompletionChunk)
@@ -311,19 +312,6 @@ class OpenAIChatProvider(SdkProvider):
         finally:
             await stream.close()
         return assembly.reply(params["model"])
-
-    async def _chunks(self, stream: Any) -> AsyncGenerator[Any, None]:
-        # Only the SDK's reads are translated: an error raised by on_token
-        # or by assembly is the caller's and propagates as it is.
-        iterator = cast(AsyncIterator[Any], stream.__aiter__())
-        while True:
-            try:
-                chunk = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            except (openai.OpenAIError, json.JSONDecodeError) as exc:
-                raise self._failure(exc) from None
-            yield chunk
 
     def _failure(self, exc: Exception) -> ProviderError:
         if isinstance(exc, json.JSONDecodeError) and self.stream:
@@ -363,18 +351,16 @@ def openai_chat(
         ProviderError: no key given or found and no ``base_url`` (not
             retryable).
     """
-    if client is not None:
-        if base_url is not None or api_key is not None:
-            raise ValueError(
-                "openai_chat() takes client= or base_url=/api_key=, not both"
-            )
-        return OpenAIChatProvider(
-            client, model=model, stream=stream, extra_body=extra_body
-        )
-    key = api_key_for("openai_chat", api_key, "OPENAI_API_KEY", base_url)
-    created = openai.AsyncOpenAI(
-        api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+    sdk, owned = client_for(
+        "openai_chat",
+        client,
+        base_url,
+        api_key,
+        "OPENAI_API_KEY",
+        lambda key: openai.AsyncOpenAI(
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        ),
     )
     return OpenAIChatProvider(
-        created, model=model, stream=stream, extra_body=extra_body, owns_client=True
+        sdk, model=model, stream=stream, extra_body=extra_body, owns_client=owned
     )

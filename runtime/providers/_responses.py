@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import openai
 from openai.types.responses import Response
@@ -44,6 +44,7 @@ from ._wire import (
     SHAPE_ERRORS,
     SdkProvider,
     call_id,
+    client_for,
     endpoint_of,
     misshapen,
     model_of,
@@ -51,9 +52,6 @@ from ._wire import (
     parse_args,
     require_event_stream,
     sdk_failure,
-)
-from ._wire import (
-    api_key as api_key_for,
 )
 
 
@@ -114,6 +112,9 @@ class OpenAIResponsesProvider(SdkProvider):
     Build one with ``openai_responses(...)``; close it as ``OpenAIChatProvider``
     is closed (``aclose()`` or ``async with``).
     """
+
+    sdk = openai
+    sdk_error = openai.OpenAIError
 
     def __init__(
         self,
@@ -211,7 +212,7 @@ class OpenAIResponsesProvider(SdkProvider):
         final: object = None
         try:
             require_event_stream(self.endpoint, stream.response)
-            async with contextlib.aclosing(self._events(stream)) as events:
+            async with contextlib.aclosing(self._items(stream)) as events:
                 async for event in events:
                     kind = getattr(event, "type", None)
                     if kind == "response.output_text.delta":
@@ -231,23 +232,6 @@ class OpenAIResponsesProvider(SdkProvider):
                 f"{self.endpoint}'s stream ended before its response was complete"
             )
         return self._reply(final, params["model"])
-
-    async def _events(self, stream: Any) -> AsyncGenerator[Any, None]:
-        # Only the SDK's reads are translated: an error raised by on_token
-        # is the caller's and propagates as it is.
-        iterator = cast(AsyncIterator[Any], stream.__aiter__())
-        while True:
-            try:
-                event = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            except (openai.OpenAIError, json.JSONDecodeError) as exc:
-                if isinstance(exc, json.JSONDecodeError):
-                    raise ProviderError(
-                        f"{self.endpoint} sent a malformed stream event"
-                    ) from None
-                raise sdk_failure(self.endpoint, exc, openai) from None
-            yield event
 
 
 def openai_responses(
@@ -281,18 +265,16 @@ def openai_responses(
         ProviderError: no key given or found and no ``base_url`` (not
             retryable).
     """
-    if client is not None:
-        if base_url is not None or api_key is not None:
-            raise ValueError(
-                "openai_responses() takes client= or base_url=/api_key=, not both"
-            )
-        return OpenAIResponsesProvider(
-            client, model=model, stream=stream, extra_body=extra_body
-        )
-    key = api_key_for("openai_responses", api_key, "OPENAI_API_KEY", base_url)
-    created = openai.AsyncOpenAI(
-        api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+    sdk, owned = client_for(
+        "openai_responses",
+        client,
+        base_url,
+        api_key,
+        "OPENAI_API_KEY",
+        lambda key: openai.AsyncOpenAI(
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        ),
     )
     return OpenAIResponsesProvider(
-        created, model=model, stream=stream, extra_body=extra_body, owns_client=True
+        sdk, model=model, stream=stream, extra_body=extra_body, owns_client=owned
     )

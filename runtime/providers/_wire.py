@@ -34,9 +34,9 @@ import json
 import os
 import urllib.parse
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import ModuleType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from helmlog.events import ProviderError
 
@@ -161,14 +161,45 @@ def api_key(factory: str, given: str | None, env: str, base_url: str | None) -> 
     return key
 
 
+def client_for(
+    factory: str,
+    client: Any,
+    base_url: str | None,
+    given_key: str | None,
+    env: str,
+    build: Callable[[str], Any],
+) -> tuple[Any, bool]:
+    """The SDK client a factory's provider runs on, and whether it owns it.
+
+    A ``client`` passed in is the caller's to close, and excludes
+    ``base_url`` and ``api_key``; otherwise ``build`` makes one with the key
+    ``api_key`` finds.
+
+    Raises:
+        ValueError: ``client`` together with ``base_url`` or ``api_key``.
+        ProviderError: no key given or found and no ``base_url``.
+    """
+    if client is not None:
+        if base_url is not None or given_key is not None:
+            raise ValueError(
+                f"{factory}() takes client= or base_url=/api_key=, not both"
+            )
+        return client, False
+    return build(api_key(factory, given_key, env, base_url)), True
+
+
 class SdkProvider:
     """An adapter over an SDK client: its lifecycle and ``call``'s routing.
 
     Use it as an async context manager, or call ``aclose()`` when done, to
     close the HTTP client it created; a client passed in is the caller's to
-    close. Subclasses build the request (``_params``) and read the reply
-    (``_call_complete``, ``_call_streamed``).
+    close. Subclasses name their SDK (``sdk``, ``sdk_error``), build the
+    request (``_params``) and read the reply (``_call_complete``,
+    ``_call_streamed``, reading a stream through ``_items``).
     """
+
+    sdk: ModuleType  # the SDK module, for ``sdk_failure``
+    sdk_error: type[Exception]  # the SDK's base error class
 
     def __init__(
         self,
@@ -206,6 +237,26 @@ class SdkProvider:
         if self.stream:
             return await self._call_streamed(params, on_token)
         return await self._call_complete(params)
+
+    async def _items(self, stream: Any) -> AsyncGenerator[Any, None]:
+        """An SDK stream's items, its read failures as ``ProviderError``s.
+
+        Only the SDK's reads are translated: an error raised by ``on_token``
+        or by a reply's assembly is the caller's and propagates as it is.
+        """
+        iterator = cast(AsyncIterator[Any], stream.__aiter__())
+        while True:
+            try:
+                item = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except json.JSONDecodeError:
+                raise ProviderError(
+                    f"{self.endpoint} sent a malformed stream event"
+                ) from None
+            except self.sdk_error as exc:
+                raise sdk_failure(self.endpoint, exc, self.sdk) from None
+            yield item
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         raise NotImplementedError
