@@ -95,7 +95,27 @@ _SCRIPT = """
 const list = document.getElementById('asks');
 const status = document.getElementById('status');
 const source = new EventSource('/page/asks/events');
-source.addEventListener('asks', (e) => { list.innerHTML = e.data; });
+// A refresh of the list must not wipe a note an approver is typing: notes
+// (and the focused field, with its caret) are carried over by ask.
+const key = (form) => form.dataset.session + '/' + form.dataset.call;
+source.addEventListener('asks', (e) => {
+  const notes = {};
+  let focused = null, caret = null;
+  for (const form of list.querySelectorAll('form.decide')) {
+    const input = form.querySelector('.note');
+    if (input.value) notes[key(form)] = input.value;
+    if (input === document.activeElement) {
+      focused = key(form); caret = input.selectionStart;
+    }
+  }
+  list.innerHTML = e.data;
+  for (const form of list.querySelectorAll('form.decide')) {
+    const input = form.querySelector('.note');
+    const k = key(form);
+    if (k in notes) input.value = notes[k];
+    if (k === focused) { input.focus(); input.setSelectionRange(caret, caret); }
+  }
+});
 document.addEventListener('submit', async (e) => {
   const form = e.target.closest('form.decide');
   if (!form) return;

@@ -167,3 +167,27 @@ def test_a_decline_on_the_page_leaves_the_list_and_names_the_decliner(
     with client(api.url, APPROVER_TOKEN) as c:
         rows = c.get(f"/sessions/{sid}").json()["middleware_decisions"]
     assert "declined by dana@ops: too much" == rows[1]["why"]
+
+
+def test_a_note_being_typed_survives_the_list_refreshing(
+    api: Running, browser: Browser
+) -> None:
+    """A new ask arriving over SSE redraws the list; the note typed on another
+    ask is kept, and the approval records it."""
+    sid = _pause(api.url, "Refund order 8 for $900")
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        _sign_in(page, api.url)
+        row = page.locator(f'li.ask[data-ask="{sid}/c8"]')
+        row.locator(".note").fill("checked twice")
+        _pause(api.url, "Refund order 9 for $990")  # redraws the list
+        expect(page.locator("li.ask")).to_have_count(2)
+        expect(row.locator(".note")).to_have_value("checked twice")
+        row.locator("button.approve").click()
+        expect(page.locator(f'li.ask[data-ask="{sid}/c8"]')).to_have_count(0)
+    finally:
+        context.close()
+    with client(api.url, APPROVER_TOKEN) as c:
+        rows = c.get(f"/sessions/{sid}").json()["middleware_decisions"]
+    assert "approved by dana@ops: checked twice" == rows[1]["why"]
