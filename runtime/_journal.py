@@ -329,19 +329,31 @@ class Journal:
         Any other event is delivered as folded to ``readonly`` watchers, and
         to the rest as a copy sharing no container with the folded objects
         (history and the pending call's args stay the session's): ``detached``
-        decodes the stored bytes again for an event that holds one.
+        decodes the stored bytes again for an event that holds one. A watcher
+        with ``on_records`` is handed the append's records instead (frozen
+        bytes: nothing to copy), unless the journal serves a redacted form,
+        which is then everyone's.
         """
         listeners, served = self.listeners, self._served
-        if served is None and not listeners.copying:
+        handed = False
+        if served is None and listeners.takers:
+            # Record takers read the append as stored: rows and all, as a
+            # store reader would; the rest are handed events below.
+            listeners.hand_records(records)
+            handed = True
+            if not listeners.others(handed):
+                return
+        if served is None and not listeners.copying_after(handed):
             # Everyone reads only: the folded events as they are, rows as facts.
             listeners.deliver_all(
                 [
                     fact_of(event) if type(event) is _Filed else event
                     for event in recorded
-                ]
+                ],
+                handed=handed,
             )
             return
-        copying = served is not None or listeners.copying
+        copying = served is not None or listeners.copying_after(handed)
         for record, event in zip(records, recorded, strict=True):
             copy = None
             if type(event) is _Filed:
@@ -353,7 +365,7 @@ class Journal:
             if served is not None:  # the served form is everyone's
                 listeners.deliver(served(copy if copy is not None else event))
             else:
-                listeners.deliver(event, copy)
+                listeners.deliver(event, copy, handed=handed)
 
     def deliver(self, event: Any) -> None:
         """Hand one event to the listeners, in its served (redacted) form."""

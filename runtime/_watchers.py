@@ -32,6 +32,17 @@ for events that hold a container). A sink that only reads (``OtelSink``,
 ``OtelProcess``) declares ``readonly = True`` and is spared the copies; when
 every subscriber does, none is made.
 
+Why a watcher may take records: a sink that forwards what happened rather
+than reading it (``OtelProcess`` hands the bytes to a child process) needs
+neither the decoded events nor one call per event; declaring
+``on_records(records)`` makes it a record taker, handed each append's
+``StoredEvent``s (frozen bytes the journal encoded to hash them: nothing to
+copy) in one inline call, and no ``on_event`` for what was appended. It reads
+what a store reader reads, rows and all; what it shows of a row is its fact
+(R4). A journal that serves a redacted form hands that form to everyone
+through ``on_event`` instead, since the stored bytes may keep values it hides
+(G86); transient tokens reach every watcher through ``on_event``.
+
 Why a queue per async handler rather than a task per event: tasks per event
 would let a slow handler see event 7 before event 6.
 """
@@ -45,7 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from helmlog.events import AgentBuildError
+from helmlog.events import AgentBuildError, StoredEvent
 
 log = logging.getLogger("helmlog")
 
@@ -55,9 +66,11 @@ Handler = Callable[[Any], Any]
 @runtime_checkable
 class Watcher(Protocol):
     """Anything with ``on_event(event)`` (plain or async), an optional ``id``,
-    and optionally ``deferred = True`` (delivered off the run's path, in order)
-    and ``readonly = True`` (it never changes what it is handed, so it is
-    handed the session's own frozen events instead of copies)."""
+    and optionally ``deferred = True`` (delivered off the run's path, in order),
+    ``readonly = True`` (it never changes what it is handed, so it is handed
+    the session's own frozen events instead of copies) and a plain
+    ``on_records(records)`` (handed each append's stored records, in one
+    inline call, instead of its events: see the module header)."""
 
     def on_event(self, event: Any) -> Any:
         """Receive one event."""
@@ -118,7 +131,7 @@ class _Ordered:
 
 
 class _Subscription:
-    __slots__ = ("fn", "key", "ordered", "owner", "readonly", "type")
+    __slots__ = ("fn", "key", "ordered", "owner", "readonly", "records", "type")
 
     def __init__(self, type_: str, fn: Handler, owner: object, key: int) -> None:
         self.type = type_
@@ -129,6 +142,11 @@ class _Subscription:
         # A watcher that declares it never changes what it is handed is
         # handed the session's own frozen events, not copies (G84).
         self.readonly = owner is not fn and getattr(owner, "readonly", False) is True
+        # A watcher that reads appends as stored takes each one's records.
+        takes = getattr(owner, "on_records", None) if owner is not fn else None
+        self.records: Callable[[list[StoredEvent]], Any] | None = (
+            takes if callable(takes) else None
+        )
 
 
 class Listeners:
@@ -136,7 +154,11 @@ class Listeners:
 
     def __init__(self) -> None:
         self._subs: list[_Subscription] = []
-        self._copying = False  # kept with ``_subs``: read once per append
+        # Kept with ``_subs`` (read once per append): the record takers, the
+        # rest, and whether someone among all / among the rest needs copies.
+        self._takers: list[_Subscription] = []
+        self._rest: list[_Subscription] = []
+        self._copying = self._rest_copying = False
         self._next = 0
 
     def __bool__(self) -> bool:
@@ -148,6 +170,35 @@ class Listeners:
         it is handed): every ``on()`` callback, and every watcher that does
         not declare ``readonly = True``."""
         return self._copying
+
+    @property
+    def takers(self) -> bool:
+        """Whether some watcher takes appends as stored records (``on_records``)."""
+        return bool(self._takers)
+
+    def copying_after(self, handed: bool) -> bool:
+        """``copying``, or, once an append's records were ``handed`` to the
+        takers, whether one of the other subscribers needs copies."""
+        return self._rest_copying if handed else self._copying
+
+    def others(self, handed: bool) -> bool:
+        """Whether anyone is left to hand an appended event to."""
+        return bool(self._rest if handed else self._subs)
+
+    def hand_records(self, records: list[StoredEvent]) -> None:
+        """Hand one append's records to every record taker, in subscription
+        order; a raise is logged and changes nothing (G84)."""
+        for sub in self._takers:
+            take = sub.records
+            assert take is not None  # only record takers are in ``_takers``
+            try:
+                take(records)
+            except Exception:
+                log.exception(
+                    "helmlog watcher failed on records %s..%s",
+                    records[0].seq,
+                    records[-1].seq,
+                )
 
     def on(self, event_type: str, fn: Handler) -> Callable[[], None]:
         """Subscribe ``fn`` to one event type (``"*"`` for all)."""
@@ -189,6 +240,11 @@ class Listeners:
         for sub in self._subs:
             if sub.owner is watcher and sub.fn is not watcher:
                 return self._unsubscriber(sub.key)
+        on_records = getattr(watcher, "on_records", None)
+        if callable(on_records) and inspect.iscoroutinefunction(on_records):
+            raise AgentBuildError(
+                f"a watcher's on_records must be a plain method (got {watcher!r})"
+            )
         unsubscribe = self._add("*", watcher.on_event, watcher)
         if getattr(watcher, "deferred", False) is True:
             self._subs[-1].ordered = _Ordered(watcher.on_event, deferred=True)
@@ -198,24 +254,33 @@ class Listeners:
         self._next += 1
         sub = _Subscription(type_, fn, owner, self._next)
         self._subs.append(sub)
-        self._copying = self._copying or not sub.readonly
+        self._refresh()
         return self._unsubscriber(sub.key)
+
+    def _refresh(self) -> None:
+        subs = self._subs
+        self._takers = [s for s in subs if s.records is not None]
+        self._rest = [s for s in subs if s.records is None]
+        self._copying = not all(s.readonly for s in subs)
+        self._rest_copying = not all(s.readonly for s in self._rest)
 
     def _unsubscriber(self, key: int) -> Callable[[], None]:
         def unsubscribe() -> None:
             self._subs = [s for s in self._subs if s.key != key]
-            self._copying = not all(s.readonly for s in self._subs)
+            self._refresh()
 
         return unsubscribe
 
-    def deliver(self, event: Any, copy: Any = None) -> None:
+    def deliver(self, event: Any, copy: Any = None, *, handed: bool = False) -> None:
         """Hand one event to every matching subscriber, in subscription order.
 
         ``copy``, when given, is an equal event sharing no mutable container
         with ``event``: it goes to every subscriber that is not ``readonly``.
+        ``handed``: the event's record went to the record takers, who are
+        skipped.
         """
         etype = event.type
-        for sub in self._subs:
+        for sub in self._rest if handed else self._subs:
             if sub.type != "*" and sub.type != etype:
                 continue
             handed = event if copy is None or sub.readonly else copy
@@ -235,26 +300,26 @@ class Listeners:
                 sub.ordered = _Ordered(sub.fn)
                 sub.ordered.push(handed, out)
 
-    def deliver_all(self, events: list[Any]) -> None:
+    def deliver_all(self, events: list[Any], *, handed: bool = False) -> None:
         """``deliver`` each of ``events`` in order, none needing a copy.
 
         One plain watcher of every type (the usual case: one sink) is called
         straight, without ``deliver``'s per-event dispatch; anything else
         goes through ``deliver``.
         """
-        subs = self._subs
+        subs = self._rest if handed else self._subs
         if len(subs) != 1 or subs[0].type != "*" or subs[0].ordered is not None:
             for event in events:
-                self.deliver(event)
+                self.deliver(event, handed=handed)
             return
         sub = subs[0]
         fn = sub.fn
         for at, event in enumerate(events):
-            if self._subs is not subs or len(subs) != 1:
+            if (self._rest if handed else self._subs) is not subs or len(subs) != 1:
                 # Subscribed or unsubscribed from inside a handler: the rest
                 # go as ``deliver`` would hand them.
                 for rest in events[at:]:
-                    self.deliver(rest)
+                    self.deliver(rest, handed=handed)
                 return
             try:
                 out = fn(event)
@@ -267,7 +332,7 @@ class Listeners:
                 sub.ordered = _Ordered(fn)
                 sub.ordered.push(event, out)
                 for rest in events[at + 1 :]:
-                    self.deliver(rest)
+                    self.deliver(rest, handed=handed)
                 return
 
     async def idle(self) -> None:

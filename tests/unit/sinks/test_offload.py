@@ -8,13 +8,18 @@ watched run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from pathlib import Path
 
 import pytest
 
-from helmlog.sinks import ExportError, OtelProcess
+from helmlog import Agent, ToolMiddleware, allow, conversation_redaction
+from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.sinks import ExportError, FinishedTelemetry, OtelProcess, OtelSink
 from tests.otlp_receiver import otlp_receiver
-from tests.unit.sinks.test_export import _agent
+from tests.unit.sinks.file_exporters import FileExporter, file_exporters, projection
+from tests.unit.sinks.test_export import _agent, refund
 
 
 async def test_r16_a_child_process_exports_the_genai_spans_and_records() -> None:
@@ -86,3 +91,76 @@ async def test_r16_a_dead_child_never_reaches_the_run_and_is_raised() -> None:
         with pytest.raises(ExportError) as raised:
             process.close()
         assert "export process is gone" in raised.value.reason
+
+
+async def test_r6_the_child_projects_the_stored_records_as_a_sink_in_process_does(
+    tmp_path: Path,
+) -> None:
+    """R6: fed an append's stored records (``on_records``), the child exports
+    the spans and records an in-process ``OtelSink`` makes of the same run:
+    names, parents, attributes, statuses, times."""
+    child_file, local_file = tmp_path / "child.jsonl", tmp_path / "local.jsonl"
+    process = OtelProcess(setup=functools.partial(file_exporters, str(child_file)))
+    local = FinishedTelemetry(
+        FileExporter(str(local_file)), FileExporter(str(local_file))
+    )
+    try:
+        for watcher in (process, OtelSink(local, local)):
+            agent = _governed_agent(watcher)
+            assert "Done." == await agent.run("refund please", session_id="s-1")
+            await agent.idle()
+        process.flush()
+        local.flush()
+    finally:
+        process.close()
+        local.shutdown()
+    expected = projection(str(local_file))
+    assert 4 == len([row for row in expected if row["kind"] == "span"])
+    assert any(row["kind"] == "record" for row in expected)
+    assert expected == projection(str(child_file))
+
+
+async def test_g86_a_redacting_agent_feeds_the_child_its_served_events(
+    tmp_path: Path,
+) -> None:
+    """G86: a redacting agent hands ``OtelProcess`` its served events (not the
+    stored records); the child still exports every span and no tool value."""
+    child_file = tmp_path / "child.jsonl"
+    process = OtelProcess(
+        setup=functools.partial(file_exporters, str(child_file)), values=True
+    )
+    try:
+        agent = _governed_agent(process, redact=conversation_redaction())
+        assert "Done." == await agent.run("refund please")
+        process.flush()
+    finally:
+        process.close()
+    rows = projection(str(child_file))
+    names = sorted(row["name"] for row in rows if row["kind"] == "span")
+    assert ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"] == names
+    (tool_span,) = [row for row in rows if row.get("name") == "execute_tool refund"]
+    arguments = tool_span["attributes"]["gen_ai.tool.call.arguments"]
+    assert "7" not in arguments
+    assert "[redacted]" in arguments
+
+
+def _governed_agent(*watchers: object, **options: object) -> Agent:
+    """The refund turn of ``_agent`` with a gate at before-tool: decision facts."""
+    model = scripted(
+        [
+            Reply(
+                tool_calls=[
+                    ToolCallRequest(id="c1", name="refund", args={"order": "7"})
+                ]
+            ),
+            "Done.",
+        ]
+    )
+    gate = ToolMiddleware(name="gate", on_tool_call=lambda _call: allow())
+    return (
+        Agent.create(provider=model, model="m", clock=FakeClock(step=3), **options)
+        .tool(refund)
+        .tool_middleware(gate)
+        .watch(*watchers)
+        .build()
+    )
