@@ -99,7 +99,8 @@ log = logging.getLogger("helmlog")
 Setup = Callable[[], tuple[SpanExporter, LogRecordExporter]]
 # A data message, parent to child: one msgpack array of sealed items, each
 # ``[form, payload]``: ``_AS_EVENTS`` an array of events, ``_AS_RECORDS`` an
-# array of appends, each ``[session_id, [stored bytes, ...]]``. On the
+# array of appends, each ``[session_id, b"[stored, ...]"]`` (the stored
+# JSON objects joined into one JSON array). On the
 # control pipe the parent asks flush or close, and the child answers with
 # the failure's reason, or ``None``.
 _FLUSH, _CLOSE = b"f", b"c"
@@ -178,7 +179,7 @@ class OtelProcess:
         self._batch = batch
         self._linger_s = linger_s
         self._turn: list[Any] = []  # the run's thread's, until a turn's end
-        self._appends: list[tuple[str, list[bytes]]] = []  # likewise, as stored
+        self._appends: list[tuple[str, bytes]] = []  # likewise, as stored
         self._taken = 0  # records in ``_appends``
         self._lock = threading.Lock()  # the encoded turns below, and the pipe
         self._encoded: list[msgspec.Raw] = []
@@ -224,7 +225,8 @@ class OtelProcess:
                     ends = True
         if not taken:
             return
-        self._appends.append((records[0].session_id, taken))
+        # One JSON array of the stored objects: the child decodes it in one call.
+        self._appends.append((records[0].session_id, b"[" + b",".join(taken) + b"]"))
         self._taken += len(taken)
         if ends or self._taken >= self._batch:
             self._seal()
@@ -409,7 +411,11 @@ def _projector(project: Callable[[Any], None]) -> Callable[[bytes], None]:
     """What the child does with one data message: decode, project in order."""
     batches = msgspec.msgpack.Decoder(list[tuple[int, msgspec.Raw]])
     as_events = msgspec.msgpack.Decoder(list[AnyEvent])
-    as_records = msgspec.msgpack.Decoder(list[tuple[str, list[bytes]]])
+    as_records = msgspec.msgpack.Decoder(list[tuple[str, bytes]])
+    # The parent's journal decoded these bytes (depth-checked) and kept only
+    # types this version knows, so the union decodes them as they are.
+    stored_events = msgspec.json.Decoder(list[AnyEvent])
+    stamp = msgspec.structs.force_setattr
 
     def handle(message: bytes) -> None:
         for form, payload in batches.decode(message):
@@ -418,13 +424,12 @@ def _projector(project: Callable[[Any], None]) -> Callable[[bytes], None]:
                     project(event)
                 continue
             for session_id, stored in as_records.decode(payload):
-                for data in stored:
-                    decoded = StoredEvent(
-                        seq=0, data=data, hash="", session_id=session_id
-                    ).decode()
-                    if isinstance(decoded, DecisionFiled):
-                        project(fact_of(decoded))
+                for event in stored_events.decode(stored):
+                    if not event.session_id:  # stored without it after seq 1
+                        stamp(event, "session_id", session_id)
+                    if isinstance(event, DecisionFiled):
+                        project(fact_of(event))
                     else:
-                        project(decoded)
+                        project(event)
 
     return handle
