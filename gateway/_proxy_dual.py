@@ -30,7 +30,6 @@ answers are valid to it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -43,16 +42,12 @@ from mcp.shared.message import SessionMessage
 log = logging.getLogger("helmlog.proxy")
 
 
-def wants_sse(method: str, body: bytes, accept: str) -> bool:
-    """Whether this POST needs the SSE transport (see the module docstring)."""
+def wants_sse(method: str, message: Any, accept: str) -> bool:
+    """Whether this POST (its body decoded, ``None`` if it is not JSON) needs SSE."""
     if method != "POST" or "application/json" not in accept:
         return True
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return True  # the SSE transport answers the parse error
     if not isinstance(message, dict) or "id" not in message or "method" not in message:
-        return True  # notifications, responses, batches: as before
+        return True  # unparsable, notifications, responses, batches: as before
     if message["method"] == "initialize":
         return True
     params = message.get("params")
