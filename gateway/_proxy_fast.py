@@ -127,13 +127,14 @@ def error_of(exc: McpError) -> dict[str, Any]:
 class FastCalls:
     """The fast lane of one session (see the module docstring)."""
 
-    __slots__ = ("closed", "enabled", "in_flight", "ready", "session")
+    __slots__ = ("answered", "closed", "enabled", "in_flight", "ready", "session")
 
     def __init__(self, session: ProxySession, *, enabled: bool = True) -> None:
         self.session = session
         self.enabled = enabled
         self.ready = False  # the client has sent notifications/initialized
         self.closed = False
+        self.answered = 0  # lane calls answered (a diagnostic; tests read it)
         self.in_flight: dict[Any, anyio.CancelScope] = {}
 
     def takes(self, message: Any) -> bool:
@@ -168,6 +169,7 @@ class FastCalls:
         ``headers`` are the HTTP request's raw ``(name, value)`` byte pairs.
         """
         rid = message["id"]
+        self.answered += 1
         scope = anyio.CancelScope()
         self.in_flight[rid] = scope
         try:
