@@ -6,7 +6,11 @@ Pattern: an ASGI app (Starlette-compatible, served by uvicorn) that admits,
          (server and pipelines) and one event store per session.
 Role:    gateway layer; ``McpProxy.http_app()``; served by uvicorn in
          ``_proxy_uvicorn.py``; the per-session event store is
-         ``_proxy_resume.py``.
+         ``_proxy_resume.py``. A POST of a live session that is one
+         ``tools/call`` without a progress token, with headers the SDK's
+         JSON transport would accept silently, is answered here by the
+         session's fast lane (``_proxy_fast.py``) as one ``application/json``
+         body, without Starlette or the SDK transport.
 Emits:   through the sessions; ``on_session_closed`` and the manifest at
          every session end.
 
@@ -22,7 +26,9 @@ event store with 128-bit random event ids; an unknown or foreign
 default, a warning when bound elsewhere without a resolver, ``Host`` and
 ``Origin`` checked against an allow-list with 403 otherwise; a request that
 is not an initialize and names no session answers 400; malformed JSON
-answers 400 with a parse error).
+answers 400 with a parse error), P25 (a lane answer is what the JSON
+transport would send: status, ``Content-Type``, ``mcp-session-id`` and body;
+a session ending under a lane call answers the transport's 500).
 
 Why not the SDK's ``StreamableHTTPSessionManager``: it runs one server and
 one event store for every session, counts only established sessions, and
@@ -42,14 +48,11 @@ import anyio
 import mcp.types as types
 import msgspec
 from mcp.server.streamable_http import (
-    MCP_PROTOCOL_VERSION_HEADER,
     MCP_SESSION_ID_HEADER,
     StreamableHTTPServerTransport,
 )
-from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
-from ._proxy_dual import DualRoute, wants_sse
-from ._proxy_fast import FastCalls
+from ._proxy_dual import DualRoute, answer_lane, lane_headers, wants_sse
 from ._proxy_layers import RejectionReason
 from ._proxy_resume import SessionEventStore
 
@@ -61,7 +64,6 @@ log = logging.getLogger("helmlog.proxy")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
 
 
 def _error_body(status: int, code: int, message: str, reason: str | None) -> Any:
@@ -238,9 +240,9 @@ class ProxyHttpApp:
         method = scope["method"]
         message = _decoded(body) if method == "POST" else None
         calls = live.proxy_session.calls
-        if last is None and _lane_headers(head) and not live.transport.is_terminated:
+        if last is None and lane_headers(head) and not live.transport.is_terminated:
             if calls.takes(message):  # the fast lane (``_proxy_fast.py``)
-                await _answer_lane(calls, message, sid, scope, send)
+                await answer_lane(calls, message, sid, scope, send)
                 return
             calls.saw(message)
         if not wants_sse(method, message, head.get("accept", "")):
@@ -370,43 +372,6 @@ def _decoded(body: bytes) -> Any:
         return _decode(body)
     except msgspec.DecodeError:
         return None
-
-
-def _lane_headers(head: dict[str, str]) -> bool:
-    """Headers the SDK's JSON transport accepts without a word (else it answers)."""
-    if head.get("content-type", "").split(";")[0].strip() != "application/json":
-        return False
-    accept = head.get("accept", "")
-    if not any(a.strip().startswith("application/json") for a in accept.split(",")):
-        return False
-    version = head.get(MCP_PROTOCOL_VERSION_HEADER)
-    return version is None or version in SUPPORTED_PROTOCOL_VERSIONS
-
-
-async def _answer_lane(
-    calls: FastCalls, message: Any, sid: str, scope: Any, send: Any
-) -> None:
-    """A lane call's JSON answer, as the SDK's JSON transport writes it (P25)."""
-    response = await calls.answer(message, scope["headers"])
-    status = 200
-    if response is None:  # the session ended under it: the SDK transport's 500
-        status = 500
-        response = {
-            "jsonrpc": "2.0",
-            "id": "server-error",
-            "error": {
-                "code": types.INVALID_REQUEST,
-                "message": "Error processing request: No response received",
-            },
-        }
-    data = _encode(response)
-    headers = [
-        (b"content-length", str(len(data)).encode()),
-        (b"content-type", b"application/json"),
-        (MCP_SESSION_ID_HEADER.encode(), sid.encode()),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
 
 
 def _replayer(body: bytes) -> Callable[[], Any]:

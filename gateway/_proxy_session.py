@@ -4,7 +4,10 @@ Pattern: a per-session adapter over the SDK's low-level ``Server`` whose raw
          request handlers route each request (hidden, pass-through, or the
          onion of middleware) and forward everything else unchanged.
 Role:    gateway layer; ``McpProxy`` makes one per stdio run and one per HTTP
-         session (P17: each has its own server and pipelines).
+         session (P17: each has its own server and pipelines). Its fast lane
+         (``calls``, ``_proxy_fast.py``) answers plain ``tools/call``s
+         through ``call_tool_fast``: the same route on raw dicts, SDK models
+         built only when a layer or governance needs them.
 Emits:   telemetry per tool call (``on_telemetry``; the event and the
          call's state are ``_proxy_calls.py``); audit events and governance
          rows through the proxy's ``ProxyLedger``.
