@@ -93,8 +93,8 @@ async def answer_lane(
             "jsonrpc": "2.0",
             "id": "server-error",
             "error": {
-                "code": types.INVALID_REQUEST,
-                "message": "Error processing request: No response received",
+                "code": types.INTERNAL_ERROR,
+                "message": "Error processing request",
             },
         }
     data = _encode(response)

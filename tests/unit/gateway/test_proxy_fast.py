@@ -337,3 +337,27 @@ async def test_p25_a_progress_carrying_call_takes_the_sdk_path_and_gets_progress
         after_plain = opened[0].calls.answered
     assert "done 2" == out.content[0].text  # type: ignore[union-attr]
     assert (["step 1", "step 2"], 0, 1) == (got, after_progress, after_plain)
+
+
+async def _ended_under_a_call(fast: bool) -> tuple[int, Any]:
+    proxy = McpProxy(UPSTREAM, session_ttl_s=1.0)
+    proxy.fast_calls = fast
+    async with proxy, proxy.http_server() as url:
+        init = await post(url, INITIALIZE)
+        session = {
+            "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        await post(url, INITIALIZED, session)
+        call = {"name": "sleepy", "arguments": {"seconds": 30}}
+        request = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call}
+        answer = await post(url, request, session)
+    return answer.status_code, answer.json()
+
+
+async def test_p17_a_session_ending_under_a_lane_call_answers_as_the_sdk_path() -> None:
+    """P17, P25: the TTL ending a session mid-call answers the JSON transport's 500."""
+    fast = await _ended_under_a_call(True)
+    sdk = await _ended_under_a_call(False)
+    assert sdk == fast
+    assert 500 == fast[0]
