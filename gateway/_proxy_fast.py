@@ -1,7 +1,7 @@
 """A proxy session's fast lane: ``tools/call`` answered without the SDK session.
 
 Pattern: a per-session router over decoded JSON-RPC messages (plain dicts,
-         msgspec-decoded by the transport): ``takes`` picks a ``tools/call``
+         msgspec-decoded by the transport): ``admit`` picks a ``tools/call``
          request with no progress token once the client has initialized,
          ``answer`` runs it through ``ProxySession``'s one tool-call route and
          returns the JSON-RPC response as a dict; ``saw`` watches every other
@@ -137,9 +137,17 @@ class FastCalls:
         self.answered = 0  # lane calls answered (a diagnostic; tests read it)
         self.in_flight: dict[Any, anyio.CancelScope] = {}
 
-    def takes(self, message: Any) -> bool:
-        """Whether this decoded message is a call the lane answers."""
-        return self.enabled and self.ready and not self.closed and is_call(message)
+    def admit(self, message: Any) -> bool:
+        """Whether the lane answers this decoded message; if so, it is in flight.
+
+        It is in flight from here, before its task starts, so a cancel read
+        right after it finds it (as the SDK session registers a request
+        before reading the next message).
+        """
+        if not (self.enabled and self.ready and not self.closed and is_call(message)):
+            return False
+        self.in_flight[message["id"]] = anyio.CancelScope()
+        return True
 
     def saw(self, message: Any) -> None:
         """Note a message going to the SDK session: initialized, or a cancel."""
@@ -170,8 +178,9 @@ class FastCalls:
         """
         rid = message["id"]
         self.answered += 1
-        scope = anyio.CancelScope()
-        self.in_flight[rid] = scope
+        scope = self.in_flight.get(rid)
+        if scope is None:  # answered without ``admit``
+            scope = self.in_flight[rid] = anyio.CancelScope()
         try:
             with scope:
                 try:
@@ -236,7 +245,7 @@ async def memory_lane(
                     message = item.message.model_dump(
                         by_alias=True, mode="json", exclude_none=True
                     )
-                    if calls.takes(message):
+                    if calls.admit(message):
                         lane.start_soon(answer, message)
                         continue
                     calls.saw(message)

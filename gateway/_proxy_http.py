@@ -241,7 +241,7 @@ class ProxyHttpApp:
         message = _decoded(body) if method == "POST" else None
         calls = live.proxy_session.calls
         if last is None and lane_headers(head) and not live.transport.is_terminated:
-            if calls.takes(message):  # the fast lane (``_proxy_fast.py``)
+            if calls.admit(message):  # the fast lane (``_proxy_fast.py``)
                 await answer_lane(calls, message, sid, scope, send)
                 return
             calls.saw(message)

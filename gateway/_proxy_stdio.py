@@ -136,7 +136,7 @@ async def loop_stdio(calls: FastCalls | None = None) -> AsyncIterator[tuple[Any,
                         decoded: Any = _decode(line)
                     except msgspec.DecodeError:
                         decoded = None  # the SDK answers it
-                    if calls.takes(decoded):
+                    if calls.admit(decoded):
                         lane.start_soon(answer, decoded)
                         continue
                     calls.saw(decoded)

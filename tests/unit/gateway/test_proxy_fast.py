@@ -144,19 +144,23 @@ async def _http(proxy: McpProxy) -> tuple[Answers, int]:
     return answers, answered
 
 
-async def _stdio(*flags: str, tmp: Path) -> tuple[Answers, int]:
-    """The answers to ``CASES`` from a proxy subprocess on real pipes."""
+async def _stdio(
+    *flags: str, tmp: Path, sent: list[dict[str, Any]] | None = None
+) -> tuple[Answers, int]:
+    """The answers to ``sent`` (``CASES``) from a proxy subprocess on real pipes."""
     count = tmp / f"answered{'-'.join(flags)}"
     command = [sys.executable, "-m", "tests.unit.gateway.proxy_stdio_server"]
     command += [*flags, "--answered", str(count)]
     answers: Answers = {}
     async with await anyio.open_process(command, cwd=ROOT) as process:
         assert process.stdin is not None and process.stdout is not None
-        lines = [{**INITIALIZE, "id": 0}, INITIALIZED, *_requests(CASES)]
+        sent = sent if sent is not None else _requests(CASES)
+        expected = 1 + sum(1 for m in sent if "id" in m)
+        lines = [{**INITIALIZE, "id": 0}, INITIALIZED, *sent]
         pending = b""
         await process.stdin.send(json.dumps(lines[0]).encode() + b"\n")
         with anyio.fail_after(30):
-            while len(answers) < len(CASES) + 1:
+            while len(answers) < expected:
                 pending += await process.stdout.receive()
                 *done, pending = pending.split(b"\n")
                 for line in done:
@@ -218,6 +222,28 @@ async def test_p25_the_fast_lane_answers_as_the_sdk_path_on_stdio_pipes(
     assert (sdk, 0, len(CASES)) == (fast, untouched, answered)
     assert "HI" == fast[1]["result"]["content"][0]["text"]
     assert "X" == renamed[4]["result"]["content"][0]["text"]
+
+
+async def test_p25_a_cancel_right_after_a_lane_call_on_stdio_cancels_it(
+    tmp_path: Path,
+) -> None:
+    """P25: a cancel line right behind its call finds the call and cancels it.
+
+    (The SDK session drops such a cancel: its request is registered before
+    it can be cancelled, so the call runs to its end there.)
+    """
+    call = {"name": "sleepy", "arguments": {"seconds": 30}}
+    cancel = {"requestId": 1, "reason": "enough"}
+    sent = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel},
+    ]
+    fast, answered = await _stdio(tmp=tmp_path, sent=sent)
+    cancelled = {"code": 0, "message": "Request cancelled"}
+    assert ({1: {"jsonrpc": "2.0", "id": 1, "error": cancelled}}, 1) == (
+        fast,
+        answered,
+    )
 
 
 def _erring() -> Server[Any, Any]:
