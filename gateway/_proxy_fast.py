@@ -32,6 +32,7 @@ through the SDK unchanged, so the protocol stays the SDK's.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,8 @@ from pydantic import ValidationError
 
 if TYPE_CHECKING:
     from ._proxy_session import ProxySession
+
+log = logging.getLogger("helmlog.proxy")
 
 CANCELLED: dict[str, Any] = {"code": 0, "message": "Request cancelled"}
 INVALID_PARAMS: dict[str, Any] = {
@@ -189,7 +192,8 @@ class FastCalls:
                     )
                 except McpError as exc:
                     return {"jsonrpc": "2.0", "id": rid, "error": error_of(exc)}
-                except Exception as exc:  # noqa: BLE001 — the SDK session's answer
+                except Exception as exc:  # the SDK session's answer to a failure
+                    log.warning("proxy: a fast-lane call failed", exc_info=True)
                     error = {"code": 0, "message": str(exc)}
                     return {"jsonrpc": "2.0", "id": rid, "error": error}
                 return {"jsonrpc": "2.0", "id": rid, "result": result}
