@@ -171,6 +171,9 @@ class McpProxy:
         self.allowed_origins = allowed_origins
         self.sensitivity = sensitivity
         self.sessions: set[ProxySession] = set()
+        # The fast lane for tools/call (``_proxy_fast.py``); tests turn it
+        # off to compare it with the SDK path.
+        self.fast_calls = True
         self.stdio_session_id = f"stdio-{uuid.uuid4()}"
         from ._proxy_audit import ProxyLedger
         from ._proxy_governance import Governance
@@ -303,17 +306,23 @@ class McpProxy:
 
     async def run(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one stdio-style session over a pair of SDK streams (P21)."""
+        from ._proxy_fast import memory_lane
+
+        session = await self._stdio_session()
+        try:
+            async with memory_lane(session.calls, read_stream, write_stream) as read:
+                await session.run(read, write_stream)
+        finally:
+            await self.close_session(session)
+
+    async def _stdio_session(self) -> ProxySession:
         identity, delegated = await self.identify({})
-        session = self.open_session(
+        return self.open_session(
             transport="stdio",
             session_id=None,
             identity=identity,
             delegated_from=delegated,
         )
-        try:
-            await session.run(read_stream, write_stream)
-        finally:
-            await self.close_session(session)
 
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout."""
@@ -321,9 +330,16 @@ class McpProxy:
 
         from ._proxy_stdio import loop_pipes_usable, loop_stdio
 
-        transport = loop_stdio() if loop_pipes_usable() else stdio_server()
-        async with transport as (read_stream, write_stream):
-            await self.run(read_stream, write_stream)
+        if not loop_pipes_usable():
+            async with stdio_server() as (read_stream, write_stream):
+                await self.run(read_stream, write_stream)
+            return
+        session = await self._stdio_session()
+        try:
+            async with loop_stdio(session.calls) as (read_stream, write_stream):
+                await session.run(read_stream, write_stream)
+        finally:
+            await self.close_session(session)
 
     def http_app(self, **kw: Any) -> Any:
         """The Streamable HTTP proxy as an ASGI app (``_proxy_http.py``)."""

@@ -333,7 +333,7 @@ class ProxyLedger:
         tool: str,
         state: CallState,
         outcome: str,
-        result: types.CallToolResult | None,
+        result: types.CallToolResult | dict[str, Any] | None,
         error: McpError | None,
         duration_ms: float,
     ) -> None:
@@ -344,6 +344,8 @@ class ProxyLedger:
             output: Any = {
                 "error": error.error.model_dump(mode="json", exclude_none=True)
             }
+        elif isinstance(result, dict):  # the fast lane's result, already JSON
+            output = result
         else:
             assert result is not None
             output = result.model_dump(mode="json", by_alias=True, exclude_none=True)

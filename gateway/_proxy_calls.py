@@ -1,26 +1,39 @@
 """What one proxied tool call comes to: its telemetry, its state, its refusals.
 
 Pattern: plain values and constructors shared by the session's routes, the
-         governance link and the ledger (no behaviour of their own).
-Role:    gateway layer; ``ProxySession`` fills a ``CallState`` per tool call
-         and emits one ``ToolCallTelemetry``; the rejection constructors
-         build the MCP errors every route answers with.
-Emits:   nothing.
+         governance link and the ledger, and ``accounted``: the one wrapper
+         every route of a tool call runs inside (audit, telemetry, errors).
+Role:    gateway layer; ``ProxySession`` (its SDK path and its fast lane)
+         runs each tool call through ``accounted``, which fills a
+         ``CallState`` and emits one ``ToolCallTelemetry``; the rejection
+         constructors build the MCP errors every route answers with.
+Emits:   one ``ToolCallTelemetry`` per call; the ledger's audit events.
 
 Laws: P9 (a hidden tool or resource is not found, with a reason), P11
 (every refusal carries a ``RejectionReason`` in ``data``), P15 (one
-telemetry event per tool call, on every route: its fields).
+telemetry event per tool call, on every route: its fields), P20 (the ledger
+records every route, around everything: ``call_started`` before the route,
+``call_finished`` before the response leaves; a cancelled call records
+neither a finish nor telemetry, on either path).
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 from mcp.shared.exceptions import McpError
 
-from ._proxy_layers import RejectionReason
+from ._proxy_layers import ProxyContext, RejectionReason
+
+if TYPE_CHECKING:
+    from ._proxy_session import ProxySession
+
+log = logging.getLogger("helmlog.proxy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +103,69 @@ def reason_of(exc: McpError) -> str | None:
         reason = data.get("rejection_reason")
         return reason if isinstance(reason, str) else None
     return None
+
+
+async def accounted(
+    session: ProxySession,
+    ctx: ProxyContext,
+    requested: str,
+    args: Any,
+    meta: Any,
+    route: Callable[[CallState], Awaitable[Any]],
+) -> Any:
+    """P15, P20: one tool call's audit and telemetry around its ``route``.
+
+    ``meta`` is the caller's ``_meta`` (the SDK model or its JSON dict);
+    a layer's failure becomes an ``INTERNAL_ERROR``; the route's result
+    (a ``CallToolResult`` or its JSON dict) is returned as it came.
+    """
+    proxy = session.proxy
+    started = time.perf_counter()
+    state = CallState(requested, args)
+    ledger = proxy.ledger
+    entry = None
+    if ledger is not None:
+        if meta is not None and not isinstance(meta, dict):
+            meta = meta.model_dump(mode="json", exclude_none=True)
+        entry = await ledger.started(session, ctx, requested, args, meta)
+    result: Any = None
+    error: McpError | None = None
+    try:
+        result = await route(state)
+    except McpError as exc:
+        error = exc
+        state.reason = state.reason or reason_of(exc)
+    except Exception as exc:  # a layer failed: an MCP error
+        log.warning("proxy: tool call %s failed", requested, exc_info=True)
+        error = McpError(
+            types.ErrorData(
+                code=types.INTERNAL_ERROR, message=str(exc) or type(exc).__name__
+            )
+        )
+    duration_ms = (time.perf_counter() - started) * 1000.0
+    if state.reason is not None:
+        outcome = "rejected"
+    else:
+        outcome = "error" if error is not None else "success"
+    if ledger is not None and entry is not None:
+        await ledger.finished(
+            session, ctx, entry, requested, state, outcome, result, error, duration_ms
+        )
+    proxy.telemetry(
+        ToolCallTelemetry(
+            request_id=ctx.request_id,
+            session_id=ctx.session_id,
+            tool=requested,
+            forwarded_tool=state.forwarded,
+            duration_ms=duration_ms,
+            outcome=outcome,
+            rejection_reason=state.reason,
+            identity=ctx.identity,
+            route=state.route,
+            server_name=proxy.name,
+            server_version=proxy.version,
+        )
+    )
+    if error is not None:
+        raise error
+    return result

@@ -7,6 +7,10 @@ Pattern: a router between one ``ServerSession`` and two
          as a single ``application/json`` body). Requests of both are merged
          into the session's read stream; each response goes back to the
          transport its request came in on, everything else to the SSE one.
+         Beside both, the session's fast lane: ``lane_headers`` says
+         whether a POST's headers are ones the JSON transport accepts
+         silently, and ``answer_lane`` writes a lane call's answer as that
+         transport would.
 Role:    gateway layer; ``ProxyHttpApp`` makes one ``DualRoute`` per session
          and asks ``wants_sse`` which transport a POST goes to.
 Emits:   nothing.
@@ -15,7 +19,9 @@ Laws: P25 (progress is relayed: a request carrying a ``progressToken`` gets
 an SSE stream, the only way progress can precede its reply; list_changed and
 every other unrelated message go on the SSE transport's GET stream), P19
 (resumable streams stay on the SSE transport with its per-session store),
-issue 10 item 8 (latency).
+P25 again (a lane answer carries the JSON transport's status, headers and
+body; a session ended under it gets the transport's 500), issue 10 item 8
+(latency).
 
 Why two transports: the SDK's transport answers either every request over
 SSE or every request as JSON. SSE costs each request a task group, a ping
@@ -30,34 +36,75 @@ answers are valid to it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import mcp.types as types
+import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.streamable_http import (
+    MCP_PROTOCOL_VERSION_HEADER,
+    MCP_SESSION_ID_HEADER,
+)
 from mcp.shared.message import SessionMessage
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+from ._proxy_fast import FastCalls
 
 log = logging.getLogger("helmlog.proxy")
+_encode = msgspec.json.Encoder().encode
 
 
-def wants_sse(method: str, body: bytes, accept: str) -> bool:
-    """Whether this POST needs the SSE transport (see the module docstring)."""
+def wants_sse(method: str, message: Any, accept: str) -> bool:
+    """Whether this POST (its body decoded, ``None`` if it is not JSON) needs SSE."""
     if method != "POST" or "application/json" not in accept:
         return True
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return True  # the SSE transport answers the parse error
     if not isinstance(message, dict) or "id" not in message or "method" not in message:
-        return True  # notifications, responses, batches: as before
+        return True  # unparsable, notifications, responses, batches: as before
     if message["method"] == "initialize":
         return True
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+def lane_headers(head: dict[str, str]) -> bool:
+    """Headers the SDK's JSON transport accepts without a word (else it answers)."""
+    if head.get("content-type", "").split(";")[0].strip() != "application/json":
+        return False
+    accept = head.get("accept", "")
+    if not any(a.strip().startswith("application/json") for a in accept.split(",")):
+        return False
+    version = head.get(MCP_PROTOCOL_VERSION_HEADER)
+    return version is None or version in SUPPORTED_PROTOCOL_VERSIONS
+
+
+async def answer_lane(
+    calls: FastCalls, message: Any, sid: str, scope: Any, send: Any
+) -> None:
+    """A lane call's JSON answer, as the SDK's JSON transport writes it (P25)."""
+    response = await calls.answer(message, scope["headers"])
+    status = 200
+    if response is None:  # the session ended under it: the SDK transport's 500
+        status = 500
+        response = {
+            "jsonrpc": "2.0",
+            "id": "server-error",
+            "error": {
+                "code": types.INTERNAL_ERROR,
+                "message": "Error processing request",
+            },
+        }
+    data = _encode(response)
+    headers = [
+        (b"content-length", str(len(data)).encode()),
+        (b"content-type", b"application/json"),
+        (MCP_SESSION_ID_HEADER.encode(), sid.encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
 class DualRoute:

@@ -6,7 +6,11 @@ Pattern: an ASGI app (Starlette-compatible, served by uvicorn) that admits,
          (server and pipelines) and one event store per session.
 Role:    gateway layer; ``McpProxy.http_app()``; served by uvicorn in
          ``_proxy_uvicorn.py``; the per-session event store is
-         ``_proxy_resume.py``.
+         ``_proxy_resume.py``. A POST of a live session that is one
+         ``tools/call`` without a progress token, with headers the SDK's
+         JSON transport would accept silently, is answered here by the
+         session's fast lane (``_proxy_fast.py``) as one ``application/json``
+         body, without Starlette or the SDK transport.
 Emits:   through the sessions; ``on_session_closed`` and the manifest at
          every session end.
 
@@ -22,7 +26,9 @@ event store with 128-bit random event ids; an unknown or foreign
 default, a warning when bound elsewhere without a resolver, ``Host`` and
 ``Origin`` checked against an allow-list with 403 otherwise; a request that
 is not an initialize and names no session answers 400; malformed JSON
-answers 400 with a parse error).
+answers 400 with a parse error), P25 (a lane answer is what the JSON
+transport would send: status, ``Content-Type``, ``mcp-session-id`` and body;
+a session ending under a lane call answers the transport's 500).
 
 Why not the SDK's ``StreamableHTTPSessionManager``: it runs one server and
 one event store for every session, counts only established sessions, and
@@ -40,12 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp.types as types
+import msgspec
 from mcp.server.streamable_http import (
     MCP_SESSION_ID_HEADER,
     StreamableHTTPServerTransport,
 )
 
-from ._proxy_dual import DualRoute, wants_sse
+from ._proxy_dual import DualRoute, answer_lane, lane_headers, wants_sse
 from ._proxy_layers import RejectionReason
 from ._proxy_resume import SessionEventStore
 
@@ -56,6 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("helmlog.proxy")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_decode = msgspec.json.Decoder().decode
 
 
 def _error_body(status: int, code: int, message: str, reason: str | None) -> Any:
@@ -153,15 +161,14 @@ class ProxyHttpApp:
             return
         if scope["type"] != "http":
             return
-        from starlette.requests import Request
-        from starlette.responses import Response
-
-        request = Request(scope, receive)
-        refusal = self._check_origin(request)
+        head = _headers(scope["headers"])
+        refusal = self._check_origin(head)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
         if scope["path"].rstrip("/") != self.path.rstrip("/"):
+            from starlette.responses import Response
+
             await Response("Not Found", status_code=404)(scope, receive, send)
             return
         body, too_big = await self._body(receive)
@@ -173,15 +180,17 @@ class ProxyHttpApp:
             await response(scope, receive, send)
             return
         replay = _replayer(body)
-        sid = request.headers.get(MCP_SESSION_ID_HEADER)
+        sid = head.get(MCP_SESSION_ID_HEADER)
         if sid is not None:
-            await self._existing(sid, request, body, scope, replay, send)
+            await self._existing(sid, head, body, scope, replay, send)
         else:
-            await self._initialize(request, body, scope, replay, send)
+            from starlette.requests import Request
 
-    def _check_origin(self, request: Any) -> Any:
-        host = request.headers.get("host", "")
-        origin = request.headers.get("origin")
+            await self._initialize(Request(scope, replay), body, scope, replay, send)
+
+    def _check_origin(self, head: dict[str, str]) -> Any:
+        host = head.get("host", "")
+        origin = head.get("origin")
         if not _allowed(host, self.allowed_hosts):
             return _error_body(403, types.INVALID_REQUEST, "Invalid Host header", None)
         if origin is not None and not _allowed(origin, self.allowed_origins):
@@ -205,7 +214,13 @@ class ProxyHttpApp:
         return bytes(chunks), False
 
     async def _existing(
-        self, sid: str, request: Any, body: bytes, scope: Any, receive: Any, send: Any
+        self,
+        sid: str,
+        head: dict[str, str],
+        body: bytes,
+        scope: Any,
+        receive: Any,
+        send: Any,
     ) -> None:
         live = self.live.get(sid)
         if live is None:
@@ -214,7 +229,7 @@ class ProxyHttpApp:
             )
             await response(scope, receive, send)
             return
-        last = request.headers.get("last-event-id")
+        last = head.get("last-event-id")
         if last is not None and not live.events.knows(last):
             # P19: unknown, or another session's: nothing is replayed.
             response = _error_body(
@@ -222,9 +237,16 @@ class ProxyHttpApp:
             )
             await response(scope, receive, send)
             return
-        accept = request.headers.get("accept", "")
-        if not wants_sse(request.method, body, accept):  # the JSON transport
-            await live.fast.handle_request(scope, receive, send)
+        method = scope["method"]
+        message = _decoded(body) if method == "POST" else None
+        calls = live.proxy_session.calls
+        if last is None and lane_headers(head) and not live.transport.is_terminated:
+            if calls.admit(message):  # the fast lane (``_proxy_fast.py``)
+                await answer_lane(calls, message, sid, scope, send)
+                return
+            calls.saw(message)
+        if not wants_sse(method, message, head.get("accept", "")):
+            await live.fast.handle_request(scope, receive, send)  # JSON transport
             return
         await live.transport.handle_request(scope, receive, send)
         if live.transport.is_terminated:
@@ -327,11 +349,29 @@ class ProxyHttpApp:
         if live is None or live.ended:
             return
         live.ended = True
+        live.proxy_session.calls.close()
         with anyio.CancelScope(shield=True):
             for transport in (live.transport, live.fast):
                 if not transport.is_terminated:
                     await transport.terminate()
             await self.proxy.close_session(live.proxy_session)
+
+
+def _headers(raw: Any) -> dict[str, str]:
+    """A request's headers by (lowercased) name, the first of repeats (Starlette's)."""
+    out: dict[str, str] = {}
+    for key, value in raw:
+        name = key.decode("latin-1")
+        if name not in out:
+            out[name] = value.decode("latin-1")
+    return out
+
+
+def _decoded(body: bytes) -> Any:
+    try:
+        return _decode(body)
+    except msgspec.DecodeError:
+        return None
 
 
 def _replayer(body: bytes) -> Callable[[], Any]:

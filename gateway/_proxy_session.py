@@ -4,7 +4,10 @@ Pattern: a per-session adapter over the SDK's low-level ``Server`` whose raw
          request handlers route each request (hidden, pass-through, or the
          onion of middleware) and forward everything else unchanged.
 Role:    gateway layer; ``McpProxy`` makes one per stdio run and one per HTTP
-         session (P17: each has its own server and pipelines).
+         session (P17: each has its own server and pipelines). Its fast lane
+         (``calls``, ``_proxy_fast.py``) answers plain ``tools/call``s
+         through ``call_tool_fast``: the same route on raw dicts, SDK models
+         built only when a layer or governance needs them.
 Emits:   telemetry per tool call (``on_telemetry``; the event and the
          call's state are ``_proxy_calls.py``); audit events and governance
          rows through the proxy's ``ProxyLedger``.
@@ -26,7 +29,6 @@ mirrored, progress relayed, ``_meta`` forwarded, list_changed fanned out).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -37,13 +39,8 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 
-from ._proxy_calls import (
-    CallState,
-    ToolCallTelemetry,
-    reason_of,
-    resource_hidden,
-    tool_hidden,
-)
+from ._proxy_calls import CallState, accounted, resource_hidden, tool_hidden
+from ._proxy_fast import FastCalls, checked_result, simple_params, validated
 from ._proxy_layers import (
     Composed,
     ProxyContext,
@@ -98,6 +95,7 @@ class ProxySession:
         for request_type in _FORWARDED:
             handlers[request_type] = self._forward
         self.server = server
+        self.calls = FastCalls(self, enabled=proxy.fast_calls)
 
     def initialization_options(self) -> InitializationOptions:
         """P25: the upstream's capabilities and instructions, the proxy's name."""
@@ -122,18 +120,20 @@ class ProxySession:
         """P5, P7: the one context of the request being handled."""
         rc = self.server.request_context
         self.client = rc.session
-        headers = None
-        request = rc.request
-        raw = getattr(request, "headers", None)
-        if raw is not None:
-            headers = clean_headers(
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in raw.raw
-            )
+        raw = getattr(rc.request, "headers", None)
+        return self.fresh_context(raw.raw if raw is not None else None)
+
+    def fresh_context(self, headers: Any = None) -> ProxyContext:
+        """P5, P7: a request's context; ``headers`` are raw HTTP byte pairs."""
         return ProxyContext(
             request_id=str(uuid.uuid4()),
             transport=self.transport,
             session_id=self.session_id,
-            headers=headers,
+            headers=None
+            if headers is None
+            else clean_headers(
+                (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers
+            ),
             identity=self.identity,
             delegated_from=self.delegated_from,
             server_name=self.proxy.name,
@@ -160,64 +160,77 @@ class ProxySession:
     # -- tools/call -------------------------------------------------------
 
     async def _call_tool(self, req: types.CallToolRequest) -> types.ServerResult:
-        proxy = self.proxy
         ctx = self.context()
-        started = time.perf_counter()
-        requested = req.params.name
-        state = CallState(requested, req.params.arguments)
-        ledger = proxy.ledger
-        entry = None
-        if ledger is not None:
-            meta = req.params.meta
-            entry = await ledger.started(
+        p = req.params
+        out = await accounted(
+            self,
+            ctx,
+            p.name,
+            p.arguments,
+            p.meta,
+            lambda s: self._route_tool(req, ctx, s),
+        )
+        assert isinstance(out, types.CallToolResult)
+        return types.ServerResult(out)
+
+    async def call_tool_fast(
+        self, request_id: types.RequestId, params: Any, headers: Any = None
+    ) -> dict[str, Any]:
+        """One ``tools/call`` of the fast lane: its JSON-RPC ``result`` (P25).
+
+        The same route as the SDK path's; SDK models are built only when a
+        layer or governance needs them (or the params need validating).
+
+        Raises:
+            McpError: what the SDK path answers (malformed params included).
+        """
+        proxy = self.proxy
+        ctx = self.fresh_context(headers)
+        simple = simple_params(params)
+        out: types.CallToolResult | dict[str, Any]
+        if simple is None or proxy.tool_pipeline.layers or proxy.governance is not None:
+            req = validated(request_id, params)
+            p = req.params
+            out = await accounted(
                 self,
                 ctx,
-                requested,
-                req.params.arguments,
-                meta.model_dump(mode="json", exclude_none=True) if meta else None,
+                p.name,
+                p.arguments,
+                p.meta,
+                lambda s: self._route_tool(req, ctx, s),
             )
-        result: types.CallToolResult | None = None
-        error: McpError | None = None
-        try:
-            result = await self._route_tool(req, ctx, state)
-        except McpError as exc:
-            error = exc
-            state.reason = state.reason or reason_of(exc)
-        except Exception as exc:  # a layer failed: an MCP error
-            log.warning("proxy: tool call %s failed", requested, exc_info=True)
-            error = McpError(
-                types.ErrorData(
-                    code=types.INTERNAL_ERROR, message=str(exc) or type(exc).__name__
-                )
-            )
-        duration_ms = (time.perf_counter() - started) * 1000.0
-        if state.reason is not None:
-            outcome = "rejected"
         else:
-            outcome = "error" if error is not None else "success"
-        if ledger is not None and entry is not None:
-            await ledger.finished(
-                self, ctx, entry, requested, state, outcome, result, error, duration_ms
+            name, args = simple["name"], simple.get("arguments")
+            out = await accounted(
+                self,
+                ctx,
+                name,
+                args,
+                simple.get("_meta"),
+                lambda s: self._raw(simple, ctx, s),
             )
-        proxy.telemetry(
-            ToolCallTelemetry(
-                request_id=ctx.request_id,
-                session_id=ctx.session_id,
-                tool=requested,
-                forwarded_tool=state.forwarded,
-                duration_ms=duration_ms,
-                outcome=outcome,
-                rejection_reason=state.reason,
-                identity=ctx.identity,
-                route=state.route,
-                server_name=proxy.name,
-                server_version=proxy.version,
-            )
-        )
-        if error is not None:
-            raise error
-        assert result is not None
-        return types.ServerResult(result)
+        if isinstance(out, dict):
+            return out
+        return out.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _raw(
+        self, params: dict[str, Any], ctx: ProxyContext, state: CallState
+    ) -> dict[str, Any]:
+        """``_route_tool`` with no layer and no governance, on raw dicts."""
+        proxy = self.proxy
+        requested = params["name"]
+        if proxy.is_hidden_tool(requested, ctx):
+            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
+            raise tool_hidden(requested)
+        if requested in proxy.pass_through_tools:
+            state.route, state.forwarded = "pass-through", requested
+        else:
+            state.forwarded = requested
+            state.forwarded_args = params.get("arguments")
+            if proxy.is_hidden_tool(requested, ctx):  # P10, as the terminal does
+                state.reason = RejectionReason.TOOL_HIDDEN
+                raise tool_hidden(requested)
+        return checked_result(await proxy.upstream.call_raw("tools/call", params))
 
     async def _route_tool(
         self, req: types.CallToolRequest, ctx: ProxyContext, state: CallState

@@ -14,7 +14,9 @@ Emits:   nothing of its own; malformed lines go to the session as the
 
 Laws: P25 (transparent: each line is one JSON-RPC message, parsed and
 written exactly as the SDK's transport does, ``by_alias`` and without
-``None`` fields), issue 10 item 8 (latency).
+``None`` fields; a line the session's fast lane takes, ``_proxy_fast.py``,
+is decoded with msgspec and answered with one line, never reaching the SDK),
+issue 10 item 8 (latency).
 
 Why not the SDK's ``stdio_server``: it reads stdin through
 ``anyio.wrap_file``, one worker-thread round trip per line read and two per
@@ -36,10 +38,15 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+import msgspec
 import sniffio
 from mcp.shared.message import SessionMessage
 
+from ._proxy_fast import FastCalls
+
 CHUNK = 1 << 16
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
 
 
 def loop_pipes_usable() -> bool:
@@ -94,8 +101,12 @@ async def _lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
 
 
 @contextlib.asynccontextmanager
-async def loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
-    """This process's stdin/stdout as the SDK's (read, write) stream pair."""
+async def loop_stdio(calls: FastCalls | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """This process's stdin/stdout as the SDK's (read, write) stream pair.
+
+    With ``calls``, a line the session's fast lane takes is answered by it
+    and its response line written here; every other line goes to the SDK.
+    """
     loop = asyncio.get_running_loop()
     stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
     reader = asyncio.StreamReader(limit=CHUNK)
@@ -110,15 +121,32 @@ async def loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
     ](0)
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
 
+    async def answer(message: dict[str, Any]) -> None:
+        assert calls is not None
+        response = await calls.answer(message)
+        if response is not None and not writer.lost.is_set():
+            write_transport.write(_encode(response) + b"\n")
+            await writer.resumed.wait()
+
     async def read_lines() -> None:
-        async with read_send:
+        async with read_send, anyio.create_task_group() as lane:
             async for line in _lines(reader):
+                if calls is not None:
+                    try:
+                        decoded: Any = _decode(line)
+                    except msgspec.DecodeError:
+                        decoded = None  # the SDK answers it
+                    if calls.admit(decoded):
+                        lane.start_soon(answer, decoded)
+                        continue
+                    calls.saw(decoded)
                 try:
                     message = types.JSONRPCMessage.model_validate_json(line)
                 except ValueError as exc:  # the SDK's contract: the session answers
                     await read_send.send(exc)
                     continue
                 await read_send.send(SessionMessage(message))
+            # EOF: the lane's calls are answered before the session's stream ends
 
     async def write_lines(done: anyio.Event) -> None:
         try:

@@ -284,6 +284,33 @@ class Upstream:
         finally:
             _SENDING.reset(token)
 
+    async def call_raw(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one JSON-RPC request upstream; return its raw ``result`` object.
+
+        The simple version, over ``request``: the params are validated into
+        the SDK's request and the result dumped back to JSON. Cancelling the
+        caller relays ``notifications/cancelled`` upstream.
+
+        Raises:
+            McpError: the upstream's own error, unchanged, or a transport
+                failure (or a dead upstream) as ``INTERNAL_ERROR``.
+        """
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = params
+        request = types.ClientRequest.model_validate(message).root
+        result = await self.request(request, types.Result, timeout_s=timeout_s)
+        out: dict[str, Any] = result.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        return out
+
     async def notify(self, notification: Any) -> None:
         """Forward a client notification upstream (best effort)."""
         await self._live().send_notification(types.ClientNotification(notification))

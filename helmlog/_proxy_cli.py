@@ -13,6 +13,11 @@ error naming it), issue 10 item 6 (``module:attr`` is importable from the
 current directory; an unknown option, a policy that does not import and an
 upstream that does not start are one-line errors).
 
+Why uvloop where it is installed (``run``): the proxy is a hop on every
+call, and most of its remaining time per call is the event loop's own
+(callbacks, selector, transports); uvloop's are in C. anyio and the SDK run
+on it unchanged (it is an asyncio loop).
+
 Why the current directory goes on the import path here: a policy file sits
 beside the operator, not in an installed package; the ``helmlog`` script's
 own directory is what Python puts first, which is never where the policy is.
@@ -20,12 +25,13 @@ own directory is what Python puts first, which is never where the policy is.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from helmlog.events import open_event_store
@@ -146,3 +152,14 @@ async def run_proxy(
         await proxy.serve_http(
             bind[0], bind[1], ready=lambda url: announce(f"helmlog mcp-proxy on {url}")
         )
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop's event loop where installed, else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)

@@ -25,7 +25,6 @@ never pays for them.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -183,11 +182,11 @@ def mcp_proxy(
     ] = None,
 ) -> None:
     """Run the MCP governance proxy in front of an MCP server (section P)."""
-    from helmlog._proxy_cli import ProxyCliError, build_proxy, run_proxy
+    from helmlog._proxy_cli import ProxyCliError, build_proxy, run, run_proxy
 
     try:
         proxy = build_proxy(upstream, upstream_url, policy, store)
-        asyncio.run(run_proxy(proxy, http, lambda line: typer.echo(line, err=True)))
+        run(run_proxy(proxy, http, lambda line: typer.echo(line, err=True)))
     except KeyboardInterrupt:
         return
     except (ProxyCliError, HelmlogError, OSError) as exc:

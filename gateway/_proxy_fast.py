@@ -1,0 +1,264 @@
+"""A proxy session's fast lane: ``tools/call`` answered without the SDK session.
+
+Pattern: a per-session router over decoded JSON-RPC messages (plain dicts,
+         msgspec-decoded by the transport): ``admit`` picks a ``tools/call``
+         request with no progress token once the client has initialized,
+         ``answer`` runs it through ``ProxySession``'s one tool-call route and
+         returns the JSON-RPC response as a dict; ``saw`` watches every other
+         message on its way to the SDK's ``ServerSession`` (``initialized``
+         opens the lane, ``notifications/cancelled`` cancels a lane call).
+Role:    gateway layer; each ``ProxySession`` has one (``session.calls``); the
+         stdio transport (``_proxy_stdio.py``), the in-memory ``McpProxy.run``
+         and the HTTP app (``_proxy_http.py``) hand it their messages.
+Emits:   nothing of its own; the route emits telemetry, audit and rows.
+
+Laws: P25 (transparent: the response is what the SDK session would send —
+a result as ``CallToolResult`` dumps it, an ``McpError`` as its ``ErrorData``,
+any other failure as code 0 with its text, malformed params as
+``INVALID_PARAMS``/"Invalid request parameters"; a client's cancel answers
+code 0 "Request cancelled" and cancels the upstream call, which relays the
+cancel upstream; a call carrying a ``progressToken`` stays on the SDK path,
+the only one that can send progress before the reply), P5, P8–P16, P20
+(the same route as the SDK path: ``ProxySession.tool_call``).
+
+Why a lane beside the SDK session rather than a faster session: per call the
+SDK spends its time in memory streams, a task per request and pydantic
+validation and serialization of every envelope; a proxied ``tools/call``
+needs none of it when nothing asks for progress. Everything else (initialize,
+lists, resources, notifications, progress, malformed input) still goes
+through the SDK unchanged, so the protocol stays the SDK's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp.types as types
+from mcp.shared.exceptions import McpError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from ._proxy_session import ProxySession
+
+log = logging.getLogger("helmlog.proxy")
+
+CANCELLED: dict[str, Any] = {"code": 0, "message": "Request cancelled"}
+INVALID_PARAMS: dict[str, Any] = {
+    "code": types.INVALID_PARAMS,
+    "message": "Invalid request parameters",
+    "data": "",
+}
+_CONTENT_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
+
+
+def is_call(message: Any) -> bool:
+    """A JSON-RPC ``tools/call`` request with no progress token (lane-shaped)."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return False
+    rid = message.get("id")
+    if message.get("jsonrpc") != "2.0" or isinstance(rid, bool):
+        return False
+    if not isinstance(rid, (int, str)) or "result" in message or "error" in message:
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return not (isinstance(meta, dict) and meta.get("progressToken") is not None)
+
+
+def simple_params(params: Any) -> dict[str, Any] | None:
+    """``params`` without ``None`` fields when it needs no validation, else ``None``.
+
+    Simple: a name that is a string, arguments an object (or absent), a
+    ``_meta`` an object (or absent), no ``task``. Anything else is validated
+    by the SDK's model, which answers exactly as the SDK session does.
+    """
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        return None
+    args, meta = params.get("arguments"), params.get("_meta")
+    if not (args is None or isinstance(args, dict)) or "task" in params:
+        return None
+    if meta is not None:
+        if not isinstance(meta, dict):
+            return None
+        if None in meta.values():
+            params = {
+                **params,
+                "_meta": {k: v for k, v in meta.items() if v is not None},
+            }
+    out: dict[str, Any] = params
+    if None in out.values():
+        out = {k: v for k, v in out.items() if v is not None}
+    return out
+
+
+def checked_result(raw: Any) -> dict[str, Any]:
+    """An upstream ``tools/call`` result as ``CallToolResult`` would dump it.
+
+    A result of the usual shape is normalized in place of a round trip
+    through the model (``None`` fields dropped, ``isError`` defaulted);
+    anything else goes through the model, so an invalid one raises the
+    ``ValidationError`` the SDK path raises.
+    """
+    content = raw.get("content") if isinstance(raw, dict) else None
+    if not isinstance(content, list) or not all(
+        isinstance(b, dict) and b.get("type") in _CONTENT_TYPES for b in content
+    ):
+        model = types.CallToolResult.model_validate(raw)
+        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert isinstance(raw, dict)
+    out: dict[str, Any] = raw
+    if any(None in b.values() for b in content):
+        content = [{k: v for k, v in b.items() if v is not None} for b in content]
+        out = {**out, "content": content}
+    if None in out.values():
+        out = {k: v for k, v in out.items() if v is not None}
+    if "isError" not in out:
+        out = {**out, "isError": False}
+    return out
+
+
+def error_of(exc: McpError) -> dict[str, Any]:
+    """An ``McpError`` as the SDK session writes it in a JSON-RPC error."""
+    return exc.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class FastCalls:
+    """The fast lane of one session (see the module docstring)."""
+
+    __slots__ = ("answered", "closed", "enabled", "in_flight", "ready", "session")
+
+    def __init__(self, session: ProxySession, *, enabled: bool = True) -> None:
+        self.session = session
+        self.enabled = enabled
+        self.ready = False  # the client has sent notifications/initialized
+        self.closed = False
+        self.answered = 0  # lane calls answered (a diagnostic; tests read it)
+        self.in_flight: dict[Any, anyio.CancelScope] = {}
+
+    def admit(self, message: Any) -> bool:
+        """Whether the lane answers this decoded message; if so, it is in flight.
+
+        It is in flight from here, before its task starts, so a cancel read
+        right after it finds it (as the SDK session registers a request
+        before reading the next message).
+        """
+        if not (self.enabled and self.ready and not self.closed and is_call(message)):
+            return False
+        self.in_flight[message["id"]] = anyio.CancelScope()
+        return True
+
+    def saw(self, message: Any) -> None:
+        """Note a message going to the SDK session: initialized, or a cancel."""
+        if not isinstance(message, dict):
+            return
+        method = message.get("method")
+        if method == "notifications/initialized":
+            self.ready = True
+        elif method == "notifications/cancelled" and "id" not in message:
+            params = message.get("params")
+            rid = params.get("requestId") if isinstance(params, dict) else None
+            scope = self.in_flight.get(rid) if isinstance(rid, (int, str)) else None
+            if scope is not None:
+                scope.cancel()
+
+    def close(self) -> None:
+        """The session ended: cancel every lane call; none is answered."""
+        self.closed = True
+        for scope in list(self.in_flight.values()):
+            scope.cancel()
+
+    async def answer(
+        self, message: dict[str, Any], headers: Any = None
+    ) -> dict[str, Any] | None:
+        """The JSON-RPC response to one lane call, or ``None`` if the session ended.
+
+        ``headers`` are the HTTP request's raw ``(name, value)`` byte pairs.
+        """
+        rid = message["id"]
+        self.answered += 1
+        scope = self.in_flight.get(rid)
+        if scope is None:  # answered without ``admit``
+            scope = self.in_flight[rid] = anyio.CancelScope()
+        try:
+            with scope:
+                try:
+                    result = await self.session.call_tool_fast(
+                        rid, message.get("params"), headers
+                    )
+                except McpError as exc:
+                    return {"jsonrpc": "2.0", "id": rid, "error": error_of(exc)}
+                except Exception as exc:  # the SDK session's answer to a failure
+                    log.warning("proxy: a fast-lane call failed", exc_info=True)
+                    error = {"code": 0, "message": str(exc)}
+                    return {"jsonrpc": "2.0", "id": rid, "error": error}
+                return {"jsonrpc": "2.0", "id": rid, "result": result}
+        finally:
+            self.in_flight.pop(rid, None)
+        if self.closed:
+            return None
+        return {"jsonrpc": "2.0", "id": rid, "error": CANCELLED}
+
+
+def invalid_params() -> McpError:
+    """The SDK session's answer to params its request model rejects."""
+    return McpError(types.ErrorData(**INVALID_PARAMS))
+
+
+def validated(request_id: Any, params: Any) -> types.CallToolRequest:
+    """The call as the SDK session parses it (envelope kept), or invalid params."""
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+    if params is not None:
+        message["params"] = params
+    try:
+        return types.CallToolRequest.model_validate(message)
+    except ValidationError as exc:
+        raise invalid_params() from exc
+
+
+@contextlib.asynccontextmanager
+async def memory_lane(
+    calls: FastCalls, read_stream: Any, write_stream: Any
+) -> AsyncIterator[Any]:
+    """``read_stream`` with the lane's calls taken out (``McpProxy.run``).
+
+    For SDK stream pairs (in memory, or a transport of the SDK's): lane
+    calls are answered onto ``write_stream``; every other message goes on to
+    the returned read stream. At its end the lane's calls finish before the
+    session's read stream ends, as the SDK session's own requests do.
+    """
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+    async def answer(message: dict[str, Any]) -> None:
+        response = await calls.answer(message)
+        if response is not None:
+            out = SessionMessage(types.JSONRPCMessage.model_validate(response))
+            with contextlib.suppress(
+                anyio.ClosedResourceError, anyio.BrokenResourceError
+            ):
+                await write_stream.send(out)
+
+    async def pump() -> None:
+        async with send, anyio.create_task_group() as lane:
+            async for item in read_stream:
+                if isinstance(item, SessionMessage):
+                    message = item.message.model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    )
+                    if calls.admit(message):
+                        lane.start_soon(answer, message)
+                        continue
+                    calls.saw(message)
+                await send.send(item)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump)
+        try:
+            yield receive
+        finally:
+            calls.close()
+            tg.cancel_scope.cancel()

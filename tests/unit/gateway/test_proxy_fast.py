@@ -1,0 +1,389 @@
+"""The proxy's fast lane for ``tools/call`` answers exactly as the SDK path does.
+
+Pattern: the same raw JSON-RPC exchange run twice against one proxy
+         configuration, lane on and lane off (``proxy.fast_calls``), on each
+         client transport (in memory, Streamable HTTP, stdio pipes of a real
+         subprocess); the answers are compared whole.
+Role:    unit tests for ``gateway/_proxy_fast.py`` and the lane's hooks in
+         ``_proxy_stdio.py``, ``_proxy_http.py`` and ``McpProxy.run``.
+Emits:   nothing.
+
+Laws: P25 (transparency: results, tool errors, hidden tools, a rename by
+middleware, ``_meta`` forwarding, an upstream's own error and malformed
+params all answer the same on both paths; a client's cancel of a lane call
+reaches the upstream; a call with a progress token takes the SDK path and
+gets its progress), P20 (the audit rows are the same on both paths).
+
+Why raw messages rather than the SDK client's results: the client would
+parse both answers into the same model and hide a difference; the raw
+response objects show it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
+from mcp.shared.memory import create_client_server_memory_streams
+from mcp.shared.message import SessionMessage
+
+from helmlog.events import ProxyCallFinished
+from helmlog.gateway import McpProxy, ProxyAudit
+
+from .http_helpers import INITIALIZE, post
+from .proxy_helpers import RequestIds, proxied
+from .proxy_stdio_server import options
+from .upstream_server import CALLS, CANCELLED, UPSTREAM
+
+ROOT = Path(__file__).resolve().parents[3]
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+CASES: list[dict[str, Any] | None] = [
+    {"name": "echo", "arguments": {"word": "hi"}},
+    {"name": "explode", "arguments": {}},
+    {"name": "delete_everything"},
+    {"name": "alias", "arguments": {"word": "x"}},
+    {"name": "meta_seen", "arguments": {}, "_meta": {"helmlog": {"agent": "a"}}},
+    {"name": 5},
+    {"name": "echo", "arguments": [1]},
+    None,
+]
+Answers = dict[Any, Any]
+
+
+def _requests(cases: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    out = []
+    for n, params in enumerate(cases, 1):
+        request: dict[str, Any] = {"jsonrpc": "2.0", "id": n, "method": "tools/call"}
+        if params is not None:
+            request["params"] = params
+        out.append(request)
+    return out
+
+
+def _spied(proxy: McpProxy) -> list[Any]:
+    """The sessions ``proxy`` opens, kept past their close (for their lane count)."""
+    opened: list[Any] = []
+    open_session = proxy.open_session
+
+    def keep(**kw: Any) -> Any:
+        opened.append(open_session(**kw))
+        return opened[-1]
+
+    proxy.open_session = keep  # type: ignore[method-assign]
+    return opened
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.02)
+
+
+def _message(obj: dict[str, Any]) -> SessionMessage:
+    return SessionMessage(types.JSONRPCMessage.model_validate(obj))
+
+
+async def _memory(
+    proxy: McpProxy, cases: list[dict[str, Any] | None]
+) -> tuple[Answers, int]:
+    """The answers to ``cases`` in memory, and how many the lane answered."""
+    opened = _spied(proxy)
+    answers: Answers = {}
+
+    async def read(stream: Any) -> None:
+        async for item in stream:
+            body = item.message.model_dump(
+                by_alias=True, mode="json", exclude_none=True
+            )
+            answers[body["id"]] = body
+
+    async with (
+        create_client_server_memory_streams() as ((c_read, c_write), server),
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(proxy.run, *server)
+        tg.start_soon(read, c_read)
+        await c_write.send(_message({**INITIALIZE, "id": 0}))
+        await _until(lambda: 0 in answers, "the initialize answer")
+        await c_write.send(_message(INITIALIZED))
+        for request in _requests(cases):
+            await c_write.send(_message(request))
+        await _until(lambda: len(answers) == len(cases) + 1, "every answer")
+        tg.cancel_scope.cancel()
+    del answers[0]
+    return answers, opened[0].calls.answered
+
+
+async def _http(proxy: McpProxy) -> tuple[Answers, int]:
+    """The answers to ``CASES`` over Streamable HTTP (raw POSTs)."""
+    answers: Answers = {}
+    async with proxy.http_server() as url:
+        init = await post(url, INITIALIZE)
+        session = {
+            "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        await post(url, INITIALIZED, session)
+        for request in _requests(CASES):
+            answer = await post(url, request, session)
+            kind = answer.headers["content-type"]
+            answers[request["id"]] = (answer.status_code, kind, answer.json())
+        (live,) = proxy.sessions
+        answered = live.calls.answered
+    return answers, answered
+
+
+async def _stdio(
+    *flags: str, tmp: Path, sent: list[dict[str, Any]] | None = None
+) -> tuple[Answers, int]:
+    """The answers to ``sent`` (``CASES``) from a proxy subprocess on real pipes."""
+    count = tmp / f"answered{'-'.join(flags)}"
+    command = [sys.executable, "-m", "tests.unit.gateway.proxy_stdio_server"]
+    command += [*flags, "--answered", str(count)]
+    answers: Answers = {}
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        assert process.stdin is not None and process.stdout is not None
+        sent = sent if sent is not None else _requests(CASES)
+        expected = 1 + sum(1 for m in sent if "id" in m)
+        lines = [{**INITIALIZE, "id": 0}, INITIALIZED, *sent]
+        pending = b""
+        await process.stdin.send(json.dumps(lines[0]).encode() + b"\n")
+        with anyio.fail_after(30):
+            while len(answers) < expected:
+                pending += await process.stdout.receive()
+                *done, pending = pending.split(b"\n")
+                for line in done:
+                    body = json.loads(line)
+                    answers[body["id"]] = body
+                    if body["id"] == 0:
+                        rest = b"".join(
+                            json.dumps(x).encode() + b"\n" for x in lines[1:]
+                        )
+                        await process.stdin.send(rest)
+            await process.stdin.aclose()
+            await process.wait()
+    del answers[0]
+    return answers, int(count.read_text())
+
+
+def _sdk(proxy: McpProxy) -> McpProxy:
+    proxy.fast_calls = False
+    return proxy
+
+
+async def test_p25_the_fast_lane_answers_as_the_sdk_path_in_memory() -> None:
+    """P25: success, tool error, hidden, bad params: the same answers, lane or not."""
+    for middleware in (False, True):
+        async with McpProxy(UPSTREAM, **options(middleware)) as proxy:
+            fast, answered = await _memory(proxy, CASES)
+        async with _sdk(McpProxy(UPSTREAM, **options(middleware))) as proxy:
+            sdk, untouched = await _memory(proxy, CASES)
+        assert (sdk, 0, len(CASES)) == (fast, untouched, answered)
+        assert "HI" == fast[1]["result"]["content"][0]["text"]
+        assert fast[2]["result"]["isError"]
+        assert {"rejection_reason": "TOOL_HIDDEN"} == fast[3]["error"]["data"]
+        renamed = fast[4]["result"]["content"][0]["text"]
+        assert ("X" if middleware else "Unknown tool: alias") in renamed
+        assert '{"helmlog": {"agent": "a"}}' == fast[5]["result"]["content"][0]["text"]
+        invalid = {"code": -32602, "message": "Invalid request parameters", "data": ""}
+        assert [invalid] * 3 == [fast[n]["error"] for n in (6, 7, 8)]
+
+
+async def test_p25_the_fast_lane_answers_as_the_sdk_path_over_http() -> None:
+    """P25 over HTTP: the lane's JSON answers are the SDK JSON transport's."""
+    for middleware in (False, True):
+        async with McpProxy(UPSTREAM, **options(middleware)) as proxy:
+            fast, answered = await _http(proxy)
+        async with _sdk(McpProxy(UPSTREAM, **options(middleware))) as proxy:
+            sdk, untouched = await _http(proxy)
+        assert (sdk, 0, len(CASES)) == (fast, untouched, answered)
+        assert "HI" == fast[1][2]["result"]["content"][0]["text"]
+        assert {200} == {status for status, _, _ in fast.values()}
+
+
+async def test_p25_the_fast_lane_answers_as_the_sdk_path_on_stdio_pipes(
+    tmp_path: Path,
+) -> None:
+    """P25 on real pipes: the lane's lines are the SDK transport's, parsed."""
+    fast, answered = await _stdio(tmp=tmp_path)
+    sdk, untouched = await _stdio("--sdk", tmp=tmp_path)
+    renamed, _ = await _stdio("--middleware", tmp=tmp_path)
+    assert (sdk, 0, len(CASES)) == (fast, untouched, answered)
+    assert "HI" == fast[1]["result"]["content"][0]["text"]
+    assert "X" == renamed[4]["result"]["content"][0]["text"]
+
+
+async def test_p25_a_cancel_right_after_a_lane_call_on_stdio_cancels_it(
+    tmp_path: Path,
+) -> None:
+    """P25: a cancel line right behind its call finds the call and cancels it.
+
+    (The SDK session drops such a cancel: its request is registered before
+    it can be cancelled, so the call runs to its end there.)
+    """
+    call = {"name": "sleepy", "arguments": {"seconds": 30}}
+    cancel = {"requestId": 1, "reason": "enough"}
+    sent = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel},
+    ]
+    fast, answered = await _stdio(tmp=tmp_path, sent=sent)
+    cancelled = {"code": 0, "message": "Request cancelled"}
+    assert ({1: {"jsonrpc": "2.0", "id": 1, "error": cancelled}}, 1) == (
+        fast,
+        answered,
+    )
+
+
+def _erring() -> Server[Any, Any]:
+    server: Server[Any, Any] = Server("erring")
+
+    async def refuse(req: types.CallToolRequest) -> types.ServerResult:
+        error = types.ErrorData(code=-32042, message="upstream says no", data={"x": 1})
+        raise McpError(error)
+
+    server.request_handlers[types.CallToolRequest] = refuse
+    return server
+
+
+async def test_p25_an_upstreams_own_error_is_answered_unchanged_on_the_lane() -> None:
+    """P25: an upstream's JSON-RPC error is answered unchanged, lane or not."""
+    cases: list[dict[str, Any] | None] = [{"name": "any", "arguments": {}}]
+    async with McpProxy(_erring()) as proxy:
+        fast, answered = await _memory(proxy, cases)
+    async with _sdk(McpProxy(_erring())) as proxy:
+        sdk, _ = await _memory(proxy, cases)
+    error = {"code": -32042, "message": "upstream says no", "data": {"x": 1}}
+    assert (sdk, error, 1) == (fast, fast[1]["error"], answered)
+
+
+def _finished(events: list[Any]) -> list[tuple[Any, ...]]:
+    rows = [
+        (
+            e.tool,
+            e.route,
+            e.forwarded_tool,
+            e.outcome,
+            e.rejection_reason,
+            e.input_digest,
+            e.output_digest,
+            json.dumps(e.output_raw, sort_keys=True),
+        )
+        for e in events
+        if isinstance(e, ProxyCallFinished)
+    ]
+    return sorted(rows)
+
+
+async def test_p20_the_lanes_audit_rows_are_the_sdk_paths() -> None:
+    """P20: every lane call is audited with the digests and payloads of the SDK path."""
+    rows: dict[bool, list[Any]] = {True: [], False: []}
+    for fast in (True, False):
+        proxy = McpProxy(
+            UPSTREAM,
+            audit=ProxyAudit(b"the secret", "k1"),
+            sensitivity=lambda tool, identity, args: "low",
+            on_event=rows[fast].append,
+            **options(False),
+        )
+        proxy.fast_calls = fast
+        async with proxy:
+            await _memory(proxy, CASES)
+    assert 5 == len(_finished(rows[True]))
+    assert _finished(rows[False]) == _finished(rows[True])
+
+
+async def test_p25_a_cancel_of_a_lane_call_over_http_reaches_the_upstream() -> None:
+    """P25: notifications/cancelled for an HTTP lane call cancels it upstream."""
+    CANCELLED.clear()
+    CALLS.clear()
+    failures: list[McpError] = []
+    proxy = McpProxy(UPSTREAM)
+    async with (
+        proxy,
+        proxy.http_server() as url,
+        streamable_http_client(url) as (read, write, _),
+        anyio.create_task_group() as tg,
+    ):
+        ids = RequestIds(write)
+        async with ClientSession(read, ids) as client:
+            await client.initialize()
+
+            async def call() -> None:
+                try:
+                    await client.call_tool("sleepy_noted", {"seconds": 30})
+                except McpError as exc:
+                    failures.append(exc)
+
+            tg.start_soon(call)
+            await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
+            (live,) = proxy.sessions
+            notification = types.CancelledNotification(
+                params=types.CancelledNotificationParams(
+                    requestId=ids.sent["tools/call"]
+                )
+            )
+            await client.send_notification(types.ClientNotification(notification))
+            await _until(lambda: bool(CANCELLED) and bool(failures), "the cancel")
+        tg.cancel_scope.cancel()
+    answered = live.calls.answered
+    assert (["sleepy_noted"], ["Request cancelled"], 1) == (
+        CANCELLED,
+        [f.error.message for f in failures],
+        answered,
+    )
+
+
+async def test_p25_a_progress_carrying_call_takes_the_sdk_path_and_gets_progress() -> (
+    None
+):
+    """P25: a call with a progress token gets its progress; the lane skips it."""
+    got: list[str | None] = []
+
+    async def progress(p: float, total: float | None, message: str | None) -> None:
+        got.append(message)
+
+    proxy = McpProxy(UPSTREAM)
+    opened = _spied(proxy)
+    async with proxied(proxy) as client:
+        out = await client.call_tool("slow", {"steps": 2}, progress_callback=progress)
+        after_progress = opened[0].calls.answered
+        await client.call_tool("echo", {"word": "hi"})
+        after_plain = opened[0].calls.answered
+    assert "done 2" == out.content[0].text  # type: ignore[union-attr]
+    assert (["step 1", "step 2"], 0, 1) == (got, after_progress, after_plain)
+
+
+async def _ended_under_a_call(fast: bool) -> tuple[int, Any]:
+    proxy = McpProxy(UPSTREAM, session_ttl_s=1.0)
+    proxy.fast_calls = fast
+    async with proxy, proxy.http_server() as url:
+        init = await post(url, INITIALIZE)
+        session = {
+            "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        await post(url, INITIALIZED, session)
+        call = {"name": "sleepy", "arguments": {"seconds": 30}}
+        request = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call}
+        answer = await post(url, request, session)
+    return answer.status_code, answer.json()
+
+
+async def test_p17_a_session_ending_under_a_lane_call_answers_as_the_sdk_path() -> None:
+    """P17, P25: the TTL ending a session mid-call answers the JSON transport's 500."""
+    fast = await _ended_under_a_call(True)
+    sdk = await _ended_under_a_call(False)
+    assert sdk == fast
+    assert 500 == fast[0]
