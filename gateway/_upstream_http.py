@@ -20,13 +20,20 @@ httpx cannot put the connection back in its pool: every upstream call paid a
 TCP connect and close (profiled: one ``connect`` per call). Here the stream
 is read to its end (briefly: the server ends it right after the reply), so
 one connection serves call after call.
+
+Why the POSTs of an ``http://`` upstream go over ``HttpWire``
+(``_http_wire.py``) and not httpx: each proxied call is one POST, and httpx's
+client layers, pure-Python parser and timeout scopes cost the proxy about ten
+times the CPU of a kept-alive connection parsed by httptools. The GET stream
+(one per session, long-lived), the DELETE and an ``https://`` upstream stay
+on httpx.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import anyio
@@ -34,6 +41,8 @@ import httpx
 import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+
+from ._http_wire import HttpWire, WireError, sse_events
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -45,9 +54,12 @@ TAIL_S = 1.0  # how long a reply's SSE stream may take to end before it is close
 class _Link:
     """One upstream session's HTTP state: its client, id and protocol version."""
 
-    def __init__(self, url: str, client: httpx.AsyncClient, read: Any) -> None:
+    def __init__(
+        self, url: str, client: httpx.AsyncClient, wire: HttpWire | None, read: Any
+    ) -> None:
         self.url = url
-        self.client = client
+        self.client = client  # the long-lived GET stream, the DELETE, https
+        self.wire = wire  # every POST of an http:// upstream
         self.read = read  # where parsed messages go
         self.session_id: str | None = None
         self.version: str | None = None
@@ -91,7 +103,7 @@ class _Link:
             await self._post(body, request_id)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return  # the session has ended
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, WireError, TimeoutError, ValueError) as exc:
             if request_id is None:
                 log.info("proxy: a notification to %s failed: %s", self.url, exc)
                 return
@@ -99,63 +111,83 @@ class _Link:
 
     async def _post(self, body: str, request_id: Any) -> None:
         headers = self.headers("application/json, text/event-stream")
-        async with self.client.stream(
-            "POST", self.url, content=body, headers=headers
-        ) as response:
-            if response.status_code == 202:
-                return
-            if response.status_code >= 400:
-                await response.aread()
-                if request_id is not None:
-                    await self.fail(request_id, f"HTTP {response.status_code}")
-                return
-            if SESSION in response.headers and self.session_id is None:
-                self.session_id = response.headers[SESSION]
-            kind = response.headers.get("content-type", "").split(";")[0].strip()
-            if kind == "application/json":
-                await self.deliver((await response.aread()).decode())
-                return
-            last_id = await self.events(response)
-        if last_id is not False and request_id is not None:
-            await self.resume(last_id, request_id)
+        if self.wire is None:
+            async with self.client.stream(
+                "POST", self.url, content=body, headers=headers
+            ) as response:
+                replied = await self._answered(
+                    response.status_code,
+                    response.headers.get,
+                    response.aiter_bytes(),
+                    request_id,
+                )
+        else:
+            async with self.wire.request("POST", headers, body.encode()) as answer:
+                replied = await self._answered(
+                    answer.status,
+                    lambda name: _text(answer.headers.get(name.encode())),
+                    answer.chunks(),
+                    request_id,
+                )
+        if replied is not False and request_id is not None:
+            await self.resume(replied, request_id)
 
-    async def events(self, response: httpx.Response) -> str | Literal[False] | None:
+    async def _answered(
+        self,
+        status: int,
+        header: Callable[[str], str | None],
+        body: AsyncIterator[bytes],
+        request_id: Any,
+    ) -> str | Literal[False] | None:
+        """Deliver one POST's answer: ``False`` when nothing is left to wait
+        for, else the last event id of an SSE stream cut before its reply."""
+        if status == 202:
+            await _drain(body)
+            return False
+        if status >= 400:
+            await _drain(body)
+            if request_id is not None:
+                await self.fail(request_id, f"HTTP {status}")
+            return False
+        session = header(SESSION)
+        if session is not None and self.session_id is None:
+            self.session_id = session
+        kind = (header("content-type") or "").split(";")[0].strip()
+        if kind == "application/json":
+            await self.deliver(b"".join([chunk async for chunk in body]).decode())
+            return False
+        return await self.events(body)
+
+    async def events(self, body: AsyncIterator[bytes]) -> str | Literal[False] | None:
         """Deliver an SSE stream's messages; ``False`` once the reply came.
 
         Otherwise the last event id seen (``None`` if none): the stream was
         cut before the reply.
         """
         last_id: str | None = None
-        data: list[str] = []
+        buffer = bytearray()
         replied = False
-        lines = response.aiter_lines()
         try:
             while True:
                 try:
                     if replied:
                         with anyio.fail_after(TAIL_S):  # the end follows the reply
-                            line = await anext(lines)
+                            chunk = await anext(body)
                     else:
-                        line = await anext(lines)
+                        chunk = await anext(body)
                 except (StopAsyncIteration, TimeoutError):
                     break
-                except httpx.HTTPError:
+                except (httpx.HTTPError, WireError):
                     if replied:
                         break
                     return last_id
-                if line:
-                    field, _, value = line.partition(":")
-                    value = value.removeprefix(" ")
-                    if field == "data":
-                        data.append(value)
-                    elif field == "id":
-                        last_id = value
-                    continue
-                if data and "".join(data).strip():
-                    replied = await self.deliver("\n".join(data)) or replied
-                data = []
+                for event in sse_events(buffer, chunk):
+                    if event["id"] is not None:
+                        last_id = event["id"]
+                    if event["data"].strip():
+                        replied = await self.deliver(event["data"]) or replied
         finally:
-            await lines.aclose()  # type: ignore[attr-defined]
+            await body.aclose()  # type: ignore[attr-defined]
         return False if replied else last_id
 
     async def resume(self, last_id: str | None, request_id: Any) -> None:
@@ -165,7 +197,10 @@ class _Link:
             return
         headers = {**self.headers("text/event-stream"), "last-event-id": last_id}
         async with self.client.stream("GET", self.url, headers=headers) as response:
-            if response.status_code == 200 and await self.events(response) is False:
+            if (
+                response.status_code == 200
+                and await self.events(response.aiter_bytes()) is False
+            ):
                 return
         await self.fail(request_id, "the reply stream was cut and did not resume")
 
@@ -185,7 +220,7 @@ class _Link:
                 ) as response:
                     if response.status_code != 200:
                         return  # the server offers no GET stream (405) or forgot us
-                    seen = await self.events(response)
+                    seen = await self.events(response.aiter_bytes())
                     last_id = seen if isinstance(seen, str) else last_id
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return  # the session has ended
@@ -212,11 +247,12 @@ async def upstream_http(url: str) -> AsyncIterator[tuple[Any, Any]]:
     outgoing: MemoryObjectReceiveStream[SessionMessage]
     write, outgoing = anyio.create_memory_object_stream(0)
     timeout = httpx.Timeout(30, read=300)
+    wire = HttpWire(url, read_timeout_s=300) if url.startswith("http://") else None
     async with (
         httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
         anyio.create_task_group() as tg,
     ):
-        link = _Link(url, client, read_send)
+        link = _Link(url, client, wire, read_send)
 
         async def send_all() -> None:
             async with outgoing:
@@ -241,3 +277,15 @@ async def upstream_http(url: str) -> AsyncIterator[tuple[Any, Any]]:
                 await link.delete()
             tg.cancel_scope.cancel()
             read_send.close()
+            if wire is not None:
+                await wire.aclose()
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("latin-1") if value is not None else None
+
+
+async def _drain(body: AsyncIterator[bytes]) -> None:
+    """Read a body to its end, so its connection can serve the next request."""
+    async for _chunk in body:
+        pass
