@@ -19,6 +19,12 @@ Why requests are sent raw (``send_request``) rather than through
 ``call_tool``: the SDK client validates structured output and rebuilds the
 request; a proxy forwards what the client sent, ``_meta`` included, and
 returns what the upstream answered.
+
+Why ``call_raw`` beside ``request``: the proxy's ``tools/call`` is its hot
+path, and ``send_request`` costs pydantic both ways and a response stream per
+call. ``call_raw`` sends a dict with an id of our own on the same connection
+and returns the reply's ``result`` as decoded JSON (``_upstream_raw.py``);
+the SDK session never sees it, and sees everything else as before.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from helmlog.events import HelmlogError
+
+from ._upstream_raw import RawCalls, RoutedReads
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
 
@@ -154,6 +162,7 @@ class Upstream:
         self.session: ClientSession | None = None
         self.init: types.InitializeResult | None = None
         self._stack: contextlib.AsyncExitStack | None = None
+        self._raw: RawCalls | None = None
 
     async def open(self) -> types.InitializeResult:
         """Start (or connect to) the upstream and initialize it.
@@ -165,8 +174,14 @@ class Upstream:
         await stack.__aenter__()
         try:
             read, write = await self._streams(stack)
+            raw = RawCalls(self.label, _sender(write))
+            read = RoutedReads(read, raw)
             session = await stack.enter_async_context(
-                ClientSession(read, _noting_ids(write), message_handler=self._incoming)
+                ClientSession(
+                    cast("Any", read),
+                    _noting_ids(write),
+                    message_handler=self._incoming,
+                )
             )
             with anyio.fail_after(30):
                 init = await session.initialize()
@@ -177,11 +192,13 @@ class Upstream:
                 raise UpstreamError(self.label, _cause(exc)) from exc
             raise
         self._stack, self.session, self.init = stack, session, init
+        self._raw = raw
         return init
 
     async def close(self) -> None:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
+        self._raw = None
         if stack is not None:
             await stack.aclose()
 
@@ -284,9 +301,46 @@ class Upstream:
         finally:
             _SENDING.reset(token)
 
+    async def call_raw(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout_s: float | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> dict[str, Any]:
+        """Send one JSON-RPC request upstream as is; return its raw ``result``.
+
+        It goes on the connection the ``ClientSession`` uses, with an id of
+        our own (``hl-N``), and its reply never reaches the session; nothing
+        is validated with pydantic on the way (the result is JSON decoded
+        with msgspec). With ``progress``, ``_meta.progressToken`` is set to
+        the id and the upstream's progress for it reaches ``progress``.
+        Cancelling the caller sends ``notifications/cancelled`` upstream.
+
+        Raises:
+            McpError: the upstream's own error (code, message, data); a
+                transport failure or an upstream gone mid-call as
+                ``INTERNAL_ERROR``; 408 once ``timeout_s`` has passed.
+        """
+        raw = self._raw
+        if raw is None:
+            self._live()
+            raise AssertionError("unreachable: a live session has raw calls")
+        return await raw.call(method, params, timeout_s, progress)
+
     async def notify(self, notification: Any) -> None:
         """Forward a client notification upstream (best effort)."""
         await self._live().send_notification(types.ClientNotification(notification))
+
+
+def _sender(write: Any) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """Raw messages as ``SessionMessage`` objects on a transport's write stream."""
+
+    async def send(message: dict[str, Any]) -> None:
+        await write.send(SessionMessage(types.JSONRPCMessage.model_validate(message)))
+
+    return send
 
 
 def _cause(exc: BaseException) -> str:

@@ -92,6 +92,18 @@ async def sleepy_noted(seconds: float) -> str:
 
 
 @UPSTREAM.tool()
+async def sleepy_marked(seconds: float, mark: str) -> str:
+    """Sleeps; writes ``cancelled`` to the file ``mark`` if it is cancelled."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        with open(mark, "w") as out:  # seen by a test in another process
+            out.write("cancelled")
+        raise
+    return "woke"
+
+
+@UPSTREAM.tool()
 async def gated(ctx: Context[Any, Any, Any]) -> str:
     """Reports progress, waits for the test's gate, reports again, answers."""
     await ctx.report_progress(1, 2, "before the gate")
