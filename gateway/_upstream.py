@@ -1,7 +1,8 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
 Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports: a command (stdio), a URL (Streamable HTTP, our
+         of three transports: a command (stdio, the child's pipes read
+         directly: ``_upstream_stdio.py``), a URL (Streamable HTTP, our
          own kept-alive link: ``_upstream_http.py``), or a
          server object in this process (FastMCP, a low-level ``Server``, or an
          ``mcp_serve`` result) over in-memory streams.
@@ -46,7 +47,7 @@ from mcp.shared.session import ProgressFnT
 
 from helmlog.events import HelmlogError
 
-from ._upstream_raw import RawCalls, RoutedReads
+from ._upstream_raw import RawCaller, RawCalls, RoutedReads
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
 
@@ -162,7 +163,7 @@ class Upstream:
         self.session: ClientSession | None = None
         self.init: types.InitializeResult | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._raw: RawCalls | None = None
+        self._raw: RawCaller | None = None
 
     async def open(self) -> types.InitializeResult:
         """Start (or connect to) the upstream and initialize it.
@@ -173,9 +174,10 @@ class Upstream:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            read, write = await self._streams(stack)
-            raw = RawCalls(self.label, _sender(write))
-            read = RoutedReads(read, raw)
+            read, write, raw = await self._streams(stack)
+            if raw is None:  # a transport of SessionMessages: route on its reads
+                raw = RawCalls(self.label, _sender(write))
+                read = RoutedReads(read, raw)
             session = await stack.enter_async_context(
                 ClientSession(
                     cast("Any", read),
@@ -185,6 +187,9 @@ class Upstream:
             )
             with anyio.fail_after(30):
                 init = await session.initialize()
+            ready = getattr(raw, "ready", None)
+            if ready is not None:  # the transport settles after initialize
+                await ready()
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await _close_quietly(stack)
@@ -202,22 +207,17 @@ class Upstream:
         if stack is not None:
             await stack.aclose()
 
-    async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+    async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any, Any]:
+        """``(read, write, raw)``: raw is ``None`` where ``RoutedReads`` routes."""
         target = self.target
         if isinstance(target, str):
             from ._upstream_http import upstream_http
 
-            return await stack.enter_async_context(upstream_http(target))
+            return await stack.enter_async_context(upstream_http(target, self.label))
         if isinstance(target, (list, tuple)):
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from ._upstream_stdio import upstream_stdio
 
-            if not target:
-                raise ValueError("an upstream command needs at least a program")
-            params = StdioServerParameters(
-                command=str(target[0]), args=[str(a) for a in target[1:]]
-            )
-            read, write = await stack.enter_async_context(stdio_client(params))
-            return read, write
+            return await stack.enter_async_context(upstream_stdio(target, self.label))
         from mcp.shared.memory import create_client_server_memory_streams
 
         server = _low_level(target)
@@ -229,7 +229,7 @@ class Upstream:
         tg.start_soon(
             lambda: server.run(*server_streams, server.create_initialization_options())
         )
-        return client_streams
+        return (*client_streams, None)
 
     async def _incoming(self, message: Any) -> None:
         if isinstance(message, types.ServerNotification) and self.on_notification:
@@ -323,7 +323,7 @@ class Upstream:
                 transport failure or an upstream gone mid-call as
                 ``INTERNAL_ERROR``; 408 once ``timeout_s`` has passed.
         """
-        raw = self._raw
+        raw: RawCaller | None = self._raw
         if raw is None:
             self._live()
             raise AssertionError("unreachable: a live session has raw calls")

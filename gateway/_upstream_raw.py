@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp.types as types
@@ -40,6 +40,18 @@ from mcp.shared.session import ProgressFnT
 
 PREFIX = "hl-"
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class RawCaller(Protocol):
+    """What each transport offers ``Upstream.call_raw``."""
+
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout_s: float | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> dict[str, Any]: ...
 
 
 def went_away(label: str, cause: str) -> McpError:
