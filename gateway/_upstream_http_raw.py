@@ -33,6 +33,7 @@ import msgspec
 from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
+from ._upstream_http_wire import Sse, Wire, WireError
 from ._upstream_raw import PREFIX, cancel_of, error_of, request_of, timed_out, went_away
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 MARK = '"hl-'
 ACCEPT = "application/json, text/event-stream"
+SESSION = "mcp-session-id"
+VERSION = "mcp-protocol-version"
 READY_S = 5.0
 
 
@@ -92,6 +95,12 @@ class RawPosts:
         self.link = link
         self.label = label
         self._n = 0
+        # plain http: our own h11 connections; https keeps to the link's httpx
+        self.wire = Wire(link.url) if link.url.startswith("http://") else None
+
+    def close(self) -> None:
+        if self.wire is not None:
+            self.wire.close()
 
     async def ready(self) -> None:
         """Wait (briefly) for the GET stream, so no early list_changed is lost.
@@ -115,23 +124,69 @@ class RawPosts:
         body = _encode(request_of(rid, method, params, progress is not None))
         call = _Call(self.link, rid, progress)
         try:
+            post = (
+                self._post(body, call)
+                if self.wire is None
+                else self._post_wire(self.wire, body, call)
+            )
             if timeout_s:
                 with anyio.fail_after(timeout_s):
-                    reply = await self._post(body, call)
+                    reply = await post
             else:
-                reply = await self._post(body, call)
+                reply = await post
         except TimeoutError:
             raise timed_out(method, timeout_s or 0) from None
         except asyncio.CancelledError:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self._cancel(rid)
             raise
-        except (httpx.HTTPError, anyio.BrokenResourceError, ValueError) as exc:
+        except (
+            httpx.HTTPError,
+            WireError,
+            anyio.BrokenResourceError,
+            ValueError,
+        ) as exc:
             raise went_away(self.label, str(exc) or type(exc).__name__) from exc
         if "error" in reply:
             raise error_of(reply["error"])
         result = reply.get("result")
         return result if type(result) is dict else {}
+
+    async def _post_wire(self, wire: Wire, body: bytes, call: _Call) -> dict[str, Any]:
+        link = self.link
+        headers = [("accept", ACCEPT), ("content-type", "application/json")]
+        if link.session_id is not None:
+            headers.append((SESSION, link.session_id))
+        if link.version is not None:
+            headers.append((VERSION, link.version))
+        answer = await wire.post(body, headers)
+        sse = Sse()
+        try:
+            if answer.status >= 400 or answer.status == 202:
+                raise WireError(f"HTTP {answer.status}")
+            if answer.headers.get("content-type", "").startswith("application/json"):
+                await call.take((await answer.read()).decode())
+            else:
+                while (
+                    call.reply is None and (chunk := await answer.chunk()) is not None
+                ):
+                    for data in sse.feed(chunk):
+                        if data.strip():
+                            await call.take(data)
+        except WireError:
+            answer.conn.close()
+            if sse.last_id is None or call.reply is not None:
+                raise
+        except BaseException:
+            answer.conn.close()
+            raise
+        else:
+            await answer.finish()
+        if call.reply is None and sse.last_id is not None:
+            await link.resumed(sse.last_id, call.take)
+        if call.reply is None:
+            raise WireError("the reply stream ended before the reply")
+        return call.reply
 
     async def _post(self, body: bytes, call: _Call) -> dict[str, Any]:
         link = self.link

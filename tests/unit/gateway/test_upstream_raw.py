@@ -30,6 +30,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 
 from helmlog.gateway._upstream import Upstream
+from helmlog.gateway._upstream_http_raw import RawPosts
 
 from .http_helpers import http_upstream
 from .upstream_server import UPSTREAM
@@ -46,7 +47,9 @@ class Opened:
         self.kind = kind
 
 
-KINDS = pytest.mark.parametrize("kind", ["stdio", "http", "memory"])
+# "httpx": the HTTP upstream with raw calls on the link's httpx client, the
+# path an https upstream takes; "json": a server answering with JSON bodies.
+KINDS = pytest.mark.parametrize("kind", ["stdio", "http", "httpx", "json", "memory"])
 
 
 @asynccontextmanager
@@ -59,10 +62,15 @@ async def opened(kind: str) -> AsyncIterator[Opened]:
 
     with contextlib.ExitStack() as stack:
         target: Any = UPSTREAM if kind == "memory" else STDIO
-        if kind == "http":
-            target = stack.enter_context(http_upstream())
+        if kind in ("http", "httpx", "json"):
+            extra = ("--json",) if kind == "json" else ()
+            target = stack.enter_context(http_upstream(*extra))
         upstream = Upstream(target, on)
         await upstream.open()
+        if kind == "httpx":
+            raw = upstream._raw
+            assert isinstance(raw, RawPosts)
+            raw.wire = None
         try:
             yield Opened(upstream, notes, kind)
         finally:
@@ -256,5 +264,46 @@ async def test_p25_notifications_reach_the_sdk_session_while_raw_calls_run(
         )
         assert "announced" == announced["content"][0]["text"]
         assert "done 2" == done["content"][0]["text"]
-        assert [1.0, 2.0, 3.0] == sdk
-        assert [(1, 2, "step 1"), (2, 2, "step 2")] == raw
+        # a server answering with JSON bodies sends no progress at all
+        json = o.kind == "json"
+        assert ([] if json else [1.0, 2.0, 3.0]) == sdk
+        assert ([] if json else [(1, 2, "step 1"), (2, 2, "step 2")]) == raw
+
+
+async def test_p25_a_raw_call_whose_stream_is_cut_resumes_with_last_event_id() -> None:
+    """P25: the server cuts the raw call's SSE stream; the reply comes on resume."""
+    got: list[float] = []
+
+    async def on_raw(p: float, total: float | None, message: str | None) -> None:
+        got.append(p)
+
+    with http_upstream("--resumable") as url:
+        upstream = Upstream(url)
+        await upstream.open()
+        try:
+            out = await upstream.call_raw("tools/call", _call("cut"), progress=on_raw)
+        finally:
+            await upstream.close()
+    assert "answered after the cut" == out["content"][0]["text"]
+    assert [1.0, 2.0] == got
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_not_reused() -> None:
+    """Item 8: after the server drops an idle connection, the next call still works."""
+    with http_upstream() as url:
+        upstream = Upstream(url)
+        await upstream.open()
+        try:
+            await upstream.call_raw("tools/call", _call("echo", word="a"))
+            raw = upstream._raw
+            assert isinstance(raw, RawPosts) and raw.wire is not None
+            idle = list(raw.wire.idle)
+            # uvicorn closes an idle connection after its keep-alive timeout
+            await _until(
+                lambda: all(not c.usable() for c in idle), "the server's close", 30
+            )
+            out = await upstream.call_raw("tools/call", _call("echo", word="b"))
+        finally:
+            await upstream.close()
+    assert 1 == len(idle)
+    assert "B" == out["content"][0]["text"]

@@ -5,7 +5,8 @@ Pattern: a script module: one FastMCP server with ordinary, destructive,
 Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
          itself), as a stdio subprocess (``python -m`` this) and over
          Streamable HTTP (``python -m`` this ``--http PORT``; with
-         ``--resumable``, a server that cuts its own reply stream).
+         ``--resumable``, a server that cuts its own reply stream; with
+         ``--json``, one that answers with JSON bodies).
 Emits:   nothing.
 
 Laws: none itself; it is the server the P laws are tested against.
@@ -176,6 +177,11 @@ if __name__ == "__main__":
         server.settings.port = int(sys.argv[2])
         server.settings.log_level = "WARNING"
         server.run("streamable-http")
+    elif len(sys.argv) == 4 and sys.argv[1:4:2] == ["--http", "--json"]:
+        UPSTREAM.settings.port = int(sys.argv[2])
+        UPSTREAM.settings.log_level = "WARNING"
+        UPSTREAM.settings.json_response = True  # answers as JSON bodies, not SSE
+        UPSTREAM.run("streamable-http")
     elif len(sys.argv) == 3 and sys.argv[1] == "--http":
         UPSTREAM.settings.port = int(sys.argv[2])
         UPSTREAM.settings.log_level = "WARNING"
