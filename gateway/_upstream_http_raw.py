@@ -144,6 +144,7 @@ class RawPosts:
             httpx.HTTPError,
             WireError,
             anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
             ValueError,
         ) as exc:
             raise went_away(self.label, str(exc) or type(exc).__name__) from exc

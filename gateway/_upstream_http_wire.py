@@ -41,7 +41,8 @@ class WireError(ConnectionError):
 class _Conn(asyncio.Protocol):
     """One connection: bytes in to h11, events out to the one reader."""
 
-    def __init__(self) -> None:
+    def __init__(self, alive: set[_Conn]) -> None:
+        self.alive = alive  # the wire's open connections, this one among them
         self.h11 = h11.Connection(h11.CLIENT)
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[None] | None = None
@@ -51,6 +52,7 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.alive.add(self)
 
     def data_received(self, data: bytes) -> None:
         self.h11.receive_data(data)
@@ -63,6 +65,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = str(exc) if exc else "the upstream closed the connection"
+        self.alive.discard(self)
         self._wake()
 
     def _wake(self) -> None:
@@ -162,12 +165,15 @@ class Wire:
         self.authority = parts.netloc.encode()
         self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.idle: list[_Conn] = []
+        self.alive: set[_Conn] = set()
         self.closed = False
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await loop.create_connection(_Conn, self.host, self.port)
+            _, conn = await loop.create_connection(
+                lambda: _Conn(self.alive), self.host, self.port
+            )
         except OSError as exc:
             raise WireError(f"cannot connect: {exc}") from exc
         return conn
@@ -186,6 +192,8 @@ class Wire:
 
     async def post(self, body: bytes, headers: list[tuple[str, str]]) -> Answer:
         """POST ``body``; the answer's head (read its body, then ``finish``)."""
+        if self.closed:
+            raise WireError("the upstream link is closed")
         head = [("host", self.authority.decode()), *headers]
         head.append(("content-length", str(len(body))))
         while True:
@@ -216,8 +224,9 @@ class Wire:
             return Answer(self, conn, event)
 
     def close(self) -> None:
+        """Close every connection: a call still reading its answer fails now."""
         self.closed = True
-        for conn in self.idle:
+        for conn in list(self.alive):
             conn.close()
         self.idle.clear()
 

@@ -16,6 +16,7 @@ call as an MCP error at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import time
@@ -307,3 +308,24 @@ async def test_a_kept_alive_connection_the_server_closed_is_not_reused() -> None
             await upstream.close()
     assert 1 == len(idle)
     assert "B" == out["content"][0]["text"]
+
+
+@KINDS
+async def test_closing_the_upstream_fails_a_pending_raw_call_at_once(kind: str) -> None:
+    """A raw call still waiting when the upstream is closed fails as INTERNAL_ERROR."""
+    async with opened(kind) as o:
+        codes: list[int] = []
+
+        async def pending() -> None:
+            try:
+                await o.upstream.call_raw("tools/call", _call("sleepy", seconds=60))
+            except McpError as exc:
+                codes.append(exc.error.code)
+
+        # a plain task: the upstream is closed at the level it was opened at
+        task = asyncio.create_task(pending())
+        await anyio.sleep(0.2)  # in flight (either way the answer is the same)
+        await o.upstream.close()
+        with anyio.fail_after(20):  # a hang fails the test rather than the suite
+            await task
+    assert [types.INTERNAL_ERROR] == codes
