@@ -21,6 +21,10 @@ child in its own session (so its process group can be ended), stderr to
 ours, and its shutdown: stdin closed, then SIGTERM to the group after two
 seconds, then SIGKILL.
 
+Why the session's read stream is unbounded: lines are handed over from the
+pipe's read callback, which cannot wait; the session's receive loop only
+parses and dispatches, so the buffer holds what arrived in one burst.
+
 Why a line is decoded with msgspec only when it holds ``"hl-``: our ids and
 progress tokens are the strings ``hl-N``, which JSON writes only as
 ``"hl-N"``; any other line goes to the SDK exactly as its own transport
