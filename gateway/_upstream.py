@@ -1,7 +1,8 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
 Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports: a command (stdio), a URL (Streamable HTTP, our
+         of three transports: a command (stdio, the child's pipes read
+         directly: ``_upstream_stdio.py``), a URL (Streamable HTTP, our
          own kept-alive link: ``_upstream_http.py``), or a
          server object in this process (FastMCP, a low-level ``Server``, or an
          ``mcp_serve`` result) over in-memory streams.
@@ -19,6 +20,12 @@ Why requests are sent raw (``send_request``) rather than through
 ``call_tool``: the SDK client validates structured output and rebuilds the
 request; a proxy forwards what the client sent, ``_meta`` included, and
 returns what the upstream answered.
+
+Why ``call_raw`` beside ``request``: the proxy's ``tools/call`` is its hot
+path, and ``send_request`` costs pydantic both ways and a response stream per
+call. ``call_raw`` sends a dict with an id of our own on the same connection
+and returns the reply's ``result`` as decoded JSON (``_upstream_raw.py``);
+the SDK session never sees it, and sees everything else as before.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from helmlog.events import HelmlogError
+
+from ._upstream_raw import RawCaller, RawCalls, RoutedReads
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
 
@@ -154,6 +163,7 @@ class Upstream:
         self.session: ClientSession | None = None
         self.init: types.InitializeResult | None = None
         self._stack: contextlib.AsyncExitStack | None = None
+        self._raw: RawCaller | None = None
 
     async def open(self) -> types.InitializeResult:
         """Start (or connect to) the upstream and initialize it.
@@ -164,12 +174,22 @@ class Upstream:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            read, write = await self._streams(stack)
+            read, write, raw = await self._streams(stack)
+            if raw is None:  # a transport of SessionMessages: route on its reads
+                raw = RawCalls(self.label, _sender(write))
+                read = RoutedReads(read, raw)
             session = await stack.enter_async_context(
-                ClientSession(read, _noting_ids(write), message_handler=self._incoming)
+                ClientSession(
+                    cast("Any", read),
+                    _noting_ids(write),
+                    message_handler=self._incoming,
+                )
             )
             with anyio.fail_after(30):
                 init = await session.initialize()
+            ready = getattr(raw, "ready", None)
+            if ready is not None:  # the transport settles after initialize
+                await ready()
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await _close_quietly(stack)
@@ -177,30 +197,27 @@ class Upstream:
                 raise UpstreamError(self.label, _cause(exc)) from exc
             raise
         self._stack, self.session, self.init = stack, session, init
+        self._raw = raw
         return init
 
     async def close(self) -> None:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
+        self._raw = None
         if stack is not None:
             await stack.aclose()
 
-    async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+    async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any, Any]:
+        """``(read, write, raw)``: raw is ``None`` where ``RoutedReads`` routes."""
         target = self.target
         if isinstance(target, str):
             from ._upstream_http import upstream_http
 
-            return await stack.enter_async_context(upstream_http(target))
+            return await stack.enter_async_context(upstream_http(target, self.label))
         if isinstance(target, (list, tuple)):
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from ._upstream_stdio import upstream_stdio
 
-            if not target:
-                raise ValueError("an upstream command needs at least a program")
-            params = StdioServerParameters(
-                command=str(target[0]), args=[str(a) for a in target[1:]]
-            )
-            read, write = await stack.enter_async_context(stdio_client(params))
-            return read, write
+            return await stack.enter_async_context(upstream_stdio(target, self.label))
         from mcp.shared.memory import create_client_server_memory_streams
 
         server = _low_level(target)
@@ -212,7 +229,7 @@ class Upstream:
         tg.start_soon(
             lambda: server.run(*server_streams, server.create_initialization_options())
         )
-        return client_streams
+        return (*client_streams, None)
 
     async def _incoming(self, message: Any) -> None:
         if isinstance(message, types.ServerNotification) and self.on_notification:
@@ -290,30 +307,40 @@ class Upstream:
         params: dict[str, Any] | None,
         *,
         timeout_s: float | None = None,
+        progress: ProgressFnT | None = None,
     ) -> dict[str, Any]:
-        """Send one JSON-RPC request upstream; return its raw ``result`` object.
+        """Send one JSON-RPC request upstream as is; return its raw ``result``.
 
-        The simple version, over ``request``: the params are validated into
-        the SDK's request and the result dumped back to JSON. Cancelling the
-        caller relays ``notifications/cancelled`` upstream.
+        It goes on the connection the ``ClientSession`` uses, with an id of
+        our own (``hl-N``), and its reply never reaches the session; nothing
+        is validated with pydantic on the way (the result is JSON decoded
+        with msgspec). With ``progress``, ``_meta.progressToken`` is set to
+        the id and the upstream's progress for it reaches ``progress``.
+        Cancelling the caller sends ``notifications/cancelled`` upstream.
 
         Raises:
-            McpError: the upstream's own error, unchanged, or a transport
-                failure (or a dead upstream) as ``INTERNAL_ERROR``.
+            McpError: the upstream's own error (code, message, data); a
+                transport failure or an upstream gone mid-call as
+                ``INTERNAL_ERROR``; 408 once ``timeout_s`` has passed.
         """
-        message: dict[str, Any] = {"method": method}
-        if params is not None:
-            message["params"] = params
-        request = types.ClientRequest.model_validate(message).root
-        result = await self.request(request, types.Result, timeout_s=timeout_s)
-        out: dict[str, Any] = result.model_dump(
-            mode="json", by_alias=True, exclude_none=True
-        )
-        return out
+        raw: RawCaller | None = self._raw
+        if raw is None:
+            self._live()
+            raise AssertionError("unreachable: a live session has raw calls")
+        return await raw.call(method, params, timeout_s, progress)
 
     async def notify(self, notification: Any) -> None:
         """Forward a client notification upstream (best effort)."""
         await self._live().send_notification(types.ClientNotification(notification))
+
+
+def _sender(write: Any) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """Raw messages as ``SessionMessage`` objects on a transport's write stream."""
+
+    async def send(message: dict[str, Any]) -> None:
+        await write.send(SessionMessage(types.JSONRPCMessage.model_validate(message)))
+
+    return send
 
 
 def _cause(exc: BaseException) -> str:

@@ -6,7 +6,8 @@ Pattern: a client transport yielding the (read, write) memory-stream pair the
          parsed onto the read stream); after ``notifications/initialized`` a
          GET stream carries the server's own notifications; leaving the block
          DELETEs the session.
-Role:    gateway layer; ``Upstream`` opens it for a URL upstream.
+Role:    gateway layer; ``Upstream`` opens it for a URL upstream; raw calls
+         post on the same client (``_upstream_http_raw.py``).
 Emits:   nothing; transport failures reach the waiting request as a JSON-RPC
          error, so the caller gets an MCP error and never hangs.
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
 
 import anyio
@@ -43,8 +44,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from ._http_wire import HttpWire, WireError, sse_events
+from ._upstream_http_raw import RawPosts
 
 log = logging.getLogger("helmlog.proxy")
+Take = Callable[[str], Awaitable[bool]]
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
@@ -63,6 +66,7 @@ class _Link:
         self.read = read  # where parsed messages go
         self.session_id: str | None = None
         self.version: str | None = None
+        self.listening = anyio.Event()  # the GET stream is open (or refused)
 
     def headers(self, accept: str) -> dict[str, str]:
         out = {"accept": accept, "content-type": "application/json"}
@@ -158,12 +162,16 @@ class _Link:
             return False
         return await self.events(body)
 
-    async def events(self, body: AsyncIterator[bytes]) -> str | Literal[False] | None:
+    async def events(
+        self, body: AsyncIterator[bytes], take: Take | None = None
+    ) -> str | Literal[False] | None:
         """Deliver an SSE stream's messages; ``False`` once the reply came.
 
         Otherwise the last event id seen (``None`` if none): the stream was
-        cut before the reply.
+        cut before the reply. ``take`` (default ``deliver``) handles each
+        message and says whether it was the reply.
         """
+        take = take or self.deliver
         last_id: str | None = None
         buffer = bytearray()
         replied = False
@@ -185,7 +193,7 @@ class _Link:
                     if event["id"] is not None:
                         last_id = event["id"]
                     if event["data"].strip():
-                        replied = await self.deliver(event["data"]) or replied
+                        replied = await take(event["data"]) or replied
         finally:
             await body.aclose()  # type: ignore[attr-defined]
         return False if replied else last_id
@@ -194,15 +202,17 @@ class _Link:
         """A stream cut before its reply: resume it once with ``Last-Event-ID``."""
         if last_id is None:
             await self.fail(request_id, "the reply stream ended before the reply")
-            return
+        elif not await self.resumed(last_id):
+            await self.fail(request_id, "the reply stream was cut and did not resume")
+
+    async def resumed(self, last_id: str, take: Take | None = None) -> bool:
+        """Resume a cut stream once with ``Last-Event-ID``; whether the reply came."""
         headers = {**self.headers("text/event-stream"), "last-event-id": last_id}
         async with self.client.stream("GET", self.url, headers=headers) as response:
-            if (
+            return (
                 response.status_code == 200
-                and await self.events(response.aiter_bytes()) is False
-            ):
-                return
-        await self.fail(request_id, "the reply stream was cut and did not resume")
+                and await self.events(response.aiter_bytes(), take) is False
+            )
 
     async def listen(self) -> None:
         """The GET stream: the server's own notifications, for the session's life."""
@@ -218,6 +228,7 @@ class _Link:
                     headers=headers,
                     timeout=httpx.Timeout(30, read=None),
                 ) as response:
+                    self.listening.set()  # the server holds the stream from here
                     if response.status_code != 200:
                         return  # the server offers no GET stream (405) or forgot us
                     seen = await self.events(response.aiter_bytes())
@@ -226,6 +237,8 @@ class _Link:
                 return  # the session has ended
             except (httpx.HTTPError, ValueError) as exc:
                 log.info("proxy: the upstream's GET stream dropped: %s", exc)
+            finally:
+                self.listening.set()
             await anyio.sleep(1.0)
 
     async def delete(self) -> None:
@@ -238,8 +251,8 @@ class _Link:
 
 
 @contextlib.asynccontextmanager
-async def upstream_http(url: str) -> AsyncIterator[tuple[Any, Any]]:
-    """``(read, write)`` for a ``ClientSession`` to the Streamable HTTP ``url``."""
+async def upstream_http(url: str, label: str) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """``(read, write, raw)`` for a ``ClientSession`` to the Streamable HTTP ``url``."""
     read_send: MemoryObjectSendStream[SessionMessage | Exception]
     read: MemoryObjectReceiveStream[SessionMessage | Exception]
     read_send, read = anyio.create_memory_object_stream(0)
@@ -253,6 +266,7 @@ async def upstream_http(url: str) -> AsyncIterator[tuple[Any, Any]]:
         anyio.create_task_group() as tg,
     ):
         link = _Link(url, client, wire, read_send)
+        raw = RawPosts(link, label)
 
         async def send_all() -> None:
             async with outgoing:
@@ -271,11 +285,12 @@ async def upstream_http(url: str) -> AsyncIterator[tuple[Any, Any]]:
 
         tg.start_soon(send_all)
         try:
-            yield read, write
+            yield read, write, raw
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await link.delete()
             tg.cancel_scope.cancel()
+            raw.close()
             read_send.close()
             if wire is not None:
                 await wire.aclose()

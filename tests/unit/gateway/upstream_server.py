@@ -5,7 +5,8 @@ Pattern: a script module: one FastMCP server with ordinary, destructive,
 Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
          itself), as a stdio subprocess (``python -m`` this) and over
          Streamable HTTP (``python -m`` this ``--http PORT``; with
-         ``--resumable``, a server that cuts its own reply stream).
+         ``--resumable``, a server that cuts its own reply stream; with
+         ``--json``, one that answers with JSON bodies).
 Emits:   nothing.
 
 Laws: none itself; it is the server the P laws are tested against.
@@ -92,6 +93,18 @@ async def sleepy_noted(seconds: float) -> str:
 
 
 @UPSTREAM.tool()
+async def sleepy_marked(seconds: float, mark: str) -> str:
+    """Sleeps; writes ``cancelled`` to the file ``mark`` if it is cancelled."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        with open(mark, "w") as out:  # seen by a test in another process
+            out.write("cancelled")
+        raise
+    return "woke"
+
+
+@UPSTREAM.tool()
 async def gated(ctx: Context[Any, Any, Any]) -> str:
     """Reports progress, waits for the test's gate, reports again, answers."""
     await ctx.report_progress(1, 2, "before the gate")
@@ -164,6 +177,11 @@ if __name__ == "__main__":
         server.settings.port = int(sys.argv[2])
         server.settings.log_level = "WARNING"
         server.run("streamable-http")
+    elif len(sys.argv) == 4 and sys.argv[1:4:2] == ["--http", "--json"]:
+        UPSTREAM.settings.port = int(sys.argv[2])
+        UPSTREAM.settings.log_level = "WARNING"
+        UPSTREAM.settings.json_response = True  # answers as JSON bodies, not SSE
+        UPSTREAM.run("streamable-http")
     elif len(sys.argv) == 3 and sys.argv[1] == "--http":
         UPSTREAM.settings.port = int(sys.argv[2])
         UPSTREAM.settings.log_level = "WARNING"

@@ -1,0 +1,332 @@
+"""``Upstream.call_raw`` against real SDK servers: stdio, Streamable HTTP, in process.
+
+Pattern: one parametrized fixture opens an ``Upstream`` to the FastMCP test
+         server as a stdio subprocess, as a Streamable HTTP subprocess and in
+         process; each test runs on all three.
+Role:    unit tests for ``gateway/_upstream_raw.py``, ``_upstream_stdio.py``
+         and the raw path of ``_upstream_http.py``.
+Emits:   nothing.
+
+Laws: P25 (a cancelled raw call reaches the upstream as
+``notifications/cancelled``; list_changed and progress still reach the SDK
+session while raw calls run), issue 10 item 8 (the raw path returns what
+``request`` returns), and an upstream that dies mid-call fails every pending
+call as an MCP error at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.shared.exceptions import McpError
+
+from helmlog.gateway._upstream import Upstream
+from helmlog.gateway._upstream_http_raw import RawPosts
+
+from .http_helpers import http_upstream
+from .upstream_server import UPSTREAM
+
+STDIO = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
+
+
+class Opened:
+    """An open ``Upstream`` and the notifications it has passed on."""
+
+    def __init__(self, upstream: Upstream, notes: list[Any], kind: str) -> None:
+        self.upstream = upstream
+        self.notes = notes
+        self.kind = kind
+
+
+# "httpx": the HTTP upstream with raw calls on the link's httpx client, the
+# path an https upstream takes; "json": a server answering with JSON bodies.
+KINDS = pytest.mark.parametrize("kind", ["stdio", "http", "httpx", "json", "memory"])
+
+
+@asynccontextmanager
+async def opened(kind: str) -> AsyncIterator[Opened]:
+    """An initialized upstream connection over the transport ``kind``."""
+    notes: list[Any] = []
+
+    async def on(note: types.ServerNotification) -> None:
+        notes.append(note.root)
+
+    with contextlib.ExitStack() as stack:
+        target: Any = UPSTREAM if kind == "memory" else STDIO
+        if kind in ("http", "httpx", "json"):
+            extra = ("--json",) if kind == "json" else ()
+            target = stack.enter_context(http_upstream(*extra))
+        upstream = Upstream(target, on)
+        await upstream.open()
+        if kind == "httpx":
+            raw = upstream._raw
+            assert isinstance(raw, RawPosts)
+            raw.wire = None
+        try:
+            yield Opened(upstream, notes, kind)
+        finally:
+            await upstream.close()
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def _json(result: Any) -> dict[str, Any]:
+    out: dict[str, Any] = result.model_dump(
+        by_alias=True, mode="json", exclude_none=True
+    )
+    return out
+
+
+async def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.02)
+
+
+@KINDS
+async def test_a_raw_call_returns_what_request_returns(kind: str) -> None:
+    """Item 8: the raw result is the JSON of the typed result, call and list alike."""
+    async with opened(kind) as o:
+        up = o.upstream
+        typed = await up.request(
+            types.CallToolRequest(
+                params=types.CallToolRequestParams(**_call("echo", word="hi"))
+            ),
+            types.CallToolResult,
+        )
+        raw = await up.call_raw("tools/call", _call("echo", word="hi"))
+        listed = await up.request(types.ListToolsRequest(), types.ListToolsResult)
+        raw_listed = await up.call_raw("tools/list", None)
+        assert _json(typed) == raw
+        assert _json(listed) == raw_listed
+
+
+@KINDS
+async def test_an_upstream_error_keeps_its_code_message_and_data(kind: str) -> None:
+    """P25: the upstream's own ErrorData reaches the raw caller unchanged."""
+    async with opened(kind) as o:
+        up = o.upstream
+        with pytest.raises(McpError) as typed:
+            await up.request(
+                types.ReadResourceRequest(
+                    params=types.ReadResourceRequestParams(uri="data://nowhere")  # type: ignore[arg-type]
+                ),
+                types.ReadResourceResult,
+            )
+        with pytest.raises(McpError) as raw:
+            await up.call_raw("resources/read", {"uri": "data://nowhere"})
+        with pytest.raises(McpError) as invalid:
+            await up.call_raw("tools/call", {"arguments": {}})  # no name
+        assert typed.value.error == raw.value.error
+        assert (types.INVALID_PARAMS, "") == (
+            invalid.value.error.code,
+            invalid.value.error.data,
+        )
+
+
+@KINDS
+async def test_a_tool_error_is_a_result(kind: str) -> None:
+    """A tool that raises answers with ``isError``: a result, not an McpError."""
+    async with opened(kind) as o:
+        out = await o.upstream.call_raw("tools/call", _call("explode"))
+        assert True is out["isError"]
+
+
+@KINDS
+async def test_raw_and_sdk_calls_interleave_each_with_its_own_answer(kind: str) -> None:
+    """Concurrent raw and SDK calls on one connection each get their own reply."""
+    async with opened(kind) as o:
+        up = o.upstream
+        got: dict[str, str] = {}
+
+        async def raw(word: str) -> None:
+            out = await up.call_raw("tools/call", _call("echo", word=word))
+            got[word] = out["content"][0]["text"]
+
+        async def typed(word: str) -> None:
+            out = await up.request(
+                types.CallToolRequest(
+                    params=types.CallToolRequestParams(**_call("echo", word=word))
+                ),
+                types.CallToolResult,
+            )
+            got[word] = out.content[0].text  # type: ignore[union-attr]
+
+        words = [f"w{i}" for i in range(12)]
+        async with anyio.create_task_group() as tg:
+            for i, word in enumerate(words):
+                tg.start_soon(raw if i % 2 else typed, word)
+        assert {w: w.upper() for w in words} == got
+
+
+@KINDS
+async def test_p25_a_cancelled_raw_call_is_cancelled_upstream(
+    kind: str, tmp_path: Path
+) -> None:
+    """P25: cancelling the caller sends notifications/cancelled with our id."""
+    async with opened(kind) as o:
+        mark = tmp_path / "mark"
+        up = o.upstream
+        with anyio.move_on_after(0.5):
+            await up.call_raw(
+                "tools/call", _call("sleepy_marked", seconds=30, mark=str(mark))
+            )
+        await _until(mark.exists, "the upstream's cancellation")
+        after = await up.call_raw("tools/call", _call("echo", word="still"))
+        assert "cancelled" == mark.read_text()
+        assert "STILL" == after["content"][0]["text"]
+
+
+@KINDS
+async def test_a_raw_call_past_its_timeout_is_a_408(kind: str) -> None:
+    """``timeout_s`` ends the wait as ``request``'s read timeout does."""
+    async with opened(kind) as o:
+        with pytest.raises(McpError) as raised:
+            await o.upstream.call_raw(
+                "tools/call", _call("sleepy", seconds=30), timeout_s=0.2
+            )
+        assert 408 == raised.value.error.code
+
+
+@KINDS
+async def test_an_upstream_killed_mid_call_fails_every_pending_raw_call(
+    kind: str,
+) -> None:
+    """Bad input: the upstream dies; each pending raw call fails with INTERNAL_ERROR."""
+    async with opened(kind) as o:
+        if o.kind == "memory":
+            pytest.skip("an in-process upstream cannot die without the test")
+        up = o.upstream
+        codes: list[int] = []
+
+        async def pending(call: dict[str, Any]) -> None:
+            try:
+                await up.call_raw("tools/call", call)
+            except McpError as exc:
+                codes.append(exc.error.code)
+
+        with anyio.fail_after(20):  # a hang fails the test rather than the suite
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pending, _call("sleepy", seconds=60))
+                await anyio.sleep(0.2)
+                tg.start_soon(pending, _call("die"))
+        assert [types.INTERNAL_ERROR, types.INTERNAL_ERROR] == codes
+
+
+@KINDS
+async def test_p25_notifications_reach_the_sdk_session_while_raw_calls_run(
+    kind: str,
+) -> None:
+    """P25: list_changed and SDK progress pass; raw progress is the raw call's."""
+    async with opened(kind) as o:
+        up = o.upstream
+        sdk: list[float] = []
+        raw: list[tuple[float, float | None, str | None]] = []
+
+        async def on_sdk(p: float, total: float | None, message: str | None) -> None:
+            sdk.append(p)
+
+        async def on_raw(p: float, total: float | None, message: str | None) -> None:
+            raw.append((p, total, message))
+
+        async def typed_slow() -> None:
+            await up.request(
+                types.CallToolRequest(
+                    params=types.CallToolRequestParams(**_call("slow", steps=3))
+                ),
+                types.CallToolResult,
+                on_sdk,
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(typed_slow)
+            announced = await up.call_raw("tools/call", _call("announce"))
+            done = await up.call_raw(
+                "tools/call", _call("slow", steps=2), progress=on_raw
+            )
+        await _until(
+            lambda: any(
+                isinstance(n, types.ToolListChangedNotification) for n in o.notes
+            ),
+            "list_changed",
+        )
+        assert "announced" == announced["content"][0]["text"]
+        assert "done 2" == done["content"][0]["text"]
+        # a server answering with JSON bodies sends no progress at all
+        json = o.kind == "json"
+        assert ([] if json else [1.0, 2.0, 3.0]) == sdk
+        assert ([] if json else [(1, 2, "step 1"), (2, 2, "step 2")]) == raw
+
+
+async def test_p25_a_raw_call_whose_stream_is_cut_resumes_with_last_event_id() -> None:
+    """P25: the server cuts the raw call's SSE stream; the reply comes on resume."""
+    got: list[float] = []
+
+    async def on_raw(p: float, total: float | None, message: str | None) -> None:
+        got.append(p)
+
+    with http_upstream("--resumable") as url:
+        upstream = Upstream(url)
+        await upstream.open()
+        try:
+            out = await upstream.call_raw("tools/call", _call("cut"), progress=on_raw)
+        finally:
+            await upstream.close()
+    assert "answered after the cut" == out["content"][0]["text"]
+    assert [1.0, 2.0] == got
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_not_reused() -> None:
+    """Item 8: after the server drops an idle connection, the next call still works."""
+    with http_upstream() as url:
+        upstream = Upstream(url)
+        await upstream.open()
+        try:
+            await upstream.call_raw("tools/call", _call("echo", word="a"))
+            raw = upstream._raw
+            assert isinstance(raw, RawPosts) and raw.wire is not None
+            idle = list(raw.wire._idle)
+            # uvicorn closes an idle connection after its keep-alive timeout
+            await _until(
+                lambda: all(c.reader.at_eof() for c in idle), "the server's close", 30
+            )
+            out = await upstream.call_raw("tools/call", _call("echo", word="b"))
+        finally:
+            await upstream.close()
+    assert 1 == len(idle)
+    assert "B" == out["content"][0]["text"]
+    assert 2 == raw.wire.opened
+
+
+@KINDS
+async def test_closing_the_upstream_fails_a_pending_raw_call_at_once(kind: str) -> None:
+    """A raw call still waiting when the upstream is closed fails as INTERNAL_ERROR."""
+    async with opened(kind) as o:
+        codes: list[int] = []
+
+        async def pending() -> None:
+            try:
+                await o.upstream.call_raw("tools/call", _call("sleepy", seconds=60))
+            except McpError as exc:
+                codes.append(exc.error.code)
+
+        # a plain task: the upstream is closed at the level it was opened at
+        task = asyncio.create_task(pending())
+        await anyio.sleep(0.2)  # in flight (either way the answer is the same)
+        await o.upstream.close()
+        with anyio.fail_after(20):  # a hang fails the test rather than the suite
+            await task
+    assert [types.INTERNAL_ERROR] == codes
