@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,25 +32,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 PROXY_BENCH = HERE.parent / "proxy.py"
+sys.path.insert(0, str(HERE.parent))
+from proxy import _free_port, _wait_port  # noqa: E402 — the proxy bench's own helpers
+
 BLOCK = 50
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[Any]) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the bench upstream did not start") from None
-            time.sleep(0.05)
 
 
 async def _measure(target: Any, calls: int, warmup: int) -> dict[str, float]:

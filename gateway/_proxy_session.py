@@ -160,9 +160,16 @@ class ProxySession:
     # -- tools/call -------------------------------------------------------
 
     async def _call_tool(self, req: types.CallToolRequest) -> types.ServerResult:
-        ctx = self.context()
+        out = await self._routed(req, self.context())
+        assert isinstance(out, types.CallToolResult)
+        return types.ServerResult(out)
+
+    async def _routed(
+        self, req: types.CallToolRequest, ctx: ProxyContext
+    ) -> types.CallToolResult | dict[str, Any]:
+        """``req`` along the tool route, audited and told (P15, P20)."""
         p = req.params
-        out = await accounted(
+        out: types.CallToolResult | dict[str, Any] = await accounted(
             self,
             ctx,
             p.name,
@@ -170,8 +177,7 @@ class ProxySession:
             p.meta,
             lambda s: self._route_tool(req, ctx, s),
         )
-        assert isinstance(out, types.CallToolResult)
-        return types.ServerResult(out)
+        return out
 
     async def call_tool_fast(
         self, request_id: types.RequestId, params: Any, headers: Any = None
@@ -189,16 +195,7 @@ class ProxySession:
         simple = simple_params(params)
         out: types.CallToolResult | dict[str, Any]
         if simple is None or proxy.tool_pipeline.layers or proxy.governance is not None:
-            req = validated(request_id, params)
-            p = req.params
-            out = await accounted(
-                self,
-                ctx,
-                p.name,
-                p.arguments,
-                p.meta,
-                lambda s: self._route_tool(req, ctx, s),
-            )
+            out = await self._routed(validated(request_id, params), ctx)
         else:
             name, args = simple["name"], simple.get("arguments")
             out = await accounted(
