@@ -132,37 +132,36 @@ async def test_a_refused_connection_is_a_wire_error_naming_the_origin() -> None:
         await _post(link, INITIALIZE, HEADERS)
 
 
-async def test_a_server_hanging_up_mid_response_is_a_wire_error() -> None:
-    """A head, part of a body, then the close: ``WireError``, not a short body."""
+@pytest.mark.parametrize(
+    ("reply", "named"),
+    [
+        # a head, part of a body, then the close: not a short body
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial",
+            "closed the connection",
+        ),
+        # bytes that are not an HTTP response
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "not an HTTP response"),
+    ],
+    ids=["hang-up-mid-response", "not-http"],
+)
+async def test_a_broken_reply_is_a_wire_error_naming_what_broke(
+    reply: bytes, named: str
+) -> None:
+    """A server that hangs up mid-response, or answers something that is not
+    HTTP: ``WireError`` saying which."""
 
     async def handler(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         await reader.read(65536)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial")
+        writer.write(reply)
         await writer.drain()
         writer.close()
 
     async with socket_server(handler) as url:
         link = HttpWire(url)
-        with pytest.raises(WireError, match="closed the connection"):
-            await _post(link, INITIALIZE, HEADERS)
-
-
-async def test_a_reply_that_is_not_http_is_a_wire_error() -> None:
-    """Bytes that are not an HTTP response: ``WireError`` saying so."""
-
-    async def handler(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await reader.read(65536)
-        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async with socket_server(handler) as url:
-        link = HttpWire(url)
-        with pytest.raises(WireError, match="not an HTTP response"):
+        with pytest.raises(WireError, match=named):
             await _post(link, INITIALIZE, HEADERS)
 
 
