@@ -129,23 +129,27 @@ BY_HELP = (
 )
 CALL_HELP = "The paused call's id (default: the session's pending ask)."
 DECIDE_AUTH_HELP = "The auth file that $HELMLOG_TOKEN is looked up in ($HELMLOG_AUTH)."
+# approve and decline take the same arguments: declared once.
+DecideSession = Annotated[str, typer.Argument(help=SESSION_ARG)]
+DecideAgent = Annotated[str, typer.Option(help=AGENT_HELP)]
+DecideBy = Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)]
+DecideStore = Annotated[str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)]
+DecideNote = Annotated[str | None, typer.Option(help="Why (recorded).")]
+DecideCall = Annotated[str | None, typer.Option(help=CALL_HELP, show_default=False)]
+DecideAuth = Annotated[
+    str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
+]
 
 
 @app.command()
 def approve(
-    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    agent: Annotated[str, typer.Option(help=AGENT_HELP)],
-    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
-    note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
-    call: Annotated[
-        str | None, typer.Option(help=CALL_HELP, show_default=False)
-    ] = None,
-    auth: Annotated[
-        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
-    ] = None,
+    session: DecideSession,
+    agent: DecideAgent,
+    by: DecideBy = None,
+    store: DecideStore = "memory://",
+    note: DecideNote = None,
+    call: DecideCall = None,
+    auth: DecideAuth = None,
 ) -> None:
     """Approve a session's pending ask as check_in_approved would; run on.
 
@@ -157,19 +161,13 @@ def approve(
 
 @app.command()
 def decline(
-    session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    agent: Annotated[str, typer.Option(help=AGENT_HELP)],
-    by: Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)] = None,
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
-    note: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
-    call: Annotated[
-        str | None, typer.Option(help=CALL_HELP, show_default=False)
-    ] = None,
-    auth: Annotated[
-        str | None, typer.Option(help=DECIDE_AUTH_HELP, show_default=False)
-    ] = None,
+    session: DecideSession,
+    agent: DecideAgent,
+    by: DecideBy = None,
+    store: DecideStore = "memory://",
+    note: DecideNote = None,
+    call: DecideCall = None,
+    auth: DecideAuth = None,
 ) -> None:
     """Decline a session's pending ask as check_in_declined would; run on.
 
