@@ -290,7 +290,6 @@ async def upstream_http(url: str, label: str) -> AsyncIterator[tuple[Any, Any, A
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await link.delete()
             tg.cancel_scope.cancel()
-            raw.close()
             read_send.close()
             if wire is not None:
                 await wire.aclose()

@@ -99,9 +99,6 @@ class RawPosts:
         # plain http: the link's own kept-alive connections; https: its httpx
         self.wire = link.wire
 
-    def close(self) -> None:
-        """Nothing of its own to close: the connections are the link's."""
-
     async def ready(self) -> None:
         """Wait (briefly) for the GET stream, so no early list_changed is lost.
 
