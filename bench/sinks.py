@@ -3,8 +3,11 @@
 Pattern: a micro-benchmark in one process, in one run: the same governed
          one-tool turn on two long-lived agents, one with no watcher and one
          watched by an ``OtelSink`` on the SDK's own batch processors; the
-         two take turns within every repetition (median of several), so a
-         burst of load elsewhere on the machine lands on both alike.
+         cases take turns within every repetition, each watched sample next
+         to a no-sink sample of its own, and a case's cost is the median over
+         repetitions of its sample against that neighbour, so a slow spell
+         of the machine (on this VM, stretches of 100-300 ms at about 1.6
+         times a turn's usual time) mostly lands on both sides of a ratio.
 Role:    bench; run as ``uv run python bench/sinks.py`` (``--quick`` for a
          smoke run). Not part of the test suite: it prints a short summary
          and ends with one JSON line.
@@ -18,11 +21,11 @@ its work runs while the run waits, ``runtime/_watchers.py``), and with one
 projecting inside the run (``OtelSink(deferred=False)``, ``otel_inline_cost``),
 with one on ``FinishedTelemetry`` in process (what ``OtlpExport`` attaches,
 ``otel_direct_cost``) and with ``OtelProcess`` (``otel_process_cost``);
-the sink's cost is ``1 - otel / no_sink``, of which ``1 - otel /
-noop_watcher`` is its own. Every sample ends with ``agent.idle()``, so a
-deferred sink's work is inside the timing.
+the sink's cost is ``1 - otel / no_sink`` (each against its neighbour),
+of which ``1 - otel / noop_watcher`` is its own. Every sample ends with
+``agent.idle()``, so a deferred sink's work is inside the timing.
 Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
-``execute_tool``) and one log record per decision fact (5).
+``execute_tool``) and one log record per decision fact (4).
 
 The same six cases run again on a Redis store (a ``redis-server`` the
 bench starts on a free port; ``--no-redis`` skips it), where a turn waits on
@@ -94,7 +97,7 @@ from helmlog.runtime.providers import (
 )
 from helmlog.sinks import FinishedTelemetry, OtelProcess, OtelSink
 
-REPETITIONS = 9
+REPETITIONS = 15
 TURNS = 300
 WARMUP_TURNS = 200
 TARGET_COST = 0.15
@@ -326,6 +329,7 @@ class Case:
             builder = builder.watch(self.process)
         self.agent = builder.build()
         self.samples: list[float] = []
+        self.paired: list[float] = []  # the no-sink sample taken next to each
 
     async def run(self, turns: int) -> float:
         """Seconds for ``turns`` fresh runs, each one governed turn."""
@@ -345,6 +349,13 @@ class Case:
 
     async def sample(self, turns: int) -> None:
         self.samples.append(turns / await self.run(turns))
+
+    @property
+    def cost(self) -> float:
+        """``1 - turns/s against no sink``: the median over repetitions of
+        each sample against the no-sink sample taken next to it."""
+        pairs = zip(self.samples, self.paired, strict=True)
+        return 1 - statistics.median(mine / theirs for mine, theirs in pairs)
 
     @property
     def turns_per_s(self) -> float:
@@ -373,19 +384,26 @@ async def measure(
     process = Case("otel process", stores[3], process=True)
     inline = Case("otel inline", stores[4], watched=True, inline=True)
     direct = Case("otel direct", stores[5], direct=True)
-    cases = [bare, noop, otel, process, inline, direct]
+    watched = [noop, otel, process, inline, direct]
+    cases = [bare, *watched]
     for case in cases:
         await case.run(min(turns, WARMUP_TURNS))
-    for _ in range(repetitions):
-        for case in cases:
-            gc.collect()
-            await case.sample(turns)
+    for repetition in range(repetitions):
+        # Each watched sample has a no-sink sample next to it, before it in
+        # one repetition and after it in the next; each repetition starts
+        # at the next case.
+        at = repetition % len(watched)
+        for case in watched[at:] + watched[:at]:
+            for one in (bare, case) if repetition % 2 == 0 else (case, bare):
+                gc.collect()
+                await one.sample(turns)
+            case.paired.append(bare.samples[-1])
     for case in cases:
         case.close()
     for store in stores:
         await store.close()
-    cost = 1 - otel.turns_per_s / bare.turns_per_s
-    process_cost = 1 - process.turns_per_s / bare.turns_per_s
+    cost = otel.cost
+    process_cost = process.cost
     floor = sdk_floor_us_per_turn(FLOOR_TURNS)
     turn_us = 1e6 / bare.turns_per_s
     return {
@@ -395,13 +413,13 @@ async def measure(
         "turns_per_s_noop_watcher": round(noop.turns_per_s, 1),
         "turns_per_s_otel_process": round(process.turns_per_s, 1),
         "turns_per_s_otel_inline": round(inline.turns_per_s, 1),
-        "otel_inline_cost": round(1 - inline.turns_per_s / bare.turns_per_s, 3),
+        "otel_inline_cost": round(inline.cost, 3),
         "otel_process_cost": round(process_cost, 3),
         "turns_per_s_otel_direct": round(direct.turns_per_s, 1),
-        "otel_direct_cost": round(1 - direct.turns_per_s / bare.turns_per_s, 3),
+        "otel_direct_cost": round(direct.cost, 3),
         "otel_cost": round(cost, 3),
-        "noop_watcher_cost": round(1 - noop.turns_per_s / bare.turns_per_s, 3),
-        "otel_own_cost": round(1 - otel.turns_per_s / noop.turns_per_s, 3),
+        "noop_watcher_cost": round(noop.cost, 3),
+        "otel_own_cost": round(1 - (1 - cost) / (1 - noop.cost), 3),
         "target_cost": TARGET_COST,
         "met": cost <= TARGET_COST,
         "met_otel_process": process_cost <= TARGET_COST,
@@ -420,7 +438,7 @@ def summary(result: dict[str, Any], where: str = "memory") -> str:
     return "\n".join(
         [
             "helmlog OtelSink cost: governed one-tool turns, in-process, "
-            f"{where} store, median of {result['repetitions']}",
+            f"{where} store, median of {result['repetitions']} paired samples",
             f"  no sink     {result['turns_per_s_no_sink']:10,.0f} turns/s",
             f"  noop watch  {result['turns_per_s_noop_watcher']:10,.0f} turns/s  "
             f"cost {result['noop_watcher_cost']:.1%} (the runtime's delivery)",

@@ -62,6 +62,7 @@ from opentelemetry.util.types import Attributes
 MAX_BATCH = 512  # the SDK batch processors' default export batch
 SCHEDULE_S = 1.0  # at the latest, what is queued is sent this often
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED | TraceFlags.RANDOM_TRACE_ID)
+_UNSET = Status(StatusCode.UNSET)
 
 
 class ExportQueue:
@@ -203,7 +204,7 @@ class FinishedSpan(trace.Span):
         self._start = start
         self._attributes: dict[str, Any] = dict(attributes) if attributes else {}
         self._events: list[Event] = []
-        self._status = Status(StatusCode.UNSET)
+        self._status = _UNSET  # immutable: set_status replaces it
         self._ended = False
 
     def get_span_context(self) -> SpanContext:

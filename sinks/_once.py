@@ -94,6 +94,30 @@ class SeenOnce:
             self._trim(held)
         return True
 
+    def fresh(self, session_id: str, events: list[Any]) -> list[Any]:
+        """Of one session's recorded events (each with its seq), those not
+        seen before, in order; all of them are remembered as seen.
+
+        ``first`` for a whole append at once: one session lookup, and the set
+        checked inline, for a sink fed appends rather than single events.
+        """
+        held = self._session(session_id)
+        seqs = held.seqs
+        kept = []
+        high = held.high
+        for event in events:
+            seq = event.seq
+            if seq in seqs:
+                continue
+            seqs.add(seq)
+            kept.append(event)
+            if seq > high:
+                high = seq
+        held.high = high
+        if len(seqs) > 2 * self._window:
+            self._trim(held)
+        return kept
+
     def seen(self, event: Any) -> bool:
         """Whether a recorded event was handled already (a transient one never was)."""
         seq = getattr(event, "seq", None)

@@ -73,6 +73,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode, TracerProvider
 
 from helmlog.events import (
+    DecisionFiled,
     FatalError,
     LlmEnded,
     LlmStarted,
@@ -100,7 +101,11 @@ DEFAULT_AGENT_NAME = "helmlog"
 # providers may have written the chat-completions names.
 _INPUT_KEYS = ("input_tokens", "prompt_tokens")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens")
-_OPTIONAL_FACT_FIELDS = ("phase", "tool_name", "tool_call_id", "why", "component_id")
+# Each optional decision field and its attribute name, joined once.
+_OPTIONAL_FACT_FIELDS = tuple(
+    (name, "helmlog." + name)
+    for name in ("phase", "tool_name", "tool_call_id", "why", "component_id")
+)
 
 _CLIENT = trace.SpanKind.CLIENT
 _INTERNAL = trace.SpanKind.INTERNAL
@@ -157,6 +162,16 @@ class OtelSink:
         if handler is None or not self._once.first(event):
             return
         handler(self, event)
+
+    def on_recorded(self, session_id: str, events: list[Any]) -> None:
+        """Project one append's events as stored (``OtelProcess``'s child):
+        a filed row as the fact it stands for (R4, ``fact_of``) without
+        building the fact; a repeat does nothing (R4), checked per append."""
+        handlers = _RECORDED_HANDLERS
+        for event in self._once.fresh(session_id, events):
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(self, event)
 
     # -- turns -----------------------------------------------------------------
 
@@ -361,27 +376,36 @@ class OtelSink:
     # -- facts -------------------------------------------------------------------
 
     def _decision(self, ev: MiddlewareDecisionEvent) -> None:
+        self._decided(ev, ev)
+
+    def _filed(self, ev: DecisionFiled) -> None:
+        self._decided(ev, ev.row)
+
+    def _decided(self, ev: Any, row: Any) -> None:
+        """One log record for a decision: ``ev`` gives the envelope (session,
+        seq, time), ``row`` the decision's fields (the fact itself, or the
+        filed row its fact projects: the same names, ``fact_for``)."""
         attributes: dict[str, Any] = {
             "helmlog.session_id": ev.session_id,
             "helmlog.seq": ev.seq if ev.seq is not None else -1,
-            "helmlog.middleware": ev.middleware,
-            "helmlog.moment": ev.moment,
-            "helmlog.at": ev.at,
-            "helmlog.iteration": ev.iteration,
-            "helmlog.outcome": ev.outcome,
-            "helmlog.changed": ev.changed,
+            "helmlog.middleware": row.middleware,
+            "helmlog.moment": row.moment,
+            "helmlog.at": row.at,
+            "helmlog.iteration": row.iteration,
+            "helmlog.outcome": row.outcome,
+            "helmlog.changed": row.changed,
             "helmlog.replayed": bool(ev.replayed),
         }
-        for name in _OPTIONAL_FACT_FIELDS:
-            value = getattr(ev, name)
+        for name, key in _OPTIONAL_FACT_FIELDS:
+            value = getattr(row, name)
             if value is not None:
-                attributes["helmlog." + name] = value
+                attributes[key] = value
         context: Context | None = None
         held = self._open.get(ev.session_id)
         if held is not None:
             if held.due is not None:
                 held = self._held(ev.session_id)
-            call_id = ev.tool_call_id
+            call_id = row.tool_call_id
             tool = held.tools.get(call_id) if call_id else None
             if tool is None or call_id is None:
                 context = held.span_context
@@ -397,7 +421,7 @@ class OtelSink:
                 timestamp=ev.timestamp * _NS,
                 context=context,
                 event_name="helmlog.middleware.decision",
-                body=f"{ev.middleware} {ev.outcome} at {ev.moment}",
+                body=f"{row.middleware} {row.outcome} at {row.moment}",
                 attributes=attributes,
             )
         )
@@ -418,4 +442,9 @@ _HANDLERS: dict[type[Any], Callable[[OtelSink, Any], None]] = {
     ToolDispatched: OtelSink._tool_dispatched,
     ToolEnded: OtelSink._tool_ended,
     MiddlewareDecisionEvent: OtelSink._decision,
+}
+# What ``on_recorded`` projects: the same, and a filed row as its fact.
+_RECORDED_HANDLERS: dict[type[Any], Callable[[OtelSink, Any], None]] = {
+    **_HANDLERS,
+    DecisionFiled: OtelSink._filed,
 }

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import multiprocessing
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helmlog import Agent, ToolMiddleware, allow, conversation_redaction
+from helmlog.events import DecisionFiled, StoredEvent
 from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
-from helmlog.sinks import ExportError, FinishedTelemetry, OtelProcess, OtelSink
+from helmlog.sinks import (
+    ExportError,
+    FinishedTelemetry,
+    OtelProcess,
+    OtelSink,
+    _export_child,
+)
 from tests.otlp_receiver import otlp_receiver
 from tests.unit.sinks.file_exporters import FileExporter, file_exporters, projection
 from tests.unit.sinks.test_export import _agent, refund
@@ -36,8 +46,9 @@ async def test_r16_a_child_process_exports_the_genai_spans_and_records() -> None
 
 
 async def test_r16_a_finished_turn_reaches_the_child_without_a_flush() -> None:
-    """A quiet run's last turn is written after ``linger_s``: nothing is held
-    until a flush or a close that may never come."""
+    """A quiet run's last turn is written ``linger_s`` after it ended (a
+    timer on the run's loop): nothing is held until a flush or a close that
+    may never come."""
     with otlp_receiver() as receiver:
         process = OtelProcess(receiver.url, linger_s=0.01)
         try:
@@ -54,7 +65,7 @@ async def test_r16_a_finished_turn_reaches_the_child_without_a_flush() -> None:
 
 
 async def test_r16_many_turns_arrive_whole_across_batched_writes() -> None:
-    """Turns encoded one by one and written together arrive each whole, once."""
+    """Turns sealed one by one and written together arrive each whole, once."""
     with otlp_receiver() as receiver:
         process = OtelProcess(receiver.url, linger_s=5.0)
         agents = [_agent(process) for _ in range(30)]
@@ -120,6 +131,54 @@ async def test_r6_the_child_projects_the_stored_records_as_a_sink_in_process_doe
     assert expected == projection(str(child_file))
 
 
+class _Appends:
+    """A record taker that keeps each append's records as handed."""
+
+    readonly = True
+
+    def __init__(self) -> None:
+        self.appends: list[list[StoredEvent]] = []
+
+    def on_event(self, event: object) -> None:
+        return None
+
+    def on_records(self, records: list[StoredEvent]) -> None:
+        self.appends.append(records)
+
+
+async def test_r4_r6_records_projected_per_append_are_the_watched_projection(
+    tmp_path: Path,
+) -> None:
+    """R6: an ``OtelSink`` fed a run's appends as stored (``on_recorded``,
+    rows standing for their facts) exports what one watching the same run
+    exports; R4: fed them again, or as events, it exports nothing more."""
+    watched_file, recorded_file = tmp_path / "watched.jsonl", tmp_path / "rec.jsonl"
+    watched = FinishedTelemetry(
+        FileExporter(str(watched_file)), FileExporter(str(watched_file))
+    )
+    recorded = FinishedTelemetry(
+        FileExporter(str(recorded_file)), FileExporter(str(recorded_file))
+    )
+    taker = _Appends()
+    agent = _governed_agent(OtelSink(watched, watched), taker)
+    assert "Done." == await agent.run("refund please", session_id="s-1")
+    await agent.idle()
+    sink = OtelSink(recorded, recorded)
+    decoded = [[record.decode() for record in append] for append in taker.appends]
+    assert any(type(event) is DecisionFiled for append in decoded for event in append)
+    for append in decoded:
+        sink.on_recorded("s-1", append)
+    for append in decoded:
+        sink.on_recorded("s-1", append)
+        for event in append:
+            sink.on_event(event)
+    watched.shutdown()
+    recorded.shutdown()
+    expected = projection(str(watched_file))
+    assert any(row["kind"] == "record" for row in expected)
+    assert expected == projection(str(recorded_file))
+
+
 async def test_g86_a_redacting_agent_feeds_the_child_its_served_events(
     tmp_path: Path,
 ) -> None:
@@ -164,3 +223,42 @@ def _governed_agent(*watchers: object, **options: object) -> Agent:
         .watch(*watchers)
         .build()
     )
+
+
+def _read_back(frames: Any, expected: int) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < expected and time.monotonic() < deadline:
+        got.extend(frames.drain())
+    return got
+
+
+def test_r16_held_messages_cross_the_pipe_whole_past_iov_max_and_partial_writes() -> (
+    None
+):
+    """What the run holds is written in one go and read back message by
+    message: more parts than one ``writev`` takes, and more bytes than the
+    pipe holds (the writer resumes where the pipe stopped it)."""
+    reading, writing = multiprocessing.Pipe(duplex=False)
+    frames = _export_child.Frames(reading)
+    try:
+        tiny = [f"m{i}".encode() for i in range(3000)]
+        big = [bytes([i % 251]) * 300_000 for i in range(3)]
+        for messages in (tiny, big):
+            parts = [
+                part
+                for message in messages
+                for part in (len(message).to_bytes(4, "big"), message)
+            ]
+            writer = threading.Thread(
+                target=_export_child.write_all, args=(writing.fileno(), parts)
+            )
+            writer.start()
+            assert messages == _read_back(frames, len(messages))
+            writer.join()
+        writing.close()
+        with pytest.raises(EOFError):
+            frames.drain()
+    finally:
+        reading.close()
+        writing.close()

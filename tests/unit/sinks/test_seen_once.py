@@ -87,3 +87,17 @@ def test_r4_seen_and_done_mark_only_after_the_write() -> None:
     assert [False, True] == [before, once.seen(row)]
     once.mark("t", 9)
     assert once.seen(Row("t", 9))
+
+
+def test_r4_an_append_checked_at_once_keeps_only_its_unseen_events() -> None:
+    """``fresh`` is ``first`` over a whole append: one seen-set for both, so
+    a repeat is skipped whichever way it comes, and the window still holds."""
+    once = SeenOnce(window=8)
+    assert once.first(Row("s", 2))
+    rows = [Row("s", seq) for seq in (1, 2, 3)]
+    assert [rows[0], rows[2]] == once.fresh("s", rows)
+    assert [] == once.fresh("s", rows)
+    assert not once.first(Row("s", 3))
+    assert [Row("t", 1)] == once.fresh("t", [Row("t", 1)])
+    once.fresh("s", [Row("s", seq) for seq in range(4, 40)])
+    assert len(once) <= 2 * 8 + 1
