@@ -37,7 +37,8 @@ than reading it (``OtelProcess`` hands the bytes to a child process) needs
 neither the decoded events nor one call per event; declaring
 ``on_records(records)`` makes it a record taker, handed each append's
 ``StoredEvent``s (frozen bytes the journal encoded to hash them: nothing to
-copy) in one inline call, and no ``on_event`` for what was appended. It reads
+copy) in one inline call, and no ``on_event`` for what was appended; the
+list is the append's own and the same for every taker, kept, never changed. It reads
 what a store reader reads, rows and all; what it shows of a row is its fact
 (R4). A journal that serves a redacted form hands that form to everyone
 through ``on_event`` instead, since the stored bytes may keep values it hides

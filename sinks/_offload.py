@@ -58,7 +58,10 @@ write what a quiet run left every 20 ms; each of its ticks took the GIL from
 the run (about 3 % of a memory-store run, bench/sinks.py). A write per turn
 instead cost the run about 10 us a turn on this VM, the system call more
 than the bytes; a loop timer costs neither, and the run's loop turns over
-between turns anyway.
+between turns anyway. A timer on a loop that stops first never fires
+(``asyncio.run`` per turn), so a sweeper thread, waking once per
+``SWEEP_S``, writes what such a timer left: a tick a second takes the GIL
+too seldom to show.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ import asyncio
 import multiprocessing
 import operator
 import threading
+import time
 from typing import Any
 
 import msgspec
@@ -94,6 +98,8 @@ DEFAULT_LINGER_S = 0.02
 # Held messages are written once this much is held: well within the pipe,
 # so the write seldom waits for the child to read.
 WRITE_AT = 64 * 1024
+# What a loop timer could not write (its loop stopped) goes this long after.
+SWEEP_S = 1.0
 
 
 class OtelProcess:
@@ -127,7 +133,7 @@ class OtelProcess:
         # Data one way (parent to child), control both ways: see the header.
         child_data, self._conn = context.Pipe(duplex=False)
         widen(self._conn)
-        self._data_fd = self._conn.fileno()  # framed writes of our own: _frames
+        self._data_fd = self._conn.fileno()  # length-prefixed writes: write_all
         self._control, child_control = context.Pipe()
         self.target = endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
         self._process = context.Process(
@@ -158,7 +164,16 @@ class OtelProcess:
         self._lock = threading.Lock()
         self._held: list[bytes] = []  # sealed messages, each with its header
         self._held_bytes = 0
-        self._timed = False  # a loop timer will write what is held
+        # The loop whose timer will write what is held (a timer on a loop
+        # that has since stopped never fires: the next seal arms its own,
+        # and the sweeper writes what it left).
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._held_at = 0.0  # when the oldest held message was sealed
+        self._stopping = threading.Event()
+        self._sweeper = threading.Thread(
+            target=self._sweep, name="helmlog-otel-sweep", daemon=True
+        )
+        self._sweeper.start()
         self._failure: str | None = None
         self._closed = False
         # It only encodes what it is handed: the run's own events, no copies.
@@ -208,27 +223,37 @@ class OtelProcess:
         message = self._encoder.encode(items)
         with self._lock:
             held = self._held
+            if not held:
+                self._held_at = time.monotonic()
             held.append(len(message).to_bytes(4, "big"))
             held.append(message)
             self._held_bytes += len(message)
             if self._held_bytes >= WRITE_AT:
                 self._write_held()
                 return
-            if self._timed:
-                return
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # sealed outside a loop: no timer to wait for
                 self._write_held()
                 return
-            self._timed = True
+            if self._timer_loop is loop:
+                return
+            self._timer_loop = loop
         loop.call_later(self._linger_s, self._write_soon)
 
     def _write_soon(self) -> None:
         """The loop timer's: write what is held."""
         with self._lock:
-            self._timed = False
+            self._timer_loop = None
             self._write_held()
+
+    def _sweep(self) -> None:
+        """Once per ``SWEEP_S``, write what a loop timer left held: its loop
+        stopped first (``asyncio.run`` per turn), or is blocked."""
+        while not self._stopping.wait(SWEEP_S):
+            with self._lock:
+                if self._held and time.monotonic() - self._held_at >= SWEEP_S:
+                    self._write_held()
 
     def _write_held(self) -> None:
         """Write every held message to the child (``_lock`` held)."""
@@ -269,6 +294,8 @@ class OtelProcess:
         try:
             self._ask(CLOSE)
         finally:
+            self._stopping.set()
+            self._sweeper.join()
             self._conn.close()
             self._control.close()
             self._process.join(timeout=30)

@@ -64,6 +64,30 @@ async def test_r16_a_finished_turn_reaches_the_child_without_a_flush() -> None:
             process.close()
 
 
+def test_r16_turns_sealed_on_loops_that_ended_reach_the_child_unflushed() -> None:
+    """A run on a loop that stops at once (``asyncio.run`` per turn) never
+    sees its timer fire; what it held is written all the same (the sweeper),
+    with no flush."""
+    with otlp_receiver() as receiver:
+        process = OtelProcess(receiver.url, linger_s=0.05)
+        try:
+            for agent in (_agent(process), _agent(process)):
+                assert "Done." == asyncio.run(agent.run("refund please"))
+
+            async def wait_for_both() -> list[str]:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    if receiver.span_names().count("invoke_agent helmlog") == 2:
+                        break
+                    await asyncio.sleep(0.05)
+                return receiver.span_names()
+
+            names = asyncio.run(wait_for_both())
+            assert 2 == names.count("invoke_agent helmlog")
+        finally:
+            process.close()
+
+
 async def test_r16_many_turns_arrive_whole_across_batched_writes() -> None:
     """Turns sealed one by one and written together arrive each whole, once."""
     with otlp_receiver() as receiver:
