@@ -97,11 +97,13 @@ def write_all(fd: int, parts: list[bytes]) -> None:
         parts = [b"".join(parts)]
     while parts:
         written = os.writev(fd, parts)
-        while parts and written >= len(parts[0]):
-            written -= len(parts[0])
-            parts = parts[1:]
+        done = 0  # the parts the pipe took whole
+        while done < len(parts) and written >= len(parts[done]):
+            written -= len(parts[done])
+            done += 1
+        parts = parts[done:]  # a copy: the caller's list is left as it was
         if written:
-            parts = [parts[0][written:], *parts[1:]]
+            parts[0] = parts[0][written:]
 
 
 class Frames:
