@@ -375,16 +375,16 @@ class OtelSink:
 
     # -- facts -------------------------------------------------------------------
 
-    def _decision(self, ev: MiddlewareDecisionEvent) -> None:
-        self._decided(ev, ev)
-
     def _filed(self, ev: DecisionFiled) -> None:
-        self._decided(ev, ev.row)
+        self._decision(ev, ev.row)
 
-    def _decided(self, ev: Any, row: Any) -> None:
+    def _decision(self, ev: Any, row: Any = None) -> None:
         """One log record for a decision: ``ev`` gives the envelope (session,
-        seq, time), ``row`` the decision's fields (the fact itself, or the
-        filed row its fact projects: the same names, ``fact_for``)."""
+        seq, time), ``row`` the decision's fields: the fact itself when
+        ``None``, else the filed row the fact projects (the same names,
+        ``fact_for``)."""
+        if row is None:
+            row = ev
         attributes: dict[str, Any] = {
             "helmlog.session_id": ev.session_id,
             "helmlog.seq": ev.seq if ev.seq is not None else -1,
