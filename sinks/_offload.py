@@ -7,7 +7,8 @@ Pattern: a record taker (``on_records``) that forwards each turn's stored
 Role:    sinks layer; ``.watch(OtelProcess(url))`` where a run's throughput
          matters more than a second process (bench/sinks.py measures both).
 Emits:   through the child's exporters; raises ``ExportError`` at
-         ``flush``/``close``.
+         ``flush``/``close`` (one left open is closed at interpreter exit,
+         a failure then logged).
 
 Laws: R16 (a sink never drives the run: ``on_records``/``on_event`` never
 raise; a failure, the child's death included, is kept and raised where the
@@ -67,10 +68,14 @@ too seldom to show.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
+import logging
 import multiprocessing
 import operator
 import threading
 import time
+import weakref
 from typing import Any
 
 import msgspec
@@ -89,6 +94,8 @@ from ._export_child import (
     write_all,
 )
 from ._otel import _HANDLERS, DEFAULT_AGENT_NAME
+
+log = logging.getLogger("helmlog")
 
 _ENDS_A_TURN = frozenset((TurnEnded, PauseRequested, FatalError))
 _ENDS_A_TURN_TYPES = frozenset((TurnEnded.type, PauseRequested.type, FatalError.type))
@@ -176,6 +183,11 @@ class OtelProcess:
         self._sweeper.start()
         self._failure: str | None = None
         self._closed = False
+        # What is held when the interpreter exits is exported before the
+        # child is stopped (multiprocessing's own exit hook, registered
+        # earlier, runs later and ends daemonic children).
+        self._at_exit = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._at_exit)
         # It only encodes what it is handed: the run's own events, no copies.
         self.readonly = True
 
@@ -291,6 +303,7 @@ class OtelProcess:
                 raise ExportError(target=self.target, reason=self._failure)
             return
         self._closed = True
+        atexit.unregister(self._at_exit)
         try:
             self._ask(CLOSE)
         finally:
@@ -308,3 +321,15 @@ class OtelProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close_at_exit(ref: weakref.ref[OtelProcess]) -> None:
+    """At exit, close an ``OtelProcess`` its owner left open: the turns it
+    holds are exported; a failure is logged, for no one is left to raise to."""
+    process = ref()
+    if process is None:
+        return
+    try:
+        process.close()
+    except ExportError as exc:
+        log.warning("helmlog OtelProcess at exit: %s", exc)

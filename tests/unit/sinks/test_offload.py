@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -101,6 +104,41 @@ async def test_r16_many_turns_arrive_whole_across_batched_writes() -> None:
         assert 30 == names.count("invoke_agent helmlog")
         assert 30 == names.count("execute_tool refund")
         assert 60 == names.count("chat m")
+
+
+def test_r16_what_is_held_is_exported_when_the_process_exits_unclosed(
+    tmp_path: Path,
+) -> None:
+    """A program that never calls ``close`` still exports its last turn: the
+    interpreter's exit closes the ``OtelProcess`` (an exit hook), before
+    multiprocessing ends the child."""
+    out = tmp_path / "child.jsonl"
+    program = f"""
+import asyncio, functools
+from helmlog.sinks import OtelProcess
+from tests.unit.sinks.file_exporters import file_exporters
+from tests.unit.sinks.test_export import _agent
+
+if __name__ == "__main__":
+    process = OtelProcess(
+        setup=functools.partial(file_exporters, {str(out)!r}), linger_s=60.0
+    )
+    assert "Done." == asyncio.run(_agent(process).run("refund please"))
+"""
+    script = tmp_path / "unclosed.py"
+    script.write_text(program)
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert 0 == done.returncode, done.stderr
+    names = sorted(row["name"] for row in projection(str(out)) if row["kind"] == "span")
+    assert ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"] == names
 
 
 async def test_r16_a_refusing_collector_is_raised_at_close_not_in_the_run() -> None:
