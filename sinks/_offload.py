@@ -4,8 +4,9 @@ Pattern: a record taker (``on_records``) that forwards each turn's stored
          records, batched, down a pipe to a spawned child process
          (``sinks/_export_child.py``), which decodes them and runs
          ``OtelSink`` and the SDK's exporters there.
-Role:    sinks layer; ``.watch(OtelProcess(url))`` where a run's throughput
-         matters more than a second process (bench/sinks.py measures both).
+Role:    sinks layer; ``.watch(OtelProcess(url))``: live OTLP export of a
+         run, the attached sink bench/sinks.py's headline measures (an
+         in-process ``OtlpExport`` beside it).
 Emits:   through the child's exporters; raises ``ExportError`` at
          ``flush``/``close`` (one left open is closed at interpreter exit,
          a failure then logged).
