@@ -277,6 +277,13 @@ class OtelProcess:
             write_all(self._data_fd, held)
         except OSError as exc:  # the child died: kept, raised by flush/close
             self._failure = f"the export process is gone ({exc})"
+            # Said once, now: a run that never flushes still tells its operator.
+            log.error(
+                "helmlog OtelProcess for %s: %s; the telemetry from here on is"
+                " lost (raised at flush and close)",
+                self.target,
+                self._failure,
+            )
 
     def _ask(self, verb: bytes) -> None:
         self._seal()

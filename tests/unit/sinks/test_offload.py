@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import multiprocessing
 import os
 import subprocess
@@ -153,14 +154,22 @@ async def test_r16_a_refusing_collector_is_raised_at_close_not_in_the_run() -> N
         assert receiver.url == raised.value.target
 
 
-async def test_r16_a_dead_child_never_reaches_the_run_and_is_raised() -> None:
-    """The child killed: runs still answer; ``close`` names the lost process."""
+async def test_r16_a_dead_child_never_reaches_the_run_and_is_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The child killed: runs still answer; the loss is logged once when the
+    run's write finds it, and ``close`` names the lost process."""
     with otlp_receiver() as receiver:
         process = OtelProcess(receiver.url)
         process._process.kill()
         process._process.join()
-        agent = _agent(process)
-        assert "Done." == await agent.run("refund please")
+        with caplog.at_level(logging.ERROR, logger="helmlog"):
+            for agent in (_agent(process), _agent(process)):
+                assert "Done." == await agent.run("refund please")
+            process._write_soon()  # what the run's loop timer does
+            process._write_soon()
+        lost = [r for r in caplog.records if "export process is gone" in r.message]
+        assert 1 == len(lost)
         with pytest.raises(ExportError) as raised:
             process.close()
         assert "export process is gone" in raised.value.reason
