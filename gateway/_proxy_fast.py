@@ -53,7 +53,13 @@ INVALID_PARAMS: dict[str, Any] = {
     "message": "Invalid request parameters",
     "data": "",
 }
-_CONTENT_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
+# Content blocks normalized without the model: their fields, each a string.
+_PLAIN_BLOCKS: dict[Any, tuple[str, ...]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+}
+_RESULT_FIELDS = (("isError", bool), ("structuredContent", dict), ("_meta", dict))
 
 
 def is_call(message: Any) -> bool:
@@ -99,14 +105,18 @@ def simple_params(params: Any) -> dict[str, Any] | None:
 def checked_result(raw: Any) -> dict[str, Any]:
     """An upstream ``tools/call`` result as ``CallToolResult`` would dump it.
 
-    A result of the usual shape is normalized in place of a round trip
-    through the model (``None`` fields dropped, ``isError`` defaulted);
-    anything else goes through the model, so an invalid one raises the
-    ``ValidationError`` the SDK path raises.
+    A plain result — text, image and audio blocks whose every field is the
+    string the model requires, and top-level fields of the model's types —
+    is normalized in place of a round trip through the model (``None``
+    fields dropped, ``isError`` defaulted); anything else goes through the
+    model, so an invalid one raises the ``ValidationError`` the SDK path
+    raises and no malformed field reaches the client.
     """
     content = raw.get("content") if isinstance(raw, dict) else None
-    if not isinstance(content, list) or not all(
-        isinstance(b, dict) and b.get("type") in _CONTENT_TYPES for b in content
+    if not (
+        isinstance(content, list)
+        and all(_plain_block(b) for b in content)
+        and _plain_fields(raw)
     ):
         model = types.CallToolResult.model_validate(raw)
         return model.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -120,6 +130,27 @@ def checked_result(raw: Any) -> dict[str, Any]:
     if "isError" not in out:
         out = {**out, "isError": False}
     return out
+
+
+def _plain_block(block: Any) -> bool:
+    """A content block of a plain type whose fields are all required strings."""
+    if not isinstance(block, dict):
+        return False
+    fields = _PLAIN_BLOCKS.get(block.get("type"))
+    if fields is None:
+        return False
+    for key, value in block.items():
+        if key != "type" and value is not None and key not in fields:
+            return False  # annotations, _meta, ...: the model checks them
+    return all(isinstance(block.get(name), str) for name in fields)
+
+
+def _plain_fields(raw: dict[str, Any]) -> bool:
+    """The result's own fields, where present, of the model's types."""
+    return all(
+        raw.get(name) is None or isinstance(raw[name], kind)
+        for name, kind in _RESULT_FIELDS
+    )
 
 
 def error_of(exc: McpError) -> dict[str, Any]:

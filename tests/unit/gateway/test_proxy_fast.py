@@ -10,7 +10,8 @@ Emits:   nothing.
 
 Laws: P25 (transparency: results, tool errors, hidden tools, a rename by
 middleware, ``_meta`` forwarding, an upstream's own error and malformed
-params all answer the same on both paths; a client's cancel of a lane call
+params all answer the same on both paths, and so does an upstream result with
+a malformed content block; a client's cancel of a lane call
 reaches the upstream; a call with a progress token takes the SDK path and
 gets its progress), P20 (the audit rows are the same on both paths).
 
@@ -30,6 +31,7 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
@@ -266,6 +268,41 @@ async def test_p25_an_upstreams_own_error_is_answered_unchanged_on_the_lane() ->
         sdk, _ = await _memory(proxy, cases)
     error = {"code": -32042, "message": "upstream says no", "data": {"x": 1}}
     assert (sdk, error, 1) == (fast, fast[1]["error"], answered)
+
+
+def _malformed(block: dict[str, Any]) -> Server[Any, Any]:
+    """An upstream whose result holds ``block`` as it is, unvalidated."""
+    server: Server[Any, Any] = Server("malformed")
+
+    async def answer(req: types.CallToolRequest) -> types.ServerResult:
+        result = types.CallToolResult.model_construct(content=[block], isError=False)
+        return types.ServerResult(result)
+
+    server.request_handlers[types.CallToolRequest] = answer
+    return server
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic, on the raw block
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": 123},
+        {"type": "image", "data": "aGk=", "mimeType": None},
+        {"type": "text", "text": "hi", "annotations": {"priority": "high"}},
+    ],
+)
+async def test_p25_a_malformed_upstream_block_is_answered_as_the_sdk_path(
+    block: dict[str, Any],
+) -> None:
+    """P25: a content block of a plain type with a field of the wrong type
+    never reaches the client on the lane: it answers as the SDK path does."""
+    cases: list[dict[str, Any] | None] = [{"name": "any", "arguments": {}}]
+    async with McpProxy(_malformed(block)) as proxy:
+        fast, answered = await _memory(proxy, cases)
+    async with _sdk(McpProxy(_malformed(block))) as proxy:
+        sdk, _ = await _memory(proxy, cases)
+    assert (sdk, 1) == (fast, answered)
+    assert "result" not in fast[1] or fast[1]["result"].get("isError") is True
 
 
 def _finished(events: list[Any]) -> list[tuple[Any, ...]]:
