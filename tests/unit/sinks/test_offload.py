@@ -49,6 +49,24 @@ async def test_r16_a_child_process_exports_the_genai_spans_and_records() -> None
         assert len(agent.last_snapshot().middleware_decisions) == receiver.log_count()
 
 
+async def test_live_export_is_configured_from_the_standard_otel_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no URL, the child exports where ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    says, as ``OTEL_SERVICE_NAME``: live export configured as the SDK is."""
+    with otlp_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "refund-desk")
+        process = OtelProcess()
+        try:
+            agent = _agent(process)
+            assert "Done." == await agent.run("refund please")
+        finally:
+            process.close()
+        assert 4 == len(receiver.span_names())
+        assert {"refund-desk"} == receiver.service_names()
+
+
 async def test_r16_a_finished_turn_reaches_the_child_without_a_flush() -> None:
     """A quiet run's last turn is written ``linger_s`` after it ended (a
     timer on the run's loop): nothing is held until a flush or a close that
