@@ -74,6 +74,7 @@ import functools
 import logging
 import multiprocessing
 import operator
+import os
 import threading
 import time
 import weakref
@@ -187,7 +188,9 @@ class OtelProcess:
         # What is held when the interpreter exits is exported before the
         # child is stopped (multiprocessing's own exit hook, registered
         # earlier, runs later and ends daemonic children).
-        self._at_exit = functools.partial(_close_at_exit, weakref.ref(self))
+        self._at_exit = functools.partial(
+            _close_at_exit, weakref.ref(self), os.getpid()
+        )
         atexit.register(self._at_exit)
         # It only encodes what it is handed: the run's own events, no copies.
         self.readonly = True
@@ -331,11 +334,15 @@ class OtelProcess:
         self.close()
 
 
-def _close_at_exit(ref: weakref.ref[OtelProcess]) -> None:
+def _close_at_exit(ref: weakref.ref[OtelProcess], owner: int) -> None:
     """At exit, close an ``OtelProcess`` its owner left open: the turns it
-    holds are exported; a failure is logged, for no one is left to raise to."""
+    holds are exported; a failure is logged, for no one is left to raise to.
+
+    Only in the process that made it: a forked copy that exits holds the
+    same pipes, and closing through them would stop the owner's child.
+    """
     process = ref()
-    if process is None:
+    if process is None or os.getpid() != owner:
         return
     try:
         process.close()

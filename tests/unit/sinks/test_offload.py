@@ -160,6 +160,28 @@ if __name__ == "__main__":
     assert ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"] == names
 
 
+def test_r16_a_forked_copy_that_exits_leaves_the_owners_child_running() -> None:
+    """A process forked after the ``OtelProcess`` was made inherits its exit
+    hook; run there, the hook must not close the owner's export child."""
+    with otlp_receiver() as receiver:
+        process = OtelProcess(receiver.url)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the copy: run the hook as its exit would
+                try:
+                    process._at_exit()
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            assert process._process.is_alive()
+            agent = _agent(process)
+            assert "Done." == asyncio.run(agent.run("refund please"))
+            process.flush()
+            assert 4 == len(receiver.span_names())
+        finally:
+            process.close()
+
+
 async def test_r16_a_refusing_collector_is_raised_at_close_not_in_the_run() -> None:
     """A 400 from the collector: the run answers, ``close`` raises."""
     with otlp_receiver() as receiver:
