@@ -60,6 +60,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import Attributes
 
 MAX_BATCH = 512  # the SDK batch processors' default export batch
+MAX_QUEUE = 2048  # and their default queue: past it, what is put is dropped
 SCHEDULE_S = 1.0  # at the latest, what is queued is sent this often
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED | TraceFlags.RANDOM_TRACE_ID)
 _UNSET = Status(StatusCode.UNSET)
@@ -70,7 +71,10 @@ class ExportQueue:
 
     ``put_span``/``put_record`` never block on the network; ``flush`` waits
     until what was put before it was handed to the exporters, ``shutdown``
-    flushes, stops the thread and shuts the exporters down.
+    flushes, stops the thread and shuts the exporters down. Each queue holds
+    at most ``max_queue`` items, as the SDK's batch processors do: while a
+    collector is slow or down, what does not fit is dropped and counted
+    (``take_dropped``), so a long outage costs no memory.
 
     Why deques and no lock on ``put``: a deque's ``append`` and ``popleft``
     are each atomic, so the producing thread (the run's, a turn's 8 objects)
@@ -87,11 +91,14 @@ class ExportQueue:
         records: LogRecordExporter,
         *,
         max_batch: int = MAX_BATCH,
+        max_queue: int = MAX_QUEUE,
         schedule_s: float = SCHEDULE_S,
     ) -> None:
         self._span_exporter = spans
         self._record_exporter = records
         self._max_batch = max_batch
+        self._max_queue = max_queue
+        self._dropped = 0  # put while the queue was full (the producer's count)
         self._schedule_s = schedule_s
         self._spans: deque[ReadableSpan] = deque()
         self._records: deque[ReadableLogRecord] = deque()
@@ -105,6 +112,9 @@ class ExportQueue:
 
     def put_span(self, span: ReadableSpan) -> None:
         spans = self._spans
+        if len(spans) >= self._max_queue:
+            self._dropped += 1
+            return
         spans.append(span)
         if len(spans) == self._max_batch:
             with self._wake:
@@ -112,10 +122,21 @@ class ExportQueue:
 
     def put_record(self, record: ReadableLogRecord) -> None:
         records = self._records
+        if len(records) >= self._max_queue:
+            self._dropped += 1
+            return
         records.append(record)
         if len(records) == self._max_batch:
             with self._wake:
                 self._wake.notify_all()
+
+    def take_dropped(self) -> int:
+        """Spans and records dropped (the queue was full) since the last call.
+
+        Call it from the producing thread, which alone counts drops.
+        """
+        dropped, self._dropped = self._dropped, 0
+        return dropped
 
     def _idle(self) -> bool:
         return not (self._spans or self._records or self._busy)

@@ -18,6 +18,11 @@ per-span batches an unreachable endpoint held ``helmlog replay`` for minutes
 and then exited 0. Once one batch failed, the rest fail at once, and the
 caller learns of it.
 
+Why a live export goes on instead: a host watches its runs for weeks, and a
+collector restarts; ending the export at its first failure lost every span
+after it. Live, a failure costs the batches of its backoff (dropped, counted,
+raised at the next ``flush``), not the rest of the host's life.
+
 Why the base URL and the signal URL are both accepted: collectors document
 ``http://host:4318`` and exporters want ``http://host:4318/v1/traces``;
 ``otlp_endpoints`` maps either (or ``/v1/logs``) to both signal paths.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -52,6 +58,8 @@ from ._otel import DEFAULT_AGENT_NAME, OtelSink
 from ._replay import replay
 
 DEFAULT_TIMEOUT_S = 5.0
+# A live export's pause after a failed batch: doubling while it keeps failing.
+_BACKOFF_FIRST_S, _BACKOFF_MOST_S = 1.0, 30.0
 _SIGNAL_PATHS = ("/v1/traces", "/v1/logs")
 _EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
 
@@ -107,14 +115,45 @@ class _Failures(logging.Handler):
 
 
 class _Outcome:
-    """The first failed batch of one export, shared by its two exporters."""
+    """What failed in one export, shared by its two exporters.
 
-    def __init__(self, failures: _Failures) -> None:
+    Strict (replay, ``export``): the first failed batch ends the export, and
+    every later batch fails at once. Live (watching a run): a failed batch is
+    dropped and counted, later ones are dropped untried for a backoff (1 s,
+    doubling to ``_BACKOFF_MOST_S`` while the collector stays down, reset by
+    a success), and ``take`` hands the caller what failed since it last
+    asked: a collector that comes back is exported to again.
+    """
+
+    def __init__(self, failures: _Failures, *, live: bool = False) -> None:
         self._lock = threading.Lock()
         self._failures = failures
+        self.live = live
         self.failure: str | None = None
+        self.lost = 0  # spans and records not exported (live)
+        self._backoff_s = 0.0
+        self._retry_at = 0.0
 
-    def failed(self, signal: str, error: BaseException | None = None) -> None:
+    def skip(self, items: int) -> bool:
+        """Whether a batch of ``items`` goes untried (and is counted lost)."""
+        if self.failure is None and not self._backoff_s:
+            return False
+        if not self.live:
+            return self.failure is not None
+        with self._lock:
+            if time.monotonic() < self._retry_at:
+                self.lost += items
+                return True
+        return False
+
+    def succeeded(self) -> None:
+        if self.live and self._backoff_s:
+            with self._lock:
+                self._backoff_s = 0.0
+
+    def failed(
+        self, signal: str, items: int, error: BaseException | None = None
+    ) -> None:
         with self._lock:
             if self.failure is None:
                 cause = (
@@ -123,6 +162,20 @@ class _Outcome:
                     else self._failures.reason()
                 )
                 self.failure = f"{signal}: {cause}"
+            if self.live:
+                self.lost += items
+                self._backoff_s = min(
+                    max(2 * self._backoff_s, _BACKOFF_FIRST_S), _BACKOFF_MOST_S
+                )
+                self._retry_at = time.monotonic() + self._backoff_s
+
+    def take(self) -> tuple[str | None, int]:
+        """``(failure, lost)``; live, both start again from here."""
+        with self._lock:
+            taken = self.failure, self.lost
+            if self.live:
+                self.failure, self.lost = None, 0
+            return taken
 
 
 class _WatchedSpans(SpanExporter):
@@ -131,15 +184,18 @@ class _WatchedSpans(SpanExporter):
         self._outcome = outcome
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._outcome.failure is not None:
+        outcome = self._outcome
+        if outcome.skip(len(spans)):
             return SpanExportResult.FAILURE
         try:
             result = self._inner.export(spans)
         except Exception as exc:  # noqa: BLE001 — kept; flush/close raise it
-            self._outcome.failed("spans", exc)
+            outcome.failed("spans", len(spans), exc)
             return SpanExportResult.FAILURE
         if result is not SpanExportResult.SUCCESS:
-            self._outcome.failed("spans")
+            outcome.failed("spans", len(spans))
+        else:
+            outcome.succeeded()
         return result
 
     def shutdown(self) -> None:
@@ -155,15 +211,18 @@ class _WatchedLogs(LogRecordExporter):
         self._outcome = outcome
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        if self._outcome.failure is not None:
+        outcome = self._outcome
+        if outcome.skip(len(batch)):
             return LogRecordExportResult.FAILURE
         try:
             result = self._inner.export(batch)
         except Exception as exc:  # noqa: BLE001 — kept; flush/close raise it
-            self._outcome.failed("logs", exc)
+            outcome.failed("logs", len(batch), exc)
             return LogRecordExportResult.FAILURE
         if result is not LogRecordExportResult.SUCCESS:
-            self._outcome.failed("logs")
+            outcome.failed("logs", len(batch))
+        else:
+            outcome.succeeded()
         return result
 
     def shutdown(self) -> None:
@@ -192,10 +251,18 @@ class OtlpExport:
             ``FinishedTelemetry`` (``sinks/_direct.py``): the same export as
             the SDK's live providers and batch processors (``False``), at
             about half the CPU.
+        live: keep exporting after a failed batch, for watching a run (what
+            ``OtelProcess`` does): a failed batch is dropped, later ones
+            are dropped untried for a backoff (1 s, doubling to 30 s while
+            the collector stays down), and once it answers again the export
+            goes on. Not live (replay, ``export``), the first failed batch
+            ends the export.
 
-    Attach ``export.sink`` as a watcher, or replay into it; ``flush()`` and
-    ``close()`` raise ``ExportError`` once a batch has failed. A failed export
-    never reaches the run being watched.
+    Attach ``export.sink`` as a watcher, or replay into it. ``flush()`` and
+    ``close()`` raise ``ExportError`` once a batch has failed (live: once per
+    failure, naming how many spans and records were not exported since the
+    previous ``flush``), and when the export queue dropped what did not fit.
+    A failed export never reaches the run being watched.
     """
 
     def __init__(
@@ -207,6 +274,7 @@ class OtlpExport:
         agent_name: str = DEFAULT_AGENT_NAME,
         service_name: str = "helmlog",
         direct: bool = True,
+        live: bool = False,
     ) -> None:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import (
             OTLPLogExporter,
@@ -224,7 +292,7 @@ class OtlpExport:
             timeout = DEFAULT_TIMEOUT_S
         self._failures = _Failures()
         logging.getLogger(_EXPORTER_LOGGER).addHandler(self._failures)
-        self._outcome = _Outcome(self._failures)
+        self._outcome = _Outcome(self._failures, live=live)
         resource = Resource.create()  # the OTEL_* resource variables, defaults
         if str(resource.attributes.get("service.name", "")).startswith("unknown"):
             resource = resource.merge(Resource({"service.name": service_name}))
@@ -262,8 +330,16 @@ class OtlpExport:
         return self._outcome.failure
 
     def _raise_if_failed(self) -> None:
-        if self._outcome.failure is not None:
-            raise ExportError(target=self.target, reason=self._outcome.failure)
+        failure, lost = self._outcome.take()
+        dropped = self._direct.queue.take_dropped() if self._direct is not None else 0
+        if failure is None and not dropped:
+            return
+        said = [failure] if failure is not None else []
+        if lost:
+            said.append(f"{lost} spans and records not exported")
+        if dropped:
+            said.append(f"{dropped} dropped, the export queue being full")
+        raise ExportError(target=self.target, reason="; ".join(said))
 
     def flush(self) -> None:
         """Send what is queued; raise ``ExportError`` if any batch failed."""

@@ -176,7 +176,12 @@ def serve(
     close: Callable[[], None]
     if setup is None:
         export = OtlpExport(
-            endpoint, timeout=timeout, values=values, agent_name=agent_name, direct=True
+            endpoint,
+            timeout=timeout,
+            values=values,
+            agent_name=agent_name,
+            direct=True,
+            live=True,
         )
         sink, flush, close = export.sink, export.flush, export.close
     else:
@@ -186,6 +191,12 @@ def serve(
 
         def flush() -> None:
             telemetry.flush()
+            dropped = telemetry.queue.take_dropped()
+            if dropped:
+                raise ExportError(
+                    target="the setup's exporters",
+                    reason=f"{dropped} dropped, the export queue being full",
+                )
 
         def close() -> None:
             telemetry.shutdown()

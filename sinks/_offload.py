@@ -12,8 +12,9 @@ Emits:   through the child's exporters; raises ``ExportError`` at
          a failure then logged).
 
 Laws: R16 (a sink never drives the run: ``on_records``/``on_event`` never
-raise; a failure, the child's death included, is kept and raised where the
-caller asks, at ``flush`` or ``close``), R4 (the child projects each row as
+raise; a failure is kept and raised where the caller asks, at ``flush`` or
+``close``: an export that failed since the last ask, after which the child
+exports on, or the child's death, which ends it), R4 (the child projects each row as
 the fact it stands for, ``OtelSink.on_recorded``; a journal hands each
 append once, and served events are de-duplicated by ``(session_id, seq)``),
 R6 (the spans are those an in-process ``OtelSink`` makes of the same
@@ -289,7 +290,10 @@ class OtelProcess:
             )
 
     def _ask(self, verb: bytes) -> None:
+        """Ask the child to flush or close; raise what it reports (an export
+        that failed since the last ask: it goes on) or its loss (for good)."""
         self._seal()
+        reply = None
         with self._lock:
             self._write_held()
             if self._failure is None:
@@ -297,11 +301,11 @@ class OtelProcess:
                     self._control.send_bytes(verb)
                     reply = self._control.recv()
                 except (OSError, EOFError) as exc:
-                    reply = f"the export process is gone ({type(exc).__name__})"
-                if reply is not None:
-                    self._failure = str(reply)
+                    self._failure = f"the export process is gone ({type(exc).__name__})"
         if self._failure is not None:
             raise ExportError(target=self.target, reason=self._failure)
+        if reply is not None:
+            raise ExportError(target=self.target, reason=str(reply))
 
     def flush(self) -> None:
         """Wait until the child exported all sent; ``ExportError`` if it failed."""

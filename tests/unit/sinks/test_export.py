@@ -6,6 +6,7 @@ exporters are the SDK's own OTLP/HTTP ones.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -114,6 +115,52 @@ async def test_a_collector_that_refuses_the_batch_is_an_export_error() -> None:
         with pytest.raises(ExportError) as raised:
             otlp.close()
         assert receiver.url == raised.value.target
+
+
+async def test_r16_a_live_export_goes_on_once_the_collector_answers_again() -> None:
+    """Live: a refused batch is raised at the next ``flush`` with how much was
+    not exported, and once the collector answers again (after the backoff)
+    the export goes on; a strict export would fail every later batch."""
+    with otlp_receiver() as receiver:
+        receiver.status = 400
+        otlp = OtlpExport(receiver.url, live=True)
+        try:
+            assert "Done." == await _agent(otlp.sink).run("refund please")
+            with pytest.raises(ExportError) as raised:
+                otlp.flush()
+            assert "not exported" in raised.value.reason
+            with receiver.lock:  # what reached it so far was refused
+                receiver.posts.clear()
+            receiver.status = 200
+            await asyncio.sleep(1.2)  # past the first backoff
+            assert "Done." == await _agent(otlp.sink).run("refund please")
+            otlp.flush()  # nothing failed since the last flush
+        finally:
+            otlp.close()
+        assert EXPECTED_SPANS == sorted(receiver.span_names())
+
+
+async def test_a_strict_export_fails_every_batch_after_its_first_failure() -> None:
+    """Not live (replay, ``export``): the first refused batch ends the export,
+    so an unreachable collector costs one timeout, not one per batch."""
+    with otlp_receiver() as receiver:
+        receiver.status = 400
+        otlp = OtlpExport(receiver.url)
+        try:
+            assert "Done." == await _agent(otlp.sink).run("refund please")
+            with pytest.raises(ExportError):
+                otlp.flush()
+            with receiver.lock:  # what reached it so far was refused
+                receiver.posts.clear()
+            receiver.status = 200
+            await asyncio.sleep(1.2)
+            assert "Done." == await _agent(otlp.sink).run("refund please")
+            with pytest.raises(ExportError):
+                otlp.flush()
+        finally:
+            with pytest.raises(ExportError):
+                otlp.close()
+        assert [] == receiver.span_names()
 
 
 async def test_an_unreachable_collector_is_an_export_error_within_its_timeout() -> None:

@@ -9,6 +9,8 @@ so spans are compared by what they are, parents by name.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -16,8 +18,12 @@ from opentelemetry.sdk._logs.export import (
     InMemoryLogRecordExporter,
     SimpleLogRecordProcessor,
 )
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from helmlog import (
@@ -38,6 +44,7 @@ from helmlog.events import (
 )
 from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
 from helmlog.sinks import FinishedTelemetry, OtelSink, replay
+from helmlog.sinks._direct import ExportQueue
 
 
 @tool
@@ -191,3 +198,31 @@ async def test_r6_finished_telemetry_handles_a_fatal_turn_and_an_unsampled_calle
     )
     assert ["chat m", "invoke_agent helmlog"] == sorted(r[1] for r in expected[0])
     assert expected == actual
+
+
+def test_the_export_queue_drops_what_does_not_fit_and_counts_it() -> None:
+    """A collector that holds a batch up: the queue keeps at most
+    ``max_queue`` items per signal and counts the rest, so an outage costs
+    no memory (as the SDK's batch processors)."""
+    release = threading.Event()
+
+    class Stuck(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            release.wait(30)
+            return SpanExportResult.SUCCESS
+
+    queue = ExportQueue(Stuck(), Stuck(), max_batch=2, max_queue=3)  # type: ignore[arg-type]  # spans only
+    try:
+        spans = [ReadableSpan(name=f"s{n}") for n in range(12)]
+        for span in spans[:2]:
+            queue.put_span(span)  # a full batch: the thread takes it, and waits
+        deadline = time.monotonic() + 10
+        while queue._spans and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for span in spans[2:]:
+            queue.put_span(span)
+        assert 7 == queue.take_dropped()
+        assert 0 == queue.take_dropped()
+    finally:
+        release.set()
+        queue.shutdown()

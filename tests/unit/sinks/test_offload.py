@@ -194,6 +194,30 @@ async def test_r16_a_refusing_collector_is_raised_at_close_not_in_the_run() -> N
         assert receiver.url == raised.value.target
 
 
+async def test_r16_the_child_exports_again_once_the_collector_answers_again() -> None:
+    """A collector that refused a batch and then answers: the refusal is
+    raised at the next ``flush``, and the turns after it are exported (the
+    child's export is live)."""
+    with otlp_receiver() as receiver:
+        receiver.status = 400
+        process = OtelProcess(receiver.url)
+        try:
+            assert "Done." == await _agent(process).run("refund please")
+            with pytest.raises(ExportError) as raised:
+                process.flush()
+            assert "not exported" in raised.value.reason
+            with receiver.lock:  # what reached it so far was refused
+                receiver.posts.clear()
+            receiver.status = 200
+            await asyncio.sleep(1.2)  # past the first backoff
+            assert "Done." == await _agent(process).run("refund please")
+            process.flush()
+        finally:
+            process.close()
+        expected = ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"]
+        assert expected == sorted(receiver.span_names())
+
+
 async def test_r16_a_dead_child_never_reaches_the_run_and_is_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
