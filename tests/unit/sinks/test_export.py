@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from helmlog import Agent, tool
 from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
 from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export, otlp_endpoints
-from tests.otlp_receiver import otlp_receiver
+from tests.otlp_receiver import Receiver, otlp_receiver
 
 
 @tool
@@ -125,19 +126,28 @@ async def test_r16_a_live_export_goes_on_once_the_collector_answers_again() -> N
         receiver.status = 400
         otlp = OtlpExport(receiver.url, live=True)
         try:
-            assert "Done." == await _agent(otlp.sink).run("refund please")
-            with pytest.raises(ExportError) as raised:
-                otlp.flush()
-            assert "not exported" in raised.value.reason
-            with receiver.lock:  # what reached it so far was refused
-                receiver.posts.clear()
-            receiver.status = 200
-            await asyncio.sleep(1.2)  # past the first backoff
-            assert "Done." == await _agent(otlp.sink).run("refund please")
-            otlp.flush()  # nothing failed since the last flush
+            await refused_then_answered(receiver, otlp.sink, otlp.flush)
         finally:
             otlp.close()
         assert EXPECTED_SPANS == sorted(receiver.span_names())
+
+
+async def refused_then_answered(
+    receiver: Receiver, watcher: object, flush: Callable[[], None]
+) -> None:
+    """A turn the collector refuses (``flush`` raises, naming what was not
+    exported), then one after it answers again, past the first backoff
+    (``flush`` passes); the receiver keeps only the second turn's posts."""
+    assert "Done." == await _agent(watcher).run("refund please")
+    with pytest.raises(ExportError) as raised:
+        flush()
+    assert "not exported" in raised.value.reason
+    with receiver.lock:  # what reached it so far was refused
+        receiver.posts.clear()
+    receiver.status = 200
+    await asyncio.sleep(1.2)
+    assert "Done." == await _agent(watcher).run("refund please")
+    flush()  # nothing failed since the last flush
 
 
 async def test_a_strict_export_fails_every_batch_after_its_first_failure() -> None:

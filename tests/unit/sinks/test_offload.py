@@ -33,7 +33,7 @@ from helmlog.sinks import (
 )
 from tests.otlp_receiver import otlp_receiver
 from tests.unit.sinks.file_exporters import FileExporter, file_exporters, projection
-from tests.unit.sinks.test_export import _agent, refund
+from tests.unit.sinks.test_export import _agent, refund, refused_then_answered
 
 
 async def test_r16_a_child_process_exports_the_genai_spans_and_records() -> None:
@@ -202,16 +202,7 @@ async def test_r16_the_child_exports_again_once_the_collector_answers_again() ->
         receiver.status = 400
         process = OtelProcess(receiver.url)
         try:
-            assert "Done." == await _agent(process).run("refund please")
-            with pytest.raises(ExportError) as raised:
-                process.flush()
-            assert "not exported" in raised.value.reason
-            with receiver.lock:  # what reached it so far was refused
-                receiver.posts.clear()
-            receiver.status = 200
-            await asyncio.sleep(1.2)  # past the first backoff
-            assert "Done." == await _agent(process).run("refund please")
-            process.flush()
+            await refused_then_answered(receiver, process, process.flush)
         finally:
             process.close()
         expected = ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"]
