@@ -16,14 +16,16 @@ Emits:   nothing of helmlog's; stdout only.
 Measures: governed turns per second (3 ``allow()`` links at before-tool, one
 ``allow(value, why)`` transform at after-tool, two model calls) with no sink,
 with a watcher that does nothing (what delivering to any watcher costs the
-runtime), with an ``OtelSink`` attached as it comes (a deferred watcher:
-its work runs while the run waits, ``runtime/_watchers.py``), and with one
-projecting inside the run (``OtelSink(deferred=False)``, ``otel_inline_cost``),
-with one on ``FinishedTelemetry`` in process (what ``OtlpExport`` attaches,
-``otel_direct_cost``) and with ``OtelProcess`` (``otel_process_cost``);
-the sink's cost is ``1 - otel / no_sink`` (each against its neighbour),
-of which ``1 - otel / noop_watcher`` is its own. Every sample ends with
-``agent.idle()``, so a deferred sink's work is inside the timing.
+runtime), with ``OtelProcess`` (the headline, ``otel_cost``), and in process
+with an ``OtelSink`` attached as it comes (a deferred watcher: its work runs
+while the run waits, ``runtime/_watchers.py``; ``otel_in_process_cost``),
+with one projecting inside the run (``OtelSink(deferred=False)``,
+``otel_inline_cost``) and with one on ``FinishedTelemetry`` (what
+``OtlpExport`` attaches, ``otel_direct_cost``); a sink's cost is
+``1 - sink / no_sink`` (each against its neighbour), of which
+``1 - sink / noop_watcher`` is its own (``otel_in_process_own_cost``).
+Every sample ends with ``agent.idle()``, so a deferred sink's work is inside
+the timing.
 Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
 ``execute_tool``) and one log record per decision fact (4).
 
