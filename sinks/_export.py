@@ -34,7 +34,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
@@ -134,7 +134,31 @@ class _Outcome:
         self._backoff_s = 0.0
         self._retry_at = 0.0
 
-    def skip(self, items: int) -> bool:
+    def export(
+        self,
+        signal: str,
+        send: Callable[[Sequence[Any]], Any],
+        batch: Sequence[Any],
+        success: Any,
+    ) -> bool:
+        """Send one batch of ``signal`` unless it goes untried; whether it was
+        exported. A raise or a refusal is kept (``flush``/``close`` raise it)."""
+        if self._skip(len(batch)):
+            return False
+        try:
+            result = send(batch)
+        except Exception as exc:  # noqa: BLE001 — kept; flush/close raise it
+            self.failed(signal, len(batch), exc)
+            return False
+        if result is not success:
+            self.failed(signal, len(batch))
+            return False
+        if self.live and self._backoff_s:
+            with self._lock:
+                self._backoff_s = 0.0
+        return True
+
+    def _skip(self, items: int) -> bool:
         """Whether a batch of ``items`` goes untried (and is counted lost)."""
         if self.failure is None and not self._backoff_s:
             return False
@@ -145,11 +169,6 @@ class _Outcome:
                 self.lost += items
                 return True
         return False
-
-    def succeeded(self) -> None:
-        if self.live and self._backoff_s:
-            with self._lock:
-                self._backoff_s = 0.0
 
     def failed(
         self, signal: str, items: int, error: BaseException | None = None
@@ -184,19 +203,10 @@ class _WatchedSpans(SpanExporter):
         self._outcome = outcome
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        outcome = self._outcome
-        if outcome.skip(len(spans)):
-            return SpanExportResult.FAILURE
-        try:
-            result = self._inner.export(spans)
-        except Exception as exc:  # noqa: BLE001 — kept; flush/close raise it
-            outcome.failed("spans", len(spans), exc)
-            return SpanExportResult.FAILURE
-        if result is not SpanExportResult.SUCCESS:
-            outcome.failed("spans", len(spans))
-        else:
-            outcome.succeeded()
-        return result
+        exported = self._outcome.export(
+            "spans", self._inner.export, spans, SpanExportResult.SUCCESS
+        )
+        return SpanExportResult.SUCCESS if exported else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
         self._inner.shutdown()
@@ -211,19 +221,12 @@ class _WatchedLogs(LogRecordExporter):
         self._outcome = outcome
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        outcome = self._outcome
-        if outcome.skip(len(batch)):
-            return LogRecordExportResult.FAILURE
-        try:
-            result = self._inner.export(batch)
-        except Exception as exc:  # noqa: BLE001 — kept; flush/close raise it
-            outcome.failed("logs", len(batch), exc)
-            return LogRecordExportResult.FAILURE
-        if result is not LogRecordExportResult.SUCCESS:
-            outcome.failed("logs", len(batch))
-        else:
-            outcome.succeeded()
-        return result
+        exported = self._outcome.export(
+            "logs", self._inner.export, batch, LogRecordExportResult.SUCCESS
+        )
+        return (
+            LogRecordExportResult.SUCCESS if exported else LogRecordExportResult.FAILURE
+        )
 
     def shutdown(self) -> None:
         self._inner.shutdown()  # type: ignore[no-untyped-call]  # the SDK is untyped here
@@ -338,7 +341,7 @@ class OtlpExport:
         if lost:
             said.append(f"{lost} spans and records not exported")
         if dropped:
-            said.append(f"{dropped} dropped, the export queue being full")
+            said.append(overflowed(dropped))
         raise ExportError(target=self.target, reason="; ".join(said))
 
     def flush(self) -> None:
@@ -369,6 +372,11 @@ class OtlpExport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def overflowed(dropped: int) -> str:
+    """What a flush says of spans and records its full queue dropped."""
+    return f"{dropped} dropped, the export queue being full"
 
 
 def _env_timeout() -> bool:

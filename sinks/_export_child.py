@@ -67,7 +67,7 @@ from helmlog.events import (
 )
 
 from ._direct import FinishedTelemetry
-from ._export import ExportError, OtlpExport
+from ._export import ExportError, OtlpExport, overflowed
 from ._otel import _HANDLERS, OtelSink
 
 log = logging.getLogger("helmlog")
@@ -195,7 +195,7 @@ def serve(
             if dropped:
                 raise ExportError(
                     target="the setup's exporters",
-                    reason=f"{dropped} dropped, the export queue being full",
+                    reason=overflowed(dropped),
                 )
 
         def close() -> None:
