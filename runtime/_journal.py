@@ -329,10 +329,10 @@ class Journal:
         Any other event is delivered as folded to ``readonly`` watchers, and
         to the rest as a copy sharing no container with the folded objects
         (history and the pending call's args stay the session's): ``detached``
-        decodes the stored bytes again for an event that holds one. A watcher
-        with ``on_records`` is handed the append's records instead (frozen
-        bytes: nothing to copy), unless the journal serves a redacted form,
-        which is then everyone's.
+        decodes the stored bytes again for an event that holds one. A
+        ``RecordTaker`` (by its class, never by its attributes: G95) is handed
+        the append's records instead (frozen bytes: nothing to copy), unless
+        the journal serves a redacted form, which is then everyone's.
         """
         listeners, served = self.listeners, self._served
         handed = False

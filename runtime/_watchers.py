@@ -6,7 +6,9 @@ Role:    runtime layer; the journal hands every recorded event (and each
          transient token) to ``Listeners.deliver``.
 Emits:   nothing itself; delivers what the journal recorded.
 
-Laws: G82 (``.watch()``/``attach()``/``on()``; delivery in hand-over order;
+Laws: G95 (watchers hear facts and the documented events, whatever
+attributes they have; only a ``RecordTaker`` is handed stored records),
+G82 (``.watch()``/``attach()``/``on()``; delivery in hand-over order;
 unsubscribe callables), G83 (one object handed over twice is one attachment;
 two different objects with one ``id`` are refused), G84 (watching never
 steers: a raise or a return value changes nothing, failures are logged under
@@ -32,17 +34,21 @@ for events that hold a container). A sink that only reads (``OtelSink``,
 ``OtelProcess``) declares ``readonly = True`` and is spared the copies; when
 every subscriber does, none is made.
 
-Why a watcher may take records: a sink that forwards what happened rather
-than reading it (``OtelProcess`` hands the bytes to a child process) needs
-neither the decoded events nor one call per event; declaring
-``on_records(records)`` makes it a record taker, handed each append's
-``StoredEvent``s (frozen bytes the journal encoded to hash them: nothing to
-copy) in one inline call, and no ``on_event`` for what was appended; the
-list is the append's own and the same for every taker, kept, never changed. It reads
-what a store reader reads, rows and all; what it shows of a row is its fact
-(R4). A journal that serves a redacted form hands that form to everyone
-through ``on_event`` instead, since the stored bytes may keep values it hides
-(G86); transient tokens reach every watcher through ``on_event``.
+Why one kind of sink may take records, and only by its class: a sink that
+forwards what happened rather than reading it (``OtelProcess`` hands the
+bytes to a child process) needs neither the decoded events nor one call per
+event. An instance of ``RecordTaker`` (``helmlog.events.lowlevel``; the face
+does not export it) is handed each append's ``StoredEvent``s (frozen bytes
+the journal encoded to hash them: nothing to copy) in one inline call, and no
+``on_event`` for what was appended; the list is the append's own and the same
+for every taker, kept, never changed. It reads what a store reader reads,
+rows and all, ``before``/``after`` included, so what it shows of a row must
+be its fact (R4). Any other watcher hears facts and the documented events,
+whatever attributes it has: an ``on_records`` of its own is never called
+(G95, G49). A journal that serves a redacted form hands that form to
+everyone through ``on_event`` instead, since the stored bytes may keep
+values it hides (G86); transient tokens reach every watcher through
+``on_event``.
 
 Why a queue per async handler rather than a task per event: tasks per event
 would let a slow handler see event 7 before event 6.
@@ -58,6 +64,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from helmlog.events import AgentBuildError, StoredEvent
+from helmlog.events.lowlevel import RecordTaker
 
 log = logging.getLogger("helmlog")
 
@@ -69,9 +76,8 @@ class Watcher(Protocol):
     """Anything with ``on_event(event)`` (plain or async), an optional ``id``,
     and optionally ``deferred = True`` (delivered off the run's path, in order),
     ``readonly = True`` (it never changes what it is handed, so it is handed
-    the session's own frozen events instead of copies) and a plain
-    ``on_records(records)`` (handed each append's stored records, in one
-    inline call, instead of its events: see the module header)."""
+    the session's own frozen events instead of copies). It hears facts and
+    the documented events only, whatever other attributes it has (G95)."""
 
     def on_event(self, event: Any) -> Any:
         """Receive one event."""
@@ -143,10 +149,12 @@ class _Subscription:
         # A watcher that declares it never changes what it is handed is
         # handed the session's own frozen events, not copies (G84).
         self.readonly = owner is not fn and getattr(owner, "readonly", False) is True
-        # A watcher that reads appends as stored takes each one's records.
-        takes = getattr(owner, "on_records", None) if owner is not fn else None
+        # Only a RecordTaker, by its class, is handed appends as stored: any
+        # other watcher hears facts, whatever attributes it has (G95).
         self.records: Callable[[list[StoredEvent]], Any] | None = (
-            takes if callable(takes) else None
+            owner.on_records
+            if owner is not fn and isinstance(owner, RecordTaker)
+            else None
         )
 
 
@@ -174,7 +182,7 @@ class Listeners:
 
     @property
     def takers(self) -> bool:
-        """Whether some watcher takes appends as stored records (``on_records``)."""
+        """Whether some watcher takes appends as stored records (a ``RecordTaker``)."""
         return bool(self._takers)
 
     def copying_after(self, handed: bool) -> bool:
@@ -241,10 +249,11 @@ class Listeners:
         for sub in self._subs:
             if sub.owner is watcher and sub.fn is not watcher:
                 return self._unsubscriber(sub.key)
-        on_records = getattr(watcher, "on_records", None)
-        if callable(on_records) and inspect.iscoroutinefunction(on_records):
+        if isinstance(watcher, RecordTaker) and inspect.iscoroutinefunction(
+            watcher.on_records
+        ):
             raise AgentBuildError(
-                f"a watcher's on_records must be a plain method (got {watcher!r})"
+                f"a record taker's on_records must be a plain method (got {watcher!r})"
             )
         unsubscribe = self._add("*", watcher.on_event, watcher)
         if getattr(watcher, "deferred", False) is True:

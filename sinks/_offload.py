@@ -1,7 +1,8 @@
 """An OtelSink in a process of its own: the watched run hands over bytes only.
 
-Pattern: a record taker (``on_records``) that forwards each turn's stored
-         records, batched, down a pipe to a spawned child process
+Pattern: a ``RecordTaker`` (``helmlog.events.lowlevel``: the explicit,
+         internal opt-in to stored records, G95) that forwards each turn's
+         stored records, batched, down a pipe to a spawned child process
          (``sinks/_export_child.py``), which decodes them and runs
          ``OtelSink`` and the SDK's exporters there.
 Role:    sinks layer; ``.watch(OtelProcess(url))``: live OTLP export of a
@@ -84,6 +85,7 @@ from typing import Any
 import msgspec
 
 from helmlog.events import FatalError, PauseRequested, StoredEvent, TurnEnded
+from helmlog.events.lowlevel import RecordTaker
 
 from ._export import ExportError
 from ._export_child import (
@@ -112,7 +114,7 @@ WRITE_AT = 64 * 1024
 SWEEP_S = 1.0
 
 
-class OtelProcess:
+class OtelProcess(RecordTaker):
     """An ``OtelSink`` exporting from a child process.
 
     Args:

@@ -23,6 +23,7 @@ import pytest
 
 from helmlog import Agent, ToolMiddleware, allow, conversation_redaction
 from helmlog.events import DecisionFiled, StoredEvent
+from helmlog.events.lowlevel import RecordTaker
 from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
 from helmlog.sinks import (
     ExportError,
@@ -257,7 +258,7 @@ async def test_r6_the_child_projects_the_stored_records_as_a_sink_in_process_doe
     assert expected == projection(str(child_file))
 
 
-class _Appends:
+class _Appends(RecordTaker):
     """A record taker that keeps each append's records as handed."""
 
     readonly = True

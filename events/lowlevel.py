@@ -1,0 +1,17 @@
+"""helmlog.events.lowlevel — what the library's own upper layers build on.
+
+Pattern: a public low-level namespace (trio's ``trio.lowlevel``), as
+         ``helmlog.runtime.lowlevel`` is for the kernel: named and pinned so
+         that no other layer reaches into a private module of ``events``.
+Role:    events layer; imported by ``runtime`` (its listeners) and ``sinks``
+         (``OtelProcess``). Not for agent code: ``helmlog`` does not export
+         these names, and a watcher given to ``.watch()`` needs none of them.
+Emits:   nothing.
+
+Laws: G95 (``RecordTaker``: taking stored records is an internal, explicit
+opt-in; every other watcher hears facts).
+"""
+
+from ._taker import RecordTaker
+
+__all__ = ["RecordTaker"]
