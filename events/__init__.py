@@ -76,7 +76,7 @@ from ._pause_events import (
     SessionImported,
 )
 from ._proxy_events import ProxyCallFinished, ProxyCallStarted, ProxySessionClosed
-from ._session_state import PendingPause, SessionState, sign_checkpoint
+from ._session_state import Approval, PendingPause, SessionState, sign_checkpoint
 from ._store import EventStore, FactDelivery, FactRecord, read_verified
 from ._turn_events import (
     FatalError,
@@ -124,6 +124,7 @@ __all__ = [
     "AgentBuildError",
     "AgentFactoryError",
     "AnyEvent",
+    "Approval",
     "Checkpoint",
     "CheckpointError",
     "ClusterConfigError",

@@ -15,7 +15,9 @@ is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
 recovery finishes), R9 (``session.imported`` seeds a session from a pause
 checkpoint and leaves its pause pending at the checkpoint's seq), issue 8
 item 8 (``Folder.trace``: the W3C trace context the open turn runs under, as
-last recorded, so a resume or recovery with no caller context continues it).
+last recorded, so a resume or recovery with no caller context continues it),
+issue 22 (``Folder.approvals``: every ask of the session a person approved,
+in order, for ``ToolCallContext.approvals``).
 What the fold yields — ``SessionState``, ``PendingPause``, a pause's
 checkpoint and ``sign_checkpoint`` — is ``events/_session_state.py``.
 
@@ -27,6 +29,13 @@ last accepted checkpoint, R23), but any call it left dispatched without a
 result still blocks continuing the session until recovery records its outcome
 (``Folder.dispatched`` is non-empty). ``SessionState.in_turn`` keeps its
 recorded meaning (no ``agent.turn_end`` yet), so golden states fold unchanged.
+
+Why approvals are session-wide, not per conversation line: an approval is a
+fact about the session ("approved earlier this session by dana"), so a turn
+continued from an earlier checkpoint keeps it; and they are folded from the
+pause and its answer only — ``pause.request`` of kind ``ask`` with the
+asking link's name, then ``pause.resume`` with ``approved=True`` and a
+``by`` — never from a row's words, which any rule can write.
 
 Why ``history_at``: a turn may continue from any accepted checkpoint of the
 session, not only the latest (G36). ``agent.turn_start.base_seq`` names it,
@@ -62,7 +71,7 @@ from ._pause_events import (
     PauseResumed,
     SessionImported,
 )
-from ._session_state import PendingPause, SessionState, pause_of
+from ._session_state import Approval, PendingPause, SessionState, pause_of
 from ._turn_events import (
     FatalError,
     LlmStarted,
@@ -81,11 +90,13 @@ class Folder:
     """The mutable accumulator behind ``fold``; ``apply`` one event at a time."""
 
     __slots__ = (
+        "_asking_source",
         "_conversation",
         "_conversation_seq",
         "_history_at",
         "_line_base",
         "_line_start",
+        "approvals",
         "dispatched",
         "failed",
         "history",
@@ -141,6 +152,11 @@ class Folder:
         # _line_base (empty when None); only appends follow it.
         self._line_base: int | None = None
         self._line_start = 0
+        # Every approved ask, oldest first; a tuple, replaced on each (rare)
+        # approval, so a call site shares it without a copy.
+        self.approvals: tuple[Approval, ...] = ()
+        # The pending pause's tool source, as its record named it.
+        self._asking_source: str | None = None
 
     @property
     def checkpoint(self) -> Checkpoint | None:
@@ -299,6 +315,7 @@ class Folder:
         detail: Any,
     ) -> None:
         self.pause_seqs.add(seq)
+        self._asking_source = ev.tool_source if isinstance(ev, PauseRequested) else None
         self.pending, self.pause_checkpoint = pause_of(
             self.session_id, seq, ev, call, history, original_input, detail
         )
@@ -326,8 +343,30 @@ class Folder:
         )
 
     def _pause_resumed(self, ev: PauseResumed) -> None:
-        if self.pending is not None:
-            self.resolved_pauses.add(self.pending.seq)
+        p = self.pending
+        if p is not None:
+            self.resolved_pauses.add(p.seq)
+            if (
+                ev.approved is True
+                and p.kind == "ask"
+                and ev.kind == "ask"
+                and p.middleware
+                and ev.tool_call_id == p.tool_call_id
+                and isinstance(ev.by, str)
+                and ev.by
+            ):
+                self.approvals = (
+                    *self.approvals,
+                    Approval(
+                        middleware=p.middleware,
+                        tool_name=p.tool_name,
+                        tool_source=self._asking_source,
+                        args_digest=p.args_digest,
+                        by=ev.by,
+                        tool_call_id=p.tool_call_id,
+                        seq=p.seq,
+                    ),
+                )
         self.pending = None
         self.pause_checkpoint = None
         self._continued(ev)

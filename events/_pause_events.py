@@ -14,8 +14,9 @@ checkpoint carries its ``PausedCall`` so a store without its session can
 resume it), R14 (the paused call's arguments as they stood), issue 8 item 8
 (``pause.resume`` and ``session.imported`` record the W3C trace context the
 work after them runs under), issue 11 item 4 (an ask's deadline), G87/G88 (an
-ask's ``detail`` is not carried by the checkpoint), R10 (every field added
-later gets a default).
+ask's ``detail`` is not carried by the checkpoint), issue 22 (a pause
+records its tool's ``tool_source``, so the approval it folds to names the
+tool whole), R10 (every field added later gets a default).
 
 Why one family: a pause, its answer and an import of its checkpoint are the
 three records of one person-in-the-loop wait, and the fold reads them
@@ -53,6 +54,9 @@ class PauseRequested(Event, tag="pause.request", frozen=True):
     content_digest: str = ""
     # The ask's deadline, ms after this event's timestamp (issue 11 item 4).
     timeout_ms: int | None = None
+    # The paused tool's source (None for the agent's own tools), so an
+    # approval folded from this pause names the tool whole (issue 22).
+    tool_source: str | None = None
 
 
 class PausedCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -20,6 +20,14 @@ fold's ``checkpoint`` and ``pending``, so the checkpoint module
 (``events/_checkpoint.py``) needs nothing of the fold, and the fold needs no
 key.
 
+Why ``Approval`` is here: a person's approval of an ask is something the
+stream says happened (a ``pause.request`` of kind ``ask`` and the
+``pause.resume`` that approved it), so the session's approvals are a
+projection of its own record like its ledger: rebuilt by any host that
+folds the stream, unchanged by redaction (they hold a digest of the
+arguments, never the arguments), and read by ``helmlog.rules.approve_once``
+through ``ToolCallContext.approvals`` (issue 22).
+
 Why a pause's state is built here, not in the folder: ``pause.request`` and
 ``session.imported`` fold to the same pending pause and checkpoint, so one
 function builds both from either record, beside the types it builds; the
@@ -58,6 +66,35 @@ class PendingPause(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
     timestamp: int
     content_digest: str = ""
+
+
+class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A person's approval of one ask, as the session's stream records it.
+
+    Folded from a ``pause.request`` of kind ``ask`` and the ``pause.resume``
+    that answered it with ``approved=True`` and a non-empty ``by``; nothing
+    else makes one (a rule's words cannot). It holds no value: the arguments
+    as they stood at the asking link are named by their digest
+    (``helmlog.events.digest``), the digest ``pause.request`` recorded.
+
+    Attributes:
+        middleware: the name of the link that asked.
+        tool_name: the tool of the call it asked about.
+        tool_source: that tool's source as recorded (``None`` for the
+            agent's own tools, and for pauses recorded before it was).
+        args_digest: digest of the arguments at the asking link.
+        by: who approved.
+        tool_call_id: the call it asked about.
+        seq: the seq of the ``pause.request`` it answered.
+    """
+
+    middleware: str
+    tool_name: str
+    tool_source: str | None = None
+    args_digest: str
+    by: str
+    tool_call_id: str
+    seq: int
 
 
 class SessionState(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,7 +24,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from helmlog.events import Message, MiddlewareDecision, shape
+from helmlog.events import Approval, Message, MiddlewareDecision, shape
 
 from ._context import MessageContext, ToolCallContext, ToolResultContext, clone
 from ._links import Link
@@ -103,6 +103,8 @@ class CallSite:
     iteration: int
     history: tuple[Message, ...]
     identity: Mapping[str, Any] | None
+    # The session's approved asks (issue 22), for ToolCallContext.approvals.
+    approvals: tuple[Approval, ...] = ()
 
 
 def _tool_row(
@@ -171,6 +173,7 @@ async def walk_tool_calls(
             args=clone(args),
             history=site.history,
             identity=site.identity,
+            approvals=site.approvals,
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Allow):

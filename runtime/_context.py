@@ -8,7 +8,11 @@ Emits:   nothing.
 Laws: G8 (contexts are frozen; each hook gets its own deep copy of ``args``,
 ``result`` and ``detail``, and of the tool-call arguments in its ``history``
 and its ``identity``), G13 (the call context), G21 (the result context),
-G28 (the message context).
+G28 (the message context), issue 22 (``ToolCallContext.approvals``: the
+asks of this session a person approved, as its stream records them, so a
+rule such as ``helmlog.rules.approve_once`` remembers across eviction,
+failover and redaction; frozen structs holding no value, so shared, not
+copied; empty where a call has no session, e.g. over MCP).
 
 Why a hand-rolled clone: most values are JSON-shaped, and cloning those
 directly is several times cheaper than ``copy.deepcopy`` on every hook of
@@ -24,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import Message
+from helmlog.events import Approval, Message
 
 _ATOMS = (str, int, float, bool, type(None))
 
@@ -108,7 +112,12 @@ def _own_copies(ctx: Any) -> None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolCallContext:
-    """One proposed tool call, as a before-tool hook sees it (G13)."""
+    """One proposed tool call, as a before-tool hook sees it (G13).
+
+    ``approvals`` holds every ask of this session a person approved, oldest
+    first, folded from the session's own stream (``helmlog.events.Approval``);
+    ``()`` when the call runs in no session.
+    """
 
     tool_name: str
     tool_source: str | None
@@ -117,6 +126,7 @@ class ToolCallContext:
     args: Any
     history: tuple[Message, ...]
     identity: Mapping[str, Any] | None
+    approvals: tuple[Approval, ...] = ()
 
     def __post_init__(self) -> None:
         _own_copies(self)

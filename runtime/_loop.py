@@ -205,6 +205,7 @@ class Loop:
             iteration,
             tuple(f.history),
             self.identity(s),
+            f.approvals,
         )
 
     async def dispatch_outstanding(

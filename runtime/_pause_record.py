@@ -101,6 +101,7 @@ async def record_pause(
             iteration=site.iteration,
             content_digest=content,
             timeout_ms=timeout_ms(ask.timeout_s),
+            tool_source=site.tool_source,
         )
     )
     await j.flush()

@@ -174,6 +174,7 @@ class Resume:
             p.iteration,
             tuple(j.folder.history),
             loop.identity(s),
+            j.folder.approvals,
         )
         outcome = await loop.pipeline.resume(tool, site, p, decision, s)
         pause = await loop.conclude(s, call, site, outcome)

@@ -339,6 +339,7 @@ class WhatIf:
                 p.iteration,
                 tuple(f.history),
                 self._identity(f),
+                f.approvals,
             )
             outcome = await self._run(tool, site, Entry.fresh(proposed))
         asked_same = False

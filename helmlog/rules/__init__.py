@@ -6,9 +6,10 @@ Pattern: links (a ``name`` and hooks) built from a few options, so each is
          ``.message_middleware(...)`` or ``Cluster.policy(factory)``.
 Role:    the face layer; the public module ``helmlog.rules``, re-exporting
          ``_pii`` (the scrub and its detectors), ``_limits`` (the limits
-         that count) and ``_bounds`` (the checks of one call alone); built
-         on the public names of ``helmlog.runtime`` only (the verbs and the
-         contexts).
+         that count), ``_bounds`` (the checks of one call alone) and
+         ``_trust`` (session trust: ask once, then remember); built on the
+         public names of ``helmlog.runtime`` (the verbs and the contexts)
+         and of ``helmlog.events`` (an approval and its digest).
 Emits:   nothing itself; every decision is a row and a fact, as for any link.
 
 Rules: ``PiiScrub`` (rewrite personal data out of messages and tool results,
@@ -16,7 +17,9 @@ and optionally arguments; regex detectors by default, any detector
 pluggable), ``RateLimit`` (at most N calls per window), ``Budget`` (a total
 to spend, per call or by an argument), ``ToolAllowList`` (which tools each
 ``tool_source`` may offer), ``ArgumentCeiling`` (a number an argument may
-not exceed: denied, or asked about).
+not exceed: denied, or asked about), ``ApproveOnce``/``approve_once`` (ask
+a person once per distinct call, then pass saying who approved; remembered
+from the session's own stream, so across eviction, failover and redaction).
 
 Laws: G2 (every rewrite says why: the count of each kind scrubbed, never a
 value), G5 (none of them answers for a tool: they allow, rewrite, deny or
@@ -50,9 +53,11 @@ from ._pii import (
     luhn_valid,
     regex_detector,
 )
+from ._trust import ApproveOnce, TrustKey, approve_once
 
 __all__ = [
     "PII_PATTERNS",
+    "ApproveOnce",
     "ArgumentCeiling",
     "Budget",
     "Detector",
@@ -60,6 +65,8 @@ __all__ = [
     "PiiScrub",
     "RateLimit",
     "ToolAllowList",
+    "TrustKey",
+    "approve_once",
     "default_detector",
     "luhn_valid",
     "regex_detector",

@@ -101,6 +101,7 @@ EVENTS = [
     "AgentBuildError",
     "AgentFactoryError",
     "AnyEvent",
+    "Approval",
     "Checkpoint",
     "CheckpointError",
     "ClusterConfigError",
@@ -348,6 +349,7 @@ LOWLEVEL = [
 
 RULES = [
     "PII_PATTERNS",
+    "ApproveOnce",
     "ArgumentCeiling",
     "Budget",
     "Detector",
@@ -355,6 +357,8 @@ RULES = [
     "PiiScrub",
     "RateLimit",
     "ToolAllowList",
+    "TrustKey",
+    "approve_once",
     "default_detector",
     "luhn_valid",
     "regex_detector",
