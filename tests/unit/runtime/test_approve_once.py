@@ -1,22 +1,24 @@
-"""The "approve once" recipe: ask once per distinct call, then pass saying who.
+"""The "approve once" example: ask once per distinct call, then pass saying who.
 
-Pattern: behavioural tests of ``examples/approve_once.py`` wired into a real
-         agent over a scripted provider: the rows it files, what ran, what the
-         model read, and when it must ask again.
-Role:    unit tests for the documented recipe (loaded from its file; it is an
-         example, not a package).
+Pattern: behavioural tests of ``examples/approve_once.py`` (an agent built on
+         ``helmlog.rules.approve_once``) over a scripted provider: the rows it
+         files, what ran, what the model read, and when it must ask again.
+Role:    unit tests for the documented example (loaded from its file; it is
+         an example, not a package). The rule's own tests, eviction and a
+         fresh agent included, are ``tests/unit/helmlog/test_approve_once_rule.py``.
 Emits:   nothing.
 
 Laws: G17 (a remembered call is a pass-through with a reason: ``allow``,
 ``changed=False``, ``why="approved earlier this session by <by>"``), G46/G62
-(it learns the approver from the resume-side row's ``why``), G5 (no rule
-answers for a tool: a remembered call still executes and the model reads the
-real result), G66 (a second identical call later in the same batch passes),
-G86 (under redaction it cannot learn, so it asks again).
+(the approval files ``approved by <by>[: <note>]``; the remembered row names
+``<by>`` only), G5 (no rule answers for a tool: a remembered call still
+executes and the model reads the real result), G66 (a second identical call
+later in the same batch passes), G86 (under redaction it still remembers:
+its memory is the stream's approvals, not the rows' redacted ``why``).
 
-Why every "asks again" case matters: the recipe is only honest if nothing but
-a person's approval, recorded by the library for this link's own ask in this
-session, ever lets a call through without asking.
+Why every "asks again" case matters: the example is only honest if nothing
+but a person's approval, recorded by the library for this link's own ask in
+this session, ever lets a call through without asking.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import pytest
 from helmlog import (
     Agent,
     AskPause,
-    ToolCallContext,
     ToolMiddleware,
     allow,
     check_in_approved,
@@ -40,11 +41,16 @@ from helmlog import (
     conversation_redaction,
     tool,
 )
-from helmlog.events import MemoryEventStore, MiddlewareDecisionEvent
+from helmlog.events import MemoryEventStore
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "approve_once.py"
+QUESTION = (
+    "Approve this call to 'refund'? The same call, with the same arguments, "
+    "will not be asked about again in this session."
+)
+REMEMBERED = "approved earlier this session by dana@ops"
 
 
 def load_example() -> ModuleType:
@@ -57,8 +63,7 @@ def load_example() -> ModuleType:
     return module
 
 
-approve_once = load_example()
-ApproveOnce = approve_once.ApproveOnce
+example = load_example()
 
 
 class Ledger:
@@ -86,29 +91,15 @@ def turn(*calls: ToolCallRequest) -> Reply:
     return Reply(tool_calls=list(calls))
 
 
-def build(
-    model: Any,
-    ledger: Ledger,
-    approvals: Any,
-    *,
-    watch: bool = True,
-    **options: Any,
-) -> Agent:
-    builder = (
-        Agent.create(
-            provider=model,
-            model="m",
-            ids=counter_ids(),
-            store=MemoryEventStore(),
-            **options,
-        )
-        .system("You refund.")
-        .tool(ledger.tool)
-        .tool_middleware(approvals.link)
+def build(model: Any, ledger: Ledger, **options: Any) -> Agent:
+    agent: Agent = example.refund_desk(
+        model,
+        refund_tool=ledger.tool,
+        ids=counter_ids(),
+        store=MemoryEventStore(),
+        **options,
     )
-    if watch:
-        builder = builder.watch(approvals.watcher)
-    return builder.build()
+    return agent
 
 
 def rows(agent: Agent) -> list[tuple[Any, ...]]:
@@ -118,9 +109,6 @@ def rows(agent: Agent) -> list[tuple[Any, ...]]:
     ]
 
 
-QUESTION = 'Approve refund({"order": 7, "amount": 25.0})?'
-
-
 async def approve(
     agent: Agent, out: Any, by: str = "dana@ops", note: Any = None
 ) -> Any:
@@ -128,60 +116,51 @@ async def approve(
     return await agent.resume(out.checkpoint, check_in_approved(by=by, note=note))
 
 
+def two_turns(second: ToolCallRequest | None = None) -> Any:
+    return scripted(
+        [turn(refund_call("c1")), "Ok.", turn(second or refund_call("c2")), "Ok."]
+    )
+
+
 # -- remembering --------------------------------------------------------------
 
 
-async def test_approve_once_asks_first_then_passes_saying_who_approved() -> None:
+async def test_g17_approve_once_asks_first_then_passes_saying_who_approved() -> None:
     """G17/G62: the first call asks; the same call later passes, naming who."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted(
-        [turn(refund_call("c1")), "Refunded.", turn(refund_call("c2")), "Again."]
-    )
-    agent = build(model, ledger, approvals)
+    ledger = Ledger()
+    agent = build(two_turns(), ledger)
     first = await agent.run("refund order 7")
     assert isinstance(first, AskPause)
     assert (QUESTION, "approve-once") == (first.ask.question, first.ask.middleware)
-    assert "Refunded." == await approve(agent, first)
-    assert "Again." == await agent.follow_up("and again")
+    assert "Ok." == await approve(agent, first)
+    assert "Ok." == await agent.follow_up("and again")
     assert [
         ("approve-once", "c1", "ask", False, QUESTION),
         ("approve-once", "c1", "allow", False, "approved by dana@ops"),
-        (
-            "approve-once",
-            "c2",
-            "allow",
-            False,
-            "approved earlier this session by dana@ops",
-        ),
+        ("approve-once", "c2", "allow", False, REMEMBERED),
     ] == rows(agent)
     assert [{"order": 7, "amount": 25.0}] * 2 == ledger.ran
 
 
-async def test_approve_once_a_note_is_not_part_of_the_approver() -> None:
-    """G46: 'approved by <by>: <note>' teaches <by> only."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted([turn(refund_call("c1")), "Ok.", turn(refund_call("c2")), "Ok."])
-    agent = build(model, ledger, approvals)
+async def test_g46_a_note_is_not_part_of_the_approver() -> None:
+    """G46: 'approved by <by>: <note>' remembers <by> only."""
+    ledger = Ledger()
+    agent = build(two_turns(), ledger)
     await approve(agent, await agent.run("refund"), note="looks right: small amount")
     await agent.follow_up("again")
-    assert "approved earlier this session by dana@ops" == rows(agent)[-1][-1]
+    assert "approved by dana@ops: looks right: small amount" == rows(agent)[1][-1]
+    assert REMEMBERED == rows(agent)[-1][-1]
 
 
-async def test_approve_once_a_remembered_call_still_runs_the_real_tool() -> None:
+async def test_g5_a_remembered_call_still_runs_the_real_tool() -> None:
     """G5: the rule never answers for the tool; the model reads the real result."""
-    ledger, approvals = Ledger(), ApproveOnce()
+    ledger = Ledger()
     seen: list[Any] = []
     audit = ToolMiddleware(
         name="audit", on_tool_result=lambda r: seen.append(r.result) or allow()
     )
-    model = scripted([turn(refund_call("c1")), "Ok.", turn(refund_call("c2")), "Ok."])
-    agent = (
-        Agent.create(provider=model, model="m", ids=counter_ids())
-        .tool(ledger.tool)
-        .tool_middleware(approvals.link, audit)
-        .watch(approvals.watcher)
-        .build()
-    )
+    model = two_turns()
+    agent = build(model, ledger, links=(audit,))
     await approve(agent, await agent.run("refund"))
     await agent.follow_up("again")
     assert ["refunded 25.0 on 7"] * 2 == seen
@@ -189,18 +168,38 @@ async def test_approve_once_a_remembered_call_still_runs_the_real_tool() -> None
     assert reads == ["refunded 25.0 on 7"] * 2
 
 
-async def test_approve_once_a_second_identical_call_in_the_batch_passes() -> None:
+async def test_g66_a_second_identical_call_in_the_batch_passes() -> None:
     """G66: after the approval, the batch's next identical call passes remembered."""
-    ledger, approvals = Ledger(), ApproveOnce()
+    ledger = Ledger()
     model = scripted([turn(refund_call("c1"), refund_call("c2")), "Both done."])
-    agent = build(model, ledger, approvals)
+    agent = build(model, ledger)
     assert "Both done." == await approve(agent, await agent.run("refund twice"))
     assert [
         ("c1", "ask", QUESTION),
         ("c1", "allow", "approved by dana@ops"),
-        ("c2", "allow", "approved earlier this session by dana@ops"),
+        ("c2", "allow", REMEMBERED),
     ] == [(r[1], r[2], r[4]) for r in rows(agent)]
     assert 2 == len(ledger.ran)
+
+
+async def test_g86_under_redaction_it_still_remembers() -> None:
+    """G86: served rows hide 'why', but the memory is the stream's approvals."""
+    ledger = Ledger()
+    agent = build(two_turns(), ledger, redact=conversation_redaction())
+    await approve(agent, await agent.run("refund"))
+    assert "Ok." == await agent.follow_up("again")
+    assert ("approve-once", "c2", "allow", False, "[redacted]") == rows(agent)[-1]
+    assert 2 == len(ledger.ran)
+
+
+async def test_key_tool_covers_other_arguments() -> None:
+    """key="tool": one approval covers every refund this session."""
+    ledger = Ledger()
+    model = two_turns(refund_call("c2", amount=9000.0))
+    agent = example.refund_desk(model, refund_tool=ledger.tool, key="tool")
+    await approve(agent, await agent.run("refund"))
+    assert "Ok." == await agent.follow_up("refund a lot")
+    assert [25.0, 9000.0] == [r["amount"] for r in ledger.ran]
 
 
 # -- asking again -------------------------------------------------------------
@@ -208,11 +207,8 @@ async def test_approve_once_a_second_identical_call_in_the_batch_passes() -> Non
 
 async def test_approve_once_different_arguments_ask_again() -> None:
     """The key is tool + source + args: another amount is another approval."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted(
-        [turn(refund_call("c1")), "Ok.", turn(refund_call("c2", amount=9000.0))]
-    )
-    agent = build(model, ledger, approvals)
+    ledger = Ledger()
+    agent = build(two_turns(refund_call("c2", amount=9000.0)), ledger)
     await approve(agent, await agent.run("refund"))
     second = await agent.follow_up("refund a lot")
     assert isinstance(second, AskPause)
@@ -220,43 +216,10 @@ async def test_approve_once_different_arguments_ask_again() -> None:
     assert [{"order": 7, "amount": 25.0}] == ledger.ran
 
 
-def test_approve_once_the_source_is_part_of_the_key() -> None:
-    """Two servers' tools sharing a name are approved separately."""
-    approvals = ApproveOnce()
-
-    def ctx(source: str | None, cid: str) -> ToolCallContext:
-        return ToolCallContext(
-            "refund", source, cid, 1, {"order": 7}, (), {"session_id": "s1"}
-        )
-
-    assert approvals.link.on_tool_call(ctx("crm", "c1")).question.startswith("Approve")
-    approvals.learn(
-        "s1",
-        MiddlewareDecisionEvent(
-            middleware="approve-once",
-            moment="before-tool",
-            at="tool",
-            iteration=1,
-            outcome="allow",
-            changed=False,
-            tool_name="refund",
-            tool_call_id="c1",
-            why="approved by dana",
-        ),
-    )
-    assert approvals.link.on_tool_call(ctx("crm", "c2")) == allow(
-        None, "approved earlier this session by dana"
-    )
-    assert approvals.link.on_tool_call(ctx("billing", "c3")).question.startswith(
-        "Approve"
-    )
-
-
 async def test_approve_once_a_decline_is_not_remembered() -> None:
     """A decline teaches nothing: the same call asks again."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted([turn(refund_call("c1")), "Not done.", turn(refund_call("c2"))])
-    agent = build(model, ledger, approvals)
+    ledger = Ledger()
+    agent = build(two_turns(), ledger)
     out = await agent.run("refund")
     assert isinstance(out, AskPause)
     await agent.resume(out.checkpoint, check_in_declined(by="dana@ops"))
@@ -266,9 +229,9 @@ async def test_approve_once_a_decline_is_not_remembered() -> None:
 
 async def test_approve_once_is_scoped_to_the_session() -> None:
     """A fresh run is a new session: it asks again."""
-    ledger, approvals = Ledger(), ApproveOnce()
+    ledger = Ledger()
     model = scripted([turn(refund_call("c1")), "Ok.", turn(refund_call("c1"))])
-    agent = build(model, ledger, approvals)
+    agent = build(model, ledger)
     await approve(agent, await agent.run("refund"))
     first_session = agent.last_snapshot().session_id
     again = await agent.run("refund, new session")
@@ -277,48 +240,13 @@ async def test_approve_once_is_scoped_to_the_session() -> None:
     assert 1 == len(ledger.ran)
 
 
-async def test_approve_once_without_its_hook_never_remembers() -> None:
-    """Without the watcher it cannot read the resume-side row, so it asks again."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted([turn(refund_call("c1")), "Ok.", turn(refund_call("c2"))])
-    agent = build(model, ledger, approvals, watch=False)
-    await approve(agent, await agent.run("refund"))
-    assert isinstance(await agent.follow_up("again"), AskPause)
-
-
-async def test_approve_once_an_identity_without_a_session_never_remembers() -> None:
-    """A run under an identity that names no session asks every time."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted([turn(refund_call("c1")), "Ok.", turn(refund_call("c2"))])
-    agent = build(model, ledger, approvals)
-    out = await agent.run("refund", identity={"user": "u-1"})
-    await approve(agent, out)
-    assert isinstance(await agent.follow_up("again"), AskPause)
-
-
-async def test_approve_once_under_redaction_cannot_learn_and_asks_again() -> None:
-    """G86: served facts hide 'why', so no approver can be read: it asks again."""
-    ledger, approvals = Ledger(), ApproveOnce()
-    model = scripted([turn(refund_call("c1")), "Ok.", turn(refund_call("c2"))])
-    agent = build(model, ledger, approvals, redact=conversation_redaction())
-    await approve(agent, await agent.run("refund"))
-    assert isinstance(await agent.follow_up("again"), AskPause)
-
-
 async def test_approve_once_another_links_words_approve_nothing() -> None:
-    """Only this link's own resume-side row teaches; a look-alike row does not."""
-    ledger, approvals = Ledger(), ApproveOnce()
+    """Only this link's own approval counts; a look-alike row does not."""
+    ledger = Ledger()
     imposter = ToolMiddleware(
         name="imposter", on_tool_call=lambda c: allow(None, "approved by mallory")
     )
-    model = scripted([turn(refund_call("c1")), "Not done.", turn(refund_call("c2"))])
-    agent = (
-        Agent.create(provider=model, model="m", ids=counter_ids())
-        .tool(ledger.tool)
-        .tool_middleware(imposter, approvals.link)
-        .watch(approvals.watcher)
-        .build()
-    )
+    agent = build(two_turns(), ledger, links=(imposter,))
     out = await agent.run("refund")
     assert isinstance(out, AskPause)
     assert "approve-once" == out.ask.middleware
@@ -329,48 +257,13 @@ async def test_approve_once_another_links_words_approve_nothing() -> None:
     assert [] == ledger.ran
 
 
-def test_approve_once_reads_a_fact_once_by_session_and_seq() -> None:
-    """R4: a fact delivered twice has the effect of one."""
-    approvals = ApproveOnce()
-    ctx = ToolCallContext(
-        "refund", None, "c1", 1, {"order": 7}, (), {"session_id": "s"}
-    )
-    approvals.link.on_tool_call(ctx)
-    fact = MiddlewareDecisionEvent(
-        session_id="s",
-        seq=9,
-        middleware="approve-once",
-        moment="before-tool",
-        at="tool",
-        iteration=1,
-        outcome="allow",
-        changed=False,
-        tool_name="refund",
-        tool_call_id="c1",
-        why="approved by dana",
-    )
-    approvals.watcher.on_event(fact)
-    assert "dana" == approvals.approved_by("s", ctx)
-    # A later turn reuses the call id for another refund; the old fact arrives again.
-    other = ToolCallContext(
-        "refund", None, "c1", 1, {"order": 8}, (), {"session_id": "s"}
-    )
-    assert approvals.link.on_tool_call(other).question.startswith("Approve")
-    approvals.watcher.on_event(fact)
-    assert approvals.approved_by("s", other) is None
+def test_the_example_runs_and_prints_its_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The example's ``main`` runs as documented."""
+    import asyncio
 
-
-@pytest.mark.parametrize(
-    ("why", "by"),
-    [
-        ("approved by dana", "dana"),
-        ("approved by dana@ops: fine", "dana@ops"),
-        ("declined by dana", None),
-        ("approved earlier this session by dana", None),
-        (None, None),
-        ("[redacted]", None),
-    ],
-)
-def test_approve_once_reads_the_approver_from_the_rows_why(why: Any, by: Any) -> None:
-    """G46: 'approved by <by>[: <note>]' names <by>; anything else names no one."""
-    assert by == approve_once.approver(why)
+    asyncio.run(example.main())
+    out = capsys.readouterr().out.splitlines()
+    assert f"asked: {QUESTION}" == out[0]
+    assert f"  approve-once c2 allow: {REMEMBERED}" == out[-1]
