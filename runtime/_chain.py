@@ -313,9 +313,16 @@ async def walk_messages(
     rows: list[MiddlewareDecision] = []
     for link in links:
         if link.only_phase is not None and link.only_phase != phase:
-            # G76, as issue 12 item 8 amends it: a rule declared for one phase
-            # is not a rule of the other; it is not called there and files no
-            # row (a pass-through row would say it judged what it never saw).
+            # G26/G76 (seed 004; the issue-12 amendment is withdrawn): a rule
+            # declared for one phase is still a link of the chain at the
+            # other, where it passes through without being called, filing the
+            # very row the hand-written ``phase == ... else allow()`` spelling
+            # files, so ``.act()`` stays provably sugar (G75).
+            rows.append(
+                _message_row(
+                    link.name, phase, iteration, outcome="allow", changed=False
+                )
+            )
             continue
         assert link.on_message is not None
         ctx = MessageContext(

@@ -7,8 +7,8 @@ Role:    runtime layer; the builder checks and normalizes links into ``Link``
 Emits:   nothing.
 
 Laws: G9 (what a link is; the constructors raise ``ValueError`` for a blank
-name or no hook), G76 (phase wrappers: an input-only entry is neither called
-nor recorded at output, and the reverse; issue 12 item 8).
+name or no hook), G76 (phase wrappers: an input-only entry is not called at
+output, where it files a pass-through row, and the reverse; seed 004).
 
 Why normalize into ``Link``: hooks may be attributes that are ``None``, bound
 methods, or plain functions; resolving them once at build time keeps the hot

@@ -36,17 +36,20 @@ APPROVAL = "approved by dana@ops: customer verified by phone"
 # (middleware, moment, outcome, changed, why) of every row of one session, in
 # order: three turns, each opening with both message links at input.
 EXPECTED_ROWS = [
-    # ssn-scrub is input-only and codename-scrub output-only: neither files a
-    # row at the other phase (G76).
+    # ssn-scrub is input-only and codename-scrub output-only: each is not
+    # called at the other phase and files a pass-through row there (G76).
     # turn 1: the SSN is masked; $120 passes both rules; the receipt's email
     # is masked
     ("ssn-scrub", "input", "allow", True, "masked a social security number"),
+    ("codename-scrub", "input", "allow", False, None),
     ("refund-ceiling", "before-tool", "allow", False, None),
     ("four-eyes", "before-tool", "allow", False, None),
     ("pii-strip", "after-tool", "allow", True, "masked an email address"),
+    ("ssn-scrub", "output", "allow", False, None),
     ("codename-scrub", "output", "allow", False, None),
     # turn 2: $25,000 is denied by the ceiling; four-eyes never runs (G14)
     ("ssn-scrub", "input", "allow", False, None),
+    ("codename-scrub", "input", "allow", False, None),
     (
         "refund-ceiling",
         "before-tool",
@@ -54,13 +57,16 @@ EXPECTED_ROWS = [
         False,
         "refunds over $10,000 go to the finance desk",
     ),
+    ("ssn-scrub", "output", "allow", False, None),
     ("codename-scrub", "output", "allow", False, None),
     # turn 3: $800 asks a person; dana@ops approves; the answer is rewritten
     ("ssn-scrub", "input", "allow", False, None),
+    ("codename-scrub", "input", "allow", False, None),
     ("refund-ceiling", "before-tool", "allow", False, None),
     ("four-eyes", "before-tool", "ask", False, ASK_QUESTION),
     ("four-eyes", "before-tool", "allow", False, APPROVAL),
     ("pii-strip", "after-tool", "allow", True, "masked an email address"),
+    ("ssn-scrub", "output", "allow", False, None),
     ("codename-scrub", "output", "allow", True, "rewrote an internal codename"),
 ]
 
@@ -148,7 +154,7 @@ def test_r18_installed_script_runs_the_demo() -> None:
         timeout=60,
     )
     assert 0 == result.returncode, result.stderr
-    assert (1, 3, 14) == tuple(
+    assert (1, 3, len(EXPECTED_ROWS)) == tuple(
         json.loads(result.stdout)[k] for k in ("sessions", "turns", "rows")
     )
 
@@ -214,7 +220,7 @@ def test_r18_demo_prints_the_recorded_session_ids() -> None:
         line.strip() for line in lines if line.strip().startswith("session ")
     ]
     summary, elapsed = lines[-1].split("  elapsed: ")
-    assert "sessions: 3  turns: 9  rows: 42" == summary
+    assert "sessions: 3  turns: 9  rows: 60" == summary
     assert elapsed.endswith("s") and float(elapsed[:-1]) >= 0
 
 
@@ -274,7 +280,7 @@ def test_r18_demo_runs_5000_sessions_with_bounded_concurrency() -> None:
     """R18: ``--sessions 5000`` runs in process, at most ``--concurrency`` at once,
     and records 5000 times one session."""
     big = demo_json("--sessions", "5000", "--concurrency", "50")
-    assert (5000, 15000, 70000) == (big["sessions"], big["turns"], big["rows"])
+    assert (5000, 15000, 100000) == (big["sessions"], big["turns"], big["rows"])
     assert 5000 == len(set(big["session_ids"]))
 
 
@@ -317,7 +323,7 @@ def test_r18_demo_cluster_runs_on_an_embedded_redis_server(ray_local: None) -> N
     )
     assert 0 == result.exit_code, result.output
     summary = json.loads(result.stdout)
-    assert (20, 60, 280) == (summary["sessions"], summary["turns"], summary["rows"])
+    assert (20, 60, 400) == (summary["sessions"], summary["turns"], summary["rows"])
     assert EXPECTED_ROWS == ledger(summary)
     where = summary["store"]
     assert where.startswith("an embedded redis-server (redis://127.0.0.1:")
@@ -332,4 +338,4 @@ def test_r11_demo_200_sessions_on_redis_fail_no_turn(redis_url: str) -> None:
     summary = demo_json(
         "--sessions", "200", "--concurrency", "200", "--store", redis_url
     )
-    assert (200, 600, 2800) == (summary["sessions"], summary["turns"], summary["rows"])
+    assert (200, 600, 4000) == (summary["sessions"], summary["turns"], summary["rows"])

@@ -95,16 +95,23 @@ async def test_pii_scrub_rewrites_the_input_before_the_model_sees_it() -> None:
     assert (
         "I am [email], SSN [ssn], card [card]" == model.requests[0].messages[0].content
     )
-    # G76: an input-only entry files no row at output.
-    (row,) = agent.last_snapshot().middleware_decisions
+    # G76: an input-only entry files a pass-through row at output.
+    row, passed = agent.last_snapshot().middleware_decisions
     assert ("pii-scrub", "input", True, "scrubbed 1 card, 1 email, 1 ssn") == (
         row.middleware,
         row.moment,
         row.changed,
         row.why,
     )
+    assert ("pii-scrub", "output", "allow", False, None) == (
+        passed.middleware,
+        passed.moment,
+        passed.outcome,
+        passed.changed,
+        passed.why,
+    )
     facts = recorder.of_type("middleware.decision")
-    assert 1 == len(facts)
+    assert 2 == len(facts)
     assert not any("ada@example.com" in repr(f) for f in facts)
 
 

@@ -101,9 +101,11 @@ async def test_g26_every_link_runs_at_both_phases_in_order() -> None:
     ] == [(r["middleware"], r["moment"]) for r in ledger(agent)]
 
 
-async def test_g26_phase_restricted_links_file_no_row_at_the_other_phase() -> None:
-    """G26 (issue 12 item 8): an .act() phase-restricted link is neither called
-    nor recorded at the other phase."""
+async def test_g26_phase_restricted_links_file_a_pass_through_row_at_the_other_phase() -> (
+    None
+):
+    """G26 (seed 004): an .act() phase-restricted link is not called at the
+    other phase, and files a pass-through row there."""
     seen: list[tuple[str, str, str]] = []
     agent = (
         builder(tool_round())
@@ -119,11 +121,16 @@ async def test_g26_phase_restricted_links_file_no_row_at_the_other_phase() -> No
         ("out-only", "output", "It shipped."),
     ] == seen
     assert [
-        ("both", "input"),
-        ("in-only", "input"),
-        ("both", "output"),
-        ("out-only", "output"),
-    ] == [(r["middleware"], r["moment"]) for r in ledger(agent)]
+        ("both", "input", "allow", False),
+        ("in-only", "input", "allow", False),
+        ("out-only", "input", "allow", False),
+        ("both", "output", "allow", False),
+        ("in-only", "output", "allow", False),
+        ("out-only", "output", "allow", False),
+    ] == [
+        (r["middleware"], r["moment"], r["outcome"], r["changed"])
+        for r in ledger(agent)
+    ]
 
 
 # -- G27 --------------------------------------------------------------------

@@ -395,10 +395,11 @@ async def test_g75_input_then_output_only_entries_in_order() -> None:
     )
     await agent.run("hello")
     # The chain is first, i1, both, o1, last; a phase-restricted entry files
-    # no row at the other phase (G76).
-    assert [(n, "input") for n in ("first", "i1", "both", "last")] + [
-        (n, "output") for n in ("first", "both", "o1", "last")
-    ] == names(agent)
+    # a pass-through row at the other phase (G76).
+    chain = ("first", "i1", "both", "o1", "last")
+    assert [(n, "input") for n in chain] + [(n, "output") for n in chain] == names(
+        agent
+    )
 
 
 async def test_g75_an_empty_act_equals_no_governance() -> None:
@@ -414,9 +415,11 @@ async def test_g75_an_empty_act_equals_no_governance() -> None:
 # -- G76 --------------------------------------------------------------------
 
 
-async def test_g76_a_phase_restricted_rule_files_no_row_at_the_other_phase() -> None:
-    """G76 (amended by issue 12 item 8): input-only and output-only entries are
-    neither called nor recorded at the other phase."""
+async def test_g76_a_phase_restricted_rule_files_a_pass_through_row_at_the_other_phase() -> (
+    None
+):
+    """G76 (seed 004): input-only and output-only entries are not called at
+    the other phase, and each files a plain pass-through row there."""
     log: list[str] = []
     model = scripted(["draft"])
     agent = (
@@ -427,10 +430,56 @@ async def test_g76_a_phase_restricted_rule_files_no_row_at_the_other_phase() -> 
     assert "draft+out" == await agent.run("hello")
     assert ["input:in:hello", "output:out:draft"] == log
     rows = agent.last_snapshot().middleware_decisions
-    assert [("in", "input", True), ("out", "output", True)] == [
-        (r.middleware, r.moment, r.changed) for r in rows
-    ]
+    assert [
+        ("in", "input", "allow", True),
+        ("out", "input", "allow", False),
+        ("in", "output", "allow", False),
+        ("out", "output", "allow", True),
+    ] == [(r.middleware, r.moment, r.outcome, r.changed) for r in rows]
+    passes = [r for r in rows if not r.changed]
+    assert all(r.why is None and r.before is None for r in passes)
     assert "hello+in" == model.requests[0].messages[0].content
+
+
+def _phase_guarded(name: str, phase: str, log: list[str]) -> MessageMiddleware:
+    """The hand-written spelling of a phase-restricted rule (seed 004)."""
+    inner = message_link(name, log)
+
+    def on_message(m: Any) -> Any:
+        return inner.on_message(m) if m.phase == phase else allow()
+
+    return MessageMiddleware(name=name, on_message=on_message)
+
+
+async def test_g76_act_is_sugar_for_the_hand_written_phase_guard() -> None:
+    """G75/G76 (seed 004): .act(input=..., output=...) files the ledger the
+    hand-written ``phase == ... else allow()`` rules file, row for row and
+    byte for byte, and sends the same requests."""
+    act_log: list[str] = []
+    hand_log: list[str] = []
+    act_model, hand_model = scripted(["draft"]), scripted(["draft"])
+    acted = (
+        builder(act_model)
+        .act(
+            input=[message_link("in", act_log)],
+            output=[message_link("out", act_log)],
+        )
+        .build()
+    )
+    handwritten = (
+        builder(hand_model)
+        .message_middleware(
+            _phase_guarded("in", "input", hand_log),
+            _phase_guarded("out", "output", hand_log),
+        )
+        .build()
+    )
+    assert await handwritten.run("hello") == await acted.run("hello")
+    assert hand_log == act_log
+    assert hand_model.requests == act_model.requests
+    assert [
+        msgspec.json.encode(r) for r in handwritten.last_snapshot().middleware_decisions
+    ] == [msgspec.json.encode(r) for r in acted.last_snapshot().middleware_decisions]
 
 
 async def test_g76_the_same_object_under_both_is_attached_once() -> None:
