@@ -59,7 +59,6 @@ from ._errors import (
     SequenceConflictError,
     StoreError,
     StreamTamperedError,
-    TurnLimitError,
     UnknownSessionError,
 )
 from ._facts import fact_of, watched
@@ -78,11 +77,13 @@ from ._pause_events import (
 from ._proxy_events import ProxyCallFinished, ProxyCallStarted, ProxySessionClosed
 from ._session_state import Approval, PendingPause, SessionState, sign_checkpoint
 from ._store import EventStore, FactDelivery, FactRecord, read_verified
+from ._turn_errors import OutputValidationError, TurnLimitError
 from ._turn_events import (
     FatalError,
     LlmEnded,
     LlmStarted,
     MessageCommitted,
+    OutputRejected,
     StreamToken,
     ToolDispatched,
     ToolEnded,
@@ -153,6 +154,8 @@ __all__ = [
     "MiddlewareDecision",
     "MiddlewareDecisionEvent",
     "NoConversationError",
+    "OutputRejected",
+    "OutputValidationError",
     "PauseRequested",
     "PauseResumed",
     "PausedCall",

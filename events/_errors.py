@@ -23,6 +23,9 @@ The tree::
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
     │                                                    governed action did not happen
     ├── ProviderError             ERR_PROVIDER           the model call failed
+    ├── TurnLimitError            ERR_TURN_LIMIT         a turn reached a limit (*)
+    ├── OutputValidationError     ERR_OUTPUT_INVALID     no answer fit the output
+    │                                                    type, retries spent (*)
     ├── UnknownSessionError       ERR_UNKNOWN_SESSION    a store holds no such session
     ├── AgentFactoryError         ERR_AGENT_FACTORY      (also a ValueError) a
     │                                                    module:function that gives
@@ -39,6 +42,8 @@ The tree::
         │                                                is restarting (retryable)
         └── HostError             ERR_HOST               a host raised an error
                                                          that is not helmlog's
+
+(*) In ``events/_turn_errors.py``: a turn its agent's bounds stopped.
 
 Why no refused value rides on an error: errors travel to logs, traces and
 callers that were never cleared to read the refused content. Errors carry who,
@@ -203,28 +208,6 @@ class RecoveryRequiredError(HelmlogError):
             "dispatched without a recorded result: finish it with "
             f"agent.recover('{session_id}') or `helmlog recover --store URL "
             f"{session_id}`, then continue"
-        )
-
-
-class TurnLimitError(HelmlogError):
-    """A turn reached one of its agent's limits and stopped (issue 12 item 1).
-
-    ``limit`` names it (``"max_model_calls"``, ``"max_tool_calls"``,
-    ``"max_turn_s"``) and ``value`` is its setting. The turn is recorded as
-    ``error.fatal`` with this code; the session stays continuable from its
-    last conversation, as after any failed turn. Not retryable as is: the
-    same turn would reach the same limit.
-    """
-
-    code = "ERR_TURN_LIMIT"
-
-    def __init__(self, *, limit: str, value: float) -> None:
-        self.limit = limit
-        self.value = value
-        super().__init__(
-            f"the turn reached its agent's limit {limit}={value:g} and stopped; "
-            "the session continues from its last answer (raise the limit with "
-            f"Agent.create(..., {limit}=...))"
         )
 
 

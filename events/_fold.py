@@ -11,9 +11,10 @@ Laws: R1 (history, ledger, window records, the pending pause and the
 checkpoint, exact), R10 (unknown events are listed and skipped), R15 (a prefix
 folds to the state as of its last seq), R20 (a turn's dispatch bookkeeping is
 its own: ``agent.turn_start`` resets it, so a call id reused by a later turn
-is a new call), R7/R22 (``Folder.unfinished``: the one notion of a turn that
-recovery finishes), R9 (``session.imported`` seeds a session from a pause
-checkpoint and leaves its pause pending at the checkpoint's seq), issue 8
+is a new call; G92's ``output_rejections`` too), R7/R22 (``Folder.unfinished``:
+the one notion of a turn that recovery finishes), R9 (``session.imported``
+seeds a session from a pause checkpoint, its pending pause at the
+checkpoint's seq), issue 8
 item 8 (``Folder.trace``: the W3C trace context the open turn runs under, as
 last recorded, so a resume or recovery with no caller context continues it),
 issue 22 (``Folder.approvals``: every ask of the session a person approved,
@@ -76,6 +77,7 @@ from ._turn_events import (
     FatalError,
     LlmStarted,
     MessageCommitted,
+    OutputRejected,
     ToolDispatched,
     ToolEnded,
     ToolOutcomeUnknown,
@@ -105,6 +107,7 @@ class Folder:
         "iteration",
         "last_seq",
         "original_input",
+        "output_rejections",
         "pause_checkpoint",
         "pause_seqs",
         "pending",
@@ -133,6 +136,7 @@ class Folder:
         self.turn = 0
         self.iteration = 0
         self.tool_calls = 0  # calls the current turn proposed so far
+        self.output_rejections = 0  # its answers that failed the output type
         self.original_input: str | None = None
         self.in_turn = False
         # The current turn was ended by error.fatal (it is not unfinished).
@@ -262,6 +266,7 @@ class Folder:
         self.trace = (ev.traceparent, ev.tracestate)
         self.iteration = 0
         self.tool_calls = 0
+        self.output_rejections = 0
         self.original_input = None
         self.in_turn = True
         self.failed = False
@@ -282,6 +287,9 @@ class Folder:
 
     def _tool_started(self, ev: ToolStarted) -> None:
         self.tool_calls += 1
+
+    def _output_rejected(self, ev: OutputRejected) -> None:
+        self.output_rejections += 1
 
     def _committed(self, ev: MessageCommitted) -> None:
         msg = ev.message
@@ -427,6 +435,7 @@ _HANDLERS: dict[type[Any], Callable[[Folder, Any], None]] = {
     FatalError: Folder._fatal,
     LlmStarted: Folder._llm_started,
     ToolStarted: Folder._tool_started,
+    OutputRejected: Folder._output_rejected,
     MessageCommitted: Folder._committed,
     PauseRequested: Folder._pause_requested,
     PauseResumed: Folder._pause_resumed,

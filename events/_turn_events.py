@@ -11,10 +11,11 @@ Laws: R13 (the types), R12 (``stream.token`` is the one transient type: never
 appended), R7 (``tool.dispatched`` is recorded immediately before a tool
 executes; ``tool.outcome_unknown`` settles one whose result never was), G80
 and G81 (``window.compacted`` and the messages it refused to remove), G91
-(``error.fatal`` is content-free by construction), issue 8 item 8 (the W3C
-trace context of a turn — ``traceparent``, ``tracestate`` — is recorded on
-the event that opens it and on a recovery's ``tool.outcome_unknown``), R10
-(every field added later gets a default).
+(``error.fatal`` is content-free by construction), G92 (``output.rejected``:
+an answer that failed the output type, its error without the draft), issue 8
+item 8 (the W3C trace context of a turn — ``traceparent``, ``tracestate`` — is
+recorded on the event that opens it and on a recovery's
+``tool.outcome_unknown``), R10 (every field added later gets a default).
 
 Why a turn's facts are one family: their order inside a turn is what the
 fold, recovery and the sinks read (a dispatch without its result, a model
@@ -138,6 +139,23 @@ class FatalError(Event, tag="error.fatal", frozen=True):
     phase: str | None = None
     middleware: str | None = None
     retryable: bool = False
+
+
+class OutputRejected(Event, tag="output.rejected", frozen=True):
+    """An answer the output rules accepted failed the agent's output type (G92).
+
+    ``iteration`` is the model call that wrote it, ``attempt`` counts this
+    turn's rejections (1, 2, ...), ``error`` says where and why it failed —
+    paths and expectations, never the draft or a value of it (G43) — and
+    ``retrying`` whether it went back to the model; when it did not, the
+    turn's ``error.fatal`` (``ERR_OUTPUT_INVALID``) follows.
+    """
+
+    type: ClassVar[str] = "output.rejected"
+    iteration: int
+    attempt: int
+    error: str
+    retrying: bool = True
 
 
 class MessageCommitted(Event, tag="message.committed", frozen=True):

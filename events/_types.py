@@ -40,6 +40,7 @@ from ._turn_events import (
     LlmEnded,
     LlmStarted,
     MessageCommitted,
+    OutputRejected,
     StreamToken,
     ToolDispatched,
     ToolEnded,
@@ -69,6 +70,7 @@ AnyEvent = (
     | ToolDispatched
     | ToolOutcomeUnknown
     | WindowCompacted
+    | OutputRejected
     | ProxyCallStarted
     | ProxyCallFinished
     | ProxySessionClosed
@@ -93,6 +95,7 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     ToolDispatched,
     ToolOutcomeUnknown,
     WindowCompacted,
+    OutputRejected,
     ProxyCallStarted,
     ProxyCallFinished,
     ProxySessionClosed,

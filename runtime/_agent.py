@@ -79,6 +79,8 @@ class Agent(AgentState):
         run or resume, on the agent's clock; default none). A turn that
         reaches one stops with ``TurnLimitError``, recorded as
         ``error.fatal``; the session continues from its last answer.
+        ``output_type`` and ``max_output_retries`` (default 2): typed output,
+        ``TurnResult.output`` (G92, docs/guide.md "Typed output").
         """
         return AgentBuilder(provider, model, **options)
 

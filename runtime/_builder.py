@@ -8,7 +8,8 @@ Role:    runtime layer; ``AgentParts`` collects the parts and freezes them
          which hands the frozen parts to the ``Agent`` constructor.
 Emits:   nothing.
 
-Laws: G9–G10 (the doors), G40 (which agents are output-governed), G72–G77
+Laws: G9–G10 (the doors), G40 (which agents are output-governed: an
+``output_type`` makes one, G92), G72–G77
 (``.act()``: accepted keys, refusals in checking order, a refused bundle
 changes nothing, the forwarding order, phase wrappers, hooks decide), G79
 (one window strategy, two doors), G82–G83 (``.watch()``; ids must not
@@ -51,6 +52,7 @@ from ._links import (
     tool_link_problem,
 )
 from ._moments import ACT_KEYS
+from ._output import DEFAULT_MAX_OUTPUT_RETRIES, OutputType, compile_output
 from ._redaction import RedactionPolicy
 from ._tools import CredentialResolver, Tool
 from ._trace import random_traceparent
@@ -90,6 +92,8 @@ class AgentParts:
         max_model_calls: int = DEFAULT_MAX_MODEL_CALLS,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
         max_turn_s: float | None = None,
+        output_type: Any = None,
+        max_output_retries: int = DEFAULT_MAX_OUTPUT_RETRIES,
     ) -> None:
         if not callable(getattr(provider, "call", None)):
             raise AgentBuildError(
@@ -141,6 +145,19 @@ class AgentParts:
                 f"max_turn_s= takes a number of seconds above 0, or None, got "
                 f"{max_turn_s!r}"
             )
+        if (
+            isinstance(max_output_retries, bool)
+            or not isinstance(max_output_retries, int)
+            or max_output_retries < 0
+        ):
+            raise AgentBuildError(
+                f"max_output_retries= takes an int of 0 or more, got "
+                f"{max_output_retries!r}"
+            )
+        self._output: OutputType | None = (
+            None if output_type is None else compile_output(output_type)
+        )
+        self._max_output_retries = max_output_retries
         self._limits = (
             max_model_calls,
             max_tool_calls,
@@ -354,7 +371,8 @@ class AgentParts:
             has_result_hooks=any(
                 link.on_tool_result is not None for link in tool_links
             ),
-            output_governed=any(link.only_phase != "input" for link in message_links),
+            output_governed=self._output is not None
+            or any(link.only_phase != "input" for link in message_links),
             policy_version=AgentConfig.posture_digest(
                 tool_links, message_links, self._window, self._permissions
             ),
@@ -364,6 +382,8 @@ class AgentParts:
             max_model_calls=self._limits[0],
             max_tool_calls=self._limits[1],
             max_turn_ms=self._limits[2],
+            output=self._output,
+            max_output_retries=self._max_output_retries,
         )
         return config, listeners
 

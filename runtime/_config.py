@@ -7,7 +7,8 @@ Emits:   nothing.
 Laws: R9 (``policy_version``: a digest of the governance posture — the
 ordered link names and hooks of each chain, phase restrictions, the window
 strategy's name, whether a permission checker is set), R21 (``max_resident``
-and ``idle_s`` bound the sessions an agent keeps resident).
+and ``idle_s`` bound the sessions an agent keeps resident), G92 (``output``,
+the compiled ``output_type``, and ``max_output_retries``).
 
 Why the posture is hashed at build time: a checkpoint taken under one set of
 rules must not be resumed under another without saying so (``policy-changed``).
@@ -22,6 +23,7 @@ from typing import Any
 from helmlog.events import EventStore, digest
 
 from ._links import Link
+from ._output import DEFAULT_MAX_OUTPUT_RETRIES, OutputType
 from ._redaction import RedactionPolicy
 from ._tools import CredentialResolver, Tool
 from ._trace import random_traceparent
@@ -69,6 +71,8 @@ class AgentConfig:
     max_model_calls: int = DEFAULT_MAX_MODEL_CALLS
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     max_turn_ms: int | None = None  # max_turn_s, on the agent's clock
+    output: OutputType | None = None  # output_type, compiled (G92)
+    max_output_retries: int = DEFAULT_MAX_OUTPUT_RETRIES
 
     @staticmethod
     def posture_digest(

@@ -199,17 +199,18 @@ class Hosting:
     def result(self, s: Session, out: str | AskPause) -> TurnResult:
         """What an operation on ``s`` came to, read while it still holds the
         session: its answer or pause, and the checkpoint it left (R1, R9)."""
+        output, s.output = s.output, None
         if isinstance(out, AskPause):
             return TurnResult(s.session_id, None, out, out.checkpoint)
         cursor = self._cursor
         if cursor.session is s and cursor.checkpoint is not None:
             # ``after`` just settled it, with nothing run in between.
-            return TurnResult(s.session_id, out, None, cursor.checkpoint)
+            return TurnResult(s.session_id, out, None, cursor.checkpoint, output)
         f = s.journal.folder
         checkpoint = sign_checkpoint(
             f.checkpoint, f.pending, self._config.store.chain_key
         )
-        return TurnResult(s.session_id, out, None, checkpoint)
+        return TurnResult(s.session_id, out, None, checkpoint, output)
 
     async def after(self, s: Session, *, refused: bool = False) -> None:
         """An operation ended: re-fold a broken cache, then move the checkpoint."""

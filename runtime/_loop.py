@@ -15,7 +15,7 @@ Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
          (``Session``, in ``_session.py``, is the pipeline's
          ``CallRecorder``), ``pause.request`` (``record_pause``, in
          ``_pause_record.py``), ``tool.outcome_unknown``,
-         ``window.compacted``, and ``error.fatal`` (through
+         ``window.compacted``, ``output.rejected``, and ``error.fatal`` (through
          ``record_failure``, ``_session.py``).
 
 Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
@@ -24,8 +24,10 @@ ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
 ``stream.tool_end``, the tool message — are recorded here; steps 2–10 are the
 pipeline's), G52 (batches), G59–G66 (a paused call ends the batch, its pause
 recorded by ``_pause_record.py``; one question per call; no dropped call),
-G80 (window records), G91 (one ``error.fatal``, its code and retryability
-read from the error classes, ``_session.fatal_code``), R5, R7
+G80 (window records), G92 (an ``output_type`` answer is parsed after the
+output rules; a failure is ``output.rejected`` plus a retry prompt, its draft
+held, and retries are model calls, R23), G91 (one ``error.fatal``, its code
+and retryability read from the error classes, ``_session.fatal_code``), R5, R7
 (``recover_call``: an idempotent tool re-enters the pipeline at dispatch,
 anything else is recorded as ``tool.outcome_unknown``, which carries the
 turn's trace context so the recovering host's spans join the turn's trace:
@@ -51,6 +53,8 @@ from helmlog.events import (
     LlmStarted,
     Message,
     MessageCommitted,
+    OutputRejected,
+    OutputValidationError,
     ToolCallRequest,
     ToolEnded,
     ToolOutcomeUnknown,
@@ -61,6 +65,7 @@ from helmlog.events import (
 from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
 from ._limits import TurnBudget
+from ._output import retry_prompt
 from ._pause import AskPause
 from ._pause_record import record_pause
 from ._pipeline import ToolPipeline
@@ -128,6 +133,7 @@ class Loop:
                 system=cfg.system,
                 messages=messages,
                 tools=cfg.tool_specs,
+                output=None if cfg.output is None else cfg.output.spec,
             )
             started = cfg.clock()
             s.in_provider = True
@@ -158,10 +164,17 @@ class Loop:
                     )
                 )
                 continue
-            return await self.finish(s, reply.content, iteration)
+            answer = await self.finish(s, reply.content, iteration)
+            if answer is not None:
+                return answer
 
-    async def finish(self, s: Session, draft: str, iteration: int) -> str:
-        """Output admission, then commit and release the answer (G39–G43)."""
+    async def finish(self, s: Session, draft: str, iteration: int) -> str | None:
+        """Output admission, then commit and release the answer (G39–G43).
+
+        With an ``output_type`` the answer the rules accepted is parsed (G92);
+        one that fails is recorded (``output.rejected``) and goes back to the
+        model with its error: ``None`` tells the loop to call it again.
+        """
         cfg = self.config
         j = s.journal
         answer = draft
@@ -178,6 +191,8 @@ class Loop:
             if verdict.denied:
                 raise MessageRefused.of(verdict, "output")
             answer = verdict.content
+        if cfg.output is not None and not self.typed(s, answer, iteration):
+            return None
         j.add(MessageCommitted(message=Message(role="assistant", content=answer)))
         if cfg.output_governed:
             await j.flush()
@@ -186,6 +201,38 @@ class Loop:
         j.add(TurnEnded(turn=j.folder.turn, final_content=answer))
         await j.flush()
         return answer
+
+    def typed(self, s: Session, answer: str, iteration: int) -> bool:
+        """Parse an accepted answer to the output type (G92): ``True`` with the
+        value kept for the call's ``TurnResult``; ``False`` once the rejection
+        and the retry prompt are recorded. The draft stays held: no event
+        carries it (G41, G43); the retries spent are the fold's, so a turn
+        resumed elsewhere counts on.
+
+        Raises:
+            OutputValidationError: the retries (``max_output_retries``) ran out.
+        """
+        output = self.config.output
+        assert output is not None
+        value, error = output.check(answer)
+        if error is None:
+            s.output = value
+            return True
+        j = s.journal
+        attempt = j.folder.output_rejections + 1
+        retrying = attempt <= self.config.max_output_retries
+        j.add(
+            OutputRejected(
+                iteration=iteration, attempt=attempt, error=error, retrying=retrying
+            )
+        )
+        if not retrying:
+            raise OutputValidationError(
+                output_type=output.name, attempts=attempt, error=error
+            )
+        prompt = retry_prompt(output, error)
+        j.add(MessageCommitted(message=Message(role="user", content=prompt)))
+        return False
 
     def identity(self, s: Session) -> Any:
         ident = s.journal.folder.identity

@@ -8,7 +8,8 @@ Role:    runtime layer; the loop builds ``AskPause`` from its journal's
 Emits:   nothing itself (the loop appends ``pause.request``/``pause.resume``).
 
 Laws: G59 (``AskPause``; ``is_ask_pause``; a ``TurnResult`` carries a call's
-answer or pause with its session and checkpoint: issue 12 item 3), G63
+answer or pause with its session and checkpoint: issue 12 item 3; and the
+answer parsed to the agent's ``output_type``, ``output``: G92), G63
 (decisions: ``by`` non-empty, an empty note stored as ``None``, ``at`` = now in
 ms), G69 (``ask_human`` inside a running tool suspends it; anywhere else
 ``RuntimeError``).
@@ -22,11 +23,13 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from typing import Any, Literal, NoReturn, TypeGuard
+from typing import Any, Literal, NoReturn, TypeGuard, TypeVar
 
 from helmlog.events import Checkpoint
 
 from ._clock import wall_clock_ms
+
+OutputT = TypeVar("OutputT")
 
 PauseKind = Literal["ask", "check-in", "ask-human"]
 """What a pause waits on: an asking link, a tool's check-in, ``ask_human``.
@@ -87,12 +90,31 @@ class TurnResult:
         pause: the pause, or ``None`` when it answered.
         checkpoint: where the session stands now: a conversation checkpoint
             after an answer, the pause's checkpoint after a pause.
+        output: the answer parsed to the agent's ``output_type`` (a Struct,
+            dataclass or Pydantic model instance, or the JSON value for a
+            JSON Schema dict); ``None`` without one or after a pause (G92).
+            ``output_as(T)`` returns it typed.
     """
 
     session_id: str
     answer: str | None
     pause: AskPause | None
     checkpoint: Checkpoint | None
+    output: Any = None
+
+    def output_as(self, cls: type[OutputT]) -> OutputT:
+        """``output``, typed as ``cls`` (the agent's ``output_type``).
+
+        Raises:
+            TypeError: ``output`` is not a ``cls`` (the call paused, or the
+                agent has another or no ``output_type``).
+        """
+        if not isinstance(self.output, cls):
+            raise TypeError(
+                f"this result's output is {type(self.output).__name__}, "
+                f"not {cls.__name__}"
+            )
+        return self.output
 
     @property
     def paused(self) -> bool:

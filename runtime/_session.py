@@ -40,6 +40,7 @@ from helmlog.events import (
     MessageCommitted,
     MessageDeniedError,
     MiddlewareDecision,
+    OutputValidationError,
     ProviderError,
     StoreError,
     ToolCallRequest,
@@ -90,6 +91,8 @@ class Session:
     journal: Journal
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     in_provider: bool = False
+    # The parsed answer of the operation in flight (G92), for its TurnResult.
+    output: Any = None
     users: int = 0
     last_used: int = 0
 
@@ -139,7 +142,7 @@ def fatal_code(exc: BaseException, *, in_provider: bool) -> tuple[str, bool]:
         return exc.error.code, exc.error.retryable
     if isinstance(exc, LedgerAppendError):
         return exc.code, exc.retryable
-    if isinstance(exc, ProviderError | TurnLimitError):
+    if isinstance(exc, ProviderError | TurnLimitError | OutputValidationError):
         return exc.code, exc.retryable
     if in_provider:
         return ProviderError.code, ProviderError.retryable

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from helmlog.events import ToolCallRequest
 
-from ._base import Provider, ProviderRequest, Reply, TokenSink, ToolSpec
+from ._base import (
+    OutputSchema,
+    Provider,
+    ProviderRequest,
+    Reply,
+    TokenSink,
+    ToolSpec,
+)
 from ._scripted import ScriptedProvider, scripted, word_chunks
 
 if TYPE_CHECKING:
@@ -47,6 +54,7 @@ __all__ = [
     "AnthropicMessagesProvider",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
+    "OutputSchema",
     "Provider",
     "ProviderRequest",
     "Reply",

@@ -28,6 +28,11 @@ Why ``stop_reason`` is passed on as Anthropic names it (``end_turn``,
 ``tool_use``, ``max_tokens``): a finish reason is the provider's own word
 (OpenTelemetry records it so); translating would lose ``pause_turn`` and
 ``refusal``.
+
+Why an answer's schema is a forced tool (G92): the Messages API has no
+response format; a tool whose input schema is the answer's, which the model
+must call (``tool_choice``), is Anthropic's own recipe for JSON output. Its
+input becomes the reply's text, so the loop sees an answer like any other.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anthropic
+import msgspec
 from anthropic.types import Message as AnthropicMessage
 
 from helmlog.events import Message, ProviderError, ToolCallRequest
@@ -60,6 +66,9 @@ from ._wire import (
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_TOKENS = 4096
+OUTPUT_TOOL = "final_result"
+"""The synthetic tool an answer's schema travels as (G92), renamed
+``final_result_1``, ... when the agent has a tool of that name."""
 
 
 def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -117,6 +126,49 @@ def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
         "description": spec.description,
         "input_schema": dict(spec.input_schema),
     }
+
+
+def _output_tool(request: ProviderRequest) -> dict[str, Any] | None:
+    """The answer's schema as a tool the model is made to call (G92), or
+    ``None``: no schema, or one whose root is not an object (a tool's
+    ``input_schema`` must be one; the loop still validates the answer)."""
+    output = request.output
+    if output is None or output.schema.get("type") != "object":
+        return None
+    taken = {t.name for t in request.tools}
+    name, n = OUTPUT_TOOL, 0
+    while name in taken:
+        n += 1
+        name = f"{OUTPUT_TOOL}_{n}"
+    return {
+        "name": name,
+        "description": output.description
+        or "Give your final answer: call this with it, as its input.",
+        "input_schema": dict(output.schema),
+    }
+
+
+def _answered(
+    content: str, calls: list[ToolCallRequest], output_tool: str | None
+) -> tuple[str, list[ToolCallRequest]]:
+    """The reply's text and calls, with a call of the output tool read as the
+    answer: its input, as JSON, is the text. A reply that also calls real
+    tools keeps those (the model answers after their results) and drops the
+    early answer."""
+    if output_tool is None or not any(c.name == output_tool for c in calls):
+        return content, calls
+    others = [c for c in calls if c.name != output_tool]
+    if others:
+        return content, others
+    args = [c for c in calls if c.name == output_tool][-1].args
+    return (args if isinstance(args, str) else msgspec.json.encode(args).decode()), []
+
+
+def _forced(params: dict[str, Any]) -> str | None:
+    """The output tool ``_params`` appended last, when it forced one."""
+    if "tool_choice" not in params:
+        return None
+    return str(params["tools"][-1]["name"])
 
 
 def _usage(usage: Any) -> dict[str, int]:
@@ -181,7 +233,7 @@ class _StreamAssembly:
             self.stopped = True
         return None
 
-    def reply(self, sent_model: str) -> Reply:
+    def reply(self, sent_model: str, output_tool: str | None) -> Reply:
         texts: list[str] = []
         calls: list[ToolCallRequest] = []
         for index in sorted(self.blocks):
@@ -196,8 +248,9 @@ class _StreamAssembly:
                         args=parse_args("".join(block.json)),
                     )
                 )
+        content, calls = _answered("".join(texts), calls, output_tool)
         return Reply(
-            content="".join(texts),
+            content=content,
             tool_calls=calls,
             usage=self.usage,
             stop_reason=self.stop_reason,
@@ -245,6 +298,16 @@ class AnthropicMessagesProvider(SdkProvider):
             params["system"] = request.system
         if request.tools:
             params["tools"] = [_wire_tool(t) for t in request.tools]
+        output = _output_tool(request)
+        if output is not None:
+            params["tools"] = [*params.get("tools", ()), output]
+            # With tools of its own the model may still call them: "any" tool,
+            # the answer being one of them; else the answer tool itself.
+            params["tool_choice"] = (
+                {"type": "any"}
+                if request.tools
+                else {"type": "tool", "name": output["name"]}
+            )
         if self._extra_body:
             params["extra_body"] = self._extra_body
         return params
@@ -257,11 +320,13 @@ class AnthropicMessagesProvider(SdkProvider):
         if not isinstance(message, AnthropicMessage):
             raise not_a_reply(self.endpoint, message, AnthropicMessage)
         try:
-            return self._read(message, params["model"])
+            return self._read(message, params["model"], _forced(params))
         except SHAPE_ERRORS as exc:
             raise misshapen(self.endpoint, exc, "Messages") from None
 
-    def _read(self, message: AnthropicMessage, sent_model: str) -> Reply:
+    def _read(
+        self, message: AnthropicMessage, sent_model: str, output_tool: str | None
+    ) -> Reply:
         if message.content is None:
             raise ProviderError(f"{self.endpoint} returned no content")
         texts: list[str] = []
@@ -274,8 +339,9 @@ class AnthropicMessagesProvider(SdkProvider):
                 calls.append(
                     ToolCallRequest(id=call_id(block.id), name=block.name, args=args)
                 )
+        content, calls = _answered("".join(texts), calls, output_tool)
         return Reply(
-            content="".join(texts),
+            content=content,
             tool_calls=calls,
             usage=_usage(message.usage),
             stop_reason=message.stop_reason,
@@ -304,7 +370,7 @@ class AnthropicMessagesProvider(SdkProvider):
             await stream.close()
         if not assembly.stopped:
             raise ProviderError(f"{self.endpoint}'s stream ended before message_stop")
-        return assembly.reply(params["model"])
+        return assembly.reply(params["model"], _forced(params))
 
 
 def anthropic_messages(

@@ -8,6 +8,7 @@ Role:    runtime layer; the loop builds a ``ProviderRequest`` per model call
 Emits:   nothing itself; the loop turns chunks into ``stream.token`` events.
 
 Laws: G89 (a request is ``.system`` plus ``.messages``, no system entry),
+G92 (``.output``: the answer's schema, for native structured output),
 G41 (a streaming provider reports chunks through ``on_token``; the loop
 passes ``None`` while drafts are held, so both kinds behave alike).
 
@@ -21,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
+
+import msgspec
 
 from helmlog.events import Message, ToolCallRequest
 
@@ -37,13 +40,30 @@ class ToolSpec:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The shape the answer must have, for providers with native structured
+    output (G92): a name (``[A-Za-z0-9_-]``, at most 64), the JSON Schema of
+    the answer (its root is inlined: no top-level ``$ref``) and a description.
+
+    A provider that cannot enforce it ignores it; the loop validates every
+    answer either way.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProviderRequest:
-    """One model call's input (G89)."""
+    """One model call's input (G89); ``output`` is the answer's schema when the
+    agent has an ``output_type`` (G92)."""
 
     model: str
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    output: OutputSchema | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, init=False)
@@ -53,6 +73,10 @@ class Reply:
     ``model`` is the model that answered, as the server reported it (else the
     one the request named); ``None`` from a provider that cannot tell, such
     as ``scripted``. The loop records it on ``stream.llm_end``.
+
+    ``output=`` (instead of ``content``) is a structured answer: a dict, a
+    msgspec Struct, a dataclass or a Pydantic model, encoded to JSON as the
+    content (G92; what a provider with native structured output returns).
     """
 
     content: str
@@ -68,7 +92,13 @@ class Reply:
         usage: Mapping[str, int] | None = None,
         stop_reason: str | None = None,
         model: str | None = None,
+        *,
+        output: Any = None,
     ) -> None:
+        if output is not None:
+            if content:
+                raise TypeError("Reply takes content or output=, not both")
+            content = encode_output(output)
         if not isinstance(content, str):
             raise TypeError(
                 f"Reply.content must be a str, got {type(content).__name__}"
@@ -84,6 +114,21 @@ class Reply:
             self, "stop_reason", stop_reason or ("tool_calls" if calls else "stop")
         )
         object.__setattr__(self, "model", model or None)
+
+
+def encode_output(value: Any) -> str:
+    """A structured answer as compact JSON text (a Pydantic model by its own
+    encoder, anything else by msgspec's)."""
+    dump = getattr(value, "model_dump_json", None)
+    if callable(dump):
+        return str(dump())
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise TypeError(
+            f"Reply(output=...) takes a JSON-encodable value, got "
+            f"{type(value).__name__} ({exc})"
+        ) from None
 
 
 @runtime_checkable

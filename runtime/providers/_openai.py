@@ -10,6 +10,7 @@ Emits:   nothing itself; with ``stream=True`` it reports content deltas
 
 Laws: G89 (``.system`` becomes the one system message, sent first and only
 when non-empty; assistant tool-call turns carry compact-JSON arguments),
+G92 (an answer's schema travels as ``response_format``, ``json_schema``),
 G41 (``on_token`` is called only when the loop passes one), G91 (a failure
 is a ``ProviderError``, so the loop reports ``ERR_PROVIDER``), issue 12 item 5
 (a reply it cannot parse is a ``ProviderError`` too, ``_wire.py``; the reply
@@ -38,7 +39,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
 
-from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+from ._base import OutputSchema, ProviderRequest, Reply, TokenSink, ToolSpec
 from ._wire import (
     SHAPE_ERRORS,
     SdkProvider,
@@ -104,6 +105,23 @@ def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
             "parameters": dict(spec.input_schema),
         },
     }
+
+
+def json_schema_format(output: OutputSchema) -> dict[str, Any]:
+    """An answer's schema as OpenAI's ``json_schema`` format (G92).
+
+    Not ``strict``: strict mode accepts only a subset of JSON Schema (every
+    property required, no open objects), and the loop validates every answer
+    itself; the schema guides the model, the loop enforces it.
+    """
+    wire: dict[str, Any] = {
+        "name": output.name,
+        "schema": dict(output.schema),
+        "strict": False,
+    }
+    if output.description:
+        wire["description"] = output.description
+    return wire
 
 
 def _usage(usage: Any) -> dict[str, int]:
@@ -246,6 +264,11 @@ class OpenAIChatProvider(SdkProvider):
         }
         if request.tools:
             params["tools"] = [_wire_tool(t) for t in request.tools]
+        if request.output is not None:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": json_schema_format(request.output),
+            }
         if self._extra_body:
             params["extra_body"] = self._extra_body
         return params

@@ -10,7 +10,8 @@ Emits:   nothing itself; with ``stream=True`` it reports
 
 Laws: G89 (``.system`` travels as ``instructions``; assistant tool calls are
 ``function_call`` items and tool messages ``function_call_output`` items, by
-call id), G41 (``on_token`` only when the loop passes one), G91 and issue 12
+call id; an answer's schema is ``text.format``, ``json_schema``: G92), G41
+(``on_token`` only when the loop passes one), G91 and issue 12
 item 5 (every failure, and every reply it cannot read, is a
 ``ProviderError``; the reply carries the model the server reports).
 
@@ -39,7 +40,12 @@ from openai.types.responses import Response
 from helmlog.events import Message, ProviderError, ToolCallRequest
 
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
-from ._openai import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, _arguments
+from ._openai import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    _arguments,
+    json_schema_format,
+)
 from ._wire import (
     SHAPE_ERRORS,
     SdkProvider,
@@ -147,6 +153,10 @@ class OpenAIResponsesProvider(SdkProvider):
             params["instructions"] = request.system
         if request.tools:
             params["tools"] = [_wire_tool(t) for t in request.tools]
+        if request.output is not None:
+            params["text"] = {
+                "format": {"type": "json_schema", **json_schema_format(request.output)}
+            }
         if self._extra_body:
             params["extra_body"] = self._extra_body
         return params

@@ -5,6 +5,7 @@ Role:    runtime layer; ``helmlog demo`` and most tests drive the loop with it.
 Emits:   nothing itself; with ``stream=True`` it reports word chunks.
 
 Laws: G90 (one reply per call in order, a ``str`` is ``Reply(content=...)``,
+a ``dict`` is ``Reply(output=...)``, a structured answer as JSON, G92,
 ``RuntimeError`` containing ``exhausted`` when none is left; ``reply=`` repeats
 one; ``respond=`` computes each; ``stream=True`` gives word chunks, a word
 plus the whitespace after it), G89 (``requests`` holds deep copies).
@@ -18,14 +19,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 from helmlog.events import Message
 
 from .._context import clone
-from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+from ._base import OutputSchema, ProviderRequest, Reply, TokenSink, ToolSpec
 
-ReplyLike = Reply | str
+ReplyLike = Reply | str | Mapping[str, Any]
 Responder = Callable[[ProviderRequest], ReplyLike | Awaitable[ReplyLike]]
 
 _WORD = re.compile(r"\S+\s*|\s+")
@@ -36,8 +38,11 @@ def _as_reply(value: object) -> Reply:
         return value
     if isinstance(value, str):
         return Reply(content=value)
+    if isinstance(value, Mapping):
+        return Reply(output=dict(value))
     raise TypeError(
-        f"a scripted reply must be a Reply or a str, got {type(value).__name__}"
+        "a scripted reply must be a Reply, a str or a dict (a structured answer), "
+        f"got {type(value).__name__}"
     )
 
 
@@ -63,6 +68,7 @@ def copy_request(request: ProviderRequest) -> ProviderRequest:
     be mutated, so only those are copied — several times cheaper than
     ``copy.deepcopy`` of the whole request on every model call.
     """
+    output = request.output
     return dataclasses.replace(
         request,
         messages=tuple(_copy_message(m) for m in request.messages),
@@ -70,6 +76,9 @@ def copy_request(request: ProviderRequest) -> ProviderRequest:
             ToolSpec(t.name, t.description, clone(dict(t.input_schema)))
             for t in request.tools
         ),
+        output=None
+        if output is None
+        else OutputSchema(output.name, clone(dict(output.schema)), output.description),
     )
 
 

@@ -135,6 +135,7 @@ REQUIRED: dict[str, list[str]] = {
     "pause.resume": ["kind", "tool_call_id"],
     "error.fatal": ["code"],
     "message.committed": ["message"],
+    "output.rejected": ["iteration", "attempt", "error"],
     "proxy.call_started": ["request_id", "tool"],
     "proxy.call_finished": [
         "request_id",
