@@ -163,7 +163,9 @@ class WhatIf:
         if raw is None:
             was = "deny" if p.refused else ("transform" if rewrote else "allow")
             why: Unjudgeable = (
-                "redacted" if rewrote or not p.refused else "not-recorded"
+                "redacted"
+                if (rewrote or not p.refused) and not p.rejected
+                else "not-recorded"
             )
             return [self._unjudged(p, was, why)]
         was = "deny" if p.refused else ("transform" if p.text != raw else "allow")

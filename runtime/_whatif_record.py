@@ -12,9 +12,11 @@ Emits:   nothing.
 Laws: G33/G35 (input rows come before ``agent.turn_start``; a refused input
 ends with ``error.fatal`` and starts no turn), G39/G43 (output rows follow
 the last ``stream.llm_end`` of a turn; a refused draft ends with
-``error.fatal``), G51 (a call's record runs from ``stream.tool_start`` to its
-tool message), G59/G62/G64 (pause, resume, resume-side row), G69–G70
-(``ask_human``: dispatched, paused, answered), G80 (a window record sits
+``error.fatal``; a draft that failed the output type ends with
+``output.rejected``, G92, its text not recorded), G51 (a call's record
+runs from ``stream.tool_start`` to its tool message), G59/G62/G64 (pause,
+resume, resume-side row), G69–G70 (``ask_human``: dispatched, paused,
+answered), G80 (a window record sits
 right before its ``stream.llm_start``), R7 (``tool.outcome_unknown``), R9
 (``session.imported`` opens a paused call recorded on another stream), R10
 (unknown events are skipped), R20 (call ids are the turn's: a call is open
@@ -41,6 +43,7 @@ from helmlog.events import (
     MessageCommitted,
     MessageDeniedError,
     MiddlewareDecision,
+    OutputRejected,
     PauseRequested,
     PauseResumed,
     SessionImported,
@@ -63,7 +66,7 @@ class Admission:
     """A message admission (``phase`` input or output) as recorded.
 
     ``text`` is what was let through (the committed message), ``None`` when
-    the chain refused it.
+    the chain refused it or the output type rejected it (``rejected``).
     """
 
     index: int
@@ -75,6 +78,7 @@ class Admission:
     text: str | None = None
     refused: bool = False
     identity: Any = None
+    rejected: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -196,6 +200,11 @@ class _Reader:
                 self.points.remove(a)  # a failure, not an admission
             self.admission = None
 
+    def output_rejected(self, index: int, ev: OutputRejected) -> None:
+        if self.admission is not None:
+            self.admission.rejected = True  # its draft is not in the record
+            self.admission = None
+
     def window_compacted(self, index: int, ev: WindowCompacted) -> None:
         self.window = (index, ev)
 
@@ -253,6 +262,7 @@ _HANDLERS: dict[type[Any], Callable[[_Reader, int, Any], None]] = {
     TurnStarted: _Reader.turn_started,
     MessageCommitted: _Reader.committed,
     FatalError: _Reader.fatal,
+    OutputRejected: _Reader.output_rejected,
     WindowCompacted: _Reader.window_compacted,
     LlmStarted: _Reader.llm_started,
     LlmEnded: _Reader.llm_ended,

@@ -616,3 +616,32 @@ async def test_g92_anthropic_with_tools_lets_the_model_call_them_first(
         reply.content,
         tuple(c.name for c in reply.tool_calls),
     )
+
+
+# -- what-if over a typed session --------------------------------------------------
+
+
+async def test_g92_whatif_names_a_rejected_draft_not_recorded() -> None:
+    """G92 with what-if: a rejected draft's output walk is not re-judgeable
+    (its text is not in the record); the accepted answer's is re-judged."""
+    import helmlog
+
+    def build(replies: list[Any]) -> Agent:
+        return (
+            Agent.create(provider=scripted(replies), model="m", output_type=Refund)
+            .act(output=[MessageMiddleware(name="o", on_message=lambda m: allow())])
+            .build()
+        )
+
+    agent = build([BAD, GOOD])
+    await agent.run("refund")
+    assert agent.session_id is not None
+    records = await agent.store.read(agent.session_id)
+
+    report = await helmlog.whatif(records, build([GOOD]))
+
+    (session,) = report.sessions
+    outputs = [j for j in session.decisions if j.moment == "output"]
+    assert [("not-rejudgeable", "not-recorded"), ("unchanged", None)] == [
+        (j.status, j.reason) for j in outputs
+    ]
