@@ -289,6 +289,41 @@ async def _record_imported(
     return {name: await store.read(sid)}
 
 
+async def _record_typed() -> dict[str, list[StoredEvent]]:
+    """Typed output (G92): a turn whose first answer fails its type and goes
+    back (``output.rejected``, a retry prompt), then a turn whose answers run
+    out of retries (``error.fatal``, ``ERR_OUTPUT_INVALID``)."""
+    from helmlog import Agent, OutputValidationError
+    from helmlog.runtime import counter_ids
+    from helmlog.runtime.providers import scripted
+
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+    schema = {
+        "title": "Refund",
+        "type": "object",
+        "properties": {"order": {"type": "integer"}},
+        "required": ["order"],
+    }
+    agent = Agent.create(
+        provider=scripted([{"order": "seven"}, {"order": 7}, "no", "nope"]),
+        model="m",
+        clock=lambda: next(ticks),
+        ids=counter_ids("golden-"),
+        output_type=schema,
+        max_output_retries=1,
+    ).build()
+    await agent.run("Refund order 7")
+    failed = False
+    try:
+        await agent.follow_up("And order 8")
+    except OutputValidationError:
+        failed = True
+    assert failed, "the second turn's answers run out of retries"
+    sid = agent.session_id
+    assert sid is not None
+    return {"v3_typed_output": await agent.store.read(sid)}
+
+
 def _old_and_unknown() -> list[StoredEvent]:
     """A stream as an older writer stored it, with one type this reader lacks."""
     bodies: list[dict[str, Any]] = [
@@ -357,6 +392,7 @@ def main(names: list[str]) -> None:
     streams = asyncio.run(_record_scenarios())
     streams["v0_old_fields_and_unknown_type"] = _old_and_unknown()
     streams.update(asyncio.run(_record_imported()))
+    streams.update(asyncio.run(_record_typed()))
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for name, records in streams.items():
         if (names and name not in names) or name in FROZEN:

@@ -645,3 +645,18 @@ async def test_g92_whatif_names_a_rejected_draft_not_recorded() -> None:
     assert [("not-rejudgeable", "not-recorded"), ("unchanged", None)] == [
         (j.status, j.reason) for j in outputs
     ]
+
+
+def test_g92_the_golden_typed_stream_decodes_and_counts_its_rejections() -> None:
+    """G92, R10: the recorded ``v3_typed_output`` stream decodes its
+    ``output.rejected`` events and folds the failed turn's two rejections."""
+    from tests.replay.streams import FIXTURES, load_records
+
+    events = [r.decode() for r in load_records(FIXTURES / "v3_typed_output.jsonl")]
+    f = Folder()
+    for event in events:
+        f.apply(event)
+    assert [(1, True), (1, True), (2, False)] == [
+        (e.attempt, e.retrying) for e in events if isinstance(e, OutputRejected)
+    ]
+    assert (2, "ERR_OUTPUT_INVALID") == (f.output_rejections, events[-1].code)
