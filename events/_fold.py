@@ -33,10 +33,7 @@ recorded meaning (no ``agent.turn_end`` yet), so golden states fold unchanged.
 
 Why approvals are session-wide, not per conversation line: an approval is a
 fact about the session ("approved earlier this session by dana"), so a turn
-continued from an earlier checkpoint keeps it; and they are folded from the
-pause and its answer only — ``pause.request`` of kind ``ask`` with the
-asking link's name, then ``pause.resume`` with ``approved=True`` and a
-``by`` — never from a row's words, which any rule can write.
+continued from an earlier checkpoint keeps it (``approval_of`` says what one is).
 
 Why ``history_at``: a turn may continue from any accepted checkpoint of the
 session, not only the latest (G36). ``agent.turn_start.base_seq`` names it,
@@ -72,7 +69,13 @@ from ._pause_events import (
     PauseResumed,
     SessionImported,
 )
-from ._session_state import Approval, PendingPause, SessionState, pause_of
+from ._session_state import (
+    Approval,
+    PendingPause,
+    SessionState,
+    approval_of,
+    pause_of,
+)
 from ._turn_events import (
     FatalError,
     LlmStarted,
@@ -354,27 +357,9 @@ class Folder:
         p = self.pending
         if p is not None:
             self.resolved_pauses.add(p.seq)
-            if (
-                ev.approved is True
-                and p.kind == "ask"
-                and ev.kind == "ask"
-                and p.middleware
-                and ev.tool_call_id == p.tool_call_id
-                and isinstance(ev.by, str)
-                and ev.by
-            ):
-                self.approvals = (
-                    *self.approvals,
-                    Approval(
-                        middleware=p.middleware,
-                        tool_name=p.tool_name,
-                        tool_source=self._asking_source,
-                        args_digest=p.args_digest,
-                        by=ev.by,
-                        tool_call_id=p.tool_call_id,
-                        seq=p.seq,
-                    ),
-                )
+            approved = approval_of(p, self._asking_source, ev)
+            if approved is not None:
+                self.approvals = (*self.approvals, approved)
         self.pending = None
         self.pause_checkpoint = None
         self._continued(ev)

@@ -1,8 +1,9 @@
 """What a fold yields: a session's frozen state and the pause it waits on.
 
-Pattern: frozen msgspec Structs (``SessionState``, ``PendingPause``) and two
-         pure functions: ``pause_of`` builds a pending pause and its
-         checkpoint from a pause record, ``sign_checkpoint`` MACs that
+Pattern: frozen msgspec Structs (``SessionState``, ``PendingPause``,
+         ``Approval``) and pure functions: ``pause_of`` builds a pending
+         pause and its checkpoint from a pause record, ``approval_of`` the
+         approval a resume gives it, ``sign_checkpoint`` MACs that
          checkpoint as it is handed out.
 Role:    events layer; ``Folder`` (``events/_fold.py``) builds these, the
          runtime reads them (``agent.last_snapshot()``, resume, recovery),
@@ -44,7 +45,7 @@ import msgspec
 from ._checkpoint import Checkpoint
 from ._decision import MiddlewareDecision
 from ._messages import Message
-from ._pause_events import PausedCall, PauseRequested, SessionImported
+from ._pause_events import PausedCall, PauseRequested, PauseResumed, SessionImported
 from ._turn_events import ToolDispatched, WindowCompacted
 
 
@@ -180,6 +181,37 @@ def pause_of(
         call=call,
     )
     return pending, checkpoint
+
+
+def approval_of(
+    pending: PendingPause, tool_source: str | None, ev: PauseResumed
+) -> Approval | None:
+    """The approval ``ev`` gives the pending pause, if it is one (issue 22).
+
+    Only a person's ``approved=True`` answer, naming who (``by``), to an
+    ``ask`` filed by a named link counts; a decline, a check-in, an
+    ``ask_human`` answer or a row's words never do. ``tool_source`` is the
+    one the pause's ``pause.request`` recorded.
+    """
+    if (
+        ev.approved is not True
+        or pending.kind != "ask"
+        or ev.kind != "ask"
+        or not pending.middleware
+        or ev.tool_call_id != pending.tool_call_id
+        or not isinstance(ev.by, str)
+        or not ev.by
+    ):
+        return None
+    return Approval(
+        middleware=pending.middleware,
+        tool_name=pending.tool_name,
+        tool_source=tool_source,
+        args_digest=pending.args_digest,
+        by=ev.by,
+        tool_call_id=pending.tool_call_id,
+        seq=pending.seq,
+    )
 
 
 def sign_checkpoint(
