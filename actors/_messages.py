@@ -211,10 +211,12 @@ def context_of(msg: HookCall) -> Context:
 
 
 class AllowOut(msgspec.Struct, frozen=True, kw_only=True, tag="allow"):
-    """An ``Allow``: a pass (``value`` None) or a transform, with ``why``."""
+    """An ``Allow``: a pass (``value`` None) or a transform, with ``why`` and
+    the link's ``from_`` declaration (G93)."""
 
     value: Any = None
     why: str | None = None
+    from_: dict[str, str] | None = None
 
 
 class DenyOut(msgspec.Struct, frozen=True, kw_only=True, tag="deny"):
@@ -249,7 +251,7 @@ HookReply = AllowOut | DenyOut | AskOut | NotAnOutcome | Raised
 def reply_of(out: Any) -> HookReply:
     """A hook's return value as its answer message."""
     if isinstance(out, Allow):
-        return AllowOut(value=out.value, why=out.why)
+        return AllowOut(value=out.value, why=out.why, from_=out.from_)
     if isinstance(out, Deny):
         return DenyOut(reason=out.reason)
     if isinstance(out, Ask):
@@ -257,6 +259,17 @@ def reply_of(out: Any) -> HookReply:
             question=out.question, detail=out.detail, component_id=out.component_id
         )
     return NotAnOutcome(type_name=None if out is None else type(out).__name__)
+
+
+class _UncheckedAllow(Allow):
+    """An allow as a hosted hook answered it, for the walker to judge (G94)."""
+
+    __slots__ = ()
+
+    def __init__(self, value: Any, why: Any, from_: Any) -> None:
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "why", why)
+        object.__setattr__(self, "from_", from_)
 
 
 @functools.lru_cache(maxsize=256)
@@ -271,7 +284,13 @@ def outcome_of(reply: HookReply) -> Any:
         RemoteRaised: the hook raised; its text is the remote one (G7).
     """
     if isinstance(reply, AllowOut):
-        return Allow(reply.value, reply.why)
+        try:
+            return Allow(reply.value, reply.why, reply.from_)
+        except ValueError:
+            # G94: an answer that breaks the verb's rules crosses as it was,
+            # and the caller's walker refuses it with the reason an inline
+            # hook would get.
+            return _UncheckedAllow(reply.value, reply.why, reply.from_)
     if isinstance(reply, DenyOut):
         return Deny(reply.reason)
     if isinstance(reply, AskOut):

@@ -5,7 +5,9 @@ Role:    events layer; the runtime's walkers produce rows, the stream stores
          them inside ``decision.filed`` events, ``fold`` lists them.
 Emits:   nothing.
 
-Laws: G44–G48 (presence, ``why``, ``changed``, ``iteration``).
+Laws: G44–G48 (presence, ``why``, ``changed``, ``iteration``), G93 (the
+honesty fields: ``from`` only when the link declared it, ``changed_keys``
+on a before-tool rewrite: names, never values).
 
 Why ``changed`` and ``iteration`` have no default: G45 wants ``changed=False``
 and ``iteration=0`` always encoded, and ``omit_defaults`` drops defaults.
@@ -37,6 +39,11 @@ class MiddlewareDecision(
         before: the value before a change (only when ``changed``).
         after: the value after a change (only when ``changed``).
         component_id: on the resume-side row of an ask that carried one.
+        from_: encoded ``from``; where a rewrite's values came from, name by
+            name (``"person"``, ``"default"``, ``"app"``), only when the link
+            declared it (``allow(value, why, from_=...)``).
+        changed_keys: the names of the arguments a before-tool rewrite
+            changed (added, removed or given another value), never values.
     """
 
     middleware: str
@@ -52,3 +59,5 @@ class MiddlewareDecision(
     before: Any = None
     after: Any = None
     component_id: str | None = None
+    from_: dict[str, str] | None = msgspec.field(default=None, name="from")
+    changed_keys: tuple[str, ...] | None = None

@@ -8,7 +8,8 @@ Role:    events layer; the runtime files rows as ``decision.filed``, the
 Emits:   nothing; these are the emissions.
 
 Laws: G49 (the decision fact carries no value field at all, by schema), R4 (a
-fact is a projection of its row), R10 (fields added later get defaults).
+fact is a projection of its row), R10 (fields added later get defaults), G93
+(a row's ``from`` and ``changed_keys`` hold no value, so they are facts too).
 
 Why two decision events, one of them stored: the stream must keep the
 ledger's values (a row's ``before``/``after``) so that ``fold`` can rebuild
@@ -26,6 +27,8 @@ only), and ``watched`` delivers their stored facts as stored.
 from __future__ import annotations
 
 from typing import ClassVar
+
+import msgspec
 
 from ._decision import MiddlewareDecision
 from ._envelope import Event
@@ -53,6 +56,8 @@ class MiddlewareDecisionEvent(Event, tag="middleware.decision", frozen=True):
     tool_call_id: str | None = None
     why: str | None = None
     component_id: str | None = None
+    from_: dict[str, str] | None = msgspec.field(default=None, name="from")
+    changed_keys: tuple[str, ...] | None = None
 
 
 def fact_for(
@@ -86,4 +91,6 @@ def fact_for(
         tool_call_id=row.tool_call_id,
         why=row.why,
         component_id=row.component_id,
+        from_=row.from_,
+        changed_keys=row.changed_keys,
     )

@@ -90,7 +90,8 @@ def timeline_row(event: Any) -> tuple[str, str, str] | None:
         return (
             seq,
             "decision",
-            f"{event.middleware} @ {where}: {event.outcome}{changed}{why}",
+            f"{event.middleware} @ {where}: {event.outcome}{changed}{why}"
+            + honesty(event),
         )
     if t == "message.committed":
         m = event.message
@@ -278,6 +279,21 @@ def _key_hint(
     return "the stream may be keyed: set $HELMLOG_CHAIN_KEY to its chain key"
 
 
+def honesty(fact: Any) -> str:
+    """A fact's honesty fields as text (G93): which arguments a rewrite
+    changed and where the link said their values came from; names only."""
+    parts = []
+    keys = getattr(fact, "changed_keys", None)
+    if keys:
+        parts.append("changed: " + ", ".join(keys))
+    origins = getattr(fact, "from_", None)
+    if origins:
+        parts.append(
+            "from: " + ", ".join(f"{name}={how}" for name, how in origins.items())
+        )
+    return f" [{'; '.join(parts)}]" if parts else ""
+
+
 def fact_line(fact: FactRecord) -> str:
     """One decision fact as a line: session, seq, who decided what, and why."""
     ev = decode_event(fact.data)
@@ -289,7 +305,9 @@ def fact_line(fact: FactRecord) -> str:
     changed = " (changed)" if getattr(ev, "changed", False) else ""
     return (
         f"{fact.session_id} #{fact.seq} {getattr(ev, 'middleware', '?')} @ {where}: "
-        f"{getattr(ev, 'outcome', '?')}{changed}" + (f" — {why}" if why else "")
+        f"{getattr(ev, 'outcome', '?')}{changed}"
+        + (f" — {why}" if why else "")
+        + honesty(ev)
     )
 
 

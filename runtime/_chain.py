@@ -6,7 +6,10 @@ Role:    runtime layer; the only walker of chains (the agent loop, resume,
 Emits:   nothing itself; returns decision rows for the caller to record.
 
 Laws: G6 (the union is enforced at runtime: anything else is a denial naming
-the middleware), G7 (a throw is a denial), G8 (each hook gets its own deep
+the middleware), G94 (the walker judges the verb: an outcome that breaks its
+verb's rules, however it was built, is a denial), G93 (a rewrite's row
+carries the link's ``from`` declaration, and at before-tool the names of the
+arguments it changed), G7 (a throw is a denial), G8 (each hook gets its own deep
 copy), G12 (declaration order; each call-link runs once per dispatch), G14
 (the first non-allow answer wins), G15–G17, G19–G24 (the after-tool onion,
 no ask after the tool ran), G26–G32 (the message chain), G64 (one human
@@ -28,7 +31,7 @@ from helmlog.events import Approval, Message, MiddlewareDecision, shape
 
 from ._context import MessageContext, ToolCallContext, ToolResultContext, clone
 from ._links import Link
-from ._verbs import Allow, Ask, Deny
+from ._verbs import Allow, Ask, Deny, judged
 
 
 def _error_text(exc: BaseException) -> str:
@@ -52,7 +55,7 @@ _OUTCOME_TYPES = frozenset((Allow, Deny, Ask))
 
 
 async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | Ask:
-    """Call one hook and enforce the outcome union (G6, G7).
+    """Call one hook and enforce the outcome union (G6, G7, G94).
 
     ``Exception`` becomes a denial; ``BaseException`` (cancellation, shutdown,
     a tool's ``ask_human`` signal) propagates, as it must.
@@ -65,7 +68,7 @@ async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | 
     except Exception as exc:  # noqa: BLE001 — G7: a rule that raises is a denial
         return Deny(thrown_reason(name, exc))
     if isinstance(out, Allow | Deny | Ask):
-        return out
+        return judged(name, out)
     return Deny(
         f"middleware '{name}' returned {shape(out)}, "
         "which is not allow(), deny() or ask()"
@@ -121,13 +124,32 @@ def _tool_row(
     )
 
 
+def changed_keys(before: Any, after: Any) -> tuple[str, ...] | None:
+    """The names of the arguments a rewrite added, removed or changed (G93).
+
+    Names only, in the rewritten arguments' order and then the removed ones;
+    ``None`` when either side is not a mapping of arguments.
+    """
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    names = [
+        str(key)
+        for key, value in after.items()
+        if key not in before or before[key] != value
+    ]
+    names.extend(str(key) for key in before if key not in after)
+    return tuple(names)
+
+
 def _tool_allow_row(
     site: CallSite, moment: str, name: str, out: Allow, current: Any
 ) -> tuple[MiddlewareDecision, Any]:
     """The row for an allow at a tool moment, and the value that flows on.
 
     A pass-through files ``changed=False`` (G17, G22); a transform replaces the
-    value wholesale and files it with the value it replaced (G16, G22).
+    value wholesale and files it with the value it replaced (G16, G22), the
+    link's ``from`` declaration and, at before-tool, the names it changed
+    (G93).
     """
     if out.value is None:
         row = _tool_row(site, moment, name, outcome="allow", changed=False, why=out.why)
@@ -142,6 +164,10 @@ def _tool_allow_row(
         why=out.why,
         before=current,
         after=value,
+        from_=None if out.from_ is None else dict(out.from_),
+        changed_keys=(
+            changed_keys(current, value) if moment == "before-tool" else None
+        ),
     )
     return row, value
 
@@ -383,6 +409,7 @@ async def walk_messages(
                     why=out.why,
                     before=content,
                     after=out.value,
+                    from_=None if out.from_ is None else dict(out.from_),
                 )
             )
             content = out.value

@@ -9,17 +9,85 @@ Laws: G1 (``allow()`` passes; ``allow(None, why)`` is a pass-through with a
 reason), G2 (a transform must say why; ``None`` is never a transform value),
 G3 (a refusal carries a reason), G4 (an ask carries a question; issue 11
 item 4: and may carry a deadline, ``timeout_s``), G5 (frozen,
-compared by value, checked when constructed directly).
+compared by value, checked when constructed directly), G93 (a rewrite may
+declare where its values came from: ``allow(value, why, from_={...})``),
+G94 (the walker judges every outcome with the same ``*_problem`` checks the
+constructors use, so a subclass that skips them proves nothing).
 
 Why plain slotted classes rather than dataclasses: the constructors normalize
 (``allow(None, "")`` is a plain ``Allow()``) and validate; doing that in one
 ``__init__`` keeps direct construction and the verbs equally strict.
+
+Why the checks are functions beside the classes: the constructors are a
+convenience, not the guard (G94); the walker (``_chain.invoke``) asks the
+same functions about whatever a hook returned.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NoReturn
+from collections.abc import Mapping
+from typing import Any, Final, NoReturn
+
+#: Where a rewritten value may come from (seed 003, ``from``): a person
+#: typed it, it is a default, or the application supplied it.
+ORIGINS: Final = frozenset(("person", "default", "app"))
+
+
+def allow_problem(value: Any, why: Any, from_: Any = None) -> str | None:
+    """What is wrong with an allow of these fields, or ``None`` (G1, G2, G93)."""
+    if value is not None and (not isinstance(why, str) or not why):
+        return "allow(value, why): a transform must say why (non-empty str why)"
+    if why is not None and not isinstance(why, str):
+        return f"allow(): why must be a str, got {type(why).__name__}"
+    if from_ is None:
+        return None
+    if value is None:
+        return (
+            "allow(value, why, from_=...): from_ says where rewritten values came "
+            "from, so it needs a value to rewrite"
+        )
+    if not isinstance(from_, Mapping) or not from_:
+        return (
+            "allow(): from_ must be a non-empty mapping of names to 'person', "
+            f"'default' or 'app', got {type(from_).__name__}"
+        )
+    for key, origin in from_.items():
+        if not isinstance(key, str) or not key:
+            return "allow(): from_'s keys must be non-empty str names"
+        if not isinstance(origin, str) or origin not in ORIGINS:
+            return (
+                f"allow(): from_[{key!r}] must be 'person', 'default' or 'app', "
+                f"got {origin!r}"
+            )
+    return None
+
+
+def deny_problem(reason: Any) -> str | None:
+    """What is wrong with a deny of this reason, or ``None`` (G3)."""
+    if not isinstance(reason, str) or not reason:
+        return "deny(reason): a refusal must carry a reason (non-empty str)"
+    return None
+
+
+def ask_problem(
+    question: Any, component_id: Any = None, timeout_s: Any = None
+) -> str | None:
+    """What is wrong with an ask of these fields, or ``None`` (G4)."""
+    if not isinstance(question, str) or not question:
+        return "ask(question): an ask needs a non-empty question"
+    if component_id is not None and (
+        not isinstance(component_id, str) or not component_id
+    ):
+        return "ask(): component_id must be a non-empty str when given"
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
+        return "ask(): timeout_s must be a positive number of seconds"
+    return None
 
 
 class _Frozen:
@@ -52,21 +120,29 @@ class _Frozen:
 
 
 class Allow(_Frozen):
-    """Pass (``value is None``) or transform to ``value``, saying ``why``."""
+    """Pass (``value is None``) or transform to ``value``, saying ``why``.
 
-    __slots__ = ("value", "why")
+    ``from_`` (a rewrite only) declares where rewritten values came from,
+    name by name: ``{"amount": "person"}`` (G93); the row carries it.
+    """
+
+    __slots__ = ("from_", "value", "why")
     value: Any
     why: str | None
+    from_: dict[str, str] | None
 
-    def __init__(self, value: Any = None, why: str | None = None) -> None:
-        if value is not None and (not isinstance(why, str) or not why):
-            raise ValueError(
-                "allow(value, why): a transform must say why (non-empty str why)"
-            )
-        if why is not None and not isinstance(why, str):
-            raise ValueError(f"allow(): why must be a str, got {type(why).__name__}")
+    def __init__(
+        self,
+        value: Any = None,
+        why: str | None = None,
+        from_: Mapping[str, str] | None = None,
+    ) -> None:
+        problem = allow_problem(value, why, from_)
+        if problem is not None:
+            raise ValueError(problem)
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "why", why or None)
+        object.__setattr__(self, "from_", None if from_ is None else dict(from_))
 
     @property
     def changes(self) -> bool:
@@ -74,12 +150,22 @@ class Allow(_Frozen):
         return self.value is not None
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.value, self.why)
+        if self.from_ is None:
+            return (self.value, self.why)
+        return (self.value, self.why, self.from_)
+
+    def __hash__(self) -> int:
+        origins = None if self.from_ is None else tuple(sorted(self.from_.items()))
+        try:
+            return hash((Allow, self.value, self.why, origins))
+        except TypeError:
+            return hash((Allow, repr(self.value), self.why, origins))
 
     def __repr__(self) -> str:
         if self.value is None and self.why is None:
             return "Allow()"
-        return f"Allow(value={self.value!r}, why={self.why!r})"
+        origins = "" if self.from_ is None else f", from_={self.from_!r}"
+        return f"Allow(value={self.value!r}, why={self.why!r}{origins})"
 
 
 class Deny(_Frozen):
@@ -89,10 +175,9 @@ class Deny(_Frozen):
     reason: str
 
     def __init__(self, reason: str) -> None:
-        if not isinstance(reason, str) or not reason:
-            raise ValueError(
-                "deny(reason): a refusal must carry a reason (non-empty str)"
-            )
+        problem = deny_problem(reason)
+        if problem is not None:
+            raise ValueError(problem)
         object.__setattr__(self, "reason", reason)
 
     def _key(self) -> tuple[Any, ...]:
@@ -124,19 +209,9 @@ class Ask(_Frozen):
         component_id: str | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        if not isinstance(question, str) or not question:
-            raise ValueError("ask(question): an ask needs a non-empty question")
-        if component_id is not None and (
-            not isinstance(component_id, str) or not component_id
-        ):
-            raise ValueError("ask(): component_id must be a non-empty str when given")
-        if timeout_s is not None and (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, int | float)
-            or not math.isfinite(timeout_s)
-            or timeout_s <= 0
-        ):
-            raise ValueError("ask(): timeout_s must be a positive number of seconds")
+        problem = ask_problem(question, component_id, timeout_s)
+        if problem is not None:
+            raise ValueError(problem)
         object.__setattr__(self, "question", question)
         object.__setattr__(self, "detail", detail)
         object.__setattr__(self, "component_id", component_id)
@@ -155,16 +230,64 @@ class Ask(_Frozen):
 
 Outcome = Allow | Deny | Ask
 
+
+def forged_reason(name: str, problem: str) -> str:
+    """G94's reason for an outcome that breaks its verb's rules."""
+    return f"middleware '{name}' returned an outcome that breaks its verb: {problem}"
+
+
+def judged(name: str, out: Allow | Deny | Ask) -> Allow | Deny | Ask:
+    """``out`` as the verb's rules allow it, or a denial naming what is wrong.
+
+    G94: a subclass whose ``__init__`` skipped the checks, or an outcome whose
+    fields were set behind the constructor's back, is judged here by the same
+    checks; a subclass is read once and rebuilt as its verb, so nothing it
+    overrides (a property, ``changes``) reaches the walk. Reading a forged
+    outcome's fields may raise: that is a denial too (G7).
+    """
+    cls = type(out)
+    try:
+        if isinstance(out, Allow):
+            value, why, from_ = out.value, out.why, getattr(out, "from_", None)
+            # The common pass-through: nothing to check beyond the why's type.
+            if value is None and from_ is None and (why is None or type(why) is str):
+                return out if cls is Allow else Allow(None, why)
+            problem = allow_problem(value, why, from_)
+            if problem is not None:
+                return Deny(forged_reason(name, problem))
+            return out if cls is Allow else Allow(value, why, from_)
+        if isinstance(out, Deny):
+            reason = out.reason
+            problem = deny_problem(reason)
+            if problem is not None:
+                return Deny(forged_reason(name, problem))
+            return out if cls is Deny else Deny(reason)
+        question, detail = out.question, out.detail
+        component_id, timeout_s = out.component_id, out.timeout_s
+        problem = ask_problem(question, component_id, timeout_s)
+        if problem is not None:
+            return Deny(forged_reason(name, problem))
+        return out if cls is Ask else Ask(question, detail, component_id, timeout_s)
+    except Exception as exc:  # noqa: BLE001 — G7: a forged outcome that raises is a denial
+        return Deny(f"middleware '{name}' threw: {str(exc) or type(exc).__name__}")
+
+
 _PLAIN_ALLOW = Allow()
 
 
-def allow(value: Any = None, why: str | None = None) -> Allow:
-    """Pass, pass with a reason (``allow(None, why)``), or transform (G1, G2)."""
-    if value is None and not why:
+def allow(
+    value: Any = None,
+    why: str | None = None,
+    *,
+    from_: Mapping[str, str] | None = None,
+) -> Allow:
+    """Pass, pass with a reason (``allow(None, why)``), or transform (G1, G2);
+    a transform may declare where its values came from (``from_``, G93)."""
+    if value is None and not why and from_ is None:
         if why is not None and not isinstance(why, str):
             raise ValueError(f"allow(): why must be a str, got {type(why).__name__}")
         return _PLAIN_ALLOW
-    return Allow(value, why)
+    return Allow(value, why, from_)
 
 
 def deny(reason: str) -> Deny:

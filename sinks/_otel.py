@@ -400,6 +400,12 @@ class OtelSink:
             value = getattr(row, name)
             if value is not None:
                 attributes[key] = value
+        # G93: the honesty fields, names and origins only (never a value).
+        if row.changed_keys is not None:
+            attributes["helmlog.changed_keys"] = list(row.changed_keys)
+        if row.from_:
+            for arg, origin in row.from_.items():
+                attributes["helmlog.from." + arg] = origin
         context: Context | None = None
         held = self._open.get(ev.session_id)
         if held is not None:

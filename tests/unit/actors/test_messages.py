@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from helmlog import allow, ask, deny
+from helmlog import Deny, allow, ask, deny
 from helmlog.actors._messages import (
     AllowOut,
     AskedHuman,
@@ -43,6 +43,7 @@ from helmlog.actors._messages import (
 )
 from helmlog.events import Message, shape
 from helmlog.runtime import MessageContext, ToolCallContext, ToolResultContext
+from helmlog.runtime._chain import judged
 
 HISTORY = (
     Message(role="user", content="refund order 7"),
@@ -92,6 +93,7 @@ EVERY_MESSAGE: list[msgspec.Struct] = [
     MessageIn(link=0, phase="output", content="Done.", history=HISTORY),
     AllowOut(),
     AllowOut(value={"order": 8}, why="rewrote the order"),
+    AllowOut(value={"order": 8}, why="rewrote the order", from_={"order": "person"}),
     DenyOut(reason="the budget is spent"),
     AskOut(question="Refund $800?", detail={"amount": 800}, component_id="form-1"),
     NotAnOutcome(type_name="str"),
@@ -182,6 +184,7 @@ def test_r12_a_context_arrives_as_the_context_the_hook_would_see_inline(
         allow(),
         allow(None, "checked the order"),
         allow({"order": 8}, "rewrote the order"),
+        allow({"order": 8}, "the customer typed it", from_={"order": "person"}),
         deny("the budget is spent"),
         ask("Refund $800?", {"amount": 800}),
         ask("Which form?", None, "form-1"),
@@ -206,6 +209,15 @@ def test_g6_a_non_outcome_comes_back_with_the_shape_the_walker_names(
     """G6: the walker's refusal names the same shape as it would inline."""
     back = outcome_of(decode_hook_reply(encode_reply(reply_of(returned))))
     assert shape(returned) == shape(back)
+
+
+def test_g94_a_hosted_rewrite_without_a_why_crosses_for_the_walker_to_judge() -> None:
+    """G94: a hosted hook's why-less rewrite is not rebuilt into a valid allow;
+    it reaches the caller's walker as it was, and the walker refuses it."""
+    back = outcome_of(AllowOut(value={"order": 8}))
+    judged_out = judged("forger", back)
+    assert isinstance(judged_out, Deny)
+    assert "breaks its verb" in judged_out.reason
 
 
 def test_g7_a_raise_comes_back_as_a_raise_with_the_remote_text() -> None:

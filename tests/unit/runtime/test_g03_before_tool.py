@@ -430,6 +430,8 @@ async def test_g16_transform_replaces_args_wholesale() -> None:
             "why": "redacted",
             "before": {"order": 7, "secret": "x"},
             "after": {"text": "hi"},
+            # G93: names only, the added ones first, then the removed ones.
+            "changed_keys": ["text", "order", "secret"],
         }
     ] == ledger(agent)
 

@@ -189,7 +189,8 @@ async def test_g45_field_presence_on_encoded_rows() -> None:
     assert [
         message | {"why", "before", "after"},
         tool_row,
-        tool_row | {"why", "before", "after"},
+        # G93: a before-tool rewrite names the arguments it changed.
+        tool_row | {"why", "before", "after", "changed_keys"},
         tool_row | {"why", "before", "after"},
         tool_row | {"why"},
         message,
@@ -464,6 +465,9 @@ FACT_FIELDS = {
     "changed",
     "why",
     "component_id",
+    # G93: the honesty fields hold names and origins, never values.
+    "from_",
+    "changed_keys",
 }
 ENVELOPE = {"session_id", "seq", "timestamp", "prev_hash", "replayed"}
 
