@@ -9,7 +9,8 @@ Pattern: a client-side facade: ``agent()`` gives views with the in-process
 Role:    actors layer; the CLI, an HTTP server and tests start here:
          ``Cluster.local(store_url, name=...)`` or
          ``Cluster.connect(address, store_url, name=...)``, then
-         ``cluster.agent(factory)``.
+         ``cluster.agent(factory, watch=[...])``; each agent's watchers
+         hear its own sessions (``_cluster_watch``).
 Emits:   nothing itself; hosts append to the shared store.
 
 Laws: R8 (a fixed number of hosts; placement by ``host_for``), R17 (the same
@@ -40,7 +41,7 @@ chains and executors are found and started by name: see ``_roster``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
@@ -54,10 +55,11 @@ except ImportError as exc:  # depends on the install
 import msgspec
 
 from helmlog.events import CheckpointError, PendingAsk, open_event_store
-from helmlog.runtime import AskPause, Tool
+from helmlog.runtime import AskPause, RedactionPolicy, Tool
 
 from ._batch import HostLink
 from ._cluster_agent import ClusterAgent
+from ._cluster_watch import ClusterWatch
 from ._failover import DEFAULT_FACTS_SWEEP_S
 from ._host import AgentFactory
 from ._identity import DEFAULT_NAME, NAMESPACE, factory_key
@@ -126,6 +128,7 @@ class Cluster:
         self._started_ray = False
         self._links: list[HostLink] = []
         self._info: HostInfo | None = None
+        self._watches: list[ClusterWatch] = []  # closed by shutdown
 
     @property
     def n_hosts(self) -> int:
@@ -221,7 +224,9 @@ class Cluster:
             return self._links
         return self._join(running_hosts(self.name), None)
 
-    def agent(self, factory: AgentFactory) -> ClusterAgent:
+    def agent(
+        self, factory: AgentFactory, *, watch: Sequence[Any] = ()
+    ) -> ClusterAgent:
         """A view of this cluster's hosts running agents built by ``factory``.
 
         The first call (in any process) creates the named hosts with
@@ -230,6 +235,11 @@ class Cluster:
         session, so it must be picklable — a module-level function or a
         ``functools.partial`` of one — and must build its agent on the store it
         is given.
+
+        ``watch``: watchers attached before the first call, as the builder's
+        ``.watch()`` (G82); ``on``/``attach`` add more. They hear this agent's
+        own sessions, fed from their streams (``ClusterAgent.attach``). Each
+        call returns an agent with watchers of its own.
 
         Raises:
             ClusterConfigError: the factory cannot be shipped or does not
@@ -247,7 +257,16 @@ class Cluster:
         else:
             count = self._requested_hosts or 2
         handles = start_hosts(self, factory, key, count)
-        return ClusterAgent(self, self._join(handles, key))
+        links = self._join(handles, key)
+        joined = self._info
+        redact = (
+            RedactionPolicy(joined.redact_fields, joined.redact_placeholder)
+            if joined is not None and joined.redact_fields is not None
+            else None
+        )
+        watcher = ClusterWatch(self.store_url, self.chain_key, redact=redact)
+        self._watches.append(watcher)
+        return ClusterAgent(self, links, watcher).watch(*watch)
 
     def policy(self, factory: Callable[[], Any]) -> list[PolicyLink]:
         """Host the chain ``factory()`` builds in one ``PolicyActor``.
@@ -361,6 +380,9 @@ class Cluster:
         """Leave the cluster: stop Ray when this client started it (which ends
         a local cluster's actors too). The named hosts, chains and executors
         stay for other clients unless ``hosts`` (then ``destroy()``)."""
+        watches, self._watches = self._watches, []
+        for watch in watches:
+            await watch.close()
         if hosts:
             await self.destroy()
         self._links = []

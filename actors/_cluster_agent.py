@@ -7,8 +7,10 @@ Pattern: a client-side proxy — each call becomes one ``Op`` routed to the
 Role:    actors layer; ``Cluster.agent(factory)`` returns one, and
          ``client()`` gives more views of the same hosts. Code written against
          ``Agent`` (``run``, ``follow_up``, ``resume``, ``recover``,
-         ``snapshot``, ``checkpoint``, ``last_snapshot``) runs unchanged on it.
-Emits:   nothing itself; hosts append to the shared store.
+         ``snapshot``, ``checkpoint``, ``last_snapshot``, and the watchers:
+         ``on``, ``attach``, ``watch``, ``idle``) runs unchanged on it.
+Emits:   nothing itself; hosts append to the shared store. Its watchers hear
+         its own sessions' events (``_cluster_watch``), rows as facts (G95).
 
 Laws: R17 (the same answers, pauses and typed errors as in process, and the
 same ``follow_up`` refusals: ``never-run``, ``last-input-refused``,
@@ -16,7 +18,9 @@ same ``follow_up`` refusals: ``never-run``, ``last-input-refused``,
 ``host_for`` names), R22 (an error raised because a host died carries the
 session id, and ``session_id`` never names another session: it is set before
 the call is sent), R9 (a resume is single-use, so resending one to a
-restarting host is safe: a second attempt of one that ran is ``replayed``).
+restarting host is safe: a second attempt of one that ran is ``replayed``),
+G82–G84 and G95 (watchers: a program that moves from ``Agent`` to
+``Cluster.agent`` keeps them; every view of one agent shares them).
 
 Why each view keeps its own last call: views of one agent are used by many
 callers at once (one per request, one per task); the "last call" is the
@@ -33,8 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import msgspec
 
@@ -48,6 +52,7 @@ from helmlog.events import (
 from helmlog.runtime import AskPause
 
 from ._batch import HostLink
+from ._cluster_watch import ClusterWatch
 from ._placement import host_for
 from ._wire import (
     NIL,
@@ -65,18 +70,27 @@ if TYPE_CHECKING:
 # How long a retried call (a read, a recover, a resume) waits for a
 # restarting host before it gives up and raises HostUnavailableError.
 RESTART_WAIT_S: Final = 60.0
+# The operations that append to a session: its watchers follow it.
+_APPENDING: Final = frozenset({"run", "resume", "recover"})
 
 
 class ClusterAgent:
     """An agent whose sessions run on the cluster's hosts (``Agent``'s shape).
 
     Each view remembers its own last call (session id, checkpoint, state);
-    ``client()`` gives another view of the same hosts.
+    ``client()`` gives another view of the same hosts, and of the same
+    watchers.
     """
 
-    def __init__(self, cluster: Cluster, links: list[HostLink]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        links: list[HostLink],
+        watch: ClusterWatch | None = None,
+    ) -> None:
         self._cluster = cluster
         self._links = links
+        self._watching = watch  # made on first use: most views never watch
         self._session_id: str | None = None
         self._checkpoint: Checkpoint | None = None
         self._state: SessionState | msgspec.Raw | None = None
@@ -87,8 +101,51 @@ class ClusterAgent:
         self._last_input_refused = False
 
     def client(self) -> ClusterAgent:
-        """Another client view of the same hosts, with its own last call."""
-        return ClusterAgent(self._cluster, self._links)
+        """Another client view of the same hosts, with its own last call; it
+        shares this view's watchers."""
+        return ClusterAgent(self._cluster, self._links, self._watch)
+
+    # -- watchers (Agent's shape: G82-G84, G95) -------------------------------
+
+    @property
+    def _watch(self) -> ClusterWatch:
+        watch = self._watching
+        if watch is None:
+            cluster = self._cluster
+            watch = ClusterWatch(cluster.store_url, cluster.chain_key)
+            self._watching = watch
+        return watch
+
+    def on(self, event_type: str, fn: Callable[[Any], Any]) -> Callable[[], None]:
+        """Subscribe ``fn`` to one event type of this agent's sessions (``"*"``
+        for all); returns unsubscribe."""
+        return self._watch.on(event_type, fn)
+
+    def attach(self, watcher: Any) -> Callable[[], None]:
+        """Attach a watcher to this agent's sessions; returns unsubscribe.
+
+        It hears the facts and documented events of every session this
+        agent's views run, continue, resume or recover from now on, each
+        session's in stream order and once, rows as ``middleware.decision``
+        facts, in the served form of the factory's agent; all that a call
+        left by the time it returns. Not ``stream.token``: it is not stored.
+        """
+        return self._watch.attach(watcher)
+
+    def watch(self, *watchers: Any) -> Self:
+        """Attach watchers (as the builder's ``.watch()``); returns this view."""
+        for watcher in self._watch.listeners.check_watchers(list(watchers)):
+            self._watch.attach(watcher)
+        return self
+
+    async def idle(self) -> None:
+        """Wait until async watchers have seen every event delivered so far."""
+        await self._watch.idle()
+
+    async def close(self) -> None:
+        """Stop the watchers' reader and release its store connections (every
+        view of this agent shares them); ``Cluster.shutdown`` does it too."""
+        await self._watch.close()
 
     @property
     def session_id(self) -> str | None:
@@ -98,24 +155,39 @@ class ClusterAgent:
     async def _op(
         self, kind: OpKind, session_id: str, *, retry: bool = False, **fields: Any
     ) -> str | AskPause | None:
-        """Send one operation to the session's host; keep what it left."""
+        """Send one operation to the session's host; keep what it left; hand
+        the watchers what it appended before handing back."""
         self._session_id = session_id
+        watched = False
+        watch = self._watching
+        if kind in _APPENDING and watch is not None and watch.listeners:
+            cp = fields.get("checkpoint")
+            start = cp.seq if cp is not None else (0 if kind == "run" else None)
+            watched = await watch.begin(session_id, start)
+        try:
+            result = await self._send(kind, session_id, retry, fields)
+        finally:
+            if watched:
+                assert watch is not None
+                await watch.end(session_id)
+        self._keep(kind, result)
+        return output_of(result)
+
+    async def _send(
+        self, kind: OpKind, session_id: str, retry: bool, fields: dict[str, Any]
+    ) -> Result:
         link = self._links[host_for(session_id, len(self._links))]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RESTART_WAIT_S
         while True:
             op = Op(id=link.next_id(), kind=kind, session_id=session_id, **fields)
             try:
-                result = await link.submit(op)
+                return await link.submit(op)
             except HostUnavailableError:
                 # A restarting host: this operation is safe to send again.
                 if not retry or loop.time() >= deadline:
                     raise
                 await asyncio.sleep(0.1)
-                continue
-            break
-        self._keep(kind, result)
-        return output_of(result)
 
     def _keep(self, kind: OpKind, result: Result) -> None:
         error = result.error

@@ -332,6 +332,14 @@ class SessionHost:
                 agent = self._build()
                 await agent.store.head("helmlog-cluster-probe")
                 self._checked = True
+                redact = agent.config.redact
+                if redact is not None:
+                    # What a watching client must serve of the streams (G86).
+                    self._info = msgspec.structs.replace(
+                        self._info,
+                        redact_fields=sorted(redact.fields),
+                        redact_placeholder=redact.placeholder,
+                    )
         except Exception as exc:  # noqa: BLE001 - sent back as the typed error it is (R12)
             return msgspec.msgpack.encode(
                 Result(id=0, error=wire_error(exc, "helmlog-cluster-probe"))

@@ -149,6 +149,11 @@ class HostInfo(msgspec.Struct, frozen=True, kw_only=True):
     max_resident: int
     idle_s: float
     facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S
+    # The redaction of the factory's agent (G86), so a client that watches
+    # its sessions' streams serves watchers what the host's journal would:
+    # the policy's field names (``None``: no policy) and its placeholder.
+    redact_fields: list[str] | None = None
+    redact_placeholder: str = ""
 
 
 class HostUsage(msgspec.Struct, frozen=True, kw_only=True):
