@@ -200,28 +200,41 @@ class ClusterWatch:
             if self._cursors.get(session_id) != after:
                 return 0  # forgotten, or followed afresh, while reading
             if records:
+                try:
+                    events = self._shown(records)
+                except HelmlogError as exc:
+                    # Left where it is, as an undecodable fact is left
+                    # pending: read again at the next wake, and logged.
+                    log.error("watch: %s after seq %d: %s", session_id, after, exc)
+                    self._open.add(session_id)
+                    return 0
                 self._cursors[session_id] = records[-1].seq
-                self._deliver(records)
+                self._deliver(events)
                 if records[-1].type in _ENDS:
                     self._open.discard(session_id)
                 else:
                     self._open.add(session_id)
             return len(records)
 
-    def _deliver(self, records: list[StoredEvent]) -> None:
-        """Hand what the stream holds to the watchers, rows as facts (G95),
-        served as the host serves it (G86), copies to who may change them."""
-        listeners, served = self.listeners, self._served
+    def _shown(self, records: list[StoredEvent]) -> list[tuple[Any, Any]]:
+        """What the watchers are shown of ``records``: each event (rows as
+        facts, G95) with, for whoever may change it, a copy sharing no
+        container with it (a second decode), or ``None``."""
         events = list(watched([r.decode() for r in records]))
-        copies: list[Any] | None = None
-        if listeners.copying:
-            # A fresh decode: shares no container with what others are handed.
-            copies = list(watched([r.decode() for r in records]))
-        for i, event in enumerate(events):
+        if not self.listeners.copying:
+            return [(event, None) for event in events]
+        copies = list(watched([r.decode() for r in records]))
+        return list(zip(events, copies, strict=True))
+
+    def _deliver(self, shown: list[tuple[Any, Any]]) -> None:
+        """Hand the events to the watchers, served as the host serves them
+        (G86); a watcher's raise is logged by ``Listeners`` (G84)."""
+        listeners, served = self.listeners, self._served
+        for event, copy in shown:
             if served is not None:
-                listeners.deliver(served(copies[i] if copies else event))
+                listeners.deliver(served(copy if copy is not None else event))
             else:
-                listeners.deliver(event, copies[i] if copies else None)
+                listeners.deliver(event, copy)
 
     # -- sessions and the reader ---------------------------------------------
 
