@@ -78,16 +78,58 @@ def _rebuild(
     return err
 
 
+class MessageDeniedContext(msgspec.Struct, frozen=True, kw_only=True):
+    """What a message refusal is made of: who refused, at which phase, why.
+
+    ``MessageDeniedError`` is constructed from one (seed 000); it never
+    holds the refused content.
+    """
+
+    reason: str
+    phase: str
+    middleware: str
+
+
 class MessageDeniedError(HelmlogError):
-    """A message chain refused the input or the output (G37)."""
+    """A message chain refused the input or the output (G37).
+
+    Built from a ``MessageDeniedContext`` (``MessageDeniedError(context)``)
+    or from its three fields as keywords; ``.context`` gives it back.
+    """
 
     code = "ERR_MESSAGE_DENIED"
 
-    def __init__(self, *, reason: str, phase: str, middleware: str) -> None:
-        self.reason = reason
-        self.phase = phase
-        self.middleware = middleware
-        super().__init__(f"Message denied at '{phase}' by '{middleware}': {reason}")
+    def __init__(
+        self,
+        context: MessageDeniedContext | None = None,
+        *,
+        reason: str | None = None,
+        phase: str | None = None,
+        middleware: str | None = None,
+    ) -> None:
+        if context is None:
+            if reason is None or phase is None or middleware is None:
+                raise TypeError(
+                    "MessageDeniedError needs a MessageDeniedContext, or reason=, "
+                    "phase= and middleware="
+                )
+            context = MessageDeniedContext(
+                reason=reason, phase=phase, middleware=middleware
+            )
+        self.reason = context.reason
+        self.phase = context.phase
+        self.middleware = context.middleware
+        super().__init__(
+            f"Message denied at '{context.phase}' by '{context.middleware}': "
+            f"{context.reason}"
+        )
+
+    @property
+    def context(self) -> MessageDeniedContext:
+        """The refusal's context: reason, phase and middleware."""
+        return MessageDeniedContext(
+            reason=self.reason, phase=self.phase, middleware=self.middleware
+        )
 
 
 class NoConversationError(HelmlogError):

@@ -25,8 +25,20 @@ from ._agent import Agent, AgentBuilder
 from ._builder import counter_ids
 from ._clock import wall_clock_ms
 from ._context import MessageContext, ToolCallContext, ToolResultContext
-from ._links import MessageMiddleware, ToolMiddleware
-from ._moments import ACT_KEYS, LOOP_MOMENTS, ActOptions, act_key_for
+from ._links import (
+    MessageMiddleware,
+    ToolCallMiddleware,
+    ToolMiddleware,
+    ToolResultMiddleware,
+)
+from ._moments import (
+    ACT_KEYS,
+    LOOP_MOMENTS,
+    ActKey,
+    ActOptions,
+    LoopMoment,
+    act_key_for,
+)
 from ._pause import (
     AskPause,
     CheckInDecision,
@@ -39,7 +51,7 @@ from ._pause import (
 )
 from ._redaction import RedactionPolicy, conversation_redaction
 from ._tools import Tool, tool
-from ._verbs import Allow, Ask, Deny, allow, ask, deny
+from ._verbs import Allow, Ask, AskPayload, Deny, allow, ask, deny
 from ._watchers import Watcher
 from ._whatif_report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
 from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
@@ -48,6 +60,7 @@ __all__ = [
     "ACT_KEYS",
     "FLIPS",
     "LOOP_MOMENTS",
+    "ActKey",
     "ActOptions",
     "Agent",
     "AgentBuildError",
@@ -55,6 +68,7 @@ __all__ = [
     "Allow",
     "Ask",
     "AskPause",
+    "AskPayload",
     "CheckInDecision",
     "Checkpoint",
     "CheckpointError",
@@ -63,6 +77,7 @@ __all__ = [
     "HelmlogError",
     "Judgement",
     "LedgerAppendError",
+    "LoopMoment",
     "Message",
     "MessageContext",
     "MessageDeniedError",
@@ -78,8 +93,10 @@ __all__ = [
     "SlidingWindow",
     "Tool",
     "ToolCallContext",
+    "ToolCallMiddleware",
     "ToolMiddleware",
     "ToolResultContext",
+    "ToolResultMiddleware",
     "TurnResult",
     "Watcher",
     "WhatIfReport",

@@ -53,7 +53,7 @@ class ToolMiddleware(metaclass=_StructuralMeta):
     one; any object with a non-empty ``name`` and one of the hooks is one.
     """
 
-    _hooks = TOOL_HOOKS
+    _hooks: tuple[str, ...] = TOOL_HOOKS
 
     def __init__(
         self,
@@ -80,6 +80,40 @@ class ToolMiddleware(metaclass=_StructuralMeta):
 
     def __repr__(self) -> str:
         return f"ToolMiddleware(name={self.name!r})"
+
+
+class ToolCallMiddleware(ToolMiddleware):
+    """The call arm of ``ToolMiddleware``: a name and ``on_tool_call``.
+
+    Any object with a non-empty ``name`` and an ``on_tool_call`` hook is one
+    (seed 000, for code that needs to name one arm).
+    """
+
+    _hooks = ("on_tool_call",)
+
+    def __init__(self, *, name: str, on_tool_call: Callable[..., Any]) -> None:
+        if on_tool_call is None:
+            raise ValueError(f"ToolCallMiddleware '{name}' needs an on_tool_call hook")
+        super().__init__(name=name, on_tool_call=on_tool_call)
+
+    def __repr__(self) -> str:
+        return f"ToolCallMiddleware(name={self.name!r})"
+
+
+class ToolResultMiddleware(ToolMiddleware):
+    """The result arm of ``ToolMiddleware``: a name and ``on_tool_result``."""
+
+    _hooks = ("on_tool_result",)
+
+    def __init__(self, *, name: str, on_tool_result: Callable[..., Any]) -> None:
+        if on_tool_result is None:
+            raise ValueError(
+                f"ToolResultMiddleware '{name}' needs an on_tool_result hook"
+            )
+        super().__init__(name=name, on_tool_result=on_tool_result)
+
+    def __repr__(self) -> str:
+        return f"ToolResultMiddleware(name={self.name!r})"
 
 
 class MessageMiddleware(metaclass=_StructuralMeta):

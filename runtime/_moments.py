@@ -5,8 +5,11 @@ Role:    runtime layer; ``AgentBuilder.act`` accepts exactly ``ACT_KEYS``.
 Emits:   nothing.
 
 Laws: G71 (``LOOP_MOMENTS`` in loop order; ``act_key_for`` replaces ``-``
-with ``_``; ``ACT_KEYS`` derived), G72 (the completeness lock: a typed
-declaration of ``.act()``'s options is checked against ``ACT_KEYS`` at import).
+with ``_``; ``ACT_KEYS`` derived), G72 (the completeness lock: the typed
+declarations of ``.act()``'s options and keys, ``ActOptions`` and ``ActKey``,
+are checked against ``ACT_KEYS`` at import). The seed's names are public
+(issue 22): ``LoopMoment`` is the ``Literal`` the moments tuple is read from,
+``ActKey`` the ``Literal`` of the keys, ``ActOptions`` the bundle.
 
 Why a lock at import: a moment added to the loop without a key (or a key
 without a moment) would silently leave a place where no rule can act.
@@ -14,15 +17,15 @@ without a moment) would silently leave a place where no rule can act.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
-LOOP_MOMENTS: tuple[str, ...] = (
-    "input",
-    "before-tool",
-    "after-tool",
-    "window",
-    "output",
-)
+LoopMoment = Literal["input", "before-tool", "after-tool", "window", "output"]
+"""Where in the loop a rule acts: the five moments, in loop order."""
+
+ActKey = Literal["input", "before_tool", "after_tool", "window", "output"]
+"""An ``.act()`` keyword: a moment with ``-`` spelled ``_`` (``act_key_for``)."""
+
+LOOP_MOMENTS: tuple[LoopMoment, ...] = get_args(LoopMoment)
 
 
 def act_key_for(moment: str) -> str:
@@ -57,3 +60,4 @@ def check_completeness(declared: tuple[str, ...], keys: tuple[str, ...]) -> None
 
 
 check_completeness(tuple(ActOptions.__annotations__), ACT_KEYS)
+check_completeness(get_args(ActKey), ACT_KEYS)

@@ -28,6 +28,7 @@ from typing import Any, Literal, NoReturn, TypeGuard, TypeVar
 from helmlog.events import Checkpoint
 
 from ._clock import wall_clock_ms
+from ._verbs import AskPayload
 
 OutputT = TypeVar("OutputT")
 
@@ -40,12 +41,11 @@ older readers decode newer streams (wire structs stay forward-compatible).
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class MiddlewareAsk:
-    """The question a pause carries; ``middleware`` is ``None`` for a check-in
-    or an ``ask_human`` pause; ``timeout_s`` is the ask's deadline, if any."""
+class MiddlewareAsk(AskPayload):
+    """The question a pause carries: the ask's payload plus who asked;
+    ``middleware`` is ``None`` for a check-in or an ``ask_human`` pause;
+    ``timeout_s`` is the ask's deadline, if any."""
 
-    question: str
-    detail: Any = None
     middleware: str | None = None
     component_id: str | None = None
     timeout_s: float | None = None

@@ -25,6 +25,7 @@ same functions about whatever a hook returned.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any, Final, NoReturn
@@ -187,6 +188,18 @@ class Deny(_Frozen):
         return f"Deny(reason={self.reason!r})"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class AskPayload:
+    """What an ask carries to a person: its question and optional detail.
+
+    A paused run surfaces it as a ``MiddlewareAsk``: the payload plus who
+    asked (seed 000's ``AskPayload``).
+    """
+
+    question: str
+    detail: Any = None
+
+
 class Ask(_Frozen):
     """Pause for a person: a question, optional detail, component id and deadline.
 
@@ -216,6 +229,11 @@ class Ask(_Frozen):
         object.__setattr__(self, "detail", detail)
         object.__setattr__(self, "component_id", component_id)
         object.__setattr__(self, "timeout_s", timeout_s)
+
+    @property
+    def payload(self) -> AskPayload:
+        """The question and detail this ask carries."""
+        return AskPayload(self.question, self.detail)
 
     def _key(self) -> tuple[Any, ...]:
         return (self.question, self.detail, self.component_id, self.timeout_s)

@@ -291,7 +291,7 @@ def test_r18_demo_cluster_runs_the_sessions_on_session_hosts(
     )
     assert 0 == result.exit_code, result.output
     report = json.loads(result.stdout)
-    assert (3, 9, 42) == (report["sessions"], report["turns"], report["rows"])
+    assert (3, 9, 60) == (report["sessions"], report["turns"], report["rows"])
 
 
 def test_r18_demo_cluster_refuses_a_store_hosts_cannot_share(no_desk: None) -> None:

@@ -36,6 +36,8 @@ from helmlog.runtime.providers import scripted
 FACE = [
     "ACT_KEYS",
     "LOOP_MOMENTS",
+    "ActKey",
+    "ActOptions",
     "Agent",
     "AgentBuildError",
     "AgentBuilder",
@@ -43,6 +45,7 @@ FACE = [
     "Allow",
     "Ask",
     "AskPause",
+    "AskPayload",
     "CheckInDecision",
     "Checkpoint",
     "CheckpointError",
@@ -52,13 +55,16 @@ FACE = [
     "HelmlogError",
     "Judgement",
     "LedgerAppendError",
+    "LoopMoment",
     "Message",
     "MessageContext",
+    "MessageDeniedContext",
     "MessageDeniedError",
     "MessageMiddleware",
     "MiddlewareAsk",
     "MiddlewareDecision",
     "NoConversationError",
+    "OutputValidationError",
     "ProviderError",
     "RecoveryRequiredError",
     "RedactionPolicy",
@@ -67,11 +73,13 @@ FACE = [
     "SessionWhatIf",
     "StoreError",
     "StreamTamperedError",
-    "TurnLimitError",
     "Tool",
     "ToolCallContext",
+    "ToolCallMiddleware",
     "ToolMiddleware",
     "ToolResultContext",
+    "ToolResultMiddleware",
+    "TurnLimitError",
     "TurnResult",
     "UnknownSessionError",
     "Watcher",
@@ -126,21 +134,24 @@ EVENTS = [
     "MemoryEventStore",
     "Message",
     "MessageCommitted",
+    "MessageDeniedContext",
     "MessageDeniedError",
     "MiddlewareDecision",
     "MiddlewareDecisionEvent",
     "NoConversationError",
+    "OutputRejected",
+    "OutputValidationError",
     "PauseRequested",
     "PauseResumed",
     "PausedCall",
     "PendingAsk",
     "PendingPause",
-    "RedisEventStore",
     "ProviderError",
     "ProxyCallFinished",
     "ProxyCallStarted",
     "ProxySessionClosed",
     "RecoveryRequiredError",
+    "RedisEventStore",
     "SequenceConflictError",
     "SessionImported",
     "SessionState",
@@ -148,7 +159,6 @@ EVENTS = [
     "StoredEvent",
     "StreamHead",
     "StreamTamperedError",
-    "TurnLimitError",
     "StreamToken",
     "ToolCallRequest",
     "ToolDispatched",
@@ -156,6 +166,7 @@ EVENTS = [
     "ToolOutcomeUnknown",
     "ToolStarted",
     "TurnEnded",
+    "TurnLimitError",
     "TurnStarted",
     "UnknownEvent",
     "UnknownSessionError",
@@ -191,6 +202,7 @@ RUNTIME = [
     "ACT_KEYS",
     "FLIPS",
     "LOOP_MOMENTS",
+    "ActKey",
     "ActOptions",
     "Agent",
     "AgentBuildError",
@@ -198,6 +210,7 @@ RUNTIME = [
     "Allow",
     "Ask",
     "AskPause",
+    "AskPayload",
     "CheckInDecision",
     "Checkpoint",
     "CheckpointError",
@@ -206,6 +219,7 @@ RUNTIME = [
     "HelmlogError",
     "Judgement",
     "LedgerAppendError",
+    "LoopMoment",
     "Message",
     "MessageContext",
     "MessageDeniedError",
@@ -216,13 +230,15 @@ RUNTIME = [
     "RecoveryRequiredError",
     "RedactionPolicy",
     "SequenceConflictError",
-    "SessionWhatIf",
     "SessionState",
+    "SessionWhatIf",
     "SlidingWindow",
     "Tool",
     "ToolCallContext",
+    "ToolCallMiddleware",
     "ToolMiddleware",
     "ToolResultContext",
+    "ToolResultMiddleware",
     "TurnResult",
     "Watcher",
     "WhatIfReport",
@@ -247,6 +263,7 @@ PROVIDERS = [
     "AnthropicMessagesProvider",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
+    "OutputSchema",
     "Provider",
     "ProviderRequest",
     "Reply",
@@ -372,6 +389,7 @@ PINNED = {
     "helmlog.sinks": SINKS,
     "helmlog.runtime.testing": TESTING,
     "helmlog.events": EVENTS,
+    "helmlog.events.lowlevel": ["RecordTaker"],
     "helmlog.runtime": RUNTIME,
     "helmlog.runtime.providers": PROVIDERS,
     "helmlog.runtime.lowlevel": LOWLEVEL,
@@ -559,11 +577,80 @@ def test_g72_the_unchanged_module_passes_its_own_lock() -> None:
 def test_g72_a_moment_added_without_a_key_fails_at_import() -> None:
     """G72: adding a moment to LOOP_MOMENTS alone fails the import, naming it."""
     source = MOMENTS_SOURCE.replace(
-        '    "output",\n)', '    "output",\n    "audit-log",\n)'
+        '"window", "output"]\n"""Where', '"window", "output", "audit-log"]\n"""Where'
     )
     assert source != MOMENTS_SOURCE
     with pytest.raises(ImportError, match="audit_log"):
         load_moments(source)
+
+
+def test_g72_a_key_literal_out_of_step_fails_at_import() -> None:
+    """G72: an ``ActKey`` spelling no moment fails the import, naming it."""
+    source = MOMENTS_SOURCE.replace(
+        '"window", "output"]\n"""An', '"window", "outputs"]\n"""An'
+    )
+    assert source != MOMENTS_SOURCE
+    with pytest.raises(ImportError, match="outputs"):
+        load_moments(source)
+
+
+def test_seed_names_are_the_face_s_types() -> None:
+    """Issue 22 (seed 000/004): the seed's type names are exported and mean
+    what the seeds say: LoopMoment/ActKey are the moments and keys, ActOptions
+    the bundle, AskPayload what a MiddlewareAsk extends, MessageDeniedContext
+    what MessageDeniedError is built from, ToolCallMiddleware and
+    ToolResultMiddleware the two arms of ToolMiddleware."""
+    from typing import get_args
+
+    assert LOOP_MOMENTS == get_args(helmlog.LoopMoment)
+    assert ACT_KEYS == get_args(helmlog.ActKey)
+    assert ACT_KEYS == tuple(helmlog.ActOptions.__annotations__)
+    asked = helmlog.ask("Refund $800?", {"amount": 800})
+    assert helmlog.AskPayload("Refund $800?", {"amount": 800}) == asked.payload
+    assert issubclass(helmlog.MiddlewareAsk, helmlog.AskPayload)
+    context = helmlog.MessageDeniedContext(
+        reason="no codenames", phase="output", middleware="scrub"
+    )
+    err = helmlog.MessageDeniedError(context)
+    assert (context, "no codenames") == (err.context, err.reason)
+    assert str(err) == str(
+        helmlog.MessageDeniedError(
+            reason="no codenames", phase="output", middleware="scrub"
+        )
+    )
+    with pytest.raises(TypeError, match="MessageDeniedContext"):
+        helmlog.MessageDeniedError(reason="r")
+    on_call = helmlog.ToolCallMiddleware(
+        name="c", on_tool_call=lambda c: helmlog.allow()
+    )
+    on_result = helmlog.ToolResultMiddleware(
+        name="r", on_tool_result=lambda c: helmlog.allow()
+    )
+    both = helmlog.ToolMiddleware(
+        name="b",
+        on_tool_call=lambda c: helmlog.allow(),
+        on_tool_result=lambda c: helmlog.allow(),
+    )
+
+    class Duck:
+        name = "duck"
+
+        def on_tool_result(self, call: Any) -> Any:
+            return helmlog.allow()
+
+    assert [True, False, True, False] == [
+        isinstance(x, helmlog.ToolCallMiddleware)
+        for x in (on_call, on_result, both, Duck())
+    ]
+    assert [False, True, True, True] == [
+        isinstance(x, helmlog.ToolResultMiddleware)
+        for x in (on_call, on_result, both, Duck())
+    ]
+    assert all(
+        isinstance(x, helmlog.ToolMiddleware) for x in (on_call, on_result, Duck())
+    )
+    with pytest.raises(ValueError, match="on_tool_call"):
+        helmlog.ToolCallMiddleware(name="c", on_tool_call=None)  # type: ignore[arg-type]
 
 
 def test_g72_a_key_added_without_a_moment_fails_at_import() -> None:

@@ -101,9 +101,7 @@ async def test_g26_every_link_runs_at_both_phases_in_order() -> None:
     ] == [(r["middleware"], r["moment"]) for r in ledger(agent)]
 
 
-async def test_g26_phase_restricted_links_file_a_pass_through_row_at_the_other_phase() -> (
-    None
-):
+async def test_g26_a_phase_restricted_link_files_a_pass_through_at_the_other() -> None:
     """G26 (seed 004): an .act() phase-restricted link is not called at the
     other phase, and files a pass-through row there."""
     seen: list[tuple[str, str, str]] = []

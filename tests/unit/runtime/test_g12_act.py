@@ -415,9 +415,7 @@ async def test_g75_an_empty_act_equals_no_governance() -> None:
 # -- G76 --------------------------------------------------------------------
 
 
-async def test_g76_a_phase_restricted_rule_files_a_pass_through_row_at_the_other_phase() -> (
-    None
-):
+async def test_g76_a_phase_restricted_rule_files_a_pass_through_at_the_other() -> None:
     """G76 (seed 004): input-only and output-only entries are not called at
     the other phase, and each files a plain pass-through row there."""
     log: list[str] = []
