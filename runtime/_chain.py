@@ -67,6 +67,21 @@ async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | 
             out = await out
     except Exception as exc:  # noqa: BLE001 — G7: a rule that raises is a denial
         return Deny(thrown_reason(name, exc))
+    cls = type(out)
+    # G94's judge, its common case inlined (one per hook on the hot path): a
+    # plain pass-through or a reasoned deny of the exact types is sound.
+    if cls is Allow:
+        why = out.why
+        if (
+            out.value is None
+            and out.from_ is None
+            and (why is None or type(why) is str)
+        ):
+            sound: Allow | Deny = out
+            return sound
+    elif cls is Deny and type(out.reason) is str and out.reason:
+        sound = out
+        return sound
     if isinstance(out, Allow | Deny | Ask):
         return judged(name, out)
     return Deny(
