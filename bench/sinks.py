@@ -79,21 +79,13 @@ import gc
 import json
 import statistics
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import (
-    BatchLogRecordProcessor,
-    LogRecordExporter,
-    LogRecordExportResult,
-)
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from otel_discard import Discard, discarding_exporters
 
 from helmlog import Agent, ToolMiddleware, allow, tool
 from helmlog._embedded import embedded_redis
@@ -146,27 +138,6 @@ def governed_links() -> list[ToolMiddleware]:
     return [*passes, stamp]
 
 
-class Discard(SpanExporter, LogRecordExporter):
-    """Takes every batch and counts it, as a collector that is always up."""
-
-    def __init__(self) -> None:
-        self.spans = 0
-        self.records = 0
-
-    def export(self, batch: Sequence[Any]) -> Any:
-        if batch and isinstance(batch[0], ReadableSpan):
-            self.spans += len(batch)
-            return SpanExportResult.SUCCESS
-        self.records += len(batch)
-        return LogRecordExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
 class Noop:
     """A watcher that does nothing: the runtime's cost of having one."""
 
@@ -182,12 +153,6 @@ def discarding_providers() -> tuple[TracerProvider, LoggerProvider]:
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
     return tracer_provider, logger_provider
-
-
-def discarding_exporters() -> tuple[Discard, Discard]:
-    """The child's exporters for ``OtelProcess``: one that discards, twice."""
-    exporter = Discard()
-    return exporter, exporter
 
 
 def sdk_floor_us_per_turn(turns: int) -> float:

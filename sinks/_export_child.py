@@ -2,18 +2,29 @@
 
 Pattern: a length-prefixed message stream on a pipe (written with one
          ``writev``, read in bulk without blocking and split into messages),
-         a control pipe for ``flush``/``close``, and the child's loop that
+         a control socket for ``flush``/``close``, and the child's loop that
          decodes each message and projects it through an ``OtelSink``.
-Role:    sinks layer; ``sinks/_offload.py`` (the watcher in the run) spawns
-         ``serve`` and writes with ``write_all``; nothing else uses these.
-Emits:   through the child's exporters; answers each ask on the control pipe
-         with the failure's reason, or ``None``.
+Role:    sinks layer; ``sinks/_offload.py`` (the watcher in the run) starts
+         ``python -P -c CHILD_ENTRY`` (``main`` here, the child's only entry)
+         and writes with ``write_all``; nothing else uses these.
+Emits:   through the child's exporters; answers each ask on the control
+         socket with the failure's reason, or ``None``.
 
-Laws: R4 (the child projects each row as the fact it stands for,
+Laws: R28 (the child is helmlog's own program: it imports helmlog and, only
+if handed one, the ``setup``'s module by name, never the caller's
+``__main__``), R4 (the child projects each row as the fact it stands for,
 ``OtelSink.on_recorded``; a journal hands each append once, and served
 events are de-duplicated by ``(session_id, seq)``), R6 (the spans are those
 an in-process ``OtelSink`` makes of the same run: the child decodes the
 bytes the fold decoded).
+
+Why not multiprocessing's spawn: its child re-imports the caller's
+``__main__`` (as ``__mp_main__``) to find what was pickled there, so a script
+with no ``if __name__ == "__main__":`` guard ran its own agent, tools and
+all, a second time in the child (issue 23). ``-P`` keeps the working
+directory off the child's path, so a file there cannot stand in for a module
+the child imports; ``-c``, not ``-m``, because the package imports this
+module before ``runpy`` would run it, which imports it twice.
 
 Why the child reads the pipe itself, not with ``Connection.recv_bytes``:
 that polls (a selector built per call) and reads twice per message, which
@@ -46,6 +57,9 @@ import gc
 import logging
 import multiprocessing.connection
 import os
+import pickle
+import signal
+import sys
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -94,6 +108,49 @@ _IOV_MOST = min(512, os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16)
 CHILD_TICK_S = 0.002
 CHILD_IDLE_S = 0.1
 PIPE_BYTES = 1024 * 1024
+# What the child runs: ``python -P -c CHILD_ENTRY <data fd> <control fd>``.
+CHILD_ENTRY = "from helmlog.sinks._export_child import main; main()"
+
+
+class ChildSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The first message on the control socket, parent to child: how to
+    export (``setup``: a pickled exporters function, and the parent's
+    ``sys.path`` to import its module by name from)."""
+
+    endpoint: str | None
+    timeout: float | None
+    values: bool
+    agent_name: str
+    setup: bytes | None = None
+    path: list[str] = []
+
+
+def main() -> None:
+    """The child's entry: take the inherited pipe and socket (their numbers
+    are its arguments), read its settings, and ``serve`` until closed."""
+    # A terminal's Ctrl-C reaches the whole group: the run decides when the
+    # export ends (``close``, or its end of the pipes closing), not the signal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    data_fd, control_fd = (int(arg) for arg in sys.argv[1:3])
+    data = Connection(data_fd, writable=False)
+    control = Connection(control_fd)
+    try:
+        settings = msgspec.msgpack.decode(control.recv_bytes(), type=ChildSettings)
+    except EOFError:
+        return  # the run went away before it said how to export
+    setup: Setup | None = None
+    if settings.setup is not None:
+        sys.path.extend(entry for entry in settings.path if entry not in sys.path)
+        setup = pickle.loads(settings.setup)  # the run's own, pickled by name
+    serve(
+        data,
+        control,
+        settings.endpoint,
+        settings.timeout,
+        settings.values,
+        settings.agent_name,
+        setup,
+    )
 
 
 def write_all(fd: int, parts: list[bytes]) -> None:

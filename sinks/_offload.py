@@ -2,9 +2,9 @@
 
 Pattern: a ``RecordTaker`` (``helmlog.events.lowlevel``: the explicit,
          internal opt-in to stored records, G95) that forwards each turn's
-         stored records, batched, down a pipe to a spawned child process
-         (``sinks/_export_child.py``), which decodes them and runs
-         ``OtelSink`` and the SDK's exporters there.
+         stored records, batched, down a pipe to a child process that runs
+         helmlog's own entry (``sinks/_export_child.py``), which decodes
+         them and runs ``OtelSink`` and the SDK's exporters there.
 Role:    sinks layer; ``.watch(OtelProcess(url))``: live OTLP export of a
          run, the attached sink bench/sinks.py's headline measures (an
          in-process ``OtlpExport`` beside it).
@@ -12,7 +12,11 @@ Emits:   through the child's exporters; raises ``ExportError`` at
          ``flush``/``close`` (one left open is closed at interpreter exit,
          a failure then logged).
 
-Laws: R16 (a sink never drives the run: ``on_records``/``on_event`` never
+Laws: R28 (the child is started as ``python -P -c`` helmlog's entry, never
+by multiprocessing's spawn, which re-imports the caller's ``__main__``: a
+script with no main guard ran its agent again in the child; it runs no user
+code but a ``setup`` it is handed, imported by its module's name), R16 (a
+sink never drives the run: ``on_records``/``on_event`` never
 raise; a failure is kept and raised where the caller asks, at ``flush`` or
 ``close``: an export that failed since the last ask, after which the child
 exports on, or the child's death, which ends it), R4 (the child projects each row as
@@ -73,13 +77,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import io
 import logging
-import multiprocessing
 import operator
 import os
+import pickle
+import socket
+import subprocess
+import sys
 import threading
 import time
 import weakref
+from multiprocessing.connection import Connection
 from typing import Any
 
 import msgspec
@@ -91,10 +100,11 @@ from ._export import ExportError
 from ._export_child import (
     AS_EVENTS,
     AS_RECORDS,
+    CHILD_ENTRY,
     CLOSE,
     FLUSH,
+    ChildSettings,
     Setup,
-    serve,
     widen,
     write_all,
 )
@@ -124,7 +134,9 @@ class OtelProcess(RecordTaker):
         values: passed to the child's sink (R16: off by default).
         agent_name: ``gen_ai.agent.name`` of the turn spans.
         setup: instead of OTLP, a module-level function the child calls for
-            its ``(span_exporter, log_record_exporter)`` (it must pickle).
+            its ``(span_exporter, log_record_exporter)`` (it must pickle, by
+            reference to an importable module: never one of ``__main__``,
+            which the child does not import, R28; ``TypeError`` if so).
         batch: events held before they are sealed (a turn's end always
             seals them).
         linger_s: the longest a sealed turn is held before its write.
@@ -141,30 +153,44 @@ class OtelProcess(RecordTaker):
         batch: int = DEFAULT_BATCH,
         linger_s: float = DEFAULT_LINGER_S,
     ) -> None:
-        context = multiprocessing.get_context("spawn")
-        # Data one way (parent to child), control both ways: see the header.
-        child_data, self._conn = context.Pipe(duplex=False)
-        widen(self._conn)
-        self._data_fd = self._conn.fileno()  # length-prefixed writes: write_all
-        self._control, child_control = context.Pipe()
         self.target = endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
-        self._process = context.Process(
-            target=serve,
-            args=(
-                child_data,
-                child_control,
-                endpoint,
-                timeout,
-                values,
-                agent_name,
-                setup,
-            ),
-            name="helmlog-otel",
-            daemon=True,
+        settings = ChildSettings(
+            endpoint=endpoint,
+            timeout=timeout,
+            values=values,
+            agent_name=agent_name,
+            setup=None if setup is None else _pickled_setup(setup),
+            path=[] if setup is None else list(sys.path),
         )
-        self._process.start()
-        child_data.close()
-        child_control.close()
+        if not sys.executable:
+            raise ExportError(
+                target=self.target,
+                reason="no Python to start the export process (sys.executable)",
+            )
+        # Data one way (parent to child), control both ways: see the header.
+        # Both are made non-inheritable; only the child is handed its ends.
+        child_data, data = os.pipe()
+        ours, theirs = socket.socketpair()
+        fds = (child_data, theirs.fileno())
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-P", "-c", CHILD_ENTRY, *map(str, fds)],
+                pass_fds=fds,
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            os.close(data)
+            ours.close()
+            raise
+        finally:
+            os.close(child_data)
+            theirs.close()
+        self._conn = Connection(data, readable=False)
+        widen(self._conn)
+        self._data_fd = data  # length-prefixed writes: write_all
+        self._control = Connection(ours.detach())
+        # Said before anything else: the socket holds it until the child reads.
+        self._control.send_bytes(msgspec.msgpack.encode(settings))
         self._encoder = msgspec.msgpack.Encoder()
         self._batch = batch
         self._turn: list[Any] = []  # the run's thread's, until a turn's end
@@ -189,8 +215,8 @@ class OtelProcess(RecordTaker):
         self._failure: str | None = None
         self._closed = False
         # What is held when the interpreter exits is exported before the
-        # child is stopped (multiprocessing's own exit hook, registered
-        # earlier, runs later and ends daemonic children).
+        # child is stopped (a child whose run ends unclosed, by ``os._exit``
+        # or a kill, reads the end of its pipes and ends by itself).
         self._at_exit = functools.partial(
             _close_at_exit, weakref.ref(self), os.getpid()
         )
@@ -328,16 +354,37 @@ class OtelProcess(RecordTaker):
             self._sweeper.join()
             self._conn.close()
             self._control.close()
-            self._process.join(timeout=30)
-            if self._process.is_alive():
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 self._process.kill()
-                self._process.join()
+                self._process.wait()
 
     def __enter__(self) -> OtelProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _ByReference(pickle.Pickler):
+    """Pickles as ``pickle`` does, but refuses what names ``__main__``."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if getattr(obj, "__module__", None) == "__main__":
+            raise TypeError(
+                f"OtelProcess setup: {obj!r} is defined in __main__, which"
+                " the export process never imports (R28); define it in a"
+                " module of its own"
+            )
+        return NotImplemented
+
+
+def _pickled_setup(setup: Setup) -> bytes:
+    """``setup`` pickled by reference, for the child to import by name."""
+    buffer = io.BytesIO()
+    _ByReference(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(setup)
+    return buffer.getvalue()
 
 
 def _close_at_exit(ref: weakref.ref[OtelProcess], owner: int) -> None:

@@ -161,6 +161,77 @@ if __name__ == "__main__":
     assert ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"] == names
 
 
+_NO_MAIN_GUARD = """
+import asyncio, sys
+from pathlib import Path
+
+from helmlog import Agent, tool
+from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.sinks import OtelProcess
+
+out = Path(sys.argv[1])
+with (out / "imported.txt").open("a") as imported:  # once per import of this file
+    imported.write("imported\\n")
+
+
+@tool
+def refund(order: str) -> str:
+    \"\"\"Refund an order: not idempotent, each run appends a line.\"\"\"
+    with (out / "refunds.txt").open("a") as refunds:
+        refunds.write(f"refunded {order}\\n")
+    return f"refunded {order}"
+
+
+model = scripted(
+    [Reply(tool_calls=[ToolCallRequest(id="c1", name="refund", args={"order": "7"})]),
+     "Done."]
+)
+process = OtelProcess(sys.argv[2])
+agent = (
+    Agent.create(provider=model, model="m", clock=FakeClock(step=3))
+    .tool(refund)
+    .watch(process)
+    .build()
+)
+print(asyncio.run(agent.run("refund please")))
+process.close()
+"""
+
+
+def test_r28_a_script_with_no_main_guard_runs_its_tool_once(tmp_path: Path) -> None:
+    """R28: a script with no main guard that attaches ``OtelProcess`` is
+    imported once, its non-idempotent tool runs once, the export arrives."""
+    script = tmp_path / "refund_desk.py"
+    script.write_text(_NO_MAIN_GUARD)
+    root = Path(__file__).resolve().parents[3]
+    with otlp_receiver() as receiver:
+        done = subprocess.run(
+            [sys.executable, str(script), str(tmp_path), receiver.url],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        spans = sorted(receiver.span_names())
+    assert (0, "Done.\n") == (done.returncode, done.stdout), done.stderr
+    assert "imported\n" == (tmp_path / "imported.txt").read_text()
+    assert "refunded 7\n" == (tmp_path / "refunds.txt").read_text()
+    assert ["chat m", "chat m", "execute_tool refund", "invoke_agent helmlog"] == spans
+
+
+def test_r28_a_setup_defined_in_main_is_refused_before_a_child_starts() -> None:
+    """R28: the child never imports ``__main__``, so a ``setup`` that lives
+    there is a ``TypeError`` at once, not a child that fails to find it."""
+
+    def setup() -> tuple[Any, Any]:
+        raise AssertionError("never called")
+
+    setup.__module__ = "__main__"
+    with pytest.raises(TypeError, match="__main__"):
+        OtelProcess(setup=functools.partial(setup))
+
+
 def test_r16_a_forked_copy_that_exits_leaves_the_owners_child_running() -> None:
     """A process forked after the ``OtelProcess`` was made inherits its exit
     hook; run there, the hook must not close the owner's export child."""
@@ -174,7 +245,7 @@ def test_r16_a_forked_copy_that_exits_leaves_the_owners_child_running() -> None:
                 finally:
                     os._exit(0)
             os.waitpid(pid, 0)
-            assert process._process.is_alive()
+            assert process._process.poll() is None
             agent = _agent(process)
             assert "Done." == asyncio.run(agent.run("refund please"))
             process.flush()
@@ -218,7 +289,7 @@ async def test_r16_a_dead_child_never_reaches_the_run_and_is_raised(
     with otlp_receiver() as receiver:
         process = OtelProcess(receiver.url)
         process._process.kill()
-        process._process.join()
+        process._process.wait()
         with caplog.at_level(logging.ERROR, logger="helmlog"):
             for agent in (_agent(process), _agent(process)):
                 assert "Done." == await agent.run("refund please")
