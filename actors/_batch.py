@@ -10,7 +10,10 @@ Emits:   nothing.
 Laws: R12 (a batch is one msgspec-encoded list of ``Op``s, its replies lists
 of ``Result``s), R22 (an operation cut by its host's death fails with
 ``HostUnavailableError`` carrying that operation's session id, never another
-session's).
+session's), R27 (a host that does not answer a ping for ``answer_s`` while
+operations wait on it — stopped, or hung — fails them with
+``HostUnavailableError``: Ray sees such a host alive and would never fail
+them; its lease lapses in the same time and another host finishes its turns).
 
 Why batch: one actor call costs about a millisecond of Ray's work on both
 sides, while a governed turn costs less than that in the host; sending 1,000
@@ -18,6 +21,10 @@ sessions' operations as 1,000 calls spends more on Ray than on the turns. A
 batch pays the call once for everything that became ready together, and
 several batches may be in flight, so a slow session never holds back the
 next batch.
+
+Why a watchdog pings instead of a deadline per operation: an operation may
+rightly wait minutes on a tool or a person; only the host's silence says it
+is gone. The watchdog runs only while batches are out.
 
 Why the link binds to the running loop lazily: a client may run several
 ``asyncio.run`` calls in one process (the CLI does); futures belong to one
@@ -39,18 +46,26 @@ from ._wire import Op, Result, decode_results, encode_ops
 
 log = logging.getLogger("helmlog.actors")
 
+Waiting = dict[int, tuple[Op, "asyncio.Future[Result]"]]
+
 
 class HostLink:
     """Queues operations for one host and sends them in batches."""
 
-    def __init__(self, handle: Any, index: int) -> None:
+    def __init__(
+        self, handle: Any, index: int, *, answer_s: float | None = None
+    ) -> None:
         self.handle = handle
         self.index = index
+        # How long the host may stay silent while batches wait (R27).
+        self.answer_s = answer_s
+        self._watchdog: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self._queue: list[tuple[Op, asyncio.Future[Result]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
-        self._sending: set[asyncio.Task[None]] = set()
+        # The batches out, each with the operations it still owes.
+        self._sending: dict[asyncio.Task[None], Waiting] = {}
         self.calls = 0
 
     def next_id(self) -> int:
@@ -75,12 +90,44 @@ class HostLink:
         batch, self._queue = self._queue, []
         if not batch:
             return
-        task = asyncio.ensure_future(self._send(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
-
-    async def _send(self, batch: list[tuple[Op, asyncio.Future[Result]]]) -> None:
         waiting = {op.id: (op, future) for op, future in batch}
+        task = asyncio.ensure_future(self._send(batch, waiting))
+        self._sending[task] = waiting
+        task.add_done_callback(self._sent)
+        if self.answer_s is not None and (
+            self._watchdog is None or self._watchdog.done()
+        ):
+            self._watchdog = asyncio.ensure_future(self._watch(self.answer_s))
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.pop(task, None)
+
+    async def _watch(self, answer_s: float) -> None:
+        """While batches are out, ping the host every third of ``answer_s``;
+        when it does not answer within ``answer_s``, fail what it owes."""
+        while self._sending:
+            await asyncio.sleep(answer_s / 3)
+            if not self._sending:
+                return
+            try:
+                await asyncio.wait_for(self._ping(), answer_s)
+            except TimeoutError:
+                silent = TimeoutError(
+                    f"it did not answer for {answer_s:g} s (stopped or hung); "
+                    "another host finishes its turns when its lease lapses"
+                )
+                for task, waiting in list(self._sending.items()):
+                    self._fail(waiting, silent, unavailable=True)
+                    task.cancel()
+            except (RayActorError, RayTaskError):
+                continue  # dead or restarting: each batch's call says so
+
+    async def _ping(self) -> None:
+        await self.handle.ping.remote()
+
+    async def _send(
+        self, batch: list[tuple[Op, asyncio.Future[Result]]], waiting: Waiting
+    ) -> None:
         self.calls += 1
         try:
             replies = self.handle.call.remote(encode_ops([op for op, _ in batch]))
@@ -108,7 +155,7 @@ class HostLink:
 
     def _fail(
         self,
-        waiting: dict[int, tuple[Op, asyncio.Future[Result]]],
+        waiting: Waiting,
         exc: BaseException,
         *,
         unavailable: bool,

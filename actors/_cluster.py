@@ -19,7 +19,11 @@ store), R21 (hosts are named, detached actors shared by every client process;
 they keep at most ``max_resident`` sessions and drop those idle for
 ``idle_s``), R22 (a host that starts or restarts finishes its shard's open
 turns; an error raised because a host died carries the session id, and
-``ClusterAgent.session_id`` never names another session).
+``ClusterAgent.session_id`` never names another session), R27 (each host
+holds a lease of ``lease_s`` on its shard; a client waiting on a host that
+does not answer a ping for ``lease_s`` fails that host's operations with
+``HostUnavailableError`` naming their sessions, while another host takes
+the shard over and finishes its turns).
 
 Why one agent factory per cluster name: a host that Ray restarts is rebuilt
 from its constructor's arguments, and must finish the open turns of its shard
@@ -63,6 +67,7 @@ from ._cluster_watch import ClusterWatch
 from ._failover import DEFAULT_FACTS_SWEEP_S
 from ._host import AgentFactory
 from ._identity import DEFAULT_NAME, NAMESPACE, factory_key
+from ._lease import DEFAULT_LEASE_S
 from ._policy import ActorRef, PolicyLink, chain_links, isolated_tool
 from ._residents import DEFAULT_IDLE_S, DEFAULT_MAX_RESIDENT
 from ._roster import (
@@ -92,6 +97,10 @@ class Cluster:
         idle_s: seconds after which an idle session is dropped (default 600).
         facts_sweep_s: how often each host publishes the facts its shard's
             open turns left unpublished (R4; default 30).
+        lease_s: how long a host's lease on its shard lasts unless renewed
+            (R27; default 30): a host stopped for longer has its open turns
+            finished by another host, and this client fails the operations
+            it waits on from a host silent that long.
     """
 
     def __init__(
@@ -104,6 +113,7 @@ class Cluster:
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
         facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         if not store_url.startswith(("redis://", "rediss://")):
             raise ValueError(
@@ -118,6 +128,8 @@ class Cluster:
             raise ValueError("max_resident must be >= 1 and idle_s > 0")
         if facts_sweep_s <= 0:
             raise ValueError("facts_sweep_s must be > 0")
+        if lease_s <= 0:
+            raise ValueError("lease_s must be > 0")
         self.store_url = store_url
         self.name = name
         self._requested_hosts = n_hosts
@@ -125,6 +137,7 @@ class Cluster:
         self.max_resident = max_resident
         self.idle_s = idle_s
         self.facts_sweep_s = facts_sweep_s
+        self.lease_s = lease_s
         self._started_ray = False
         self._links: list[HostLink] = []
         self._info: HostInfo | None = None
@@ -149,6 +162,7 @@ class Cluster:
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
         facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> Cluster:
         """Start a local Ray instance (or use the one this process started);
         hosts come with ``agent()``."""
@@ -160,6 +174,7 @@ class Cluster:
             max_resident=max_resident,
             idle_s=idle_s,
             facts_sweep_s=facts_sweep_s,
+            lease_s=lease_s,
         )
         if not ray.is_initialized():
             # "local" starts a new instance: never join another process's
@@ -187,6 +202,7 @@ class Cluster:
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
         facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> Cluster:
         """Join a running Ray cluster at ``address`` (and its named hosts)."""
         cluster = cls(
@@ -197,6 +213,7 @@ class Cluster:
             max_resident=max_resident,
             idle_s=idle_s,
             facts_sweep_s=facts_sweep_s,
+            lease_s=lease_s,
         )
         if not ray.is_initialized():
             ray.init(
@@ -215,7 +232,9 @@ class Cluster:
         for info in infos:
             check_host(info, self, self._requested_hosts, key)
         self._info = infos[0]
-        self._links = [HostLink(h, i) for i, h in enumerate(handles)]
+        self._links = [
+            HostLink(h, i, answer_s=self.lease_s) for i, h in enumerate(handles)
+        ]
         return self._links
 
     def _running(self) -> list[HostLink]:

@@ -4,8 +4,9 @@ Pattern: a start-up sweep over a projection (the store's open-turns index),
          each item handed to the loop's own recovery (``agent.recover``), with
          a bound on how many run at once.
 Role:    actors layer; ``SessionHost`` calls ``finish_open_turns`` when it
-         starts and each time Ray restarts it, and ``helmlog recover`` reaches
-         the same recovery from the shell.
+         starts and each time Ray restarts it, and for another host's shard
+         whose lease expired (R27, ``_lease.py``); ``helmlog recover``
+         reaches the same recovery from the shell.
 Emits:   nothing itself; each recovered turn appends, through its session's
          agent, what R7 says (``tool.outcome_unknown`` or a new dispatch, the
          rest of the batch, the model's answer).

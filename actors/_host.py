@@ -16,7 +16,11 @@ process appends), R6 (activation is silent), R21 (at most ``max_resident``
 sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
 session in the middle of an operation never is: its ``Residents`` table keeps
 them), R22 (a host that starts or
-restarts finishes its shard's open turns, per R7, by itself), R4 (every
+restarts finishes its shard's open turns, per R7, by itself), R27 (a host
+renews a lease on its shard every third of ``lease_s``, default 30 s, takes
+over a shard whose lease expired and finishes its open turns per R7; a host
+that finds its own lease lost drops its idle sessions; ``ping`` answers a
+client that waits on it, so a stopped host is found out), R4 (every
 ``facts_sweep_s``, default 30 s, a host publishes the facts its shard's
 open-turn sessions left unpublished, skipping sessions it is operating on),
 R19 (every session it activates is verified by its agent's journal, and a
@@ -65,6 +69,7 @@ from helmlog.runtime import Agent
 
 from ._failover import DEFAULT_FACTS_SWEEP_S, finish_open_turns, publish_open_facts
 from ._identity import key_digest
+from ._lease import DEFAULT_LEASE_S, ShardLeases
 from ._residents import DEFAULT_IDLE_S, DEFAULT_MAX_RESIDENT, Resident, Residents
 from ._wire import (
     HostInfo,
@@ -103,6 +108,7 @@ class SessionHost:
         max_resident: int = DEFAULT_MAX_RESIDENT,
         idle_s: float = DEFAULT_IDLE_S,
         facts_sweep_s: float = DEFAULT_FACTS_SWEEP_S,
+        lease_s: float = DEFAULT_LEASE_S,
         failover: bool = True,
     ) -> None:
         self._factory = factory
@@ -129,6 +135,15 @@ class SessionHost:
         self._facts_published = 0
         self._batches = self._groups = self._ops = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.leases = ShardLeases(
+            self._open,
+            cluster=name,
+            index=index,
+            n_hosts=n_hosts,
+            lease_s=lease_s,
+            take_over=self._take_over,
+            on_lost=self._lost_lease,
+        )
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # built outside an actor (a unit test): no tasks
@@ -137,6 +152,7 @@ class SessionHost:
         if failover:
             self._spawn(loop, self._failover())
             self._spawn(loop, self._sweep_facts())
+            self._spawn(loop, self.leases.run())
 
     def _spawn(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
         task = loop.create_task(coro)
@@ -209,6 +225,24 @@ class SessionHost:
                     exc,
                 )
 
+    async def _take_over(self, shard: int) -> int:
+        """Finish the open turns of another host's shard, whose lease
+        expired (R27); each with an agent of its own, never made resident
+        here: its operations go to its own host."""
+        finished = await finish_open_turns(
+            self._open(),
+            index=shard,
+            n_hosts=self._info.n_hosts,
+            recover=lambda session_id: self._build().recover(session_id),
+        )
+        self._failover_finished += finished
+        return finished
+
+    def _lost_lease(self) -> None:
+        """Another host may have appended to this shard's sessions (R27):
+        drop the idle ones, so each re-activates from its stream."""
+        self._residents.evict_idle(0.0)
+
     async def _recover_one(self, session_id: str) -> object:
         res = self._residents.hold(session_id)
         try:
@@ -245,6 +279,10 @@ class SessionHost:
         finally:
             for task in tasks:
                 task.cancel()
+
+    async def ping(self) -> None:
+        """Answer at once: a client waiting on this host asks whether it
+        still runs (a stopped host does not answer, R27)."""
 
     async def _one(self, op: Op) -> Result:
         kind = op.kind

@@ -14,6 +14,8 @@ Emits:   nothing.
 Laws: R21 (hosts are named, detached actors shared by every client process of
 one cluster), R22 (Ray restarts a dead host with its constructor's arguments
 — ``max_restarts=-1`` — and its failover finishes its shard's open turns),
+R27 (a host that stops answering is not restarted by Ray, which sees it
+alive: its lease expires and another host takes its shard over),
 R8 (a fixed number of hosts; a client with another count is refused), R12 (a
 host describes itself as a msgspec ``HostInfo``, or, when its factory or
 store fails, as the typed error it raised).
@@ -62,6 +64,7 @@ class Settings(Protocol):
     max_resident: int
     idle_s: float
     facts_sweep_s: float
+    lease_s: float
 
 
 def existing_host(cluster: str, index: int) -> Any | None:
@@ -177,6 +180,7 @@ def start_hosts(
             max_resident=mine.max_resident,
             idle_s=mine.idle_s,
             facts_sweep_s=mine.facts_sweep_s,
+            lease_s=mine.lease_s,
         )
         for i in range(count)
     ]

@@ -9,9 +9,11 @@ Role:    events layer; imported by ``runtime`` (its listeners) and ``sinks``
 Emits:   nothing.
 
 Laws: G95 (``RecordTaker``: taking stored records is an internal, explicit
-opt-in; every other watcher hears facts).
+opt-in; every other watcher hears facts), R27 (``LeaseStore``: the lease
+port session hosts hold their shards of open turns by).
 """
 
+from ._lease import LeaseStore
 from ._taker import RecordTaker
 
-__all__ = ["RecordTaker"]
+__all__ = ["LeaseStore", "RecordTaker"]
