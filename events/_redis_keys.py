@@ -36,6 +36,10 @@ FIELDS: Final = (b"seq", b"data", b"hash")
 KEY_PREFIX: Final = "helmlog:{"
 KEY_SUFFIX: Final = "}:events"
 HEAD_SUFFIX: Final = "}:head"
+KNOWN_SUFFIX: Final = "}:known"
+# R26: the store-wide mark that this store writes head records.
+FORMAT_KEY: Final = "helmlog:format"
+FORMAT_HEADS: Final = b"heads"
 CURSOR_PREFIX: Final = "f1:"
 # Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
@@ -60,6 +64,30 @@ def stream_key(session_id: str) -> str:
 def head_key(session_id: str) -> str:
     """The head record of one session (R19), in its stream's slot."""
     return f"{KEY_PREFIX}{session_id}{HEAD_SUFFIX}"
+
+
+def known_key(session_id: str) -> str:
+    """The session's marker (R25), in its stream's slot: set by the append
+    script on the session's first append, so it survives a deleted stream
+    and head record."""
+    return f"{KEY_PREFIX}{session_id}{KNOWN_SUFFIX}"
+
+
+def registry_key(n: int) -> str:
+    """Shard ``n`` of the store-wide set of sessions ever created (R25).
+
+    Outside the sessions' slots, so deleting every key a session's hash tag
+    names leaves it; written after a session's first append.
+    """
+    return f"helmlog:sessions:{{{n}}}"
+
+
+def append_keys(session_id: str, expected_seq: int) -> tuple[int | str, ...]:
+    """The append script's key count and keys: the stream and its head, and
+    on the session's first append (``expected_seq`` 0) its marker (R25)."""
+    if expected_seq == 0:
+        return 3, stream_key(session_id), head_key(session_id), known_key(session_id)
+    return 2, stream_key(session_id), head_key(session_id)
 
 
 def shard_keys(n: int) -> tuple[str, str, str, str]:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-# KEYS[1] the stream, KEYS[2] its head record; ARGV expected_seq, prev_hash,
+# KEYS[1] the stream, KEYS[2] its head record, on a session's first append
+# KEYS[3] its marker (R25, set when expected_seq is 0); ARGV expected_seq, prev_hash,
 # the append's token, the head record after the batch (computed by the caller,
 # which has the chain key), then (data, hash) per record. The batch's last
 # entry keeps the token (field w). Returns {1, last_seq} when the batch is in
@@ -59,6 +60,8 @@ if actual == expected then
     redis.call('XADD', key, '0-' .. s, 'seq', s, 'data', ARGV[#ARGV - 1],
       'hash', ARGV[#ARGV], 'w', ARGV[3])
     redis.call('SET', KEYS[2], ARGV[4])
+    -- R25: the first append marks the session as known here (KEYS[3]).
+    if expected == 0 and KEYS[3] then redis.call('SET', KEYS[3], '1') end
   end
   return {1, seq}
 end

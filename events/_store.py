@@ -27,7 +27,13 @@ R11 (every adapter passes the same contract suite), R4 also
 ``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
 pending for its consumer until acknowledged, and an idle one can be claimed),
 R19 (each session keeps a head record, ``read_head``, written by the same
-atomic step as the append).
+atomic step as the append), R25 (``remembers``: a store keeps, beside the
+streams, every session it ever created, so a checkpoint of a deleted session
+is refused, never imported as new), R26 (``writes_heads``: a store marks
+itself as one that writes head records when this version first writes it;
+on such a store a stream without its head is refused by ``read_verified``
+and every reader through ``refuse_headless``; ``upgrade_head`` gives an
+older stream its head, explicitly, never as a side effect).
 
 Why sealing happens before ``append_sealed``: the journal needs the stamped
 events (seq, prev_hash) to fold and deliver, and a remote store cannot compute
@@ -44,7 +50,7 @@ import msgspec
 
 from ._chain import StoredEvent, StreamHead, seal, verify_records
 from ._envelope import Event
-from ._errors import SequenceConflictError
+from ._errors import SequenceConflictError, StreamTamperedError
 from ._index import PendingAsk
 
 
@@ -108,6 +114,43 @@ class EventStore(Protocol):
 
     async def sessions(self) -> list[str]:
         """Ids of every session this store holds."""
+        ...
+
+    async def remembers(self, session_id: str) -> bool:
+        """Whether this store ever created ``session_id`` (R25).
+
+        True once an append created the session (or ``upgrade_head`` adopted
+        it), and it stays true when its stream and head record are deleted:
+        a checkpoint of a session the store remembers and no longer holds is
+        refused (``CheckpointError("session-deleted")``), never imported.
+        """
+        ...
+
+    async def writes_heads(self) -> bool:
+        """Whether this store is marked as one that writes head records (R26).
+
+        The mark is written when this version first writes the store; on a
+        marked store a stream without its head record is refused (it is a
+        downgrade, not an old stream). A store without the mark keeps
+        verifying a headless stream by its chain alone.
+        """
+        ...
+
+    async def upgrade_head(self, session_id: str) -> StreamHead | None:
+        """Give a stream written before head records its head (R26).
+
+        Verifies the whole stream under ``chain_key``, then writes the head
+        of its last record (only if the session still has none), remembers
+        the session and marks the store as one that writes heads. Returns
+        the head written; ``None`` when there was nothing to upgrade (no
+        stream, or it has its head: such a session is remembered too, so a
+        session created before ``remembers`` existed is covered by R25 once
+        upgraded). Only ever called explicitly (``helmlog upgrade-heads``):
+        nothing upgrades a stream silently.
+
+        Raises:
+            StreamTamperedError: the stream fails its chain; nothing is written.
+        """
         ...
 
     async def read_facts(
@@ -252,5 +295,29 @@ async def read_verified(store: EventStore, session_id: str) -> list[StoredEvent]
     """
     head = await store.read_head(session_id)
     records = await store.read(session_id)
+    await refuse_headless(store, session_id, records, head)
     verify_records(session_id, records, store.chain_key, head=head)
     return records
+
+
+async def refuse_headless(
+    store: EventStore,
+    session_id: str,
+    records: Sequence[StoredEvent],
+    head: StreamHead | None,
+) -> None:
+    """Refuse a stream without its head on a store that writes heads (R26).
+
+    Free on the common path: the store is asked only when a non-empty stream
+    has no head. Such a stream is refused when the store is marked as one
+    that writes heads (``writes_heads``) or remembers creating the session
+    (``remembers``: this version created it, so it had a head); else it was
+    written before head records and verifies by its chain alone.
+
+    Raises:
+        StreamTamperedError: ``reason="no-head"``, ``seq`` 0 (the head's place).
+    """
+    if head is not None or not records:
+        return
+    if await store.writes_heads() or await store.remembers(session_id):
+        raise StreamTamperedError(session_id=session_id, seq=0, reason="no-head")

@@ -11,7 +11,10 @@ broken seq; ``replay`` prints a timeline, ``--json`` for JSON, ``--jsonl``
 re-emits; ``tail`` follows the facts stream), R3, R4, R6, R19 (``verify``
 reads the session's head record too, and names a cut tail — "truncated after
 seq N (head says M)" — or a stream deleted while its head remains; a stream
-written before heads existed has none, and is checked by its chain alone).
+written before heads existed has none, and is checked by its chain alone),
+R26 (on a store that writes heads, a stream without its head is broken:
+"its head record is missing"; ``upgrade_heads`` gives an older stream its
+head, explicitly).
 
 Why the timeline shows facts, not rows: it is what a watcher sees
 (``watched``: each row as its fact, at the row's seq), so a stream written
@@ -44,6 +47,7 @@ from helmlog.events import (
     StreamTamperedError,
     UnknownEvent,
     decode_event,
+    refuse_headless,
     verify_records,
     watched,
 )
@@ -233,6 +237,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
             what = f"deleted: its stream is gone (head says {said})"
         elif self.reason == "head":
             what = f"its head record does not verify (head says {said})"
+        elif self.reason == "no-head":
+            what = f"its head record is missing ({self.count} events, no head)"
         else:
             what = f"the chain breaks at seq {self.broken} ({self.reason})"
         hint = f"; {self.hint}" if self.hint else ""
@@ -250,12 +256,46 @@ async def verify(store: EventStore, session_id: str, key: bytes | None) -> Verdi
     records = await store.read(session_id)
     try:
         verify_records(session_id, records, key, head=head)
+        await refuse_headless(store, session_id, records, head)
     except StreamTamperedError as exc:
         hint = _key_hint(session_id, records, key) if exc.seq == 1 else None
+        if exc.reason == "no-head":
+            hint = (
+                "this store writes head records, so a stream without one lost it; "
+                "`helmlog upgrade-heads` is only for streams written before heads"
+            )
         return Verdict(
             count=len(records), head=head, broken=exc.seq, reason=exc.reason, hint=hint
         )
     return Verdict(count=len(records), head=head)
+
+
+async def upgrade_heads(
+    store: EventStore, sessions: list[str] | None = None
+) -> list[tuple[str, bool, str]]:
+    """Give streams written before head records their heads (R26).
+
+    The explicit upgrade: each session (every one the store holds when
+    ``sessions`` is ``None``) is verified by its chain under the store's
+    chain key and given the head of its last record; a session with its head
+    is only remembered (R25). Returns ``(session, ok, line)`` per session;
+    a stream that fails its chain is not upgraded (``ok`` false).
+    """
+    out: list[tuple[str, bool, str]] = []
+    for session_id in sessions if sessions is not None else await store.sessions():
+        try:
+            head = await store.upgrade_head(session_id)
+        except StreamTamperedError as exc:
+            why = f"the chain breaks at seq {exc.seq} ({exc.reason})"
+            line = f"broken: session {session_id} — {why}; not upgraded"
+            out.append((session_id, False, line))
+            continue
+        if head is not None:
+            line = f"upgraded: session {session_id} — head at seq {head.seq}"
+        else:
+            line = f"kept: session {session_id} — it has its head record"
+        out.append((session_id, True, line))
+    return out
 
 
 def _key_hint(

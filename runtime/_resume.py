@@ -16,9 +16,12 @@ Laws: G59–G70 (pause and resume, decisions: a gate needs a
 before anything is appended, and single-use; a pause checkpoint whose session
 the store lacks is imported: the stream it seeds opens with
 ``session.imported``, and the import is checked like any resume, on that
-stream, before anything is appended), R20 (a resume that loses a sequence
-conflict appends nothing more and raises ``CheckpointError("replayed")`` when
-the winner answered the pause, ``Hosting.guard``), issue 8 item 8 (a resume
+stream, before anything is appended), R25 (only a store that never held the
+session imports it: one it remembers and no longer holds refuses the
+checkpoint as ``"session-deleted"``, ``activate_checkpointed``), R20 (a
+resume that loses a sequence conflict appends nothing more and raises
+``CheckpointError("replayed")`` when the winner answered the pause,
+``Hosting.guard``), issue 8 item 8 (a resume
 continues the turn's recorded trace context unless the caller gives one; an
 imported checkpoint carries none, so its session gets a fresh one).
 
@@ -38,6 +41,7 @@ import msgspec
 
 from helmlog.events import (
     Checkpoint,
+    CheckpointError,
     DecisionRequiredError,
     Folder,
     PauseResumed,
@@ -78,7 +82,7 @@ class Resume:
         """Answer the pause ``checkpoint`` names and continue the run."""
         cp = Checkpoint.coerce(checkpoint)
         caller = given(traceparent, tracestate)
-        found = await self._hosting.activate(cp.session_id)
+        found = await activate_checkpointed(self._hosting, self._config, cp.session_id)
         imported: SessionImported | None = None
         if found is None:
             # R9: a pause checkpoint of a session this store lacks is imported.
@@ -181,6 +185,33 @@ class Resume:
         if pause is not None:
             return pause
         return await loop.drive(s)
+
+
+async def activate_checkpointed(
+    hosting: Hosting, config: AgentConfig, session_id: str
+) -> Session | None:
+    """The checkpoint's session, activated; ``None`` when the store never held it.
+
+    Only then may a checkpoint seed it (R9, R14).
+
+    Raises:
+        CheckpointError: ``"session-deleted"`` when the store remembers the
+            session and no longer holds it (R25): a checkpoint of a deleted
+            session is never imported as a new one.
+    """
+    found = await hosting.activate(session_id)
+    if found is not None or not await config.store.remembers(session_id):
+        return found
+    # A concurrent import may have created it since the first look.
+    found = await hosting.activate(session_id)
+    if found is None:
+        raise CheckpointError(
+            "session-deleted",
+            f"session deleted: the store {config.store.url} held session "
+            f"'{session_id}' and no longer has it; a checkpoint of a deleted "
+            "session is never imported as a new one (R25)",
+        )
+    return found
 
 
 def check_decision(p: PendingPause, decision: Any) -> None:

@@ -59,6 +59,7 @@ from ._cursor import LastRun
 from ._hosting import Hosting
 from ._loop import Loop
 from ._pause import AskPause, TurnResult
+from ._resume import activate_checkpointed
 from ._session import MessageRefused, Session
 from ._trace import NO_TRACE, Trace, resolve
 
@@ -112,7 +113,8 @@ class Run:
                     f"run(): session_id '{session_id}' is not the checkpoint's "
                     f"session '{cp.session_id}'"
                 )
-            found = await hosting.activate(cp.session_id)
+            # R25: a conversation checkpoint of a deleted session seeds nothing.
+            found = await activate_checkpointed(hosting, self._config, cp.session_id)
             if found is None:
                 session, seed, cp = hosting.new(cp.session_id), cp, None
             else:

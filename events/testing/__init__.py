@@ -8,8 +8,9 @@ Role:    events layer, shipped tests; this repository runs them on the memory
          adapter runs the same tests on its own store.
 Emits:   nothing.
 
-Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19 — each test is named for the
-law it defends.
+Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19, R25, R26 — each test is
+named for the law it defends. The R25/R26 tests delete a session's keys
+through the ``erase`` fixture, which an adapter of another kind overrides.
 
 Run it against your adapter (needs ``pytest`` and ``pytest-asyncio``)::
 
@@ -60,6 +61,8 @@ from .facts_published import *  # noqa: F403
 from .facts_published import __all__ as _facts_published
 from .indexes import *  # noqa: F403
 from .indexes import __all__ as _indexes
+from .sessions import *  # noqa: F403
+from .sessions import __all__ as _sessions
 from .support import StoreFactory
 
 # Invariant: the tests and the async fixtures share one loop, so a client a
@@ -82,4 +85,5 @@ __all__ = [
     *_facts_groups,
     *_facts_outbox,
     *_indexes,
+    *_sessions,
 ]

@@ -9,7 +9,9 @@ Emits:   nothing to the record; ``replay --jsonl/--otlp`` re-emits a session
          to a sink, ``watch`` delivers facts to one.
 
 Laws: R18 (the command line), R3/R19 (``verify`` checks the hash chain and
-the head, keyed by ``$HELMLOG_CHAIN_KEY``, and names what broke), R6
+the head, keyed by ``$HELMLOG_CHAIN_KEY``, and names what broke), R26
+(``verify`` names a missing head on a store that writes heads;
+``upgrade-heads`` is the explicit upgrade of older streams), R6
 (``replay`` re-emits marked as replayed), R4 (``watch`` acknowledges a fact
 only after its sink took it), G49 (``tail`` and ``watch`` carry facts, never
 values).
@@ -33,10 +35,11 @@ from rich.markup import escape
 from helmlog import HelmlogError
 from helmlog._record import chain_key_from_env, records_json, timeline_table
 from helmlog._record import tail as follow_facts
+from helmlog._record import upgrade_heads as upgrade_session_heads
 from helmlog._record import verify as verify_session
 from helmlog._watch import SINK_HELP, default_consumer, open_sink
 from helmlog._watch import watch as run_watch
-from helmlog.events import StoredEvent
+from helmlog.events import EventStore, StoredEvent
 from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export
 
 from ._app import (
@@ -117,7 +120,8 @@ def verify(
 
     With $HELMLOG_CHAIN_KEY set, the chain is checked as HMAC-SHA-256.
     A cut tail reads "truncated after seq N (head says M)"; a stream deleted
-    while its head remains, "deleted".
+    while its head remains, "deleted"; a stream without its head on a store
+    that writes heads, "its head record is missing".
     """
     err = Console(stderr=True)
     key = chain_key_from_env()
@@ -130,6 +134,39 @@ def verify(
         raise typer.Exit(1)
     typer.echo(verdict.text(session))
     if verdict.broken is not None:
+        raise typer.Exit(1)
+
+
+@app.command("upgrade-heads")
+def upgrade_heads(
+    sessions: Annotated[
+        list[str] | None,
+        typer.Argument(help="Sessions to upgrade (default: every one stored)."),
+    ] = None,
+    store: Annotated[
+        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+    ] = "memory://",
+) -> None:
+    """Give streams written before head records their heads; exit 1 if one fails.
+
+    The explicit upgrade (R26): on a store that writes head records a stream
+    without one is refused, so an older stream is verified by its chain
+    (keyed by $HELMLOG_CHAIN_KEY) and given its head here, never silently.
+    """
+    err = Console(stderr=True)
+    key = chain_key_from_env()
+
+    async def go(opened: EventStore) -> list[tuple[str, bool, str]]:
+        opened.chain_key = key
+        return await upgrade_session_heads(opened, sessions or None)
+
+    try:
+        outcome = on_store(store, go)
+    except (HelmlogError, ValueError, OSError) as exc:
+        raise fail(err, "upgrade-heads", exc) from None
+    for _sid, _ok, line in outcome:
+        typer.echo(line)
+    if not all(ok for _sid, ok, _line in outcome):
         raise typer.Exit(1)
 
 
