@@ -233,6 +233,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
         said = self.head.seq if self.head is not None else "?"
         if self.reason == "truncated":
             what = f"truncated after seq {self.count} (head says {said})"
+        elif self.reason == "deleted" and self.head is None:
+            what = "deleted: its stream and head record are gone (R25)"
         elif self.reason == "deleted":
             what = f"deleted: its stream is gone (head says {said})"
         elif self.reason == "head":
@@ -254,6 +256,9 @@ async def verify(store: EventStore, session_id: str, key: bytes | None) -> Verdi
         records = await store.read(session_id)
         return Verdict(count=len(records), head=None, broken=exc.seq, reason="head")
     records = await store.read(session_id)
+    if not records and head is None and await store.remembers(session_id):
+        # R25: the store created it, and its stream and head are gone.
+        return Verdict(count=0, head=None, broken=1, reason="deleted")
     try:
         verify_records(session_id, records, key, head=head)
         await refuse_headless(store, session_id, records, head)

@@ -190,7 +190,8 @@ async def test_r25_a_checkpoint_of_a_deleted_session_is_refused_and_the_tool_ran
 ) -> None:
     """R25/R9: approve a pause (the refund runs), DEL the session's stream and
     head record, resume the same checkpoint from a fresh agent: refused as
-    "session-deleted" before anything is appended; the refund ran once."""
+    "session-deleted" before anything is appended; the refund ran once.
+    ``helmlog verify`` says the session was deleted."""
     desk = Desk(site.store(key))
     cp = (await desk.pause()).checkpoint
     assert "Refunded." == await desk.agent.resume(cp, check_in_approved(by="dana"))
@@ -199,6 +200,13 @@ async def test_r25_a_checkpoint_of_a_deleted_session_is_refused_and_the_tool_ran
     sid = cp.session_id
     await site.delete(sid)
     assert ([], None) == (await site.raw.read(sid), await site.raw.read_head(sid))
+    if site.memory is None:
+        result = await asyncio.to_thread(
+            runner.invoke, app, ["verify", sid, "--store", site.url]
+        )
+        assert 1 == result.exit_code, result.output
+        line = f"broken: session {sid} — deleted: its stream and head record are gone"
+        assert line in result.stdout
 
     fresh = Desk(site.store(key), ["Refunded."])
     with pytest.raises(CheckpointError) as caught:
