@@ -56,8 +56,11 @@ class QueuedAppend:
         "expected",
         "future",
         "last_hash",
+        "last_seq",
         "premark",
+        "resolving",
         "session_id",
+        "token",
     )
 
     def __init__(
@@ -79,6 +82,12 @@ class QueuedAppend:
         self.future = future
         # Landed; resolved once its index entries are sent (``_release``).
         self.acked = False
+        # R24: the append's token (its last entry's ``w``), the seq the batch
+        # ends at were it in the stream, and whether its reply was lost and a
+        # read-back now settles it (``_redis_resolve.py``).
+        self.token = ""
+        self.last_seq = expected
+        self.resolving = False
 
 
 class RedisStoreBase(StoreBase):
@@ -99,6 +108,8 @@ class RedisStoreBase(StoreBase):
     _acks: list[tuple[asyncio.Future[int], int]]
     _flusher: asyncio.Task[None] | None
     _closed: bool
+    # R24: the read-backs under way (``_redis_resolve.py``); made on first use.
+    _resolving: set[asyncio.Task[None]] | None = None
 
     def _error(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(

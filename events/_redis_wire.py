@@ -10,7 +10,10 @@ Emits:   nothing.
 Laws: R5 (a full pool waits; a wait past ``pool_timeout`` is a
 ``PoolExhaustedError`` the store turns into a retryable ``StoreError`` naming
 the pool), R11 (the store runs unchanged on Redis Cluster: MOVED reloads the
-slot map and resends, ASK resends once to the named node after ``ASKING``).
+slot map and resends, ASK resends once to the named node after ``ASKING``),
+R24 (a round trip whose commands were written and whose replies did not all
+come is a ``ReplyLostError``: what ran is unknown; one that failed before a
+byte was written — a refused connection, an exhausted pool — is not).
 
 Why pack our own commands instead of redis-py's command methods: the ledger
 sits on every governed action, and redis-py's generic packing and reply
@@ -53,12 +56,22 @@ log = logging.getLogger("helmlog.events")
 DEFAULT_MAX_CONNECTIONS: Final = 64
 DEFAULT_POOL_TIMEOUT_S: Final = 20.0
 DEFAULT_FACTS_MAXLEN: Final = 1_000_000
+# R24: how long an append whose reply was lost waits for the store to answer
+# a read-back before its outcome is reported unknown.
+DEFAULT_RESOLVE_TIMEOUT_S: Final = 5.0
 _REDIRECTS_MAX: Final = 5
 # Driver errors that mean "the store failed"; OSError covers sockets and
 # TimeoutError, which redis-py does not always wrap.
 DRIVER_ERRORS: Final = (RedisError, OSError)
 _OPTIONS: Final = frozenset(
-    {"max_connections", "pool_timeout", "shards", "facts_maxlen", "cluster"}
+    {
+        "max_connections",
+        "pool_timeout",
+        "shards",
+        "facts_maxlen",
+        "cluster",
+        "resolve_timeout",
+    }
 )
 
 Arg = bytes | str | int
@@ -85,7 +98,14 @@ def public_url(url: str) -> str:
 class StoreOptions:
     """helmlog's own options of a Redis URL (see the module docstring)."""
 
-    __slots__ = ("cluster", "facts_maxlen", "max_connections", "pool_timeout", "shards")
+    __slots__ = (
+        "cluster",
+        "facts_maxlen",
+        "max_connections",
+        "pool_timeout",
+        "resolve_timeout",
+        "shards",
+    )
 
     def __init__(
         self,
@@ -95,6 +115,7 @@ class StoreOptions:
         shards: int = DEFAULT_SHARDS,
         facts_maxlen: int = DEFAULT_FACTS_MAXLEN,
         cluster: bool | None = None,
+        resolve_timeout: float = DEFAULT_RESOLVE_TIMEOUT_S,
     ) -> None:
         for name, value in (
             ("max_connections", max_connections),
@@ -107,7 +128,13 @@ class StoreOptions:
             raise ValueError(
                 f"redis event store: pool_timeout must be > 0 s, got {pool_timeout}"
             )
+        if not resolve_timeout >= 0:  # also refuses NaN
+            raise ValueError(
+                "redis event store: resolve_timeout must be >= 0 s, "
+                f"got {resolve_timeout}"
+            )
         self.max_connections = max_connections
+        self.resolve_timeout = resolve_timeout
         self.pool_timeout = pool_timeout
         self.shards = shards
         self.facts_maxlen = facts_maxlen
@@ -134,6 +161,9 @@ def split_url(url: str) -> tuple[str, StoreOptions]:
             shards=int(given.get("shards", DEFAULT_SHARDS)),
             facts_maxlen=int(given.get("facts_maxlen", DEFAULT_FACTS_MAXLEN)),
             cluster=None if cluster == "auto" else cluster in {"yes", "true", "1"},
+            resolve_timeout=float(
+                given.get("resolve_timeout", DEFAULT_RESOLVE_TIMEOUT_S)
+            ),
         )
     except ValueError as exc:
         raise ValueError(
@@ -154,6 +184,48 @@ def _pack(commands: Sequence[Command]) -> bytes:
 
 class PoolExhaustedError(RedisConnectionError):
     """No connection of a full pool came free in time (becomes a StoreError)."""
+
+
+class ReplyLostError(RedisConnectionError):
+    """Commands were written and their replies did not come (R24).
+
+    Whether they ran is unknown: the server may have run them and died, or
+    closed the socket, before its reply arrived. A failure before anything
+    was written (a refused connection, an exhausted pool) is never this.
+    """
+
+
+def _lost(name: str, exc: BaseException) -> ReplyLostError:
+    lost = ReplyLostError(
+        f"the reply from {name} was lost after the commands were sent "
+        f"({type(exc).__name__}: {exc})"
+    )
+    lost.__cause__ = exc
+    return lost
+
+
+def _closed_by_peer(conn: Any) -> bool:
+    """Whether the server closed a pooled connection we have not written to.
+
+    Read from the connection's stream reader (redis-py keeps it as
+    ``_reader``): end of stream, or a reset, already seen by the event loop.
+    """
+    reader = getattr(conn, "_reader", None)
+    return reader is not None and (reader.at_eof() or reader.exception() is not None)
+
+
+def _marked(replies: list[Any], name: str, only: Sequence[int] | None = None) -> None:
+    """Error replies of commands an earlier try sent, as ``ReplyLostError``.
+
+    A resend's error reply (``LOADING`` while a restarted server reads its
+    AOF, ``NOSCRIPT``) says only that the resend did not run; the first
+    send's fate is still unknown. A success reply is the truth either way:
+    the scripts are idempotent, so a resend reports an append already in
+    the stream as landed.
+    """
+    for i in range(len(replies)) if only is None else only:
+        if isinstance(replies[i], ResponseError):
+            replies[i] = _lost(name, replies[i])
 
 
 class Wire:
@@ -186,10 +258,41 @@ class Wire:
         )
 
     async def call(self, commands: Sequence[Command]) -> list[Any]:
+        """Send ``commands`` in one write; their replies, in order.
+
+        Raises:
+            ReplyLostError: the commands were sent (by this try or the one
+                before it) and their replies did not come (R24).
+        """
+        replies, lost = await self._call(commands)
+        if lost:
+            _marked(replies, self.name)
+        return replies
+
+    async def _call(self, commands: Sequence[Command]) -> tuple[list[Any], bool]:
+        """``call``'s replies, unmarked, and whether a first try was sent and
+        its reply lost (then an error reply speaks only for the resend)."""
         packed = _pack(commands)
+        lost: BaseException | None = None
         for attempt in (1, 2):
-            conn = await self._acquire()
             try:
+                conn = await self._acquire()
+            except DRIVER_ERRORS as exc:
+                # Nothing of this try was written; the one before may have been.
+                if lost is not None:
+                    raise _lost(self.name, lost) from exc
+                raise
+            sent = False
+            try:
+                if conn.is_connected and _closed_by_peer(conn):
+                    # The server closed it before we wrote (a restart):
+                    # nothing written to it could run; connect afresh.
+                    await conn.disconnect()
+                if not conn.is_connected:
+                    await conn.connect()
+                # R24: from the first byte written, what runs is unknown
+                # until every reply has come.
+                sent = True
                 await conn.send_packed_command(packed, check_health=False)
                 replies: list[Any] = []
                 # One deadline (the socket timeout) for the whole round trip,
@@ -207,14 +310,24 @@ class Wire:
                             )
                         except ResponseError as exc:
                             replies.append(exc)
-                return replies
-            except RedisConnectionError:
+                return replies, lost is not None
+            except RedisConnectionError as exc:
                 await conn.disconnect()
+                if sent:
+                    lost = exc
                 # A pooled socket the server closed (a restart) fails once.
                 # Sending again is safe: reads are reads, the scripts are
                 # idempotent, and facts are at-least-once (R4).
                 if attempt == 2:
+                    if lost is not None:
+                        raise _lost(self.name, exc) from exc
                     raise
+            except DRIVER_ERRORS as exc:
+                # A timeout: the server may still be running the commands.
+                await conn.disconnect()
+                if sent or lost is not None:
+                    raise _lost(self.name, exc) from exc
+                raise
             except BaseException:
                 # Replies may be left unread: the socket must not be reused.
                 await conn.disconnect()
@@ -225,15 +338,24 @@ class Wire:
 
     async def call_loaded(self, commands: Sequence[Command]) -> list[Any]:
         """``call``, loading the scripts and resending what met NOSCRIPT."""
-        replies = await self.call(commands)
-        lost = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        if lost:
+        replies, lost = await self._call(commands)
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:
             # The server lost its script cache (a restart, a new node):
             # NOSCRIPT means the script did not run, so resending is safe.
-            await self.call([("SCRIPT", "LOAD", s) for s in SCRIPTS])
-            again = await self.call([commands[i] for i in lost])
-            for i, reply in zip(lost, again, strict=True):
+            try:
+                await self.call([("SCRIPT", "LOAD", s) for s in SCRIPTS])
+                again, lost_again = await self._call([commands[i] for i in missing])
+            except DRIVER_ERRORS as exc:
+                if lost and not isinstance(exc, ReplyLostError):
+                    raise _lost(self.name, exc) from exc
+                raise
+            for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
+            if lost_again and not lost:
+                _marked(replies, self.name, missing)
+        if lost:
+            _marked(replies, self.name)
         return replies
 
 

@@ -4,9 +4,11 @@ Publication is an outbox: whoever next touches a session publishes the
 facts its writer left unpublished. A run whose facts shard refused them
 answers as usual (R5), and the session's next activation — another process,
 once the shard healed — publishes each of its facts exactly once. An append
-reported failed that landed after all is recognised by the session's next
-activation (a log line naming the session and the seqs, and the journal's
-``reconciled``), and its facts reach the facts streams once.
+whose reply was lost is read back by the Redis store before the run hears of
+it (R24): it landed, so the run goes on and its facts are published once. An
+append reported unknown that landed after all is recognised by the session's
+next activation (a log line naming the session and the seqs, and the
+journal's ``reconciled``), and its facts reach the facts streams once.
 
 Why the lost reply is injected in the store, after the real append: that is
 what a dropped connection does — the script ran, the reply never came — so
@@ -22,18 +24,23 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
 
-from helmlog import Agent, LedgerAppendError, ToolMiddleware, allow, tool
+from helmlog import (
+    Agent,
+    LedgerOutcomeUnknownError,
+    ToolMiddleware,
+    allow,
+    tool,
+)
 from helmlog.events import (
     EventStore,
     MemoryEventStore,
     StoredEvent,
-    StoreError,
     open_event_store,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events._redis_store import RedisEventStore, _fact_ops, shard_keys
+from helmlog.events._redis_wire import ReplyLostError
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -116,7 +123,8 @@ async def raw(kind: str, url: str) -> AsyncIterator[Any]:
 
 
 class LostReplyMemory(MemoryEventStore):
-    """Appends for real, then reports the turn's last append as failed."""
+    """Appends for real, then reports the turn's last append as unknown, as a
+    store does whose reply was lost and whose read-back found no answer."""
 
     lost: tuple[int, int] | None = None
 
@@ -126,7 +134,9 @@ class LostReplyMemory(MemoryEventStore):
         last = await super().append_sealed(session_id, records, expected_seq)
         if self.lost is None and any(TURN_END in r.data[:40] for r in records):
             self.lost = (records[0].seq, records[-1].seq)
-            raise StoreError("the connection dropped before the reply")
+            raise LedgerOutcomeUnknownError(
+                session_id=session_id, store=self.url, cause="no answer"
+            )
         return last
 
 
@@ -140,7 +150,7 @@ class LostReplyRedis(RedisEventStore):
         ends = any(TURN_END in d[:40] for d in data)
         if self.lost is None and ends and not isinstance(reply, Exception):
             self.lost = (item.expected + 1, int(reply[1]))
-            reply = RedisConnectionError("the connection dropped before the reply")
+            reply = ReplyLostError("the connection dropped before the reply")
         super()._settle(item, reply)
 
 
@@ -176,48 +186,71 @@ async def test_r4_a_fact_whose_publication_failed_is_published_by_the_next_activ
         await again.close()
 
 
-async def test_r4_an_append_reported_failed_that_landed_is_reconciled(
-    kind: str, url: str, caplog: pytest.LogCaptureFixture
+async def test_r4_an_append_reported_unknown_that_landed_is_reconciled(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R4/R5: the next activation recognises an append reported failed that
+    """R4/R24: the next activation recognises an append reported unknown that
     landed (a log line with the session and seqs; ``reconciled``), and its
     facts are published exactly once."""
-    store: MemoryEventStore | RedisEventStore = (
-        LostReplyMemory() if kind == "memory" else LostReplyRedis.from_url(url)
-    )
+    store = LostReplyMemory()
     sid = "outbox-landed"
     agent = governed(store)
+    with (
+        caplog.at_level(logging.WARNING, logger="helmlog"),
+        pytest.raises(LedgerOutcomeUnknownError) as info,
+    ):
+        await agent.run("refund order 7", session_id=sid)
+    lost = store.lost
+    assert lost is not None
+    assert "ERR_LEDGER_OUTCOME_UNKNOWN" == info.value.code
+    landed = [r for r in caplog.records if "reported unknown" in r.getMessage()]
+    assert [(sid, *lost)] == [
+        (r.__dict__["session_id"], r.__dict__["first_seq"], r.__dict__["last_seq"])
+        for r in landed
+    ]
+    assert [lost] == agent._sessions[sid].journal.reconciled
+    records = await store.read(sid)
+    assert TURN_END in records[lost[1] - 1].data
+    expected = fact_seqs(sid, records)
+    assert {*expected} >= set(fact_seqs(sid, records[lost[0] - 1 : lost[1]]))
+    assert expected == await published(store, sid)
+
+
+async def test_r24_a_lost_reply_is_read_back_and_the_run_goes_on(
+    kind: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R24/R4: the Redis store reads a lost reply back before the run hears
+    of it; the append landed, so the run answers, nothing is reconciled, and
+    each fact is published exactly once."""
+    if kind == "memory":
+        pytest.skip("a memory store's reply cannot be lost")
+    store = LostReplyRedis.from_url(url)
+    sid = "outbox-read-back"
+    agent = governed(store)
     try:
-        with (
-            caplog.at_level(logging.WARNING, logger="helmlog"),
-            pytest.raises(LedgerAppendError) as info,
-        ):
-            await agent.run("refund order 7", session_id=sid)
+        with caplog.at_level(logging.WARNING, logger="helmlog"):
+            assert "Done." == await agent.run("refund order 7", session_id=sid)
         lost = store.lost
         assert lost is not None
-        assert "whether the append landed is unknown" in str(info.value)
-        landed = [
-            r for r in caplog.records if "reported failed but landed" in r.getMessage()
+        read_back = [
+            (r.__dict__["first_seq"], r.__dict__["last_seq"], r.__dict__["landed"])
+            for r in caplog.records
+            if "whose reply was lost" in r.getMessage()
         ]
-        assert [(sid, *lost)] == [
-            (r.__dict__["session_id"], r.__dict__["first_seq"], r.__dict__["last_seq"])
-            for r in landed
-        ]
-        assert [lost] == agent._sessions[sid].journal.reconciled
+        assert [(*lost, True)] == read_back
+        assert [] == agent._sessions[sid].journal.reconciled
         records = await store.read(sid)
         assert TURN_END in records[lost[1] - 1].data
         expected = fact_seqs(sid, records)
-        assert {*expected} >= set(fact_seqs(sid, records[lost[0] - 1 : lost[1]]))
-        assert expected == await published(store, sid)
     finally:
         await store.close()
-    if kind != "memory":
-        reader = open_event_store(url)
-        try:
-            assert 0 == await reader.publish_facts(sid)
-            assert expected == await published(reader, sid)
-        finally:
-            await reader.close()
+    reader = open_event_store(url)
+    try:
+        assert expected == await published(reader, sid)
+        assert 0 == await reader.publish_facts(sid)
+        assert sid not in await reader.open_turns()
+    finally:
+        await reader.close()
 
 
 async def test_r4_the_hosts_sweep_publishes_the_open_turns_missed_facts(
