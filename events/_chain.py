@@ -4,14 +4,15 @@ Pattern: a hash-linked log; each record carries the hash of the one before,
          and a head record names where the stream ends.
 Role:    events layer; every store seals through ``seal`` so the chain is
          computed one way, and one walker (``_walk``) verifies any stored
-         stream: ``verify_chain`` reports the first broken seq,
+         stream: ``verify_chain`` reports the first broken position,
          ``verify_records`` raises ``StreamTamperedError`` for the runtime and
          verifies incrementally, after a ``(seq, hash)`` already verified.
 Emits:   nothing.
 
 Laws: R3 (SHA-256, or HMAC-SHA-256 with a chain key, over the stored encoding,
 which includes ``seq`` and ``prev_hash`` and excludes only ``replayed``;
-``verify_chain`` names the first broken seq), R10 (unknown types verify too),
+``verify_chain`` names the first broken position: the seq it should hold,
+never the one a misplaced record claims), R10 (unknown types verify too),
 R19 (nothing acts on a stream it did not verify; the head record — last seq
 and hash, with a chain key an HMAC over ``(session_id, seq, hash)`` — makes a
 cut tail or a deleted stream visible).
@@ -253,7 +254,8 @@ def decode_head(data: bytes) -> StreamHead | None:
         return None
 
 
-# A break: (the first bad seq, the reason, as ``StreamTamperedError.reason``).
+# A break: (the first bad position, named by the seq it should hold; the
+# reason, as ``StreamTamperedError.reason``).
 Break = tuple[int, str]
 
 
@@ -302,9 +304,12 @@ def _walk(
                 )
                 body_seq, body_prev = event.seq, event.prev_hash
         except msgspec.DecodeError:
-            return (seq, "malformed"), last_seq, prev
+            return (last_seq + 1, "malformed"), last_seq, prev
+        # Invariant: a break names the position, the seq it should hold, never
+        # the seq a record claims (an attacker's choice: a deleted seq 2 is
+        # reported at 2, not at the 3 that follows it).
         if seq != last_seq + 1 or body_seq != seq:
-            return (seq, "order"), last_seq, prev
+            return (last_seq + 1, "order"), last_seq, prev
         if digest(data, key) != stored_hash:
             return (seq, "hash"), last_seq, prev
         if body_prev != prev:
@@ -349,9 +354,12 @@ def verify_chain(
     *,
     session_id: str | None = None,
 ) -> int | None:
-    """Walk a stream; ``None`` when intact, else the first broken seq.
+    """Walk a stream; ``None`` when intact, else the first broken position.
 
-    A seq out of order, a recomputed hash that differs from the stored one,
+    The position is named by the seq it should hold (the walk's count), not
+    by the seq of the record found there: a stream missing seq 2 breaks at
+    2, a swap of 2 and 3 at 2, a record renumbered to 9 at its place. A seq
+    out of order, a recomputed hash that differs from the stored one,
     or a ``prev_hash`` that differs from its predecessor's hash breaks the
     chain. With ``head`` (the store's ``read_head``), a stream that ends
     before its head's seq breaks at the first missing seq (1 when the stream
@@ -385,8 +393,9 @@ def verify_records(
     folds is what was checked.
 
     Raises:
-        StreamTamperedError: at the first bad seq, with its reason; a reader
-            must then act on nothing it read.
+        StreamTamperedError: at the first bad position (the seq it should
+            hold), with its reason; a reader must then act on nothing it
+            read.
     """
     broken, seq, last_hash = _walk(records, key, after, head, session_id, decoded)
     if broken is not None:

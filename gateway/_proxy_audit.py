@@ -20,9 +20,19 @@ has one session ``stdio-<uuid4>``; appends for a session are serialized; a
 failed key derivation is retried on the next call, never cached), P22 (the
 manifest: ``session_id``, ``identity`` of the first call, ``started_at``,
 ``closed_at``, ``event_count``, a domain-separated Merkle root, ``key_id``,
-and an HMAC ``signature`` over all of it), P23 (tiers: low and medium store
-the raw payloads, high only sealed with AES-256-GCM under a per-event key and
-a fresh nonce per field; every tier stores the digests), S6, R5, R7.
+and an HMAC ``signature`` over all of it; a session that ends with calls in
+flight waits for them, at most ``ProxyAudit.drain_s``, and records each one
+still running as ``call_finished`` with outcome ``"cut_off"``, so no
+``call_started`` is left without its finish), P23 (tiers: low and medium
+store the raw payloads, high only sealed with AES-256-GCM under a per-event
+key and a fresh nonce per field; every tier stores the digests), S6, R5, R7.
+
+Why a payload key binds the event's position: a key from the session and
+request id alone opened a ciphertext moved to another event of the same
+request; the key of a ``v2:`` sealed value also derives from the seq of the
+``call_finished`` that holds it, so it opens only there. Values sealed before
+(no ``v2:`` mark) still open under the old derivation; stripping the mark
+does not help a mover, for the old key is another key.
 
 Why the key is derived, never the secret itself: the chain key, the manifest
 key and each payload key are separate derivations, so publishing one (for a
@@ -33,10 +43,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,6 +83,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("helmlog.proxy")
 
 CHAIN_LABEL = b"helmlog/v1/chain"
+# A sealed payload whose key binds its event's seq (issue 23); unmarked ones
+# were sealed with a key of the session and request id alone.
+SEALED_AT = "v2:"
+# How long a closing session waits for its calls in flight, by default.
+DRAIN_S = 5.0
 MANIFEST_LABEL = b"helmlog/v1/manifest"
 PAYLOAD_LABEL = b"helmlog/v1/payload"
 TIERS = ("low", "medium", "high")
@@ -109,34 +126,66 @@ def merkle_root(hashes: list[str]) -> str:
     return level[0].hex()
 
 
-def _payload_key(secret: bytes, session_id: str, request_id: str) -> bytes:
-    info = PAYLOAD_LABEL + b"|" + session_id.encode() + b"|" + request_id.encode()
+def _payload_key(
+    secret: bytes, session_id: str, request_id: str, seq: int | None
+) -> bytes:
+    """P23: one event's payload key; ``seq`` ``None`` is the unbound, older form."""
+    if seq is None:
+        info = PAYLOAD_LABEL + b"|" + session_id.encode() + b"|" + request_id.encode()
+    else:  # length-safe: no id can pass for another's, nor seq for an id
+        info = PAYLOAD_LABEL + b"|v2|" + canonical_json([session_id, request_id, seq])
     return hmac.new(secret, info, hashlib.sha256).digest()
 
 
 def seal_payload(
-    value: Any, secret: bytes, session_id: str, request_id: str, field: str
+    value: Any,
+    secret: bytes,
+    session_id: str,
+    request_id: str,
+    field: str,
+    seq: int,
 ) -> str:
-    """P23: AES-256-GCM under a per-event key, a fresh nonce, the field as AAD."""
+    """P23: AES-256-GCM under the key of the event at ``seq``, a fresh nonce,
+    the field as AAD; marked ``v2:`` (the key binds the position)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     nonce = os.urandom(12)
-    aes = AESGCM(_payload_key(secret, session_id, request_id))
+    aes = AESGCM(_payload_key(secret, session_id, request_id, seq))
     sealed = aes.encrypt(nonce, canonical_json(value), field.encode())
-    return base64.b64encode(nonce + sealed).decode()
+    return SEALED_AT + base64.b64encode(nonce + sealed).decode()
 
 
 def open_payload(event: ProxyCallFinished, secret: bytes, field: str = "input") -> Any:
-    """Decrypt a high-tier ``input``/``output`` of a ``proxy.call_finished``."""
+    """Decrypt a high-tier ``input``/``output`` of a ``proxy.call_finished``.
+
+    A value sealed for another event (moved here, even from a call with the
+    same request id) does not open: its key binds the seq it was sealed at.
+
+    Raises:
+        ValueError: the event stores no such sealed value, or it does not
+            open here (moved, edited, or sealed under another secret).
+    """
     import msgspec
+    from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     sealed = event.input_sealed if field == "input" else event.output_sealed
     if sealed is None:
         raise ValueError(f"the event stores no sealed {field}")
+    seq: int | None = None
+    if sealed.startswith(SEALED_AT):
+        sealed, seq = sealed[len(SEALED_AT) :], event.seq
     raw = base64.b64decode(sealed)
-    aes = AESGCM(_payload_key(secret, event.session_id, event.request_id))
-    return msgspec.json.decode(aes.decrypt(raw[:12], raw[12:], field.encode()))
+    aes = AESGCM(_payload_key(secret, event.session_id, event.request_id, seq))
+    try:
+        opened = aes.decrypt(raw[:12], raw[12:], field.encode())
+    except InvalidTag:
+        raise ValueError(
+            f"the sealed {field} does not open at seq {event.seq} of"
+            f" {event.session_id}: moved from another event, edited, or sealed"
+            " under another secret"
+        ) from None
+    return msgspec.json.decode(opened)
 
 
 @dataclass(frozen=True)
@@ -148,11 +197,14 @@ class ProxyAudit:
             until it succeeds; a failure refuses that call, P21).
         key_id: an operator-chosen label for the key, put on manifests.
         store: where audit streams go (``None``: an in-memory store).
+        drain_s: how long a session that ends (DELETE, TTL, shutdown) waits
+            for its calls in flight before it records them cut off (P18).
     """
 
     secret: bytes | Callable[[], bytes]
     key_id: str = "default"
     store: EventStore | None = None
+    drain_s: float = DRAIN_S
 
 
 def ledger_error(cause: str) -> McpError:
@@ -166,23 +218,66 @@ def ledger_error(cause: str) -> McpError:
     )
 
 
-class _Stream:
-    """One proxy session's stream: its journal and the lock ordering appends."""
+class _InFlight:
+    """A call recorded as started and not yet as finished (P18, P20)."""
 
-    __slots__ = ("identity", "journal", "lock", "started_at")
+    __slots__ = ("args", "began", "state", "tool")
+
+    def __init__(self, tool: str, args: Any, state: CallState | None) -> None:
+        self.tool = tool
+        self.args = args
+        self.state = state
+        self.began = time.perf_counter()
+
+
+class _Stream:
+    """One proxy session's stream: its journal, the lock ordering appends, and
+    the calls in flight a close waits for."""
+
+    __slots__ = (
+        "closed",
+        "closing",
+        "drained",
+        "identity",
+        "in_flight",
+        "journal",
+        "lock",
+        "started_at",
+    )
 
     def __init__(self, journal: Journal, started_at: int) -> None:
         self.journal = journal
         self.lock = asyncio.Lock()
         self.started_at = started_at
         self.identity: Any = None
+        # By request id; a close waits (bounded) until it is empty.
+        self.in_flight: dict[str, _InFlight] = {}
+        self.drained = asyncio.Event()
+        self.drained.set()
+        self.closing = False
+        self.closed = False  # its manifest is recorded: nothing follows it
 
-    async def append(self, events: list[Any]) -> None:
-        """Append events atomically, serialized with the session's others (P21)."""
+    def ended(self, request_id: str) -> _InFlight | None:
+        """Take a call off the in-flight list (``None``: cut off already)."""
+        call = self.in_flight.pop(request_id, None)
+        if not self.in_flight:
+            self.drained.set()
+        return call
+
+    async def append(self, events: list[Any] | Callable[[int], list[Any]]) -> None:
+        """Append events atomically, serialized with the session's others (P21).
+
+        ``events`` may be a function of the seq the first of them gets (a
+        sealed payload's key binds it, P23), called under the lock.
+        """
         async with self.lock:
+            if self.closed:  # a call cut off at the close, still running
+                raise ledger_error("the session is closed")
             try:
                 if self.journal.broken:
                     self.journal = await self.journal.reopened()
+                if callable(events):
+                    events = events(self.journal.next_seq)
                 for event in events:
                     self.journal.add(event)
                 await self.journal.flush()
@@ -292,10 +387,14 @@ class ProxyLedger:
         tool: str,
         args: Any,
         meta: Any = None,
+        state: CallState | None = None,
     ) -> _Stream:
-        """Append ``proxy.call_started`` before anything is routed."""
+        """Append ``proxy.call_started`` before anything is routed; the call
+        is in flight until its finish (or its cut-off) is recorded."""
         self._keyed()
         stream = self.stream(session)
+        if stream.closing:  # P18: its manifest is being finalized
+            raise ledger_error("the session is closing")
         if stream.identity is None:
             stream.identity = ctx.identity
         await stream.append(
@@ -311,6 +410,8 @@ class ProxyLedger:
                 )
             ]
         )
+        stream.in_flight[ctx.request_id] = _InFlight(tool, args, state)
+        stream.drained.clear()
         return stream
 
     def tier(self, tool: str, identity: Any, args: Any) -> str:
@@ -337,7 +438,15 @@ class ProxyLedger:
         error: McpError | None,
         duration_ms: float,
     ) -> None:
-        """Append ``proxy.call_finished`` before the response leaves (P20)."""
+        """Append ``proxy.call_finished`` before the response leaves (P20).
+
+        Raises:
+            McpError: ``LEDGER_UNAVAILABLE`` when the append fails, or when
+                the session's close already recorded this call cut off (its
+                response is withheld: the record says it did not finish).
+        """
+        if stream.ended(ctx.request_id) is None:
+            raise ledger_error("the session closed first; the call is cut off")
         secret = self._keyed()
         args = state.forwarded_args if state.forwarded_args is not None else {}
         if error is not None:
@@ -350,35 +459,90 @@ class ProxyLedger:
             assert result is not None
             output = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         tier = self.tier(tool, ctx.identity, args)
-        raw_in: Any = None
-        raw_out: Any = None
-        sealed_in = sealed_out = None
-        if tier == "high":
-            sid = session.audit_session
-            sealed_in = seal_payload(args, secret, sid, ctx.request_id, "input")
-            sealed_out = seal_payload(output, secret, sid, ctx.request_id, "output")
-        else:
-            raw_in, raw_out = args, output
-        event = ProxyCallFinished(
-            request_id=ctx.request_id,
-            route=state.route,
-            tool=tool,
-            forwarded_tool=state.forwarded,
-            outcome=outcome,
-            rejection_reason=state.reason,
-            duration_ms=round(duration_ms, 3),
-            input_digest=digest(args),
-            output_digest=digest(output),
-            sensitivity=tier,
-            input_raw=raw_in,
-            output_raw=raw_out,
-            input_sealed=sealed_in,
-            output_sealed=sealed_out,
-            identity=ctx.identity,
-            server_name=ctx.server_name,
-            server_version=ctx.server_version,
+        sid, rid = session.audit_session, ctx.request_id
+
+        def at(seq: int) -> list[Any]:
+            """The event, its payloads sealed for ``seq``, its position (P23)."""
+            raw_in: Any = None
+            raw_out: Any = None
+            sealed_in = sealed_out = None
+            if tier == "high":
+                sealed_in = seal_payload(args, secret, sid, rid, "input", seq)
+                sealed_out = seal_payload(output, secret, sid, rid, "output", seq)
+            else:
+                raw_in, raw_out = args, output
+            event = ProxyCallFinished(
+                request_id=rid,
+                route=state.route,
+                tool=tool,
+                forwarded_tool=state.forwarded,
+                outcome=outcome,
+                rejection_reason=state.reason,
+                duration_ms=round(duration_ms, 3),
+                input_digest=digest(args),
+                output_digest=digest(output),
+                sensitivity=tier,
+                input_raw=raw_in,
+                output_raw=raw_out,
+                input_sealed=sealed_in,
+                output_sealed=sealed_out,
+                identity=ctx.identity,
+                server_name=ctx.server_name,
+                server_version=ctx.server_version,
+            )
+            return [event]
+
+        await stream.append(at)
+
+    async def cut_off(self, session: ProxySession, ctx: ProxyContext) -> None:
+        """Record a call that was cancelled mid-route (its session ended) as
+        finished with outcome ``"cut_off"``, unless its close did already."""
+        stream = self._streams.get(session.audit_session)
+        if stream is None:
+            return
+        call = stream.ended(ctx.request_id)
+        if call is not None:
+            await stream.append([self._cut(ctx.request_id, call, ctx.identity)])
+
+    def _cut(self, request_id: str, call: _InFlight, identity: Any) -> Any:
+        """P18, P20: what a call cut off by its session's end came to: no
+        response left; only its digests are kept."""
+        state = call.state
+        return ProxyCallFinished(
+            request_id=request_id,
+            route=state.route if state is not None else "pipeline",
+            tool=call.tool,
+            forwarded_tool=state.forwarded if state is not None else None,
+            outcome="cut_off",
+            rejection_reason=state.reason if state is not None else None,
+            duration_ms=round((time.perf_counter() - call.began) * 1000.0, 3),
+            input_digest=digest(call.args),
+            output_digest=digest(None),
+            identity=identity,
+            server_name=self.proxy.name,
+            server_version=self.proxy.version,
         )
-        await stream.append([event])
+
+    async def _drain(self, stream: _Stream) -> None:
+        """P18: wait (at most ``drain_s``) for the calls in flight to finish;
+        record each one still running as cut off, before the manifest."""
+        assert self.audit is not None
+        # What is still running at the bound is recorded as cut off, below.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stream.drained.wait(), self.audit.drain_s)
+        for request_id in list(stream.in_flight):
+            call = stream.ended(request_id)
+            if call is None:
+                continue
+            try:
+                await stream.append([self._cut(request_id, call, stream.identity)])
+            except McpError:
+                log.error(
+                    "proxy: the cut-off of call %s in %s was not recorded",
+                    request_id,
+                    stream.journal.session_id,
+                    exc_info=True,
+                )
 
     # -- the end of a session (P18, P22) ------------------------------------
 
@@ -396,6 +560,8 @@ class ProxyLedger:
             )
             return None
         stream = self.stream(session)
+        stream.closing = True
+        await self._drain(stream)
         records = await self.store.read(session.audit_session)
         manifest: dict[str, Any] = {
             "session_id": session.audit_session,
@@ -415,6 +581,7 @@ class ProxyLedger:
                 session.audit_session,
                 exc_info=True,
             )
+        stream.closed = True  # a call still running records nothing more
         self._streams.pop(session.audit_session, None)
         self.proxy.manifest(manifest)
         return manifest

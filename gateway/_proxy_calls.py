@@ -13,8 +13,10 @@ Laws: P9 (a hidden tool or resource is not found, with a reason), P11
 (every refusal carries a ``RejectionReason`` in ``data``), P15 (one
 telemetry event per tool call, on every route: its fields), P20 (the ledger
 records every route, around everything: ``call_started`` before the route,
-``call_finished`` before the response leaves; a cancelled call records
-neither a finish nor telemetry, on either path).
+``call_finished`` before the response leaves; a call cancelled mid-route (a
+client's cancel, its session's DELETE or TTL) records a ``call_finished``
+with outcome ``"cut_off"``, shielded, and no telemetry, on either path, so
+no start is left without its finish, P18).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp.types as types
 from mcp.shared.exceptions import McpError
 
@@ -127,11 +130,16 @@ async def accounted(
     if ledger is not None:
         if meta is not None and not isinstance(meta, dict):
             meta = meta.model_dump(mode="json", exclude_none=True)
-        entry = await ledger.started(session, ctx, requested, args, meta)
+        entry = await ledger.started(session, ctx, requested, args, meta, state)
     result: Any = None
     error: McpError | None = None
     try:
         result = await route(state)
+    except anyio.get_cancelled_exc_class():
+        if ledger is not None and entry is not None:
+            with anyio.CancelScope(shield=True):
+                await _cut_off(session, ctx)
+        raise
     except McpError as exc:
         error = exc
         state.reason = state.reason or reason_of(exc)
@@ -169,3 +177,14 @@ async def accounted(
     if error is not None:
         raise error
     return result
+
+
+async def _cut_off(session: ProxySession, ctx: ProxyContext) -> None:
+    """P18, P20: record a cancelled call as cut off; a failure is logged, for
+    the cancellation, not the ledger, is what the caller must see."""
+    ledger = session.proxy.ledger
+    assert ledger is not None
+    try:
+        await ledger.cut_off(session, ctx)
+    except McpError:
+        log.error("proxy: the cut-off of call %s was not recorded", ctx.request_id)

@@ -52,7 +52,8 @@ __all__ = [
 
 
 async def test_r3_chain_verifies_and_names_first_broken_seq(store: EventStore) -> None:
-    """R3: a chain verifies; an edit, deletion, insertion, reorder is named."""
+    """R3: a chain verifies; an edit, deletion, insertion, reorder is named
+    at its position (the seq it should hold, not the seq found there)."""
     sid = new_session()
     seq = 0
     for n in range(3):
@@ -71,15 +72,15 @@ async def test_r3_chain_verifies_and_names_first_broken_seq(store: EventStore) -
     assert edit != records[8].data
     assert verify_chain(edited(8, data=edit)) == 9
     assert verify_chain(edited(8, hash="0" * 64)) == 9
-    assert verify_chain(edited(8, seq=70)) == 70  # renumbered in the store only
+    assert verify_chain(edited(8, seq=70)) == 9  # renumbered in the store only
     deleted = records[:9] + records[10:]
-    assert verify_chain(deleted) == 11
-    assert verify_chain(records[:-2] + records[-1:]) == 21
+    assert verify_chain(deleted) == 10
+    assert verify_chain(records[:-2] + records[-1:]) == 20
     reordered = list(records)
     reordered[4], reordered[5] = reordered[5], reordered[4]
-    assert verify_chain(reordered) == 6
+    assert verify_chain(reordered) == 5
     inserted = [*records[:12], records[11], *records[12:]]
-    assert verify_chain(inserted) == 12
+    assert verify_chain(inserted) == 13
     # A renumbering that re-seals its own record still breaks at that seq:
     # its body now disagrees with its position, or the next prev_hash does.
     ev = records[8].decode()

@@ -6,21 +6,37 @@ Pattern: end to end with the real SDK client through ``McpProxy`` to a
 Role:    unit tests for ``gateway/_proxy_audit.py``.
 Emits:   nothing.
 
-Laws: P18 (a manifest at every session end), P20, P21, P22, P23.
+Laws: P18 (a manifest at every session end, after the calls in flight are
+drained or recorded cut off), P20, P21, P22 (the first broken position),
+P23 (a sealed payload opens only at its own position).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import functools
+import hashlib
+import hmac
+import os
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
+import httpx
 import msgspec
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import McpError
 
 from helmlog import ToolMiddleware, deny
-from helmlog.events import MemoryEventStore, StoredEvent, verify_chain
+from helmlog.events import (
+    MemoryEventStore,
+    ProxyCallFinished,
+    StoredEvent,
+    canonical_json,
+    verify_chain,
+)
 from helmlog.gateway import (
     McpProxy,
     ProxyAudit,
@@ -30,8 +46,9 @@ from helmlog.gateway import (
 )
 from helmlog.gateway._proxy_audit import chain_key
 
+from .http_helpers import HEADERS, INITIALIZE
 from .proxy_helpers import proxied
-from .upstream_server import CALLS, UPSTREAM
+from .upstream_server import CALLS, CANCELLED, UPSTREAM
 
 SECRET = b"operator secret"
 
@@ -306,3 +323,206 @@ async def test_an_upstream_that_dies_mid_call_is_audited_as_an_error() -> None:
         r.decode() for r in await store.read(sid) if r.type == "proxy.call_finished"
     ]
     assert [("die", "error")] == [(e.tool, e.outcome) for e in finished]
+
+
+async def _three_calls(store: MemoryEventStore, **kw: Any) -> list[StoredEvent]:
+    """Three audited calls through a real proxy: seqs 1-6, the manifest at 7."""
+    async with proxied(_proxy(store, **kw)) as client:
+        for word in "abc":
+            await client.call_tool("echo", {"word": word})
+    records = await _records(store)
+    assert list(range(1, 8)) == [r.seq for r in records]
+    return records
+
+
+async def test_p22_verify_chain_names_the_first_broken_position() -> None:
+    """P22: seq 2 deleted unrenumbered, 2 and 3 swapped, seq i set to i+5:
+    each breaks at its position (2, 2, i), never at a seq the attacker chose."""
+    records = await _three_calls(MemoryEventStore())
+    key = chain_key(SECRET)
+    assert None is verify_chain(records, key)
+    deleted = [records[0], *records[2:]]
+    swapped = [records[0], records[2], records[1], *records[3:]]
+    assert (2, 2) == (verify_chain(deleted, key), verify_chain(swapped, key))
+    for i in range(1, 8):
+        renumbered = list(records)
+        renumbered[i - 1] = msgspec.structs.replace(records[i - 1], seq=i + 5)
+        assert i == verify_chain(renumbered, key), i
+        # Renumbered in its body too (and re-hashed): still its position.
+        body = msgspec.json.decode(records[i - 1].data)
+        data = msgspec.json.encode({**body, "seq": i + 5})
+        resealed = msgspec.structs.replace(
+            records[i - 1],
+            seq=i + 5,
+            data=data,
+            hash=hmac.new(key, data, hashlib.sha256).hexdigest(),
+        )
+        renumbered[i - 1] = resealed
+        assert i == verify_chain(renumbered, key), i
+
+
+def _high(records: list[StoredEvent]) -> list[ProxyCallFinished]:
+    finished = [r.decode() for r in records if r.type == "proxy.call_finished"]
+    assert all(isinstance(e, ProxyCallFinished) for e in finished)
+    return finished  # type: ignore[return-value]
+
+
+async def test_p23_a_sealed_payload_opens_only_at_its_own_position() -> None:
+    """P23: a ciphertext moved to another event, given the same request id,
+    does not open there (the key binds the seq); at home it opens."""
+    records = await _three_calls(MemoryEventStore(), sensitivity=lambda t, i, a: "high")
+    first, second, _third = _high(records)
+    assert {"word": "a"} == open_payload(first, SECRET, "input")
+    assert {"word": "b"} == open_payload(second, SECRET, "input")
+    for field in ("input", "output"):
+        moved = msgspec.structs.replace(
+            second,
+            request_id=first.request_id,
+            input_sealed=first.input_sealed,
+            output_sealed=first.output_sealed,
+        )
+        with pytest.raises(ValueError, match="does not open"):
+            open_payload(moved, SECRET, field)
+    # Stripping the position mark does not help: the older key is another key.
+    assert first.input_sealed is not None
+    unmarked = msgspec.structs.replace(
+        first, input_sealed=first.input_sealed.removeprefix("v2:")
+    )
+    with pytest.raises(ValueError, match="does not open"):
+        open_payload(unmarked, SECRET, "input")
+
+
+def test_p23_a_payload_sealed_before_positions_still_opens() -> None:
+    """P23: a value sealed with the older key (session and request id, no
+    mark) opens as it did: old audit streams stay readable."""
+    info = b"helmlog/v1/payload|s-1|r-1"
+    key = hmac.new(SECRET, info, hashlib.sha256).digest()
+    nonce = os.urandom(12)
+    sealed = AESGCM(key).encrypt(nonce, canonical_json({"word": "x"}), b"input")
+    event = ProxyCallFinished(
+        session_id="s-1",
+        seq=4,
+        request_id="r-1",
+        route="pipeline",
+        tool="echo",
+        outcome="success",
+        input_digest="0" * 64,
+        output_digest="0" * 64,
+        input_sealed=base64.b64encode(nonce + sealed).decode(),
+    )
+    assert {"word": "x"} == open_payload(event, SECRET, "input")
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.02)
+
+
+async def _ended_mid_call(
+    end: Callable[[str, str], Any], **options: Any
+) -> tuple[list[StoredEvent], list[dict[str, Any]]]:
+    """A call to ``sleepy_noted`` in flight over HTTP when ``end(url, sid)``
+    ends its session; the session's records and the manifests handed out.
+
+    The client is raw HTTP: the call's own request is answered with an error
+    once its session is gone, which the SDK's client raises out of its
+    transport, not out of the call.
+    """
+    CALLS.clear()
+    CANCELLED.clear()
+    store = MemoryEventStore()
+    got: list[dict[str, Any]] = []
+    proxy = _proxy(store, on_manifest=got.append, **options)
+    async with (
+        proxy,
+        proxy.http_server() as url,
+        httpx.AsyncClient(timeout=60) as http,
+        anyio.create_task_group() as tg,
+    ):
+        opened = await http.post(url, json=INITIALIZE, headers=HEADERS)
+        sid = opened.headers["mcp-session-id"]
+        session = {**HEADERS, "mcp-session-id": sid}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        told = await http.post(url, json=initialized, headers=session)
+        assert 202 == told.status_code
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "sleepy_noted", "arguments": {"seconds": 30}},
+        }
+        tg.start_soon(functools.partial(http.post, url, json=call, headers=session))
+        await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
+        await end(url, sid)
+        await _until(lambda: bool(got), "the manifest")
+        tg.cancel_scope.cancel()
+    return await _records(store), got
+
+
+async def _delete(url: str, sid: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.delete(url, headers={"mcp-session-id": sid})
+    assert 200 == answer.status_code
+
+
+async def _wait_for_ttl(url: str, sid: str) -> None:
+    return None  # the session's TTL ends it
+
+
+@pytest.mark.parametrize("end", ["delete", "ttl"])
+async def test_p18_a_session_ended_mid_call_records_its_finish_before_the_manifest(
+    end: str,
+) -> None:
+    """P18, P20: a DELETE or TTL with a call in flight: the manifest is
+    written after the call's ``call_finished`` (cut off), none is left open."""
+    if end == "delete":
+        records, manifests = await _ended_mid_call(_delete)
+    else:
+        records, manifests = await _ended_mid_call(_wait_for_ttl, session_ttl_s=1.0)
+    events: list[Any] = [r.decode() for r in records]
+    types = [e.type for e in events]
+    assert [
+        "proxy.call_started",
+        "proxy.call_finished",
+        "proxy.session_closed",
+    ] == types
+    started, finished, closed = events
+    assert (started.request_id, "sleepy_noted") == (finished.request_id, finished.tool)
+    assert "cut_off" == finished.outcome
+    (manifest,) = manifests
+    assert (2, manifest) == (manifest["event_count"], closed.manifest)
+    assert None is verify_chain(records, chain_key(SECRET))
+
+
+async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None:
+    """P18, P20: a close waits ``drain_s`` for a call in flight, then records
+    it cut off before the manifest; its late finish appends nothing more and
+    its response is withheld (``LEDGER_UNAVAILABLE``)."""
+    from helmlog.gateway._proxy_calls import CallState
+
+    store = MemoryEventStore()
+    proxy = McpProxy(UPSTREAM, audit=ProxyAudit(SECRET, "k1", store, drain_s=0.05))
+    ledger = proxy.ledger
+    assert ledger is not None
+    session = proxy.open_session(transport="stdio", session_id=None)
+    ctx = session.fresh_context()
+    state = CallState("echo", {"word": "x"})
+    stream = await ledger.started(session, ctx, "echo", {"word": "x"}, None, state)
+    manifest = await ledger.close_session(session)
+    assert manifest is not None
+    with pytest.raises(McpError) as raised:
+        await ledger.finished(
+            session, ctx, stream, "echo", state, "success", {"content": []}, None, 1.0
+        )
+    assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data
+    events: list[Any] = [r.decode() for r in await _records(store)]
+    assert ["proxy.call_started", "proxy.call_finished", "proxy.session_closed"] == [
+        e.type for e in events
+    ]
+    assert ("cut_off", ctx.request_id) == (events[1].outcome, events[1].request_id)
+    assert 2 == manifest["event_count"]
+    with pytest.raises(McpError):  # nothing follows the manifest
+        await ledger.started(session, session.fresh_context(), "echo", {}, None)
+    assert 3 == len(await _records(store))
