@@ -52,6 +52,7 @@ from ._errors import (
     HostError,
     HostUnavailableError,
     LedgerAppendError,
+    LedgerOutcomeUnknownError,
     MessageDeniedContext,
     MessageDeniedError,
     NoConversationError,
@@ -77,7 +78,13 @@ from ._pause_events import (
 )
 from ._proxy_events import ProxyCallFinished, ProxyCallStarted, ProxySessionClosed
 from ._session_state import Approval, PendingPause, SessionState, sign_checkpoint
-from ._store import EventStore, FactDelivery, FactRecord, read_verified
+from ._store import (
+    EventStore,
+    FactDelivery,
+    FactRecord,
+    read_verified,
+    refuse_headless,
+)
 from ._turn_errors import OutputValidationError, TurnLimitError
 from ._turn_events import (
     FatalError,
@@ -146,6 +153,7 @@ __all__ = [
     "HostError",
     "HostUnavailableError",
     "LedgerAppendError",
+    "LedgerOutcomeUnknownError",
     "LlmEnded",
     "LlmStarted",
     "MemoryEventStore",
@@ -206,6 +214,7 @@ __all__ = [
     "pause_content_digest",
     "pause_mac",
     "read_verified",
+    "refuse_headless",
     "seal",
     "shape",
     "sign_checkpoint",

@@ -21,7 +21,9 @@ The tree::
     ├── StoreError                ERR_STORE              a store failed (retryable)
     │   ├── SequenceConflictError ERR_SEQUENCE_CONFLICT  another writer got there
     │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
-    │                                                    governed action did not happen
+    │       │                                            governed action did not happen
+    │       └── LedgerOutcomeUnknownError                whether it landed is unknown
+    │                                 ERR_LEDGER_OUTCOME_UNKNOWN (R24); not acted on
     ├── ProviderError             ERR_PROVIDER           the model call failed
     ├── TurnLimitError            ERR_TURN_LIMIT         a turn reached a limit (*)
     ├── OutputValidationError     ERR_OUTPUT_INVALID     no answer fit the output
@@ -192,7 +194,11 @@ class DecisionRequiredError(HelmlogError):
 
 
 class CheckpointError(HelmlogError):
-    """A checkpoint was refused before anything was appended (R9, R14)."""
+    """A checkpoint was refused before anything was appended (R9, R14).
+
+    ``"session-deleted"`` (R25): the store once held the checkpoint's session
+    and no longer has it, so the checkpoint is not imported as a new one.
+    """
 
     code = "ERR_CHECKPOINT"
     REASONS = (
@@ -202,6 +208,7 @@ class CheckpointError(HelmlogError):
         "replayed",
         "stale",
         "policy-changed",
+        "session-deleted",
     )
 
     def __init__(self, reason: str, detail: str = "") -> None:
@@ -263,12 +270,23 @@ class StreamTamperedError(HelmlogError):
     store's chain key), ``"chain"`` (``prev_hash`` is not its predecessor's
     hash), ``"truncated"`` (the head record names a later seq than the stream
     holds: ``seq`` is the first missing one), ``"deleted"`` (the head record
-    remains, the stream is gone) or ``"head"`` (the head record's MAC or hash
-    does not verify). Not retryable: the stored bytes will not change.
+    remains, the stream is gone), ``"head"`` (the head record's MAC or hash
+    does not verify) or ``"no-head"`` (R26: the store writes head records and
+    this stream has none; ``seq`` is 0, the head's place). Not retryable: the
+    stored bytes will not change.
     """
 
     code = "ERR_STREAM_TAMPERED"
-    REASONS = ("order", "malformed", "hash", "chain", "truncated", "deleted", "head")
+    REASONS = (
+        "order",
+        "malformed",
+        "hash",
+        "chain",
+        "truncated",
+        "deleted",
+        "head",
+        "no-head",
+    )
 
     def __init__(self, *, session_id: str, seq: int, reason: str) -> None:
         self.session_id = session_id
@@ -305,9 +323,11 @@ class SequenceConflictError(StoreError):
 class LedgerAppendError(StoreError):
     """An append failed, so the governed action did not happen (R5).
 
-    Whether the append itself landed is unknown (a reply lost on the way
-    back looks like a refusal); the session's next activation reads the
-    stream, reports an append that landed after all, and publishes its facts.
+    R24: the append is not in the stream. A store whose reply was lost reads
+    the stream back before it answers; when it cannot tell, the error is
+    ``LedgerOutcomeUnknownError``. (A store that breaks R24 is still caught:
+    the session's next activation reports an append that landed after all
+    and publishes its facts.)
     """
 
     code = "ERR_LEDGER_APPEND"
@@ -317,8 +337,31 @@ class LedgerAppendError(StoreError):
         self.store = store
         super().__init__(
             f"could not append to session '{session_id}' in {store}: {cause}; "
-            "the action was not taken; whether the append landed is unknown, "
-            "and the session's next activation reconciles it — retry"
+            "the append is not in the stream and the action was not taken — retry"
+        )
+
+
+class LedgerOutcomeUnknownError(LedgerAppendError):
+    """An append was sent, its reply was lost, and the store did not answer a
+    read-back in time: whether it landed is unknown (R24).
+
+    The governed action did not happen either way. Retryable: nothing acts
+    on the session again before an activation has read its stream back,
+    which settles the question (an append that landed is reported and its
+    facts published; the retry continues from the stream as it is).
+    """
+
+    code = "ERR_LEDGER_OUTCOME_UNKNOWN"
+
+    def __init__(self, *, session_id: str, store: str, cause: str) -> None:
+        self.session_id = session_id
+        self.store = store
+        StoreError.__init__(
+            self,
+            f"could not learn whether an append to session '{session_id}' in "
+            f"{store} landed: {cause}; the action was not taken, and the "
+            "session's next activation reads the stream back and reconciles "
+            "it — retry once the store answers",
         )
 
 
@@ -367,10 +410,12 @@ class ClusterConfigError(ClusterError, ValueError):
 
 
 class HostUnavailableError(ClusterError):
-    """The host of a session died or is restarting; the call may not have run.
+    """The host of a session died, is restarting or stopped answering; the
+    call may not have run.
 
     The session's turn, if one started, is finished by the restarted host's
-    failover (R22); retry a read, or continue from the session's checkpoint.
+    failover (R22) or by the host that takes over its lease (R27); retry a
+    read, or continue from the session's checkpoint.
     """
 
     code = "ERR_HOST_UNAVAILABLE"
@@ -382,7 +427,8 @@ class HostUnavailableError(ClusterError):
         self.cause = cause
         super().__init__(
             f"the host of session '{session_id}' (host {host}) is unavailable: "
-            f"{cause}; a turn it started is finished when the host restarts"
+            f"{cause}; a turn it started is finished when the host restarts "
+            "or another host takes over its lease"
         )
 
 

@@ -15,7 +15,9 @@ consumer group keeps a delivered fact pending for its consumer until
 acknowledged, and an idle one can be claimed), R7/R18 (the open-turns and
 pending-asks index, ``events/_index.py``, kept beside the streams), R19 (the
 head record, written by the same step as the append, outlives a deleted
-stream).
+stream), R25 (every session an append created is remembered, whatever is
+deleted later), R26 (the store is marked as one that writes heads by its
+first append; ``upgrade_head`` gives an older stream its head).
 
 Why a module of its own: the port is what every adapter and every caller
 shares; this adapter is one of them, like ``events/_redis_store.py``, and
@@ -30,10 +32,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ._chain import StoredEvent, StreamHead, head_of, type_of
+from ._chain import StoredEvent, StreamHead, head_of, type_of, verify_records
 from ._errors import SequenceConflictError, StoreError
 from ._facts import fact_records
 from ._index import MemoryIndex, PendingAsk, delta_of
+from ._lease import MemoryLeases
 from ._store import FactDelivery, FactRecord, StoreBase
 
 
@@ -54,6 +57,11 @@ class MemoryEventStore(StoreBase):
         self._facts_at: dict[str, int] = {}
         self._groups: dict[str, _MemoryGroup] = {}
         self._index = MemoryIndex()
+        # R25/R26: sessions ever created here, and whether this version has
+        # written the store (so a stream without its head is a downgrade).
+        self._known: set[str] = set()
+        self._writes_heads = False
+        self._leases = MemoryLeases()  # R27
 
     async def head(self, session_id: str) -> tuple[int, str]:
         stream = self._streams.get(session_id)
@@ -90,6 +98,8 @@ class MemoryEventStore(StoreBase):
             self._heads[session_id] = head_of(
                 session_id, last.seq, last.hash, self.chain_key
             )
+            self._known.add(session_id)
+            self._writes_heads = True
         # Publication is synchronous here, through the same cursor as a
         # remote store's outbox, so ``publish_facts`` means the same.
         self._publish(session_id, records)
@@ -132,6 +142,28 @@ class MemoryEventStore(StoreBase):
 
     async def sessions(self) -> list[str]:
         return [sid for sid, stream in self._streams.items() if stream]
+
+    async def remembers(self, session_id: str) -> bool:
+        return session_id in self._known
+
+    async def writes_heads(self) -> bool:
+        return self._writes_heads
+
+    async def upgrade_head(self, session_id: str) -> StreamHead | None:
+        stream = self._streams.get(session_id)
+        if session_id in self._heads:
+            self._known.add(session_id)
+            self._writes_heads = True
+            return None
+        if not stream:
+            return None
+        verify_records(session_id, stream, self.chain_key)
+        last = stream[-1]
+        head = head_of(session_id, last.seq, last.hash, self.chain_key)
+        self._heads[session_id] = head
+        self._known.add(session_id)
+        self._writes_heads = True
+        return head
 
     async def read_facts(
         self, after_id: str | None = None, *, block_ms: int | None = None
@@ -219,6 +251,12 @@ class MemoryEventStore(StoreBase):
         for session_id in sessions:
             await self.reindex(session_id)
         return len(sessions)
+
+    async def claim_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        return self._leases.claim(name, owner, ttl_s)
+
+    async def release_lease(self, name: str, owner: str) -> bool:
+        return self._leases.release(name, owner)
 
     async def close(self) -> None:
         return None

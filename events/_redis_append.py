@@ -19,7 +19,9 @@ key is), R20 (a resend is taken for our own append only when the stream ends
 with it and holds its token), R4 (only a successful append publishes), R7
 (the open-turn mark goes before the append that opens the turn), R5 (a
 driver error is a retryable ``StoreError``; nobody waits on an append the
-flusher will never send).
+flusher will never send), R24 (an append sent whose reply was lost is not
+reported failed: ``_redis_resolve.py`` reads it back first; only one that
+was never sent, or that the store refused, fails at once).
 
 Why facts and index entries travel in the round trip *after* their append:
 their keys live in other cluster slots than the session, so they cannot join
@@ -39,20 +41,20 @@ from typing import Any, Final
 
 from ._chain import StoredEvent, encode_head, head_of, type_of
 from ._codec import decode_envelope
-from ._errors import SequenceConflictError, StoreError
+from ._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
 from ._index import RELEVANT_TYPES, delta_of, encode_ask
 from ._redis_base import QueuedAppend
-from ._redis_keys import Op, fact_ops, head_key, stream_key
-from ._redis_outbox import RedisOutbox
+from ._redis_keys import Op, append_keys, fact_ops, stream_key
+from ._redis_resolve import RedisResolve
 from ._redis_scripts import APPEND_SHA
-from ._redis_wire import DRIVER_ERRORS, Arg
+from ._redis_wire import DRIVER_ERRORS, Arg, ReplyLostError
 
 log = logging.getLogger("helmlog.events")
 
 _MARKS_MAX: Final = 4_096
 
 
-class RedisAppends(RedisOutbox):
+class RedisAppends(RedisResolve):
     """The appends of the Redis event store."""
 
     async def head(self, session_id: str) -> tuple[int, str]:
@@ -105,11 +107,12 @@ class RedisAppends(RedisOutbox):
         if self._closed:
             raise StoreError(f"the redis event store {self.url} is closed")
         self._tokens += 1
+        token = f"{self._writer}:{self._tokens}"
         last = records[-1]
         head = encode_head(head_of(session_id, last.seq, last.hash, self.chain_key))
         args: list[Arg] = [
-            "EVALSHA", APPEND_SHA, 2, stream_key(session_id), head_key(session_id),
-            expected_seq, prev_hash, f"{self._writer}:{self._tokens}", head,
+            "EVALSHA", APPEND_SHA, *append_keys(session_id, expected_seq),
+            expected_seq, prev_hash, token, head,
         ]  # fmt: skip
         relevant = False
         seq = expected_seq
@@ -150,6 +153,7 @@ class RedisAppends(RedisOutbox):
             premark,
             loop.create_future(),
         )
+        item.token, item.last_seq = token, last.seq
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
@@ -225,7 +229,10 @@ class RedisAppends(RedisOutbox):
                     )
                     for item in batch:
                         if item.session_id in refused:
-                            self._settle(item, refused[item.session_id])
+                            # Never sent: not in the stream (R24).
+                            self._settle(
+                                item, self._error("append to", refused[item.session_id])
+                            )
                     batch = go
                 else:
                     replies = await self._routes.call([*shard_cmds, *appends])
@@ -233,21 +240,31 @@ class RedisAppends(RedisOutbox):
                     append_replies = replies[len(shard_cmds) :]
             except (*DRIVER_ERRORS, StoreError) as exc:
                 self._requeue(staged, exc)
+                if isinstance(exc, ReplyLostError):
+                    # R24: sent, reply lost: read back before telling anyone.
+                    self._unknown(batch, exc)
+                    return False
                 error = (
                     exc
                     if isinstance(exc, StoreError)
                     else self._error("append to", exc)
                 )
                 for item in batch:
+                    # Never sent (a lost reply is read back above, R24).
                     self._heads.pop(item.session_id, None)
-                    # The append may have landed: its facts were never queued.
                     self._vouched.pop(item.session_id, None)
                     if not item.future.done():
                         item.future.set_exception(error)
                 return False
             self._check_shards(staged, owners, shard_replies)
+            lost: list[QueuedAppend] = []
             for item, reply in zip(batch, append_replies, strict=True):
-                self._settle(item, reply)
+                if isinstance(reply, ReplyLostError):
+                    lost.append(item)  # a node's reply lost (R24)
+                else:
+                    self._settle(item, reply)
+            if lost:
+                self._unknown(lost, append_replies[batch.index(lost[0])])
             return True
         finally:
             self._inflight = []
@@ -256,14 +273,17 @@ class RedisAppends(RedisOutbox):
             self._release(acks)
             # Cancelled mid-send: the outcome is unknown, and nobody may wait
             # on it forever. A retry is safe: the script is idempotent.
-            self._fail(batch, f"an append to {self.url} was interrupted")
+            self._fail(batch, f"an append to {self.url} was interrupted", unknown=True)
 
     def _settle(self, item: QueuedAppend, reply: Any) -> None:
         future = item.future
         sid = item.session_id
+        if isinstance(reply, ReplyLostError):
+            self._unknown([item], reply)  # R24: read back before telling
+            return
         if isinstance(reply, Exception):
+            # Refused, or never sent (a lost reply is read back first, R24).
             self._heads.pop(sid, None)
-            # Unknown outcome: the append may have landed, its facts unqueued.
             self._vouched.pop(sid, None)
             if not future.done():
                 future.set_exception(
@@ -308,9 +328,23 @@ class RedisAppends(RedisOutbox):
             if not future.done():
                 future.set_result(seq)
 
-    def _fail(self, items: list[QueuedAppend], why: str) -> None:
+    def _fail(
+        self, items: list[QueuedAppend], why: str, *, unknown: bool = False
+    ) -> None:
         for item in items:
-            if not item.future.done() and not item.acked:
+            if not item.future.done() and not item.acked and not item.resolving:
                 self._heads.pop(item.session_id, None)
                 self._vouched.pop(item.session_id, None)
-                item.future.set_exception(StoreError(why))
+                item.future.set_exception(
+                    LedgerOutcomeUnknownError(
+                        session_id=item.session_id, store=self.url, cause=why
+                    )
+                    if unknown
+                    else StoreError(why)
+                )
+
+    def _kick(self) -> None:
+        if (self._ops or self._acks or self._queue) and (
+            self._flusher is None or self._flusher.done()
+        ):
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())

@@ -39,12 +39,20 @@ Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
     helmlog:{<session_id>}:head     string: the head record (R19), JSON
                                     {seq, hash, mac}, set by the append script
+    helmlog:{<session_id>}:known    string "1": the session was created here
+                                    (R25), set by its first append's script
+    helmlog:sessions:{<n>}          set: every session created here (R25),
+                                    added after a session's first append
+    helmlog:format                  string "heads": this store writes head
+                                    records (R26), set before an instance's
+                                    first append
     helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
                                     session_id, seq, data
     helmlog:facts-at:{<n>}          hash: session id -> facts cursor (every
                                     fact up to this seq is published)
     helmlog:open:{<n>}              hash: session id -> seq of its open turn
     helmlog:asks:{<n>}              hash: session id -> "<seq>:<PendingAsk json>"
+    helmlog:lease:{<name>}          string: a lease's owner, expiring (PX) (R27)
 
     n = sha256(session_id)[:8] (big-endian) mod shards   (``shard_of``)
 
@@ -58,6 +66,8 @@ URL options (stripped before the URL reaches redis-py)::
                      16 shards keep ~16 M facts, ~515 bytes each in Redis
                      (~8 GB), i.e. ~4.4 h at 1,000 facts/s or ~44 h at 100
     cluster          auto (default: ask the server), yes or no
+    resolve_timeout  seconds an append whose reply was lost is read back
+                     before it is reported unknown, default 5 (R24)
 
 Why the script also checks the stream's last hash against the batch's
 ``prev_hash``: the seq check alone cannot tell a stream that was deleted and
@@ -96,8 +106,10 @@ lifetime (``from_url``, ``close``); the parts are classes over one set of
 books (``_redis_base.py``): the keys and reply parsing
 (``_redis_keys.py``), the reads (``_redis_reads.py``), the facts consumer
 groups (``_redis_groups.py``), the facts outbox and indexes
-(``_redis_outbox.py``) and the group-committed appends
-(``_redis_append.py``), each readable alone. Each import points one way.
+(``_redis_outbox.py``), the group-committed appends
+(``_redis_append.py``) and what the store remembers of its sessions and its
+format (``_redis_registry.py``), each readable alone. Each import points one
+way.
 """
 
 from __future__ import annotations
@@ -110,9 +122,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from ._redis_append import RedisAppends
+from ._lease import RedisLeases
 from ._redis_groups import RedisGroups
 from ._redis_keys import fact_ops, head_key, shard_keys, stream_key
+from ._redis_registry import RedisRegistry
 from ._redis_wire import Routes, StoreOptions, Wire, public_url, split_url
 
 __all__ = ["RedisEventStore", "head_key", "shard_keys", "stream_key"]
@@ -123,7 +136,7 @@ log = logging.getLogger("helmlog.events")
 _fact_ops = fact_ops
 
 
-class RedisEventStore(RedisAppends, RedisGroups):
+class RedisEventStore(RedisRegistry, RedisGroups):
     """Session streams in Redis or Redis Cluster (R11); keys in the module doc.
 
     Args:
@@ -150,6 +163,7 @@ class RedisEventStore(RedisAppends, RedisGroups):
             Wire(client.connection_pool, self.url), self.options, self.url
         )
         self._shards = [shard_keys(n) for n in range(self.options.shards)]
+        self._leases = RedisLeases(self._routes, self.url)  # R27
         # Append tokens: this store's random id and a counter. The append
         # script takes a batch the stream already ends with for a resend of
         # its own (a reply lost on a dropped connection) only when the last
@@ -206,6 +220,12 @@ class RedisEventStore(RedisAppends, RedisGroups):
         client = aioredis.Redis.from_pool(pool)
         return cls(client, chain_key=chain_key, url=url, options=options)
 
+    async def claim_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        return await self._leases.claim(name, owner, ttl_s)
+
+    async def release_lease(self, name: str, owner: str) -> bool:
+        return await self._leases.release(name, owner)
+
     @property
     def cluster(self) -> bool:
         """Whether the store runs on a Redis Cluster (known after first use)."""
@@ -216,6 +236,8 @@ class RedisEventStore(RedisAppends, RedisGroups):
             return
         self._closed = True
         try:
+            # R24: appends whose reply was lost are read back first (bounded).
+            await self._resolved()
             if self._flusher is not None:
                 await self._flusher
             for _round in range(2):

@@ -216,7 +216,8 @@ class EventStore(Protocol):
         are on the facts streams). This reads only the stream after it,
         publishes the facts found there and only then advances the cursor,
         so a fact whose publication failed, whose writer died, or whose
-        append was reported failed but landed is published by the next call.
+        append's outcome was reported unknown but landed (R24) is published
+        by the next call.
         Idempotent, and safe beside appends: a fact is published again only
         when two calls race, and watchers dedupe by ``(session_id, seq)``.
 

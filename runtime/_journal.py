@@ -20,11 +20,21 @@ seq, by the one rule of ``watched``; and whoever next touches a session
 publishes the facts its writers left unpublished: a journal's first
 activation and a broken one's re-activation call ``store.publish_facts``
 once, best-effort — a failure is logged, never raised, R5 — and an append
-reported failed that landed after all is recognised there, logged with its
-seqs and kept in ``reconciled``), G84, R19 (nothing acts on a stream it did
+whose outcome was unknown that landed after all is recognised there, logged
+with its seqs and kept in ``reconciled``), R24 (unknown is not failed: the
+store reads a lost reply back before it answers; ``LedgerAppendError`` means
+the append is not in the stream, ``LedgerOutcomeUnknownError`` that the
+store could not tell in time, and the journal passes that on as itself;
+an append that raised something other than the store's own typed verdict —
+a third-party store, a driver error — is read back here, by the session's
+head, before the run is told: landed is a success, absent is
+``LedgerAppendError``, and no answer within ``READ_BACK_S`` is unknown),
+G84, R19 (nothing acts on a stream it did
 not verify: ``activate`` checks every record it reads against its stored
 hash, under the chain key, and the chain, and a first activation checks the
-head record too; a failure raises ``StreamTamperedError`` and folds nothing).
+head record too; a failure raises ``StreamTamperedError`` and folds nothing),
+R26 (a first activation refuses a stream without its head on a store that
+writes heads, ``refuse_headless``).
 
 Why verification is incremental: the journal's ``(flushed_seq, last_hash)``
 is a position it verified (it read and checked it, or sealed it itself), so
@@ -49,6 +59,7 @@ tell the two apart.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -61,18 +72,25 @@ from helmlog.events import (
     EventStore,
     Folder,
     LedgerAppendError,
+    LedgerOutcomeUnknownError,
     MiddlewareDecision,
     SequenceConflictError,
     StoredEvent,
+    StoreError,
     StreamToken,
     UnknownEvent,
     fact_of,
     hash_bytes,
+    refuse_headless,
     stored_encoding,
     verify_records,
 )
 
 from ._watchers import Listeners
+
+# How long a journal waits for a store to say whether an append that raised
+# is in the stream (R24), before the run is told the outcome is unknown.
+READ_BACK_S = 5.0
 
 log = logging.getLogger("helmlog")
 
@@ -147,13 +165,16 @@ class Journal:
 
         Raises:
             StreamTamperedError: a record read fails its hash or the chain, or
-                (on a first activation) the stream is shorter than its head;
-                nothing read is folded.
+                (on a first activation) the stream is shorter than its head,
+                or has none on a store that writes heads (R26); nothing read
+                is folded.
         """
         key = self.store.chain_key
         if self.broken or (self.flushed_seq == 0 and not self._buffer):
             head = await self.store.read_head(self.session_id)
             stream = await self.store.read(self.session_id, 0)
+            # R26: on a store that writes heads, a headless stream is refused.
+            await refuse_headless(self.store, self.session_id, stream, head)
             events: list[Event | UnknownEvent] = []
             position = verify_records(
                 self.session_id, stream, key, head=head, decoded=events
@@ -200,13 +221,44 @@ class Journal:
             return
         self.reconciled.append((first, last))
         log.warning(
-            "session %s: the append of seqs %d-%d was reported failed but "
+            "session %s: the append of seqs %d-%d, whose outcome was reported "
+            "unknown (or failed, by a store that does not read back, R24), "
             "landed; it is part of the record, and its facts are published",
             self.session_id,
             first,
             last,
             extra={"session_id": self.session_id, "first_seq": first, "last_seq": last},
         )
+
+    async def _read_back(self, records: list[StoredEvent]) -> bool | None:
+        """Whether an append that raised is in the stream: ``None`` when the
+        store does not say within ``READ_BACK_S`` (R24).
+
+        The append was one atomic batch after ``flushed_seq``: the stream's
+        record at the batch's last seq, with the batch's hash, is the answer.
+        """
+        last = records[-1]
+        try:
+            async with asyncio.timeout(READ_BACK_S):
+                seq, digest = await self.store.head(self.session_id)
+                # Invariant: an append is atomic, so a batch that landed left
+                # the stream at least as long as its last seq.
+                if seq < last.seq:
+                    return False
+                if seq == last.seq:
+                    return digest == last.hash
+                after = await self.store.read(self.session_id, last.seq - 1)
+                return bool(after) and (after[0].seq, after[0].hash) == (
+                    last.seq,
+                    last.hash,
+                )
+        except Exception:  # R24: a store that cannot answer leaves it unknown
+            log.warning(
+                "session %s: could not read back an append that raised",
+                self.session_id,
+                exc_info=True,
+            )
+            return None
 
     async def _publish_facts(self) -> None:
         """Publish what earlier writers left unpublished (the outbox, R4).
@@ -295,8 +347,13 @@ class Journal:
         Raises:
             SequenceConflictError: another writer appended first (R20); the
                 journal is broken and fenced: its run appends nothing more.
-            LedgerAppendError: the store refused or failed; nothing after this
-                point may happen, and the cached state is marked broken.
+            LedgerOutcomeUnknownError: the store lost the reply and could not
+                read it back in time (R24): the append may be in the stream.
+                Nothing after this point may happen; the journal is broken,
+                and its next activation reports the append if it landed.
+            LedgerAppendError: the store refused or failed, and the append is
+                not in the stream (R24); nothing after this point may happen,
+                and the cached state is marked broken.
         """
         if not self._buffer:
             return
@@ -307,13 +364,43 @@ class Journal:
         except SequenceConflictError:
             self.broken = self.fenced = True
             raise
-        except Exception as exc:
-            # Translated, never swallowed: what was not recorded did not happen.
+        except LedgerOutcomeUnknownError:
+            # R24: the store read back and could not tell; the next
+            # activation reads the stream and settles it (``_reconcile``).
+            self.broken = True
+            self.attempted = (records[-1].seq, records[-1].hash)
+            raise
+        except StoreError as exc:
+            # The store's own verdict (R24: it read a lost reply back, or it
+            # never sent the append): not in the stream.
             self.broken = True
             self.attempted = (records[-1].seq, records[-1].hash)
             raise LedgerAppendError(
                 session_id=self.session_id, store=self.store.url, cause=str(exc)
             ) from exc
+        except Exception as exc:
+            # Anything else says nothing about the stream: read it back before
+            # the run is told anything (R24). Never swallowed.
+            landed = await self._read_back(records)
+            if landed is not True:
+                self.broken = True
+                self.attempted = (records[-1].seq, records[-1].hash)
+                error = (
+                    LedgerAppendError if landed is False else LedgerOutcomeUnknownError
+                )
+                raise error(
+                    session_id=self.session_id, store=self.store.url, cause=str(exc)
+                ) from exc
+            log.warning(
+                "session %s: the append of seqs %d-%d raised (%s) but is in the "
+                "stream; the run goes on, and its facts are published (R24)",
+                self.session_id,
+                records[0].seq,
+                records[-1].seq,
+                exc,
+                extra={"session_id": self.session_id},
+            )
+            await self._publish_facts()
         self.flushed_seq = records[-1].seq
         if self.listeners:
             self._tell(records, recorded)

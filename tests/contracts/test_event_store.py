@@ -56,6 +56,7 @@ from helmlog.events import (
 )
 from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
+from helmlog.events._redis_keys import FORMAT_KEY, registry_key
 from helmlog.events._redis_scripts import APPEND_LUA
 from helmlog.events._redis_store import (
     RedisEventStore,
@@ -402,6 +403,9 @@ async def test_r11_session_keys_share_a_hash_tag(
     raw_keys: list[bytes] = await raw_redis.keys("*")  # type: ignore[assignment]
     keys = sorted(k.decode() for k in raw_keys)
     shard_key_names = {k for n in range(DEFAULT_SHARDS) for k in shard_keys(n)}
+    # R25/R26: the sessions registry's shards and the format mark span sessions.
+    shard_key_names |= {registry_key(n) for n in range(DEFAULT_SHARDS)}
+    shard_key_names.add(FORMAT_KEY)
     per_session = [k for k in keys if k not in shard_key_names]
     facts_keys = {shard_keys(shard_of(sid, DEFAULT_SHARDS))[0] for sid in sessions}
     assert facts_keys <= set(keys)

@@ -146,9 +146,8 @@ async def test_s8_a_transport_failure_reads_failed_with_its_message() -> None:
     sid = served.session_ids[0]
     message = (
         "the serving ledger could not record this call: could not append to "
-        f"session '{sid}' in memory://: disk full; the action was not taken; "
-        "whether the append landed is unknown, and the session's next "
-        "activation reconciles it — retry"
+        f"session '{sid}' in memory://: disk full; the append is not in the "
+        "stream and the action was not taken — retry"
     )
     expected = f"MCP tool 'call_aws' (server 'aws-prod') failed: {message}"
     assert [(expected, True)] == seen

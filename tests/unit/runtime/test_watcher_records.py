@@ -172,7 +172,7 @@ def test_g95_the_face_does_not_hand_out_record_taking() -> None:
     for module in (helmlog, helmlog.runtime, helmlog.sinks):
         assert "RecordTaker" not in module.__all__
         assert not hasattr(module, "RecordTaker")
-    assert ["RecordTaker"] == helmlog.events.lowlevel.__all__
+    assert "RecordTaker" in helmlog.events.lowlevel.__all__
 
 
 async def test_g84_a_record_taker_is_handed_every_append_as_stored_once() -> None:
