@@ -17,7 +17,6 @@ folds the same approvals), issue 22.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -25,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from helmlog import check_in_approved, is_ask_pause
-from helmlog.events import EventStore, open_event_store
+from helmlog.events import EventStore
 
+from ...polling import until as _until
 from .trust_agents import ANSWER, trust_agent
 
 if TYPE_CHECKING:
@@ -49,25 +49,6 @@ async def cluster(ray_local: None, redis_url: str) -> AsyncIterator[Cluster]:
     c = Cluster.local(redis_url, n_hosts=2, name=f"trust-{uuid.uuid4().hex[:8]}")
     yield c
     await c.shutdown(hosts=True)
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[EventStore]:
-    s = open_event_store(redis_url)
-    yield s
-    await s.close()
-
-
-async def _until(what: str, check: Any, within: float = 60.0) -> Any:
-    """Poll ``check()`` until it returns something truthy, or fail naming ``what``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert loop.time() < deadline, f"{what}: not within {within} s"
-        await asyncio.sleep(0.05)
 
 
 async def _approved_session(client: ClusterAgent) -> tuple[str, str]:

@@ -20,8 +20,9 @@ import pytest
 from helmlog import Agent
 from helmlog._demo import demo_agent, run_session
 from helmlog.actors import Cluster
-from helmlog.events import DecisionFiled, EventStore, open_event_store
+from helmlog.events import DecisionFiled, EventStore
 
+from ...polling import until as _until
 from .watch_agents import capped, redacted
 
 pytestmark = [
@@ -53,13 +54,6 @@ async def cluster(ray_local: None, redis_url: str) -> AsyncIterator[Cluster]:
     c = Cluster.local(redis_url, n_hosts=2, name=f"w-{uuid.uuid4().hex[:8]}")
     yield c
     await c.shutdown(hosts=True)
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[EventStore]:
-    s = open_event_store(redis_url)
-    yield s
-    await s.close()
 
 
 class Keep:
@@ -267,17 +261,6 @@ async def test_g95_a_fact_reaches_the_watcher_while_the_turn_runs(
         if e.type == "stream.tool_end"
     ]
     assert ["opened"] == [e.result for e in ends]
-
-
-async def _until(what: str, probe: Any) -> Any:
-    """``await probe()`` until it is truthy (polled, 60 s)."""
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
-        found = await probe()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, what
-        await asyncio.sleep(0.05)
 
 
 @_on_session_loop

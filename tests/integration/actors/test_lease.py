@@ -20,15 +20,14 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
-import redis.asyncio as aioredis
 
 from helmlog.events import (
     EventStore,
     HostUnavailableError,
-    open_event_store,
     verify_chain,
 )
 
+from ...polling import until as _until
 from .lease_agents import (
     ANSWER,
     HOLD_KEY,
@@ -74,32 +73,6 @@ async def cluster(ray_local: None, redis_url: str) -> AsyncIterator[Cluster]:
     )
     yield c
     await c.shutdown(hosts=True)
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[EventStore]:
-    s = open_event_store(redis_url)
-    yield s
-    await s.close()
-
-
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Any]:
-    client = aioredis.from_url(redis_url)
-    yield client
-    await client.aclose()
-
-
-async def _until(what: str, check: Any, within: float = 60.0) -> Any:
-    """Poll ``check()`` until it returns something truthy, or fail naming ``what``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert loop.time() < deadline, f"{what}: not within {within} s"
-        await asyncio.sleep(0.05)
 
 
 async def _start_turns(cluster: Cluster) -> tuple[list[Turn], list[Turn]]:
