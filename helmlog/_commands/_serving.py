@@ -49,6 +49,11 @@ AUTH_HELP = (
     "The auth file (TOML): bearer tokens mapped to identities and roles, and an "
     "optional trusted proxy header (default: $HELMLOG_AUTH). Required."
 )
+FORWARDED_HELP = (
+    "The reverse proxies whose X-Forwarded-For is believed (comma-separated "
+    "addresses or networks). Default: none, so a request's client is its "
+    "socket peer and the trusted header's 'from' is checked against it."
+)
 ASK_TIMEOUT_HELP = (
     "Decline, as 'timeout', an ask not answered within this many seconds "
     "(an ask's own timeout_s wins)."
@@ -72,6 +77,9 @@ def serve(
     ask_timeout: Annotated[
         float | None, typer.Option(help=ASK_TIMEOUT_HELP, show_default=False)
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str, typer.Option(help=FORWARDED_HELP, show_default=False)
+    ] = "",
 ) -> None:
     """Serve the HTTP API and the approvals page (issue 11).
 
@@ -95,6 +103,7 @@ def serve(
     try:
         authenticator = Authenticator.from_file(path)
         factory = load_factory(agent)
+        proxies = _proxies(forwarded_allow_ips)
     except (AuthConfigError, ValueError) as exc:
         raise fail(err, "serve", exc) from None
     config = ServeConfig(
@@ -104,6 +113,7 @@ def serve(
         cluster=cluster,
         chain_key=chain_key_from_env(),
         ask_timeout_s=ask_timeout,
+        forwarded_allow_ips=proxies,
     )
     try:
         run_server(config, host, port)
@@ -193,3 +203,20 @@ def mcp_proxy(
         # One line, never wrapped: a script reads the reason from stderr.
         typer.echo(f"helmlog mcp-proxy failed: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _proxies(text: str) -> tuple[str, ...]:
+    """``--forwarded-allow-ips``: addresses or networks, checked (H1)."""
+    import ipaddress
+
+    named = tuple(part.strip() for part in text.split(",") if part.strip())
+    for part in named:
+        if part == "*":
+            continue  # the operator's explicit "every peer is my proxy"
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"--forwarded-allow-ips: {part!r} is not an address or network"
+            ) from None
+    return named

@@ -57,6 +57,11 @@ class Server(uvicorn.Server):
                 log_level="warning",
                 lifespan="on",
                 timeout_graceful_shutdown=5,
+                # H1: uvicorn believes X-Forwarded-For from 127.0.0.1 unless
+                # told otherwise, so a sidecar could claim any address; only
+                # the proxies the operator names are believed.
+                proxy_headers=bool(config.forwarded_allow_ips),
+                forwarded_allow_ips=list(config.forwarded_allow_ips) or None,
             )
         )
 

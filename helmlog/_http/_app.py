@@ -76,6 +76,10 @@ class ServeConfig:
     ask_timeout_s: float | None = None
     sweep_s: float = 1.0
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    # H1: the proxies whose X-Forwarded-* headers are believed (addresses or
+    # networks, as uvicorn's forwarded_allow_ips). Empty: none, so a request's
+    # client is its socket peer, whatever headers it carries.
+    forwarded_allow_ips: tuple[str, ...] = ()
 
 
 def _problem(p: Problem) -> Response:

@@ -62,16 +62,20 @@ def running(
     ask_timeout_s: float | None = None,
     sweep_s: float = 0.2,
     cluster: str | None = None,
+    auth: dict[str, Any] | None = None,
+    forwarded_allow_ips: tuple[str, ...] = (),
 ) -> Iterator[Running]:
     """Serve ``factory``'s agent on ``store_url`` until the block ends
-    (``cluster``: on that Ray cluster's session hosts)."""
+    (``cluster``: on that Ray cluster's session hosts; ``auth``: another auth
+    file than ``AUTH``; ``forwarded_allow_ips``: the proxies believed, H1)."""
     config = ServeConfig(
         factory=factory,
-        auth=Authenticator.from_mapping(AUTH),
+        auth=Authenticator.from_mapping(AUTH if auth is None else auth),
         store_url=store_url,
         ask_timeout_s=ask_timeout_s,
         sweep_s=sweep_s,
         cluster=cluster,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     port = free_port()
     server = Server(config, "127.0.0.1", port)
