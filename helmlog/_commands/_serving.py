@@ -80,6 +80,19 @@ def serve(
     forwarded_allow_ips: Annotated[
         str, typer.Option(help=FORWARDED_HELP, show_default=False)
     ] = "",
+    max_body_bytes: Annotated[
+        int,
+        typer.Option(min=1, help="The largest request body, in bytes (413 past it)."),
+    ] = 1024 * 1024,
+    max_message_chars: Annotated[
+        int, typer.Option(min=1, help="The longest message a session is sent.")
+    ] = 64 * 1024,
+    max_note_chars: Annotated[
+        int, typer.Option(min=0, help="The longest note on an approval or decline.")
+    ] = 4 * 1024,
+    max_connections: Annotated[
+        int, typer.Option(min=1, help="Connections served at once (503 past it).")
+    ] = 1_000,
 ) -> None:
     """Serve the HTTP API and the approvals page (issue 11).
 
@@ -114,6 +127,10 @@ def serve(
         chain_key=chain_key_from_env(),
         ask_timeout_s=ask_timeout,
         forwarded_allow_ips=proxies,
+        max_body_bytes=max_body_bytes,
+        max_message_chars=max_message_chars,
+        max_note_chars=max_note_chars,
+        max_connections=max_connections,
     )
     try:
         run_server(config, host, port)

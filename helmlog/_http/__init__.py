@@ -62,6 +62,10 @@ class Server(uvicorn.Server):
                 # the proxies the operator names are believed.
                 proxy_headers=bool(config.forwarded_allow_ips),
                 forwarded_allow_ips=list(config.forwarded_allow_ips) or None,
+                # H3: past this many connections uvicorn answers 503 at once;
+                # an idle kept-alive connection is closed after 5 s.
+                limit_concurrency=config.max_connections,
+                timeout_keep_alive=5,
             )
         )
 

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -44,6 +45,12 @@ from starlette.routing import Match, Route
 from helmlog.events import EventStore, HelmlogError, open_event_store
 
 from ._auth import Authenticator
+from ._limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    DEFAULT_MAX_NOTE_CHARS,
+    BodyLimit,
+)
 from ._metrics import Metrics
 from ._routes import (
     decide,
@@ -63,6 +70,9 @@ from ._wire import PROBLEM_TYPE, HttpProblem, Problem, encode, problem, problem_
 
 log = logging.getLogger("helmlog.serve")
 
+# H3: connections served at once; past it uvicorn answers 503 at once.
+DEFAULT_MAX_CONNECTIONS = 1_000
+
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -80,6 +90,11 @@ class ServeConfig:
     # networks, as uvicorn's forwarded_allow_ips). Empty: none, so a request's
     # client is its socket peer, whatever headers it carries.
     forwarded_allow_ips: tuple[str, ...] = ()
+    # H3: what one request may carry, and how many connections are served.
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+    max_note_chars: int = DEFAULT_MAX_NOTE_CHARS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
 
 def _problem(p: Problem) -> Response:
@@ -201,6 +216,7 @@ def create_app(config: ServeConfig) -> Starlette:
     app = Starlette(
         routes=ROUTES,
         lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, max_bytes=config.max_body_bytes)],
         exception_handlers={
             HttpProblem: _on_problem,
             HelmlogError: _on_helmlog,

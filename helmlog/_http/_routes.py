@@ -41,6 +41,7 @@ from helmlog.events import StoreError
 from helmlog.runtime import wall_clock_ms
 
 from ._auth import COOKIE, Authenticator, Principal, Role
+from ._limits import check_length
 from ._metrics import CONTENT_TYPE
 from ._page import page
 from ._service import Service
@@ -66,6 +67,11 @@ def service_of(request: Request) -> Service:
     """The application service the app's lifespan opened."""
     service: Service = request.app.state.service
     return service
+
+
+def config_of(request: Request) -> Any:
+    """The ``ServeConfig`` the app was made from (its limits, H3)."""
+    return request.app.state.config
 
 
 def principal_of(request: Request) -> Principal | None:
@@ -105,12 +111,14 @@ def require(request: Request, *roles: Role) -> Principal:
 async def start_session(request: Request) -> Response:
     who = require(request, "session")
     body: StartSession = decode_body(await request.body(), StartSession)
+    check_length("message", body.message, config_of(request).max_message_chars)
     return json_response(await service_of(request).start(who, body.message), 201)
 
 
 async def send_message(request: Request) -> Response:
     who = require(request, "session")
     body: SendMessage = decode_body(await request.body(), SendMessage)
+    check_length("message", body.message, config_of(request).max_message_chars)
     sid = request.path_params["session_id"]
     return json_response(await service_of(request).send(who, sid, body.message))
 
@@ -132,6 +140,7 @@ async def list_asks(request: Request) -> Response:
 async def decide(request: Request) -> Response:
     who = require(request, "approver")
     body: Decide = decode_body(await request.body(), Decide)
+    check_length("note", body.note, config_of(request).max_note_chars)
     verdict = request.path_params["verdict"]
     if verdict not in ("approve", "decline"):
         raise HttpProblem(404, "ERR_NOT_FOUND", f"no decision {verdict!r}")

@@ -131,6 +131,7 @@ _TITLES: Final = {
     403: "Forbidden",
     404: "Not found",
     409: "Conflict",
+    413: "Too large",
     422: "Refused by governance",
     500: "Internal error",
     503: "Unavailable",

@@ -64,10 +64,12 @@ def running(
     cluster: str | None = None,
     auth: dict[str, Any] | None = None,
     forwarded_allow_ips: tuple[str, ...] = (),
+    **limits: int,
 ) -> Iterator[Running]:
     """Serve ``factory``'s agent on ``store_url`` until the block ends
     (``cluster``: on that Ray cluster's session hosts; ``auth``: another auth
-    file than ``AUTH``; ``forwarded_allow_ips``: the proxies believed, H1)."""
+    file than ``AUTH``; ``forwarded_allow_ips``: the proxies believed, H1;
+    ``limits``: ``ServeConfig``'s H3 limits)."""
     config = ServeConfig(
         factory=factory,
         auth=Authenticator.from_mapping(AUTH if auth is None else auth),
@@ -76,6 +78,7 @@ def running(
         sweep_s=sweep_s,
         cluster=cluster,
         forwarded_allow_ips=forwarded_allow_ips,
+        **limits,
     )
     port = free_port()
     server = Server(config, "127.0.0.1", port)
