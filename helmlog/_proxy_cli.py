@@ -30,13 +30,13 @@ import gc
 import importlib
 import inspect
 import os
+import shlex
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from helmlog.events import open_event_store
 from helmlog.gateway import McpProxy, ProxyAudit
-from helmlog.gateway._upstream import command_of
 
 AUDIT_SECRET_ENV = "HELMLOG_AUDIT_SECRET"
 AUDIT_KEY_ID_ENV = "HELMLOG_AUDIT_KEY_ID"
@@ -108,7 +108,7 @@ def build_proxy(
         raise ProxyCliError("give exactly one of --upstream or --upstream-url")
     target: Any = upstream_url
     if upstream is not None:
-        target = command_of(upstream)
+        target = shlex.split(upstream)  # a command line, as the shell splits it
         if not target:
             raise ProxyCliError("--upstream needs a command")
     options = load_policy(policy)
