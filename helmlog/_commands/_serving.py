@@ -54,6 +54,11 @@ FORWARDED_HELP = (
     "addresses or networks). Default: none, so a request's client is its "
     "socket peer and the trusted header's 'from' is checked against it."
 )
+HEADER_TIMEOUT_HELP = (
+    "Close a connection whose request head (request line and headers) is not "
+    "in within this many seconds of opening, or of the request's first byte; "
+    "408 if it had begun."
+)
 ASK_TIMEOUT_HELP = (
     "Decline, as 'timeout', an ask not answered within this many seconds "
     "(an ask's own timeout_s wins)."
@@ -93,6 +98,9 @@ def serve(
     max_connections: Annotated[
         int, typer.Option(min=1, help="Connections served at once (503 past it).")
     ] = 1_000,
+    header_timeout: Annotated[
+        float, typer.Option(min=0.001, help=HEADER_TIMEOUT_HELP)
+    ] = 10.0,
 ) -> None:
     """Serve the HTTP API and the approvals page (issue 11).
 
@@ -131,6 +139,7 @@ def serve(
         max_message_chars=max_message_chars,
         max_note_chars=max_note_chars,
         max_connections=max_connections,
+        header_timeout_s=header_timeout,
     )
     try:
         run_server(config, host, port)

@@ -30,6 +30,7 @@ from ._auth import (
     approver_from_environment,
     token_digest,
 )
+from ._protocol import header_timeout_protocol
 
 __all__ = [
     "AuthConfigError",
@@ -63,9 +64,11 @@ class Server(uvicorn.Server):
                 proxy_headers=bool(config.forwarded_allow_ips),
                 forwarded_allow_ips=list(config.forwarded_allow_ips) or None,
                 # H3: past this many connections uvicorn answers 503 at once;
-                # an idle kept-alive connection is closed after 5 s.
+                # an idle kept-alive connection is closed after 5 s, and one
+                # whose request head is late after header_timeout_s.
                 limit_concurrency=config.max_connections,
                 timeout_keep_alive=5,
+                http=header_timeout_protocol(config.header_timeout_s),
             )
         )
 

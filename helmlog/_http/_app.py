@@ -52,6 +52,7 @@ from ._limits import (
     BodyLimit,
 )
 from ._metrics import Metrics
+from ._protocol import DEFAULT_HEADER_TIMEOUT_S
 from ._routes import (
     decide,
     get_session,
@@ -95,6 +96,9 @@ class ServeConfig:
     max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
     max_note_chars: int = DEFAULT_MAX_NOTE_CHARS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    # H3: a connection whose request head is not in within this many seconds
+    # (of opening, or of the request's first byte) is closed.
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
 
 
 def _problem(p: Problem) -> Response:

@@ -130,6 +130,7 @@ _TITLES: Final = {
     401: "Unauthenticated",
     403: "Forbidden",
     404: "Not found",
+    408: "Request timeout",
     409: "Conflict",
     413: "Too large",
     422: "Refused by governance",

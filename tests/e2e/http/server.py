@@ -64,7 +64,7 @@ def running(
     cluster: str | None = None,
     auth: dict[str, Any] | None = None,
     forwarded_allow_ips: tuple[str, ...] = (),
-    **limits: int,
+    **limits: Any,
 ) -> Iterator[Running]:
     """Serve ``factory``'s agent on ``store_url`` until the block ends
     (``cluster``: on that Ray cluster's session hosts; ``auth``: another auth
