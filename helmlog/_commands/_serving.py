@@ -59,6 +59,10 @@ HEADER_TIMEOUT_HELP = (
     "in within this many seconds of opening, or of the request's first byte; "
     "408 if it had begun."
 )
+LOGIN_TTL_HELP = (
+    "How long a sign-in on the approvals page lasts, in seconds (the cookie's "
+    "Max-Age; the login is then forgotten by the server)."
+)
 ASK_TIMEOUT_HELP = (
     "Decline, as 'timeout', an ask not answered within this many seconds "
     "(an ask's own timeout_s wins)."
@@ -101,6 +105,7 @@ def serve(
     header_timeout: Annotated[
         float, typer.Option(min=0.001, help=HEADER_TIMEOUT_HELP)
     ] = 10.0,
+    login_ttl: Annotated[float, typer.Option(min=1.0, help=LOGIN_TTL_HELP)] = 28_800.0,
 ) -> None:
     """Serve the HTTP API and the approvals page (issue 11).
 
@@ -140,6 +145,7 @@ def serve(
         max_note_chars=max_note_chars,
         max_connections=max_connections,
         header_timeout_s=header_timeout,
+        login_ttl_s=login_ttl,
     )
     try:
         run_server(config, host, port)

@@ -38,7 +38,7 @@ from typing import Any, Final
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
 
@@ -51,6 +51,7 @@ from ._limits import (
     DEFAULT_MAX_NOTE_CHARS,
     BodyLimit,
 )
+from ._logins import DEFAULT_LOGIN_TTL_S, DEFAULT_MAX_LOGINS, Logins
 from ._metrics import Metrics
 from ._protocol import DEFAULT_HEADER_TIMEOUT_S
 from ._routes import (
@@ -67,7 +68,15 @@ from ._routes import (
 )
 from ._service import ClusterRunner, LocalRunner, Runner, Service
 from ._streams import asks_events, page_asks_events, session_events
-from ._wire import PROBLEM_TYPE, HttpProblem, Problem, encode, problem, problem_of
+from ._wire import (
+    ERR_BAD_REQUEST,
+    PROBLEM_TYPE,
+    HttpProblem,
+    Problem,
+    encode,
+    problem,
+    problem_of,
+)
 
 log = logging.getLogger("helmlog.serve")
 
@@ -99,6 +108,11 @@ class ServeConfig:
     # H3: a connection whose request head is not in within this many seconds
     # (of opening, or of the request's first byte) is closed.
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    # H5: how long a page login lives (its cookie's Max-Age), and how many
+    # are held at once (the oldest is dropped past it). Logins live in this
+    # process: several replicas need sticky sessions or the trusted header.
+    login_ttl_s: float = DEFAULT_LOGIN_TTL_S
+    max_logins: int = DEFAULT_MAX_LOGINS
 
 
 def _problem(p: Problem) -> Response:
@@ -126,6 +140,16 @@ async def _on_http(request: Request, exc: Exception) -> Response:
     code = "ERR_NOT_FOUND" if exc.status_code == 404 else "ERR_HTTP"
     _count(request, exc.status_code)
     return _problem(problem(exc.status_code, code, str(exc.detail)))
+
+
+async def _on_disconnect(request: Request, exc: Exception) -> Response:
+    # The client left before its body was in: no one hears the answer, but
+    # it is a refusal (counted), not the server's error (issue 24's fuzz).
+    assert isinstance(exc, ClientDisconnect)
+    _count(request, 400)
+    return _problem(
+        problem(400, ERR_BAD_REQUEST, "the client closed the request before its body")
+    )
 
 
 def _count(request: Request, status: int) -> None:
@@ -225,9 +249,11 @@ def create_app(config: ServeConfig) -> Starlette:
             HttpProblem: _on_problem,
             HelmlogError: _on_helmlog,
             HTTPException: _on_http,
+            ClientDisconnect: _on_disconnect,
         },
     )
     app.state.config = config
+    app.state.logins = Logins(config.login_ttl_s, config.max_logins)
     return app
 
 

@@ -89,6 +89,7 @@ form.decide{margin-top:.6rem;display:flex;gap:.4rem} .note{flex:1}
 .approve{background:#1a7f37;color:#fff} .decline{background:#b42318;color:#fff}
 button{border:0;border-radius:4px;padding:.3rem .8rem} .empty{color:#666}
 #status{min-height:1.2rem;color:#555} .deadline{color:#9a6700;font-size:.85rem}
+.error{color:#b42318;font-weight:600}
 """
 
 _SCRIPT = """
@@ -135,8 +136,15 @@ document.addEventListener('submit', async (e) => {
 """
 
 
-def page(who: str | None, asks: Sequence[AskView], now_ms: int) -> str:
-    """The whole page: the signed-in approver's list, or the sign-in form."""
+def page(
+    who: str | None,
+    asks: Sequence[AskView],
+    now_ms: int,
+    *,
+    notice: str | None = None,
+) -> str:
+    """The whole page: the signed-in approver's list, or the sign-in form
+    (with ``notice`` above it: a refused token, an ended sign-in; H5)."""
     head = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         "<title>helmlog approvals</title>"
@@ -144,8 +152,14 @@ def page(who: str | None, asks: Sequence[AskView], now_ms: int) -> str:
     )
     if who is None:
         return (
-            head + '<form method="post" action="/login" id="login">'
-            "<p>Sign in with an approver token.</p>"
+            head
+            + '<form method="post" action="/login" id="login">'
+            + (
+                f'<p id="login-error" class="error" role="alert">{_e(notice)}</p>'
+                if notice
+                else ""
+            )
+            + "<p>Sign in with an approver token.</p>"
             '<input type="password" name="token" id="token" autocomplete="off">'
             ' <button type="submit" id="sign-in">Sign in</button></form></body></html>'
         )

@@ -1,0 +1,97 @@
+"""Who signed in on the page: opaque login ids held by the server, expiring.
+
+Pattern: a bounded table, login id -> (principal, expiry), in the serving
+         process; ``open`` mints an id for a checked principal, ``who``
+         answers it (or ``None``: unknown, revoked or expired), ``revoke``
+         forgets it. Expired entries are swept as the table is used, and
+         when it is full the oldest login is dropped.
+Role:    the face, for ``helmlog serve``'s ``POST /login|/logout`` and the
+         cookie branch of ``principal_of``.
+Emits:   nothing.
+
+Laws: H5 (the page's cookie holds an opaque, expiring login id, never the
+bearer token; logout revokes it server-side).
+
+Why ids are kept by their SHA-256: a lookup by digest tells a timing
+observer nothing about a live id's prefix, and a dump of the table holds no
+cookie that would sign anyone in. Why the oldest login goes when the table
+is full: only a holder of a valid approver token can add one, and dropping
+the oldest asks one person to sign in again where refusing would lock
+every new sign-in out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from typing import Final
+
+import msgspec
+
+from ._auth import Principal
+
+DEFAULT_LOGIN_TTL_S: Final = 8 * 3600.0
+DEFAULT_MAX_LOGINS: Final = 10_000
+
+
+def _digest(login_id: str) -> str:
+    return hashlib.sha256(login_id.encode()).hexdigest()
+
+
+class Logins:
+    """The live logins of one serving process, bounded and expiring."""
+
+    def __init__(
+        self,
+        ttl_s: float = DEFAULT_LOGIN_TTL_S,
+        max_live: int = DEFAULT_MAX_LOGINS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_s <= 0:
+            raise ValueError(f"a login's lifetime must be positive, not {ttl_s!r}")
+        if max_live < 1:
+            raise ValueError(f"at least one login must fit, not {max_live!r}")
+        self.ttl_s = ttl_s
+        self.max_live = max_live
+        self._clock = clock
+        # Invariant: insertion order is expiry order (one ttl for all), so the
+        # expired entries are always a prefix and the first is the oldest.
+        self._live: dict[str, tuple[Principal, float]] = {}
+
+    def __len__(self) -> int:
+        self._sweep()
+        return len(self._live)
+
+    def open(self, principal: Principal) -> str:
+        """A fresh login id (``secrets.token_urlsafe(32)``) for ``principal``."""
+        self._sweep()
+        while len(self._live) >= self.max_live:
+            del self._live[next(iter(self._live))]
+        login_id = secrets.token_urlsafe(32)
+        who = msgspec.structs.replace(principal, via="cookie")
+        self._live[_digest(login_id)] = (who, self._clock() + self.ttl_s)
+        return login_id
+
+    def who(self, login_id: str) -> Principal | None:
+        """The principal ``login_id`` stands for while it is live, else ``None``."""
+        entry = self._live.get(_digest(login_id))
+        if entry is None:
+            return None
+        if self._clock() >= entry[1]:
+            self._sweep()
+            return None
+        return entry[0]
+
+    def revoke(self, login_id: str) -> bool:
+        """Forget ``login_id``; whether it was live."""
+        return self._live.pop(_digest(login_id), None) is not None
+
+    def _sweep(self) -> None:
+        now = self._clock()
+        while self._live:
+            first = next(iter(self._live))
+            if self._live[first][1] > now:
+                return
+            del self._live[first]
