@@ -86,13 +86,18 @@ def watched(events: Iterable[E]) -> Iterator[E | MiddlewareDecisionEvent]:
 
 
 def fact_records(
-    session_id: str, records: Sequence[StoredEvent]
+    session_id: str,
+    records: Sequence[StoredEvent],
+    events: Sequence[object] | None = None,
 ) -> list[tuple[int, bytes]]:
     """``(seq, encoded fact)`` of every decision in ``records``, by ``watched``'s rule.
 
     A row's fact is encoded from its projection (never the row's bytes, so no
     ``before``/``after``); a stored fact of an older stream is published as
-    stored (with the session id put back, if its bytes lack it).
+    stored (with the session id put back, if its bytes lack it). ``events``,
+    when given, are the stamped events ``seal`` made the records from, one
+    per record: a writer that holds them projects its rows without decoding
+    the bytes it has just encoded (a test holds both ways byte-equal).
     """
     out: list[tuple[int, bytes]] = []
     last = len(records) - 1
@@ -103,7 +108,7 @@ def fact_records(
         elif kind == FILED_TYPE:
             if i < last and type_of(records[i + 1]) == FACT_TYPE:
                 continue  # an older stream: its stored fact follows
-            filed = _decoded(session_id, record)
+            filed = _decoded(session_id, record) if events is None else events[i]
             if isinstance(filed, DecisionFiled):
                 out.append((record.seq, encode_event(fact_of(filed))))
     return out

@@ -29,6 +29,7 @@ removes it) but can never erase the mark of a turn that is still open.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Final
@@ -93,6 +94,7 @@ _ask_encoder = msgspec.json.Encoder()
 _ask_decoder = msgspec.json.Decoder(PendingAsk)
 
 
+@functools.lru_cache(maxsize=65_536)
 def shard_of(session_id: str, shards: int) -> int:
     """The index shard of a session: sha256 of its id mod ``shards`` (stable)."""
     digest = hashlib.sha256(session_id.encode()).digest()

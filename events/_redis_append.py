@@ -39,8 +39,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._chain import StoredEvent, encode_head, head_of, type_of
+from ._chain import StoredEvent, encode_head, head_of, seal, type_of
 from ._codec import decode_envelope
+from ._envelope import Event
 from ._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
 from ._index import RELEVANT_TYPES, delta_of, encode_ask
 from ._redis_base import QueuedAppend
@@ -95,7 +96,40 @@ class RedisAppends(RedisResolve):
             raise ValueError(
                 f"record seq {records[0].seq} is not a stored event: {exc}"
             ) from exc
-        return await self._append(session_id, records, expected_seq, prev_hash)
+        return await self._landed(session_id, records, expected_seq, prev_hash, None)
+
+    async def append(
+        self, session_id: str, events: Sequence[Event], expected_seq: int
+    ) -> int:
+        # ``StoreBase.append``, keeping what sealing made: the batch's first
+        # prev_hash is the head, and the stamped events project the facts,
+        # so nothing just encoded is decoded again on the hot path.
+        last_seq, last_hash = await self.head_for_append(session_id, expected_seq)
+        if last_seq != expected_seq:
+            raise SequenceConflictError(
+                session_id=session_id, expected=expected_seq, actual=last_seq
+            )
+        if not events:
+            return last_seq
+        stamped, records = seal(
+            session_id,
+            events,
+            after_seq=expected_seq,
+            prev_hash=last_hash,
+            key=self.chain_key,
+        )
+        return await self._landed(session_id, records, expected_seq, last_hash, stamped)
+
+    async def _landed(
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        prev_hash: str,
+        stamped: Sequence[Event] | None,
+    ) -> int:
+        """Both appends meet here (a subclass adds what it remembers)."""
+        return await self._append(session_id, records, expected_seq, prev_hash, stamped)
 
     async def _append(
         self,
@@ -103,6 +137,7 @@ class RedisAppends(RedisResolve):
         records: Sequence[StoredEvent],
         expected_seq: int,
         prev_hash: str,
+        stamped: Sequence[Event] | None = None,
     ) -> int:
         if self._closed:
             raise StoreError(f"the redis event store {self.url} is closed")
@@ -124,7 +159,7 @@ class RedisAppends(RedisResolve):
             args.append(record.hash)
             if type_of(record) in RELEVANT_TYPES:
                 relevant = True
-        after = fact_ops(session_id, records)
+        after = fact_ops(session_id, records, stamped)
         premark: Op | None = None
         delta = delta_of(session_id, records) if relevant else None
         if delta is not None:

@@ -104,18 +104,23 @@ def shard_keys(n: int) -> tuple[str, str, str, str]:
     )
 
 
-def fact_ops(session_id: str, records: Sequence[StoredEvent]) -> list[Op]:
+def fact_ops(
+    session_id: str,
+    records: Sequence[StoredEvent],
+    events: Sequence[object] | None = None,
+) -> list[Op]:
     """The fact operations ``records`` publish, in seq order (R4).
 
     Every place that turns stored records into facts goes through here: the
     append path, ``publish_facts`` and ``reindex``. Each fact is its row's
     projection (``fact_records``: the published ``data`` is the encoded fact,
     never the row, so it holds no value), with the row's seq; a stored fact of
-    an older stream is published as stored.
+    an older stream is published as stored. ``events``: the stamped events of
+    ``records``, when the caller sealed them (no decode).
     """
     return [
         ("F", session_id, seq, 0, data)
-        for seq, data in fact_records(session_id, records)
+        for seq, data in fact_records(session_id, records, events)
     ]
 
 

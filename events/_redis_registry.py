@@ -34,6 +34,7 @@ import logging
 from collections.abc import Sequence
 
 from ._chain import StoredEvent, StreamHead, encode_head, head_of, verify_records
+from ._envelope import Event
 from ._errors import StoreError
 from ._redis_append import RedisAppends
 from ._redis_keys import FORMAT_HEADS, FORMAT_KEY, head_key, known_key, registry_key
@@ -49,16 +50,23 @@ class RedisRegistry(RedisAppends):
     # a store marked once stays marked, so True is never read again.
     _format_marked: bool = False
 
-    async def append_sealed(
-        self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
+    async def _landed(
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        prev_hash: str,
+        stamped: Sequence[Event] | None,
     ) -> int:
-        if records and not self._format_marked:
+        if not self._format_marked:
             # R26: marked before this version's first append lands, so no
             # head record this store writes sits on an unmarked store.
             await self._set(FORMAT_KEY, "SET", FORMAT_KEY, FORMAT_HEADS)
             self._format_marked = True
-        seq = await super().append_sealed(session_id, records, expected_seq)
-        if records and expected_seq == 0:
+        seq = await super()._landed(
+            session_id, records, expected_seq, prev_hash, stamped
+        )
+        if expected_seq == 0:
             await self._register(session_id)
         return seq
 

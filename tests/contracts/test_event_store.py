@@ -352,6 +352,61 @@ async def test_r2_a_resend_is_idempotent_but_another_writers_identical_batch_con
         await store.close()
 
 
+@pytest.mark.redis
+async def test_r2_the_scripts_fast_check_takes_nothing_the_full_check_refuses(
+    redis_url: str,
+) -> None:
+    """R2/R19: the append script answers its seq check from the head record only
+    when the stream's length agrees; a deleted top entry, a head record that
+    names another seq or hash, or a missing head record each take the full
+    check on the stream itself, which refuses a stale writer as before. (A
+    head record rewritten to match a forged prev_hash is tampering that
+    ``verify`` names, R19; no honest writer sends one.)"""
+    store = RedisEventStore.from_url(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
+    script = client.register_script(APPEND_LUA)
+
+    async def send(sid: str, after: int, prev: str, n: int) -> Any:
+        _, records = seal(sid, decision(n), after_seq=after, prev_hash=prev)
+        head = encode_head(head_of(sid, records[-1].seq, records[-1].hash))
+        args: list[Any] = [after, prev, f"w:{n}", head]
+        for r in records:
+            args += [r.data, r.hash]
+        return await script(keys=[stream_key(sid), head_key(sid)], args=args)
+
+    try:
+        tails: dict[str, str] = {}
+        for case in ("top-deleted", "head-seq", "head-hash", "head-gone", "fine"):
+            sid = new_session()
+            assert 4 == await store.append(sid, decision(1) + decision(2), 0)
+            tails[case] = (await store.read(sid))[-1].hash
+            if case == "top-deleted":
+                await client.xdel(stream_key(sid), "0-4")
+                # The head still says 4; the stream now ends at 3.
+                assert [0, 3] == await send(sid, 4, tails[case], 3)
+            elif case == "head-seq":
+                await client.set(head_key(sid), encode_head(head_of(sid, 2, "x")))
+                assert [0, 4] == await send(sid, 2, "x", 3)
+            elif case == "head-hash":
+                # A head record rewritten by hand: the stream decides.
+                await client.set(head_key(sid), encode_head(head_of(sid, 4, "x")))
+                assert [0, 4] == await send(sid, 3, tails[case], 3)
+                assert [1, 6] == await send(sid, 4, tails[case], 3)  # full check
+            elif case == "head-gone":
+                await client.delete(head_key(sid))
+                assert [0, 4] == await send(sid, 3, tails[case], 3)
+                assert [1, 6] == await send(sid, 4, tails[case], 3)
+            else:
+                assert [0, 4] == await send(sid, 2, tails[case], 3)  # stale
+                assert [1, 6] == await send(sid, 4, tails[case], 3)  # fast
+            assert None is verify_chain(
+                [r for r in await store.read(sid) if case != "top-deleted"]
+            )
+    finally:
+        await client.aclose()
+        await store.close()
+
+
 async def test_r11_open_event_store_urls() -> None:
     """R11: URLs pick the adapter without connecting; others are a ValueError."""
     stores = [
