@@ -1,4 +1,4 @@
-"""uvicorn's httptools protocol, with a deadline on each request's head.
+"""uvicorn's httptools protocol: a deadline on each request's head, typed refusals.
 
 Pattern: a subclass of ``HttpToolsProtocol`` (the one ``serve`` runs; httptools
          is a dependency) that arms a timer when a connection opens and when
@@ -7,17 +7,23 @@ Pattern: a subclass of ``HttpToolsProtocol`` (the one ``serve`` runs; httptools
 Role:    the face's HTTP server; ``Server`` passes
          ``header_timeout_protocol(config.header_timeout_s)`` to uvicorn.
 Emits:   nothing; a request whose head began gets a 408 problem
-         (``ERR_REQUEST_TIMEOUT``) before the close, a silent one is closed.
+         (``ERR_REQUEST_TIMEOUT``) before the close, a silent one is closed;
+         a request the parser refuses gets a 400 problem and one past
+         ``max_connections`` a retryable 503 problem, not uvicorn's text.
 
 Laws: H3 (a connection that does not finish its request head within
 ``header_timeout_s`` of opening, or of its request's first byte, is closed:
-slow, incomplete requests cannot hold the server's connections).
+slow, incomplete requests cannot hold the server's connections; past
+``max_connections`` the answer is a retryable 503); issue 11 item 1 (every
+error is a problem with a code, the server's own refusals too).
 
 Why a protocol, not a middleware: uvicorn calls the app only once the head is
 complete, and it has no timer of its own for a connection that opens and
 dribbles (its keep-alive timer runs only after a response, and any byte
 cancels it). Data does not re-arm the timer, so one byte a second buys
-nothing.
+nothing. The parser's 400 and the ceiling's 503 are answered here for the
+same reason: uvicorn writes them before the app runs (issue 24: 0 untyped
+errors).
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ._wire import PROBLEM_TYPE, encode, problem
+from ._wire import ERR_BAD_REQUEST, PROBLEM_TYPE, Problem, encode, problem
 
 ERR_REQUEST_TIMEOUT = "ERR_REQUEST_TIMEOUT"
+ERR_BUSY = "ERR_BUSY"
 
 #: Default ``header_timeout_s`` (``helmlog serve --header-timeout``).
 DEFAULT_HEADER_TIMEOUT_S = 10.0
@@ -66,7 +73,19 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         # Disarmed first: an upgrade hands the transport to another protocol.
         self._disarm()
         self._head_begun = False
-        super().on_headers_complete()
+        limit = self.limit_concurrency
+        if limit is None or (len(self.connections) < limit and len(self.tasks) < limit):
+            super().on_headers_complete()
+            return
+        # Past the ceiling uvicorn answers in plain text; the same 503 is
+        # answered here as a problem: uvicorn's check is skipped for this
+        # request only, and the request is given the busy app.
+        self.logger.warning("Exceeded concurrency limit.")
+        self.limit_concurrency, self.app = None, _busy
+        try:
+            super().on_headers_complete()
+        finally:
+            self.limit_concurrency, self.app = limit, self.config.loaded_app
 
     def _arm(self) -> None:
         self._disarm()
@@ -79,28 +98,60 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
 
+    def send_400_response(self, msg: str) -> None:
+        """A request the parser refuses is a 400 problem, like any other."""
+        self._disarm()
+        self._answer_and_close(b"400 Bad Request", problem(400, ERR_BAD_REQUEST, msg))
+
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if self.transport.is_closing():
             return
         if self._head_begun and (self.cycle is None or self.cycle.response_complete):
-            body = encode(
-                problem(
-                    408,
-                    ERR_REQUEST_TIMEOUT,
-                    f"no request head within {self.header_timeout_s:g} s",
-                )
-            )
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\n"
-                + b"content-type: "
-                + PROBLEM_TYPE.encode()
-                + b"\r\ncontent-length: "
-                + str(len(body)).encode()
-                + b"\r\nconnection: close\r\n\r\n"
-                + body
+            detail = f"no request head within {self.header_timeout_s:g} s"
+            self._answer_and_close(
+                b"408 Request Timeout", problem(408, ERR_REQUEST_TIMEOUT, detail)
             )
         self.transport.close()
+
+    def _answer_and_close(self, status: bytes, answer: Problem) -> None:
+        """Write ``answer`` as the connection's last response, then close it.
+
+        Written here, not by the app: these refusals come before (or instead
+        of) a request the app could be given.
+        """
+        body = encode(answer)
+        head = [b"HTTP/1.1 " + status]
+        head += [
+            name + b": " + value for name, value in self.server_state.default_headers
+        ]
+        head += [
+            b"content-type: " + PROBLEM_TYPE.encode(),
+            b"content-length: " + str(len(body)).encode(),
+            b"connection: close",
+        ]
+        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
+        self.transport.close()
+
+
+async def _busy(scope: Any, receive: Any, send: Any) -> None:
+    """The answer past ``max_connections``: a retryable 503 problem (H3)."""
+    body = encode(
+        problem(
+            503,
+            ERR_BUSY,
+            "the server is at its connection limit; try again",
+            retryable=True,
+        )
+    )
+    headers = [
+        (b"content-type", PROBLEM_TYPE.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"1"),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def header_timeout_protocol(seconds: float) -> type[HeaderTimeoutProtocol]:

@@ -201,3 +201,35 @@ def test_h3_a_request_whose_head_is_in_outlives_the_header_timeout(
                 )
             assert 201 == started.status_code, started.text
     assert [[], ["c8"]] == lists
+
+
+def test_h3_past_the_connection_ceiling_the_answer_is_a_retryable_problem(
+    redis_url: str,
+) -> None:
+    """H3: past ``max_connections`` the answer is at once a 503 problem
+    (``ERR_BUSY``, retryable, Retry-After), not uvicorn's plain text; once
+    the held connections close, the server serves again."""
+    with running(agents.build, redis_url, max_connections=5) as server:
+        held = [open_slow(server.url, b"GET /healthz HTTP/1.1\r\n") for _ in range(6)]
+        try:
+            busy = open_slow(server.url, b"")
+            busy.setblocking(True)
+            busy.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            sent = bytearray()
+            while chunk := busy.recv(65536):
+                sent += chunk
+            busy.close()
+        finally:
+            for sock in held:
+                sock.close()
+
+        def served() -> bool:
+            with client(server.url) as c:
+                return c.get("/healthz").status_code == 200
+
+        wait_for(served)
+    head, _, body = bytes(sent).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 "), sent
+    assert b"retry-after: 1" in head.lower()
+    problem = json.loads(body)
+    assert ("ERR_BUSY", True) == (problem["code"], problem["retryable"])
