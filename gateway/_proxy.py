@@ -17,7 +17,9 @@ Laws: P3 (option sequences are response-processing order, compiled with
 sets or predicates; pass-through sets), P13 (the marked layers of each
 option also form the pass-through observers, at their positions), P14
 (``governance`` is the innermost layer), P16 (an observer that raises is
-logged and changes nothing), P17/P24 (session limits and their defaults),
+logged and changes nothing; H6: an async one is awaited, bounded by
+``observer_timeout_s``, in the order it was handed its values), P17/P24
+(session limits and their defaults),
 P25 (refuse to start against an upstream that does not initialize;
 list_changed fans out to every live session).
 
@@ -35,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+import anyio
 import mcp.types as types
 
 from helmlog.events import EventStore
@@ -56,12 +59,39 @@ log = logging.getLogger("helmlog.proxy")
 DEFAULT_SESSION_TTL_S = 1800.0
 DEFAULT_MAX_SESSIONS = 1000
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+# How long one async observer (on_telemetry, on_event, on_manifest,
+# on_session_closed) is awaited before it is cancelled and logged (H6).
+DEFAULT_OBSERVER_TIMEOUT_S = 5.0
+TIERS = ("low", "medium", "high")
 
 _LIST_CHANGED = (
     types.ToolListChangedNotification,
     types.ResourceListChangedNotification,
     types.PromptListChangedNotification,
 )
+
+
+def _tiers(option: Any) -> Callable[[str, Any, Any], str] | None:
+    """P23, H6: a function, or a mapping of tool name to tier (others high)."""
+    if option is None or callable(option):
+        return option  # type: ignore[no-any-return]
+    if not isinstance(option, Mapping):
+        raise TypeError(
+            "McpProxy sensitivity is a function (tool, identity, args) -> tier or"
+            f" a mapping of tool name to tier, not {type(option).__name__}"
+        )
+    tiers = dict(option)
+    for tool, tier in tiers.items():
+        if not isinstance(tool, str) or tier not in TIERS:
+            raise ValueError(
+                f"McpProxy sensitivity: {tool!r}: {tier!r} is not one of"
+                f" {', '.join(TIERS)}"
+            )
+
+    def by_name(tool: str, identity: Any, args: Any) -> str:
+        return str(tiers.get(tool, "high"))
+
+    return by_name
 
 
 def _sequence(option: Iterable[Layer], what: str) -> tuple[Layer, ...]:
@@ -93,17 +123,22 @@ class McpProxy:
         on_telemetry: called once per tool call (P15).
         on_event: called with every event the proxy records.
         on_manifest: called with each session's audit manifest (P22).
-        on_session_closed: awaited once per session end (P18).
+        on_session_closed: called once per session end (P18).
+            Each of the four may be async: it is awaited, at most
+            ``observer_timeout_s`` (H6).
         resolve_identity: ``(headers) -> identity`` or ``(identity,
             delegated_from)``, once per session (P17); may be async.
         max_sessions: HTTP sessions at once, initializing ones included.
         session_ttl_s: an HTTP session's absolute lifetime.
         max_body_bytes: the largest HTTP request body.
         audit: a ``ProxyAudit`` (P20–P22), or ``None``.
-        sensitivity: ``(tool, identity, args) -> "low"|"medium"|"high"`` (P23).
+        sensitivity: ``(tool, identity, args) -> "low"|"medium"|"high"``, or
+            a mapping of tool name to tier; tools it does not name are
+            ``"high"`` (P23).
         store: where governance rows go without an audit (memory by default).
         allowed_hosts: ``Host`` values the HTTP proxy accepts (P24).
         allowed_origins: ``Origin`` values the HTTP proxy accepts (P24).
+        observer_timeout_s: how long one async observer is awaited.
     """
 
     def __init__(
@@ -129,10 +164,11 @@ class McpProxy:
         session_ttl_s: float = DEFAULT_SESSION_TTL_S,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         audit: Any = None,
-        sensitivity: Callable[[str, Any, Any], str] | None = None,
+        sensitivity: Callable[[str, Any, Any], str] | Mapping[str, str] | None = None,
         store: EventStore | None = None,
         allowed_hosts: Sequence[str] | None = None,
         allowed_origins: Sequence[str] | None = None,
+        observer_timeout_s: float = DEFAULT_OBSERVER_TIMEOUT_S,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("McpProxy needs a non-empty name")
@@ -140,6 +176,16 @@ class McpProxy:
             raise ValueError(
                 "McpProxy: max_sessions >= 0, session_ttl_s > 0 and max_body_bytes > 0"
             )
+        if observer_timeout_s <= 0:
+            raise ValueError("McpProxy: observer_timeout_s > 0")
+        for what, fn in (
+            ("on_telemetry", on_telemetry),
+            ("on_event", on_event),
+            ("on_manifest", on_manifest),
+            ("on_session_closed", on_session_closed),
+        ):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"McpProxy {what} must be callable")
         self.name = name
         self.version = version
         self.upstream = Upstream(upstream, self._upstream_notification)
@@ -169,7 +215,13 @@ class McpProxy:
         self.max_body_bytes = max_body_bytes
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
-        self.sensitivity = sensitivity
+        self.sensitivity = _tiers(sensitivity)
+        self.observer_timeout_s = observer_timeout_s
+        # Async observers' awaitables, awaited in the order they were made
+        # (on_event is handed events inside the journal's flush, which is
+        # not async; the ledger settles them right after).
+        self._owed: list[tuple[str, Any]] = []
+        self._settling = anyio.Lock()
         self.sessions: set[ProxySession] = set()
         # The fast lane for tools/call (``_proxy_fast.py``); tests turn it
         # off to compare it with the SDK path.
@@ -208,7 +260,8 @@ class McpProxy:
         return self
 
     async def close(self) -> None:
-        """Disconnect from the upstream."""
+        """Disconnect from the upstream (observers' owed work awaited first)."""
+        await self.settle()
         await self.upstream.close()
 
     async def __aenter__(self) -> McpProxy:
@@ -234,17 +287,57 @@ class McpProxy:
 
     # -- observers --------------------------------------------------------
 
-    def telemetry(self, event: ToolCallTelemetry) -> None:
+    async def telemetry(self, event: ToolCallTelemetry) -> None:
         """P15, P16: hand one telemetry event over; a failure is only logged."""
-        _observe(self.on_telemetry, event, "on_telemetry")
+        self._observe(self.on_telemetry, event, "on_telemetry")
+        await self.settle()
 
     def event(self, event: Any) -> None:
-        """P16: hand one recorded event to ``on_event``; a failure is only logged."""
-        _observe(self.on_event, event, "on_event")
+        """P16: hand one recorded event to ``on_event``; a failure is only logged.
 
-    def manifest(self, manifest: Any) -> None:
+        An async ``on_event`` is awaited by ``settle`` (the ledger's, after
+        the append that recorded the event).
+        """
+        self._observe(self.on_event, event, "on_event")
+
+    async def manifest(self, manifest: Any) -> None:
         """P16, P22: hand a manifest to ``on_manifest``; a failure is only logged."""
-        _observe(self.on_manifest, manifest, "on_manifest")
+        self._observe(self.on_manifest, manifest, "on_manifest")
+        await self.settle()
+
+    def _observe(self, fn: Callable[[Any], Any] | None, value: Any, what: str) -> None:
+        if fn is None:
+            return
+        try:
+            out = fn(value)
+        except Exception:  # P16: a failing observer never fails a call
+            log.warning("proxy: %s raised", what, exc_info=True)
+            return
+        if out is not None and inspect.isawaitable(out):
+            self._owed.append((what, out))
+
+    async def settle(self) -> None:
+        """H6, P16: await the async observers' work owed so far, in order,
+        each at most ``observer_timeout_s``; a failure or overrun is logged."""
+        if not self._owed:
+            return
+        async with self._settling:
+            while self._owed:
+                what, owed = self._owed.pop(0)
+                await self._bounded(owed, what)
+
+    async def _bounded(self, owed: Any, what: str) -> None:
+        try:
+            with anyio.move_on_after(self.observer_timeout_s) as scope:
+                await owed
+            if scope.cancelled_caught:
+                log.warning(
+                    "proxy: %s did not finish within %ss; it was cancelled",
+                    what,
+                    self.observer_timeout_s,
+                )
+        except Exception:  # P16: a failing observer never fails a call
+            log.warning("proxy: %s raised", what, exc_info=True)
 
     async def _upstream_notification(self, note: types.ServerNotification) -> None:
         if isinstance(note.root, _LIST_CHANGED):
@@ -295,14 +388,9 @@ class McpProxy:
         self.sessions.discard(session)
         if self.ledger is not None:
             await self.ledger.close_session(session)
-        callback = self.on_session_closed
-        if callback is not None:
-            try:
-                out = callback(session.audit_session)
-                if inspect.isawaitable(out):
-                    await out
-            except Exception:  # P16: an observer changes nothing
-                log.warning("proxy: on_session_closed raised", exc_info=True)
+        closed = self.on_session_closed
+        self._observe(closed, session.audit_session, "on_session_closed")
+        await self.settle()
 
     async def run(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one stdio-style session over a pair of SDK streams (P21)."""
@@ -313,7 +401,10 @@ class McpProxy:
             async with memory_lane(session.calls, read_stream, write_stream) as read:
                 await session.run(read, write_stream)
         finally:
-            await self.close_session(session)
+            # P18, H6: the close (manifest, observers) runs whole, bounded
+            # by drain_s and observer_timeout_s, even when cancelled.
+            with anyio.CancelScope(shield=True):
+                await self.close_session(session)
 
     async def _stdio_session(self) -> ProxySession:
         identity, delegated = await self.identify({})
@@ -339,7 +430,10 @@ class McpProxy:
             async with loop_stdio(session.calls) as (read_stream, write_stream):
                 await session.run(read_stream, write_stream)
         finally:
-            await self.close_session(session)
+            # P18, H6: the close (manifest, observers) runs whole, bounded
+            # by drain_s and observer_timeout_s, even when cancelled.
+            with anyio.CancelScope(shield=True):
+                await self.close_session(session)
 
     def http_app(self, **kw: Any) -> Any:
         """The Streamable HTTP proxy as an ASGI app (``_proxy_http.py``)."""
@@ -372,17 +466,3 @@ def _decide(
             "proxy: %s predicate raised for %r; hiding it", what, name, exc_info=True
         )
         return True
-
-
-def _observe(fn: Callable[[Any], Any] | None, value: Any, what: str) -> None:
-    if fn is None:
-        return
-    try:
-        out = fn(value)
-        if inspect.iscoroutine(out):
-            out.close()
-            log.warning(
-                "proxy: %s must be a plain function; its coroutine was dropped", what
-            )
-    except Exception:  # P16: a failing observer never fails a call
-        log.warning("proxy: %s raised", what, exc_info=True)

@@ -49,7 +49,7 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,7 @@ from helmlog.events import (
 from helmlog.runtime import wall_clock_ms
 from helmlog.runtime.lowlevel import Journal, Listeners
 
+from ._proxy_errors import withheld
 from ._proxy_layers import RejectionReason
 
 if TYPE_CHECKING:
@@ -201,20 +202,36 @@ class ProxyAudit:
             for its calls in flight before it records them cut off (P18).
     """
 
-    secret: bytes | Callable[[], bytes]
+    secret: bytes | str | Callable[[], bytes | str]
     key_id: str = "default"
     store: EventStore | None = None
     drain_s: float = DRAIN_S
 
+    def __post_init__(self) -> None:
+        # H6: a str secret is its UTF-8 bytes; anything else is refused here,
+        # not by every call afterwards.
+        secret = self.secret
+        if isinstance(secret, str):
+            object.__setattr__(self, "secret", secret.encode("utf-8"))
+        elif not (isinstance(secret, bytes) or callable(secret)):
+            raise TypeError(
+                "ProxyAudit secret is bytes, a str (used as its UTF-8 bytes) or a"
+                f" function returning one, not {type(secret).__name__}"
+            )
+        if isinstance(self.secret, bytes) and not self.secret:
+            raise ValueError("ProxyAudit secret must not be empty")
 
-def ledger_error(cause: str) -> McpError:
-    """P20, S6: the record failed; nothing follows from it."""
-    return McpError(
-        types.ErrorData(
-            code=types.INTERNAL_ERROR,
-            message=f"the proxy's ledger could not record this call: {cause}",
-            data={"rejection_reason": RejectionReason.LEDGER_UNAVAILABLE.value},
-        )
+
+def ledger_error(cause: str, exc: BaseException | None = None) -> McpError:
+    """P20, S6: the record failed; nothing follows from it.
+
+    ``cause`` is a fixed description; ``exc``'s text (a key provider's, a
+    store's) goes only to the log, under the error's id (H4).
+    """
+    return withheld(
+        f"the proxy's ledger could not record this call: {cause}",
+        exc,
+        reason=RejectionReason.LEDGER_UNAVAILABLE.value,
     )
 
 
@@ -242,11 +259,19 @@ class _Stream:
         "in_flight",
         "journal",
         "lock",
+        "settle",
         "started_at",
     )
 
-    def __init__(self, journal: Journal, started_at: int) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        started_at: int,
+        settle: Callable[[], Awaitable[None]],
+    ) -> None:
         self.journal = journal
+        # Awaits the async on_event work the append's events owed (H6).
+        self.settle = settle
         self.lock = asyncio.Lock()
         self.started_at = started_at
         self.identity: Any = None
@@ -284,7 +309,8 @@ class _Stream:
             except Exception as exc:  # translated: fail closed (R5)
                 self.journal.broken = True
                 self.journal.discard()
-                raise ledger_error(str(exc) or type(exc).__name__) from exc
+                raise ledger_error("the append failed", exc) from exc
+        await self.settle()
 
 
 class _Recorder:
@@ -346,8 +372,10 @@ class ProxyLedger:
         assert self.audit is not None
         raw = self.audit.secret
         value = raw() if callable(raw) else raw
+        if isinstance(value, str):  # a provider's str: its UTF-8 bytes
+            value = value.encode("utf-8")
         if not isinstance(value, bytes) or not value:
-            raise ValueError("the audit secret must be non-empty bytes")
+            raise ValueError("the audit secret must be non-empty bytes or str")
         key = chain_key(value)
         if self.store.chain_key is None:
             self.store.chain_key = key
@@ -362,7 +390,7 @@ class ProxyLedger:
             journal = Journal(
                 self.store, session.audit_session, self.listeners, wall_clock_ms
             )
-            found = _Stream(journal, wall_clock_ms())
+            found = _Stream(journal, wall_clock_ms(), self.proxy.settle)
             self._streams[session.audit_session] = found
         return found
 
@@ -375,8 +403,8 @@ class ProxyLedger:
     def _keyed(self) -> bytes:
         try:
             return self.secret()
-        except Exception as exc:  # P21: refused, retried next call
-            raise ledger_error(f"the audit key could not be derived: {exc}") from exc
+        except Exception as exc:  # P21: refused, retried next call; H4: withheld
+            raise ledger_error("the audit key could not be derived", exc) from exc
 
     # -- the audit of a call (P20) ------------------------------------------
 
@@ -583,5 +611,5 @@ class ProxyLedger:
             )
         stream.closed = True  # a call still running records nothing more
         self._streams.pop(session.audit_session, None)
-        self.proxy.manifest(manifest)
+        await self.proxy.manifest(manifest)
         return manifest

@@ -10,7 +10,8 @@ Role:    gateway layer; ``ProxySession`` (its SDK path and its fast lane)
 Emits:   one ``ToolCallTelemetry`` per call; the ledger's audit events.
 
 Laws: P9 (a hidden tool or resource is not found, with a reason), P11
-(every refusal carries a ``RejectionReason`` in ``data``), P15 (one
+(every refusal carries a ``RejectionReason`` in ``data``; H6: only that
+closed set, from an upstream's error too, makes a call ``rejected``), P15 (one
 telemetry event per tool call, on every route: its fields), P20 (the ledger
 records every route, around everything: ``call_started`` before the route,
 ``call_finished`` before the response leaves; a call cancelled mid-route (a
@@ -31,6 +32,7 @@ import anyio
 import mcp.types as types
 from mcp.shared.exceptions import McpError
 
+from ._proxy_errors import withheld
 from ._proxy_layers import ProxyContext, RejectionReason
 
 if TYPE_CHECKING:
@@ -99,12 +101,16 @@ def resource_hidden(uri: str) -> McpError:
     )
 
 
+_REASONS = frozenset(r.value for r in RejectionReason)
+
+
 def reason_of(exc: McpError) -> str | None:
-    """The ``data.rejection_reason`` an MCP error carries, if any."""
+    """The ``data.rejection_reason`` an MCP error carries, if it is one of
+    the closed set (P11, H6); any other string makes it a plain error."""
     data = exc.error.data
     if isinstance(data, dict):
         reason = data.get("rejection_reason")
-        return reason if isinstance(reason, str) else None
+        return reason if isinstance(reason, str) and reason in _REASONS else None
     return None
 
 
@@ -119,7 +125,8 @@ async def accounted(
     """P15, P20: one tool call's audit and telemetry around its ``route``.
 
     ``meta`` is the caller's ``_meta`` (the SDK model or its JSON dict);
-    a layer's failure becomes an ``INTERNAL_ERROR``; the route's result
+    a layer's failure becomes an ``INTERNAL_ERROR`` with a fixed message and
+    an error id, its text logged under that id (H4); the route's result
     (a ``CallToolResult`` or its JSON dict) is returned as it came.
     """
     proxy = session.proxy
@@ -143,12 +150,9 @@ async def accounted(
     except McpError as exc:
         error = exc
         state.reason = state.reason or reason_of(exc)
-    except Exception as exc:  # a layer failed: an MCP error
-        log.warning("proxy: tool call %s failed", requested, exc_info=True)
-        error = McpError(
-            types.ErrorData(
-                code=types.INTERNAL_ERROR, message=str(exc) or type(exc).__name__
-            )
+    except Exception as exc:  # noqa: BLE001 — a layer failed: H4, withheld
+        error = withheld(
+            "the proxy could not complete this tool call", exc, detail=requested
         )
     duration_ms = (time.perf_counter() - started) * 1000.0
     if state.reason is not None:
@@ -159,7 +163,7 @@ async def accounted(
         await ledger.finished(
             session, ctx, entry, requested, state, outcome, result, error, duration_ms
         )
-    proxy.telemetry(
+    await proxy.telemetry(
         ToolCallTelemetry(
             request_id=ctx.request_id,
             session_id=ctx.session_id,

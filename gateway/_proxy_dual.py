@@ -91,7 +91,7 @@ async def answer_lane(
         status = 500
         response = {
             "jsonrpc": "2.0",
-            "id": "server-error",
+            "id": None,  # H6: as ``_proxy_http`` rewrites the SDK's
             "error": {
                 "code": types.INTERNAL_ERROR,
                 "message": "Error processing request",

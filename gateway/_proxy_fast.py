@@ -14,7 +14,8 @@ Emits:   nothing of its own; the route emits telemetry, audit and rows.
 
 Laws: P25 (transparent: the response is what the SDK session would send —
 a result as ``CallToolResult`` dumps it, an ``McpError`` as its ``ErrorData``,
-any other failure as code 0 with its text, malformed params as
+any other failure as the session's handlers answer it (H4: a fixed message
+and an error id, the text only logged), malformed params as
 ``INVALID_PARAMS``/"Invalid request parameters"; a client's cancel answers
 code 0 "Request cancelled" and cancels the upstream call, which relays the
 cancel upstream; a call carrying a ``progressToken`` stays on the SDK path,
@@ -41,6 +42,8 @@ import mcp.types as types
 from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from ._proxy_errors import withheld
 
 if TYPE_CHECKING:
     from ._proxy_session import ProxySession
@@ -223,10 +226,9 @@ class FastCalls:
                     )
                 except McpError as exc:
                     return {"jsonrpc": "2.0", "id": rid, "error": error_of(exc)}
-                except Exception as exc:  # the SDK session's answer to a failure
-                    log.warning("proxy: a fast-lane call failed", exc_info=True)
-                    error = {"code": 0, "message": str(exc)}
-                    return {"jsonrpc": "2.0", "id": rid, "error": error}
+                except Exception as exc:  # noqa: BLE001 — H4: withheld, logged
+                    failed = withheld("the proxy could not answer this call", exc)
+                    return {"jsonrpc": "2.0", "id": rid, "error": error_of(failed)}
                 return {"jsonrpc": "2.0", "id": rid, "result": result}
         finally:
             self.in_flight.pop(rid, None)

@@ -14,7 +14,10 @@ S2 — ``tool_call_id="mcp-<proxy>-<n>"``, iteration 0, history ``()``, the
 session's identity, ``tool_source`` = the upstream's name; S3 — before-tool
 walk, validation, dispatch, execute, after-tool walk; S4 — a refusal is an
 ``is_error`` result whose text is the reason; a refusal's result carries
-``_meta={"rejection_reason": "POLICY_DENIED", "middleware": <name>}``), R5
+``_meta={"rejection_reason": "POLICY_DENIED", "middleware": <name>}``; an
+upstream that answers with an MCP error raised, for S4: the after-tool walk
+sees ``error=True`` and the client gets ``is_error=True`` with the walk's
+verdict, never the raw error — S4 wins over P25 on this route, H6), R5
 (rows are appended before what follows from them), R7 (``tool.dispatched``
 before ``execute``), P25 (an unchanged upstream result goes back as the
 upstream sent it, ``_meta`` and structured content included).
@@ -184,12 +187,23 @@ class Governance:
             state.middleware = recorder.refused_by
             return _refusal(out.text, recorder.refused_by)
         assert isinstance(out, Ran)  # SERVED never pauses
+        if fwd.error is not None:
+            # S4 wins over P25 here (docs/laws.md, H6): the upstream's error
+            # is the tool's raise; the client gets the walk's verdict on it.
+            return _errored(out)
         unchanged = out.text == render_result(out.result)
-        if unchanged and fwd.error is not None:
-            raise fwd.error  # the upstream's own protocol error, unchanged
         if unchanged and fwd.result is not None:
             return fwd.result
         return _transformed(out, fwd.result)
+
+
+def _errored(out: Ran) -> types.CallToolResult:
+    """S4: an upstream that answered with an error, after the after-tool
+    walk (``error=True``): ``is_error=True`` whose text is the walk's verdict
+    (the upstream's message where no link changed it)."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=out.text)], isError=True
+    )
 
 
 def _transformed(

@@ -26,7 +26,12 @@ event store with 128-bit random event ids; an unknown or foreign
 default, a warning when bound elsewhere without a resolver, ``Host`` and
 ``Origin`` checked against an allow-list with 403 otherwise; a request that
 is not an initialize and names no session answers 400; malformed JSON
-answers 400 with a parse error), P25 (a lane answer is what the JSON
+answers 400 with a parse error), H6 (the edge: one path, ``/mcp`` and not
+``/mcp/``; every body sent to a session is decoded here first, so one that
+is not UTF-8 JSON answers 400 ``PARSE_ERROR`` and JSON that is not one
+JSON-RPC message 400 ``INVALID_REQUEST``, never the SDK's 5xx; every error
+body is JSON-RPC with ``"id": null`` where the request id is unknown, the
+SDK transport's ``"server-error"`` rewritten), P25 (a lane answer is what the JSON
 transport would send: status, ``Content-Type``, ``mcp-session-id`` and body;
 a session ending under a lane call answers the transport's 500).
 
@@ -66,13 +71,26 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _decode = msgspec.json.Decoder().decode
 
 
-def _error_body(status: int, code: int, message: str, reason: str | None) -> Any:
+_UNPARSED = object()  # a body that is not JSON (``None`` is JSON's null)
+# The id the SDK's transport puts on an error whose request id it does not
+# know; JSON-RPC 2.0 wants null there (H6).
+_SDK_UNKNOWN_ID = "server-error"
+
+
+def _error_body(
+    status: int,
+    code: int,
+    message: str,
+    reason: str | None,
+    request_id: str | int | None = None,
+) -> Any:
+    """A JSON-RPC error answer; ``id`` is null when the request's is unknown."""
     from starlette.responses import Response
 
     error: dict[str, Any] = {"code": code, "message": message}
     if reason is not None:
         error["data"] = {"rejection_reason": reason}
-    body = {"jsonrpc": "2.0", "id": "server-error", "error": error}
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
@@ -166,10 +184,9 @@ class ProxyHttpApp:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        if scope["path"].rstrip("/") != self.path.rstrip("/"):
-            from starlette.responses import Response
-
-            await Response("Not Found", status_code=404)(scope, receive, send)
+        if scope["path"] != self.path:  # H6: one path; ``/mcp/`` is not it
+            response = _error_body(404, types.INVALID_REQUEST, "Not Found", None)
+            await response(scope, receive, send)
             return
         body, too_big = await self._body(receive)
         if too_big:
@@ -239,12 +256,22 @@ class ProxyHttpApp:
             return
         method = scope["method"]
         message = _decoded(body) if method == "POST" else None
+        if message is _UNPARSED:  # H6: never the SDK's json.loads (a 500)
+            await _parse_error()(scope, receive, send)
+            return
         calls = live.proxy_session.calls
-        if last is None and lane_headers(head) and not live.transport.is_terminated:
-            if calls.admit(message):  # the fast lane (``_proxy_fast.py``)
-                await answer_lane(calls, message, sid, scope, send)
+        lane = lane_headers(head) and not live.transport.is_terminated
+        if last is None and lane and calls.admit(message):
+            await answer_lane(calls, message, sid, scope, send)  # ``_proxy_fast.py``
+            return
+        if method == "POST":
+            refusal = _not_a_message(message)
+            if refusal is not None:  # H6: typed, 400, and the session unharmed
+                await refusal(scope, receive, send)
                 return
+        if last is None and lane:
             calls.saw(message)
+        send = _null_ids(send)
         if not wants_sse(method, message, head.get("accept", "")):
             await live.fast.handle_request(scope, receive, send)  # JSON transport
             return
@@ -261,11 +288,13 @@ class ProxyHttpApp:
             )
             await response(scope, receive, send)
             return
-        try:
-            message = json.loads(body)
-        except ValueError:
-            response = _error_body(400, types.PARSE_ERROR, "Parse error", None)
-            await response(scope, receive, send)
+        message = _decoded(body)
+        if message is _UNPARSED:
+            await _parse_error()(scope, receive, send)
+            return
+        refusal = _not_a_message(message)
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         if not (isinstance(message, dict) and message.get("method") == "initialize"):
             response = _error_body(
@@ -325,7 +354,9 @@ class ProxyHttpApp:
         self.live[sid] = live
         assert self._tg is not None, "the HTTP proxy's lifespan is not running"
         await self._tg.start(self._serve, sid, live)
-        status = await _status_of(transport.handle_request, scope, receive, send)
+        status = await _status_of(
+            transport.handle_request, scope, receive, _null_ids(send)
+        )
         if status is None or status >= 400:
             await self._end(sid)  # P18: a failed initialize leaves nothing
 
@@ -368,10 +399,89 @@ def _headers(raw: Any) -> dict[str, str]:
 
 
 def _decoded(body: bytes) -> Any:
+    """The body as JSON (strict UTF-8), or ``_UNPARSED``."""
     try:
         return _decode(body)
-    except msgspec.DecodeError:
-        return None
+    except (msgspec.DecodeError, RecursionError):
+        return _UNPARSED
+
+
+def _parse_error() -> Any:
+    """H6: a body that is not JSON (bytes that are not UTF-8 included)."""
+    return _error_body(400, types.PARSE_ERROR, "Parse error", None)
+
+
+def _not_a_message(message: Any) -> Any:
+    """H6: 400 invalid request for JSON that is not one JSON-RPC message,
+    with the request's id where it has a usable one; ``None`` if it is one.
+
+    A request or notification whose ``id`` is not a string or a number is
+    refused here: the SDK's models would take it for a notification.
+    """
+    try:
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            rid = message["id"]
+            if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+                raise ValueError("a request id is a string or a number")
+        types.JSONRPCMessage.model_validate(message)
+    except ValueError:  # pydantic's ValidationError is one
+        rid = message.get("id") if isinstance(message, dict) else None
+        if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+            rid = None
+        invalid = "Invalid Request: not a JSON-RPC message"
+        return _error_body(400, types.INVALID_REQUEST, invalid, None, rid)
+    except RecursionError:
+        return _error_body(
+            400, types.INVALID_REQUEST, "Invalid Request: nested too deeply", None
+        )
+    return None
+
+
+def _null_ids(send: Any) -> Any:
+    """H6: the SDK transport's error answers as JSON-RPC errors: ``"id":
+    null`` where it wrote ``"server-error"`` (a request id it does not know),
+    and its plain-text ones (``Invalid Content-Type header``) put in one."""
+    held: dict[str, Any] | None = None
+    chunks: list[bytes] = []
+
+    async def out(message: Any) -> None:
+        nonlocal held
+        kind = message["type"]
+        if kind == "http.response.start" and message["status"] >= 400:
+            held = message
+            return
+        if held is None or kind != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = _nulled(b"".join(chunks), held["status"])
+        headers = [
+            (k, v)
+            for k, v in held.get("headers", [])
+            if k.lower() not in (b"content-length", b"content-type")
+        ]
+        headers.append((b"content-length", str(len(body)).encode()))
+        headers.append((b"content-type", b"application/json"))
+        start, held = {**held, "headers": headers}, None
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+    return out
+
+
+def _nulled(body: bytes, status: int) -> bytes:
+    answer = _decoded(body)
+    if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
+        if answer.get("id") == _SDK_UNKNOWN_ID:
+            answer["id"] = None
+            return json.dumps(answer).encode()
+        return body
+    code = types.INTERNAL_ERROR if status >= 500 else types.INVALID_REQUEST
+    text = body.decode("utf-8", "replace").strip()[:200] or f"HTTP {status}"
+    error = {"code": code, "message": text}
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
 def _replayer(body: bytes) -> Callable[[], Any]:

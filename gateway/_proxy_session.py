@@ -21,7 +21,9 @@ middleware), P10 (the terminal re-checks the forwarded name), P12, P13
 (pass-through observers: the forward happens exactly once, with the original
 params, and the client gets the raw outcome), P15 (one telemetry event per
 tool call on every route), P16 (a failing observer is logged and changes
-nothing; a raising visibility predicate hides: governance fails closed), P20
+nothing; a raising visibility predicate hides: governance fails closed), H4
+(a handler's failure answers a fixed message and an error id, never its
+text), P20
 (the ledger records every route, around everything), P25 (capabilities
 mirrored, progress relayed, ``_meta`` forwarded, list_changed fanned out).
 """
@@ -40,6 +42,7 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 
 from ._proxy_calls import CallState, accounted, resource_hidden, tool_hidden
+from ._proxy_errors import withheld
 from ._proxy_fast import FastCalls, checked_result, simple_params, validated
 from ._proxy_layers import (
     Composed,
@@ -65,6 +68,27 @@ _FORWARDED: dict[type, type] = {
 }
 
 
+def _guarded(
+    handler: Callable[[Any], Awaitable[types.ServerResult]],
+) -> Callable[[Any], Awaitable[types.ServerResult]]:
+    """H4: a handler whose failure (not an ``McpError``) reaches the client
+    as a fixed message and an error id; the SDK would send its text."""
+
+    async def guarded(req: Any) -> types.ServerResult:
+        try:
+            return await handler(req)
+        except McpError:
+            raise
+        except Exception as exc:
+            raise withheld(
+                "the proxy could not answer this request",
+                exc,
+                detail=getattr(req, "method", type(req).__name__),
+            ) from exc
+
+    return guarded
+
+
 class ProxySession:
     """One client session: a low-level ``Server`` whose handlers route (P17)."""
 
@@ -88,12 +112,12 @@ class ProxySession:
         self._write: Any = None  # the session's outgoing stream, once it runs
         server: Server[Any, Any] = Server(proxy.name, version=proxy.version)
         handlers = server.request_handlers
-        handlers[types.CallToolRequest] = self._call_tool
-        handlers[types.ListToolsRequest] = self._list_tools
-        handlers[types.ReadResourceRequest] = self._read_resource
-        handlers[types.ListResourcesRequest] = self._list_resources
+        handlers[types.CallToolRequest] = _guarded(self._call_tool)
+        handlers[types.ListToolsRequest] = _guarded(self._list_tools)
+        handlers[types.ReadResourceRequest] = _guarded(self._read_resource)
+        handlers[types.ListResourcesRequest] = _guarded(self._list_resources)
         for request_type in _FORWARDED:
-            handlers[request_type] = self._forward
+            handlers[request_type] = _guarded(self._forward)
         self.server = server
         self.calls = FastCalls(self, enabled=proxy.fast_calls)
 

@@ -119,7 +119,7 @@ async def test_p20_a_failed_first_append_routes_nothing() -> None:
         with pytest.raises(McpError) as raised:
             await client.call_tool("echo", {"word": "x"})
         store.failing = False
-    assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data
+    assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
     assert [] == CALLS
 
 
@@ -132,7 +132,7 @@ async def test_p20_a_failed_second_append_withholds_the_response() -> None:
         with pytest.raises(McpError) as raised:
             await client.call_tool("echo", {"word": "x"})
         store.failing = False
-    assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data
+    assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
     assert ["echo"] == CALLS
 
 
@@ -195,7 +195,7 @@ async def test_p21_a_failed_key_derivation_is_retried_not_cached() -> None:
         with pytest.raises(McpError) as raised:
             await client.call_tool("echo", {"word": "x"})
         await client.call_tool("echo", {"word": "y"})
-    assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data
+    assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
     assert 2 == len(attempts)
 
 
@@ -516,7 +516,7 @@ async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None
         await ledger.finished(
             session, ctx, stream, "echo", state, "success", {"content": []}, None, 1.0
         )
-    assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data
+    assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
     events: list[Any] = [r.decode() for r in await _records(store)]
     assert ["proxy.call_started", "proxy.call_finished", "proxy.session_closed"] == [
         e.type for e in events

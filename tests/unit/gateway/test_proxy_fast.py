@@ -23,6 +23,7 @@ response objects show it.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -301,8 +302,14 @@ async def test_p25_a_malformed_upstream_block_is_answered_as_the_sdk_path(
         fast, answered = await _memory(proxy, cases)
     async with _sdk(McpProxy(_malformed(block))) as proxy:
         sdk, _ = await _memory(proxy, cases)
-    assert (sdk, 1) == (fast, answered)
+    assert (_unnamed(sdk), 1) == (_unnamed(fast), answered)
     assert "result" not in fast[1] or fast[1]["result"].get("isError") is True
+
+
+def _unnamed(answers: dict[Any, Any]) -> dict[Any, Any]:
+    """Answers with each withheld error's id (fresh per error, H4) blanked."""
+    text = json.dumps(answers, sort_keys=True)
+    return dict(json.loads(re.sub(r"\b[0-9a-f]{32}\b", "<error id>", text)))
 
 
 def _finished(events: list[Any]) -> list[tuple[Any, ...]]:

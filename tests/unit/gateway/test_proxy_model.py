@@ -203,7 +203,8 @@ async def test_p7_one_context_per_request_over_the_real_client() -> None:
 
 
 async def test_p6_a_layer_error_reaches_the_client_as_an_mcp_error() -> None:
-    """P6: a layer that raises fails the request; the upstream is not called."""
+    """P6, H4: a layer that raises fails the request with a fixed message and
+    an error id (its text is only logged); the upstream is not called."""
 
     async def broken(req: Any, next: Any, ctx: Any) -> Any:
         raise ValueError("layer broke")
@@ -211,4 +212,9 @@ async def test_p6_a_layer_error_reaches_the_client_as_an_mcp_error() -> None:
     async with proxied(McpProxy(UPSTREAM, tool_middleware=[broken])) as client:
         with pytest.raises(McpError) as raised:
             await client.call_tool("echo", {"word": "a"})
-    assert "layer broke" == raised.value.error.message
+    error = raised.value.error
+    assert isinstance(error.data, dict)
+    eid = error.data["error_id"]
+    assert f"the proxy could not complete this tool call (error id {eid})" == (
+        error.message
+    )
