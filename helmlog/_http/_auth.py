@@ -10,19 +10,29 @@ Emits:   nothing; the identity it answers is what the ledger row names
 Laws: issue 11 item 2 (the approver's identity comes from authentication,
 never from a field the client fills in; an approver token cannot start
 sessions and a session token cannot approve), G63 (the identity becomes the
-decision's ``by``), fail closed (no configuration, no access: ``serve``
-refuses to start without one).
+decision's ``by``), H2 (a ``session`` entry belongs to one app, an
+``approver`` entry names the apps it decides for), fail closed (no
+configuration, no access: ``serve`` refuses to start without one; an
+approver entry without ``apps`` is refused, not read as every app).
 
 The file::
 
     [[tokens]]
     identity = "dana@ops"
     roles = ["approver"]
+    apps = ["billing", "support"]  # the apps it decides for; ["*"]: every app
     token_sha256 = "<hex sha-256 of the token>"   # or: token = "<the token>"
+
+    [[tokens]]
+    identity = "billing-api"
+    roles = ["session"]
+    app = "billing"                # the app its sessions belong to (default:
+    token_sha256 = "<hex>"         # its identity)
 
     [trusted_header]               # optional: a fronting proxy authenticates
     identity = "X-Forwarded-Email"  # the header holding the identity
     roles = ["approver"]            # the roles such a person has
+    apps = ["*"]                    # as for a token entry
     from = ["127.0.0.1/32"]         # the proxy's addresses (required)
 
 Why tokens are compared by their SHA-256: the file may then hold digests
@@ -50,6 +60,9 @@ TOKEN_ENV: Final = "HELMLOG_TOKEN"
 AUTH_ENV: Final = "HELMLOG_AUTH"
 APPROVER_ENV: Final = "HELMLOG_APPROVER"
 COOKIE: Final = "helmlog_token"
+# H2: an approver whose ``apps`` holds this decides for every app, and for
+# sessions that record no owner.
+ALL_APPS: Final = "*"
 
 
 class AuthConfigError(ValueError):
@@ -57,15 +70,40 @@ class AuthConfigError(ValueError):
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
-    """An authenticated caller: who, with which roles, vouched for how."""
+    """An authenticated caller: who, with which roles, vouched for how, and
+    (H2) the app its sessions belong to (``app``, empty: its identity) and
+    the apps it decides for (``apps``; ``"*"``: every app)."""
 
     identity: str
     roles: frozenset[str]
     via: Literal["token", "header", "cookie", "environment"] = "token"
+    app: str = ""
+    apps: frozenset[str] = frozenset()
 
     def can(self, role: Role) -> bool:
         """Whether this caller holds ``role``."""
         return role in self.roles
+
+    @property
+    def own_app(self) -> str:
+        """The app the sessions this caller starts belong to (H2)."""
+        return self.app or self.identity
+
+    def owns(self, app: str | None) -> bool:
+        """Whether a session of ``app`` is this ``session`` caller's own (H2);
+        a session with no recorded owner (``None``) is no one's."""
+        return self.can("session") and app is not None and app == self.own_app
+
+    def decides_for(self, app: str | None) -> bool:
+        """Whether this ``approver`` may see and decide asks of ``app`` (H2);
+        a session with no recorded owner is only an every-app approver's."""
+        if not self.can("approver"):
+            return False
+        return ALL_APPS in self.apps or (app is not None and app in self.apps)
+
+    def sees(self, app: str | None) -> bool:
+        """Whether a session of ``app`` is this caller's to read (H2)."""
+        return self.owns(app) or self.decides_for(app)
 
 
 def token_digest(token: str) -> str:
@@ -79,6 +117,8 @@ class TrustedHeader(msgspec.Struct, frozen=True, kw_only=True):
     identity: str
     roles: frozenset[str]
     sources: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    app: str = ""
+    apps: frozenset[str] = frozenset()
 
 
 class Authenticator:
@@ -121,8 +161,10 @@ class Authenticator:
                 digest = token_digest(entry["token"])
             if not isinstance(digest, str) or len(digest) != 64:
                 raise AuthConfigError(f"{what} needs token_sha256 (64 hex) or token")
+            roles = _roles(entry.get("roles"), what)
+            app, apps = _scope(entry, roles, what)
             tokens[digest.lower()] = Principal(
-                identity=identity, roles=_roles(entry.get("roles"), what)
+                identity=identity, roles=roles, app=app or identity, apps=apps
             )
         header = None
         raw = data.get("trusted_header")
@@ -139,10 +181,10 @@ class Authenticator:
                 nets = tuple(ipaddress.ip_network(s, strict=False) for s in sources)
             except ValueError as exc:
                 raise AuthConfigError(f"{where}: trusted_header.from: {exc}") from None
+            roles = _roles(raw.get("roles"), f"{where}: trusted_header")
+            app, apps = _scope(raw, roles, f"{where}: trusted_header")
             header = TrustedHeader(
-                identity=name.lower(),
-                roles=_roles(raw.get("roles"), f"{where}: trusted_header"),
-                sources=nets,
+                identity=name.lower(), roles=roles, sources=nets, app=app, apps=apps
             )
         if not tokens and header is None:
             raise AuthConfigError(f"{where}: no tokens and no trusted_header")
@@ -180,7 +222,11 @@ class Authenticator:
                 if not who.strip() or not self._from_proxy(client_host):
                     return None
                 return Principal(
-                    identity=who.strip(), roles=self.header.roles, via="header"
+                    identity=who.strip(),
+                    roles=self.header.roles,
+                    via="header",
+                    app=self.header.app,
+                    apps=self.header.apps,
                 )
         kept = (cookies or {}).get(COOKIE)
         if kept:
@@ -206,6 +252,43 @@ def _roles(raw: object, what: str) -> frozenset[str]:
     return frozenset(raw)
 
 
+def _scope(
+    entry: Mapping[str, Any], roles: frozenset[str], what: str
+) -> tuple[str, frozenset[str]]:
+    """An entry's ``app`` (session role; "" when not given) and ``apps``
+    (approver role, required: fail closed, no silent every-app)."""
+    app = entry.get("app", "")
+    if "app" in entry and (not isinstance(app, str) or not app):
+        raise AuthConfigError(f"{what}: app must be a non-empty string")
+    if app and "session" not in roles:
+        raise AuthConfigError(
+            f"{what}: app names where a session token's sessions belong; "
+            "this entry has no session role"
+        )
+    raw = entry.get("apps")
+    if "approver" not in roles:
+        if raw is not None:
+            raise AuthConfigError(
+                f"{what}: apps names what an approver decides for; "
+                "this entry has no approver role"
+            )
+        return app, frozenset()
+    if raw is None:
+        raise AuthConfigError(
+            f"{what}: an approver names the apps it decides for (H2): "
+            'apps = ["billing"], or apps = ["*"] for every app (as before)'
+        )
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(a, str) and a for a in raw)
+    ):
+        raise AuthConfigError(
+            f'{what}: apps is a non-empty list of app names, or ["*"]'
+        )
+    return app, frozenset(raw)
+
+
 def approver_from_environment(
     environ: Mapping[str, str], auth_file: str | None = None
 ) -> Principal:
@@ -213,7 +296,8 @@ def approver_from_environment(
 
     ``$HELMLOG_TOKEN`` resolved through the auth file (``auth_file`` or
     ``$HELMLOG_AUTH``) when both are set; else ``$HELMLOG_APPROVER``, the
-    identity the operator's environment asserts. A token that is unknown or
+    identity the operator's environment asserts (an approver of every app:
+    that shell already holds the store). A token that is unknown or
     lacks the approver role is refused, never downgraded to the name.
 
     Raises:
@@ -240,7 +324,10 @@ def approver_from_environment(
     name = environ.get(APPROVER_ENV, "").strip()
     if name:
         return Principal(
-            identity=name, roles=frozenset({"approver"}), via="environment"
+            identity=name,
+            roles=frozenset({"approver"}),
+            via="environment",
+            apps=frozenset({ALL_APPS}),
         )
     raise AuthConfigError(
         "who approves comes from configuration: set $HELMLOG_TOKEN (with --auth "

@@ -18,6 +18,11 @@ field of the body. A cookie-authenticated POST must carry
 ``X-Requested-With: helmlog`` (a header no cross-site form can set), besides
 the cookie being ``SameSite=Strict``.
 
+H2: a session route answers a session outside the caller's scope (another
+app's, for a ``session`` token; an app not in an approver's ``apps``) as it
+answers an unknown one, 404, so ids do not leak; the asks list and a
+decision are bounded by the approver's ``apps``.
+
 Why ``require`` runs first in every API route: a body is decoded and a store
 read only for a caller allowed to cause them, so an unauthenticated client
 learns nothing, not even whether a session exists.
@@ -124,17 +129,17 @@ async def send_message(request: Request) -> Response:
 
 
 async def get_session(request: Request) -> Response:
-    require(request, "session", "approver")
+    who = require(request, "session", "approver")
     sid = request.path_params["session_id"]
-    return json_response(await service_of(request).snapshot(sid))
+    return json_response(await service_of(request).snapshot(who, sid))
 
 
 # -- asks -----------------------------------------------------------------------
 
 
 async def list_asks(request: Request) -> Response:
-    require(request, "approver")
-    return json_response(await service_of(request).asks())
+    who = require(request, "approver")
+    return json_response(await service_of(request).asks(who))
 
 
 async def decide(request: Request) -> Response:
@@ -150,6 +155,7 @@ async def decide(request: Request) -> Response:
         request.path_params["call_id"],
         approved=verdict == "approve",
         note=body.note or None,
+        scope=who,
     )
     return json_response(out)
 
@@ -161,7 +167,7 @@ async def home(request: Request) -> Response:
     who = principal_of(request)
     if who is None or not who.can("approver"):
         return HTMLResponse(page(None, (), 0), status_code=200 if who is None else 403)
-    asks = await service_of(request).asks()
+    asks = await service_of(request).asks(who)
     return HTMLResponse(page(who.identity, asks, wall_clock_ms()))
 
 

@@ -15,19 +15,28 @@ resume lets exactly one proceed; the loser's ``replayed`` is a 409), R18
 (the asks list comes from the pending-asks index; each entry's pause record
 is read for its arguments, the rest of the stream is not), G86 (every view
 is served under the agent's redaction policy), issue 11 item 4 (an ask past
-its deadline is declined by the system: ``declined by timeout``).
+its deadline is declined by the system: ``declined by timeout``), H2 (a
+session belongs to the app that started it — ``app`` in the identity of its
+first ``agent.turn_start``, which ``start`` writes from the principal — and
+is read, continued, listed and decided only in that app's scope; out of
+scope answers exactly as an unknown session does, 404).
 
 Why the index is consulted before a decision: an ask the index no longer
 holds was answered (or replaced); answering from the stream alone would let a
 decision race the index's own view of what waits. The fold then decides: the
 index is a projection and may be stale, the stream is the truth.
+
+Why the owner is read from the stream, and only cached: another replica, or
+this one after a restart, must enforce the same ownership; an owner never
+changes once its first turn is recorded, so a cached one is never stale.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from helmlog.events import (
     CheckpointError,
@@ -36,7 +45,9 @@ from helmlog.events import (
     NoConversationError,
     PauseRequested,
     PauseResumed,
+    SessionImported,
     SessionState,
+    TurnStarted,
     encode_event,
     fold,
     read_verified,
@@ -52,7 +63,7 @@ from helmlog.runtime import (
     wall_clock_ms,
 )
 
-from ._auth import Principal
+from ._auth import ALL_APPS, Principal
 from ._metrics import Metrics
 from ._wire import (
     ERR_ASK_RESOLVED,
@@ -64,6 +75,26 @@ from ._wire import (
 )
 
 TIMEOUT_BY = "timeout"
+# H2: the key of a turn's identity that names the app owning the session.
+OWNER_KEY: Final = "app"
+OWNERS_CACHED: Final = 65_536
+
+
+def owner_of(events: Iterable[Any]) -> str | None:
+    """The app a session belongs to (H2): ``app`` in the identity of its
+    first recorded turn (``agent.turn_start``, or an import's paused call);
+    ``None`` when that turn names none (the session was not started through
+    ``serve``) or the stream holds no turn."""
+    for ev in events:
+        if isinstance(ev, TurnStarted):
+            ident = ev.identity
+        elif isinstance(ev, SessionImported) and ev.call is not None:
+            ident = ev.call.identity
+        else:
+            continue
+        app = ident.get(OWNER_KEY) if isinstance(ident, dict) else None
+        return app if isinstance(app, str) and app else None
+    return None
 
 
 class Runner(Protocol):
@@ -160,6 +191,8 @@ class Service:
         self.redact = redact
         self.metrics = metrics or Metrics()
         self.ask_timeout_s = ask_timeout_s
+        # session id -> owning app; a cache of what the streams say (H2).
+        self._owners: OrderedDict[str, str] = OrderedDict()
 
     def served(self, value: Any) -> Any:
         """``value`` as the policy lets it be served (G86)."""
@@ -174,8 +207,12 @@ class Service:
         return self._outcome(sid, out)
 
     async def send(self, who: Principal, session_id: str, message: str) -> Outcome:
-        """Continue a session by id from its last accepted checkpoint (R1)."""
-        state = await self._state(session_id)
+        """Continue one of ``who``'s app's sessions by id from its last
+        accepted checkpoint (R1); another app's is unknown to it (H2)."""
+        events = await self._events(session_id)
+        if not who.owns(self._owner_seen(session_id, events)):
+            raise _unknown(session_id)
+        state = fold(events)
         if state.pending is not None:
             raise NoConversationError("pending-question")
         cp = state.checkpoint
@@ -184,10 +221,45 @@ class Service:
         out = await self._turn(self.runner.send(cp, message, _identity(who)))
         return self._outcome(session_id, out)
 
-    async def snapshot(self, session_id: str) -> SessionState:
-        """The session's fold, served redacted."""
-        state: SessionState = self.served(await self._state(session_id))
+    async def snapshot(self, who: Principal, session_id: str) -> SessionState:
+        """The session's fold, served redacted, if ``who`` sees it (H2)."""
+        events = await self._events(session_id)
+        if not who.sees(self._owner_seen(session_id, events)):
+            raise _unknown(session_id)
+        state: SessionState = self.served(fold(events))
         return state
+
+    async def check_sees(self, who: Principal, session_id: str) -> None:
+        """Raise the unknown-session 404 unless the session exists and ``who``
+        sees it (H2): out of scope answers exactly as unknown."""
+        if not await self._in_scope(who, session_id, who.sees):
+            raise _unknown(session_id)
+        if not await self.exists(session_id):
+            raise _unknown(session_id)
+
+    async def owner(self, session_id: str) -> str | None:
+        """The app ``session_id`` belongs to, from its stream (H2), cached."""
+        known = self._owners.get(session_id)
+        if known is not None:
+            return known
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            records = await read_verified(self.store, session_id)
+        return self._owner_seen(session_id, [r.decode() for r in records])
+
+    def _owner_seen(self, session_id: str, events: Iterable[Any]) -> str | None:
+        app = owner_of(events)
+        if app is not None:
+            self._owners[session_id] = app
+            while len(self._owners) > OWNERS_CACHED:
+                self._owners.popitem(last=False)
+        return app
+
+    async def _in_scope(
+        self, who: Principal, session_id: str, test: Callable[[str | None], bool]
+    ) -> bool:
+        if who.can("approver") and ALL_APPS in who.apps:
+            return True  # every app's: no read of the stream needed (R18)
+        return test(await self.owner(session_id))
 
     async def facts(self, session_id: str, after_seq: int) -> list[tuple[int, bytes]]:
         """The decision facts after ``after_seq``: ``(seq, encoded fact)``."""
@@ -207,12 +279,15 @@ class Service:
 
     # -- asks -----------------------------------------------------------------
 
-    async def asks(self) -> list[AskView]:
-        """Pending pauses from the index, each with its arguments (served)."""
+    async def asks(self, who: Principal) -> list[AskView]:
+        """Pending pauses ``who`` decides for (H2), from the index, each with
+        its arguments (served)."""
         with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
             pending = await self.store.pending_asks()
         views: list[AskView] = []
         for entry in sorted(pending, key=lambda a: (a.timestamp, a.session_id)):
+            if not await self._in_scope(who, entry.session_id, who.decides_for):
+                continue
             with self.metrics.timed("helmlog_store_seconds", op="read"):
                 records = await self.store.read(entry.session_id, entry.seq - 1)
             events = [r.decode() for r in records]
@@ -261,15 +336,23 @@ class Service:
         *,
         approved: bool,
         note: str | None,
+        scope: Principal | None,
     ) -> Outcome:
         """Approve or decline one pending ask as ``by`` (the authenticated one).
 
+        ``scope`` is the approver whose apps bound the decision (H2), or
+        ``None`` for the system's own (the deadline sweep).
+
         Raises:
-            HttpProblem: 404 for an unknown session; 409 when the ask is not
-                pending (answered, replaced) or waits on an answer, not a
-                decision.
+            HttpProblem: 404 for an unknown session or one out of ``scope``;
+                409 when the ask is not pending (answered, replaced) or waits
+                on an answer, not a decision.
             CheckpointError: ``replayed`` when a concurrent decision won.
         """
+        if scope is not None and not await self._in_scope(
+            scope, session_id, scope.decides_for
+        ):
+            raise _unknown(session_id)
         with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
             indexed = [
                 a
@@ -326,6 +409,7 @@ class Service:
                     entry.tool_call_id,
                     approved=False,
                     note=None,
+                    scope=None,
                 )
             except HttpProblem as exc:
                 if exc.problem.status != 409:
@@ -341,11 +425,14 @@ class Service:
     # -- helpers ----------------------------------------------------------------
 
     async def _state(self, session_id: str) -> SessionState:
+        return fold(await self._events(session_id))
+
+    async def _events(self, session_id: str) -> list[Any]:
         with self.metrics.timed("helmlog_store_seconds", op="read"):
             records = await read_verified(self.store, session_id)
         if not records:
             raise _unknown(session_id)
-        return fold(r.decode() for r in records)
+        return [r.decode() for r in records]
 
     async def _turn(self, work: Any) -> Any:
         started = time.perf_counter()
@@ -379,7 +466,8 @@ class Service:
 
 
 def _identity(who: Principal) -> dict[str, Any]:
-    return {"principal": who.identity}
+    # H2: the first turn's identity is the session's record of its owner.
+    return {"principal": who.identity, OWNER_KEY: who.own_app}
 
 
 def _unknown(session_id: str) -> HttpProblem:

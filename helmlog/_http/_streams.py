@@ -11,8 +11,10 @@ Routes: ``GET /sessions/{id}/events`` (facts only, ``Last-Event-ID``
 resumes), ``GET /asks/events``, ``GET /page/asks/events``.
 
 Laws: issue 11 items 1–2 (facts, never values, to a ``session`` or
-``approver``; the asks to an ``approver`` only), G49 (a session's stream
-carries decision facts only), R4 (each fact once per cursor, at its seq).
+``approver``; the asks to an ``approver`` only), H2 (only a session the
+caller sees, else 404 as unknown; only the asks of an approver's apps), G49
+(a session's stream carries decision facts only), R4 (each fact once per
+cursor, at its seq).
 
 Why SSE by polling the store: the stream is the truth and any replica can
 serve any session, so each event stream reads the store after its cursor
@@ -36,6 +38,7 @@ from starlette.responses import Response, StreamingResponse
 from helmlog.events import StoreError
 from helmlog.runtime import wall_clock_ms
 
+from ._auth import Principal
 from ._page import asks_fragment
 from ._routes import require, service_of
 from ._service import Service
@@ -47,13 +50,10 @@ HEARTBEAT_S: Final = 15.0
 
 
 async def session_events(request: Request) -> Response:
-    require(request, "session", "approver")
+    who = require(request, "session", "approver")
     service = service_of(request)
     sid = request.path_params["session_id"]
-    if not await service.exists(sid):
-        raise HttpProblem(
-            404, "ERR_UNKNOWN_SESSION", f"no session '{sid}'", session_id=sid
-        )
+    await service.check_sees(who, sid)  # H2: out of scope is unknown, 404
     after = _last_event_id(request)
 
     async def events() -> AsyncIterator[bytes]:
@@ -79,23 +79,23 @@ async def _head(service: Service, sid: str) -> int:
 
 
 async def asks_events(request: Request) -> Response:
-    require(request, "approver")
+    who = require(request, "approver")
     service = service_of(request)
-    return _stream(_asks_stream(request, lambda: _asks_json(service), "asks"))
+    return _stream(_asks_stream(request, lambda: _asks_json(service, who), "asks"))
 
 
 async def page_asks_events(request: Request) -> Response:
-    require(request, "approver")
+    who = require(request, "approver")
     service = service_of(request)
 
     async def fragment() -> bytes:
-        return asks_fragment(await service.asks(), wall_clock_ms()).encode()
+        return asks_fragment(await service.asks(who), wall_clock_ms()).encode()
 
     return _stream(_asks_stream(request, fragment, "asks"))
 
 
-async def _asks_json(service: Service) -> bytes:
-    return encode(await service.asks())
+async def _asks_json(service: Service, who: Principal) -> bytes:
+    return encode(await service.asks(who))
 
 
 async def _asks_stream(

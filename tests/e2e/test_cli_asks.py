@@ -181,7 +181,8 @@ def test_approve_takes_the_identity_of_the_configured_token(
     sid = asyncio.run(_paused_session(redis_url))
     auth = tmp_path / "auth.toml"
     auth.write_text(
-        '[[tokens]]\nidentity = "dana@ops"\nroles = ["approver"]\ntoken = "t1"\n'
+        '[[tokens]]\nidentity = "dana@ops"\nroles = ["approver"]\napps = ["*"]\n'
+        'token = "t1"\n'
         '[[tokens]]\nidentity = "app"\nroles = ["session"]\ntoken = "t2"\n'
     )
     wrong = runner.invoke(

@@ -24,12 +24,23 @@ OTHER_APPROVER_TOKEN = "a-token-erin"
 AUTH = {
     "tokens": [
         {"identity": "alice@app", "roles": ["session"], "token": SESSION_TOKEN},
-        {"identity": "dana@ops", "roles": ["approver"], "token": APPROVER_TOKEN},
-        {"identity": "erin@ops", "roles": ["approver"], "token": OTHER_APPROVER_TOKEN},
+        {
+            "identity": "dana@ops",
+            "roles": ["approver"],
+            "apps": ["*"],
+            "token": APPROVER_TOKEN,
+        },
+        {
+            "identity": "erin@ops",
+            "roles": ["approver"],
+            "apps": ["*"],
+            "token": OTHER_APPROVER_TOKEN,
+        },
     ],
     "trusted_header": {
         "identity": "X-Forwarded-Email",
         "roles": ["approver"],
+        "apps": ["*"],
         "from": ["127.0.0.1/32"],
     },
 }

@@ -17,6 +17,7 @@ FILE = """
 [[tokens]]
 identity = "dana@ops"
 roles = ["approver"]
+apps = ["*"]
 token_sha256 = "{digest}"
 
 [[tokens]]
@@ -27,6 +28,7 @@ token = "plain-token"
 [trusted_header]
 identity = "X-Forwarded-Email"
 roles = ["approver"]
+apps = ["*"]
 from = ["10.0.0.0/8"]
 """
 

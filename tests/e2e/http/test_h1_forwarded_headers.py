@@ -86,7 +86,8 @@ def test_h1_a_bad_proxy_address_is_refused_naming_it(tmp_path: Any) -> None:
     """H1: ``--forwarded-allow-ips`` takes addresses or networks."""
     auth = tmp_path / "auth.toml"
     auth.write_text(
-        '[[tokens]]\nidentity = "dana@ops"\nroles = ["approver"]\ntoken = "t"\n'
+        '[[tokens]]\nidentity = "dana@ops"\nroles = ["approver"]\napps = ["*"]\n'
+        'token = "t"\n'
     )
     result = CliRunner().invoke(
         app,
