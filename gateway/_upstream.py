@@ -14,7 +14,9 @@ Emits:   nothing; upstream notifications go to the ``on_notification``
 Laws: P25 (the proxy refuses to start against an upstream it cannot
 initialize, with a clear error naming it: ``UpstreamError``; cancellation is
 relayed upstream as ``notifications/cancelled``, progress back to the
-caller), S7's transports.
+caller), S7's transports, H4 (a client told the upstream went away or is not
+connected hears neither its label nor the cause: those are logged under the
+error's id; ``UpstreamError`` at start is the operator's and names both).
 
 Why requests are sent raw (``send_request``) rather than through
 ``call_tool``: the SDK client validates structured output and rebuilds the
@@ -47,6 +49,7 @@ from mcp.shared.session import ProgressFnT
 
 from helmlog.events import HelmlogError
 
+from ._proxy_errors import withheld
 from ._upstream_raw import RawCaller, RawCalls, RoutedReads
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
@@ -237,11 +240,8 @@ class Upstream:
 
     def _live(self) -> ClientSession:
         if self.session is None:
-            raise McpError(
-                types.ErrorData(
-                    code=types.INTERNAL_ERROR,
-                    message=f"the upstream MCP server {self.label} is not connected",
-                )
+            raise withheld(  # H4: the label may hold a token
+                "the upstream MCP server is not connected", detail=self.label
             )
         return self.session
 
@@ -291,12 +291,9 @@ class Upstream:
         except McpError:
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise McpError(
-                types.ErrorData(
-                    code=types.INTERNAL_ERROR,
-                    message=f"the upstream MCP server {self.label} went away: "
-                    f"{_cause(exc)}",
-                )
+            raise withheld(  # H4: the label and the cause only in the log
+                "the upstream MCP server went away",
+                detail=f"{self.label}: {_cause(exc)}",
             ) from exc
         finally:
             _SENDING.reset(token)

@@ -13,7 +13,8 @@ Emits:   nothing; transport failures reach the waiting request as a JSON-RPC
 
 Laws: P25 (progress arrives on the POST's SSE stream ahead of the reply;
 list_changed on the GET stream; a cancel is one more POST; a stream cut
-before its reply resumes with ``Last-Event-ID``), issue 10 item 8 (latency).
+before its reply resumes with ``Last-Event-ID``), issue 10 item 8 (latency),
+H4 (a failed request's caller hears neither the URL nor the cause).
 
 Why not the SDK's ``streamable_http_client``: it closes an SSE response as
 soon as the reply is parsed, before the server has ended the stream, so
@@ -44,6 +45,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from ._http_wire import HttpWire, WireError, sse_events
+from ._proxy_errors import withheld
 from ._upstream_http_raw import RawPosts
 
 log = logging.getLogger("helmlog.proxy")
@@ -88,15 +90,14 @@ class _Link:
         return isinstance(root, (types.JSONRPCResponse, types.JSONRPCError))
 
     async def fail(self, request_id: Any, cause: str) -> None:
-        """The request's caller gets a JSON-RPC error instead of waiting forever."""
-        error = types.JSONRPCError(
-            jsonrpc="2.0",
-            id=request_id,
-            error=types.ErrorData(
-                code=types.INTERNAL_ERROR,
-                message=f"the upstream MCP server {self.url} failed: {cause}",
-            ),
+        """The request's caller gets a JSON-RPC error instead of waiting forever.
+
+        H4: a fixed message and an error id; the URL and the cause are logged.
+        """
+        failed = withheld(
+            "the upstream MCP server failed", detail=f"{self.url}: {cause}"
         )
+        error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=failed.error)
         await self.read.send(SessionMessage(types.JSONRPCMessage(error)))
 
     async def post(self, message: SessionMessage) -> None:

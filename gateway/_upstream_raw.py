@@ -15,7 +15,7 @@ Emits:   nothing.
 Laws: P25 (a cancelled raw call sends ``notifications/cancelled`` with its
 id upstream; its progress reaches its own callback), issue 10 item 8 (the
 proxy's CPU per call: no pydantic, no memory stream, no response stream per
-request on this path).
+request on this path), H4 (``went_away`` withholds the label and the cause).
 
 Why a waiter is one future and a list, not a memory stream: the reply is
 resolved from the transport's read callback without a task switch, and the
@@ -38,6 +38,8 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
+from ._proxy_errors import withheld
+
 PREFIX = "hl-"
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -55,13 +57,12 @@ class RawCaller(Protocol):
 
 
 def went_away(label: str, cause: str) -> McpError:
-    """The error of a call whose upstream connection failed or died under it."""
-    return McpError(
-        types.ErrorData(
-            code=types.INTERNAL_ERROR,
-            message=f"the upstream MCP server {label} went away: {cause}",
-        )
-    )
+    """The error of a call whose upstream connection failed or died under it.
+
+    H4: the client is told that it went away and an error id; the upstream's
+    label (a URL or command line may hold a token) and the cause are logged.
+    """
+    return withheld("the upstream MCP server went away", detail=f"{label}: {cause}")
 
 
 def timed_out(method: str, timeout_s: float) -> McpError:

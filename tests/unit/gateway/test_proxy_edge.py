@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -144,6 +145,23 @@ async def test_h4_a_raising_resource_layer_is_withheld_too(
     assert isinstance(error.data, dict)
     assert (types.INTERNAL_ERROR, False) == (error.code, "SECRET123" in error.message)
     assert _logged(caplog, error.data["error_id"])
+
+
+async def test_h4_an_upstream_that_went_away_is_named_only_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """H4, P25: an upstream whose command line holds a token dies mid-call:
+    the client hears that it went away, the log which one and why."""
+    command = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
+    proxy = McpProxy([*command, "--token=SECRET123"])
+    async with proxied(proxy) as client:
+        with pytest.raises(McpError) as raised:
+            await client.call_tool("die", {})
+    error = raised.value.error
+    assert isinstance(error.data, dict)
+    assert "SECRET123" not in error.model_dump_json()
+    assert error.message.startswith("the upstream MCP server went away (error id")
+    assert any("SECRET123" in t for t in _logged(caplog, error.data["error_id"]))
 
 
 # -- malformed messages to a live session: typed 400s -------------------------
