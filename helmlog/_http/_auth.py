@@ -48,7 +48,7 @@ import hashlib
 import hmac
 import ipaddress
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -59,7 +59,8 @@ ROLES: Final = ("session", "approver")
 TOKEN_ENV: Final = "HELMLOG_TOKEN"
 AUTH_ENV: Final = "HELMLOG_AUTH"
 APPROVER_ENV: Final = "HELMLOG_APPROVER"
-COOKIE: Final = "helmlog_token"
+# H5: the page's cookie holds an opaque login id (``_logins``), never a token.
+COOKIE: Final = "helmlog_login"
 # H2: an approver whose ``apps`` holds this decides for every app, and for
 # sessions that record no owner.
 ALL_APPS: Final = "*"
@@ -205,10 +206,13 @@ class Authenticator:
         headers: Mapping[str, str],
         client_host: str | None,
         cookies: Mapping[str, str] | None = None,
+        logins: Callable[[str], Principal | None] | None = None,
     ) -> Principal | None:
         """Who sent a request: bearer token, then trusted header, then cookie.
 
-        A malformed or unknown credential is ``None`` (401), never a guess.
+        The cookie holds a login id, answered by ``logins`` (H5); without
+        ``logins`` a cookie signs no one in. A malformed or unknown
+        credential is ``None`` (401), never a guess.
         """
         auth = headers.get("authorization")
         if auth is not None:
@@ -229,8 +233,8 @@ class Authenticator:
                     apps=self.header.apps,
                 )
         kept = (cookies or {}).get(COOKIE)
-        if kept:
-            return self.by_token(kept, via="cookie")
+        if kept and logins is not None:
+            return logins(kept)
         return None
 
     def _from_proxy(self, host: str | None) -> bool:

@@ -16,7 +16,9 @@ read or run — ``session`` starts and continues sessions, ``approver`` reads
 and decides asks; a decision's ``by`` is the authenticated identity, never a
 field of the body. A cookie-authenticated POST must carry
 ``X-Requested-With: helmlog`` (a header no cross-site form can set), besides
-the cookie being ``SameSite=Strict``.
+the cookie being ``SameSite=Strict``. H5: the cookie holds an opaque login
+id (``_logins``), never the token; ``/login`` and ``/logout`` (plain forms,
+which cannot send that header) need the server's own ``Origin`` instead.
 
 H2: a session route answers a session outside the caller's scope (another
 app's, for a ``session`` token; an app not in an approver's ``apps``) as it
@@ -31,8 +33,9 @@ learns nothing, not even whether a session exists.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Final
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import (
@@ -47,6 +50,7 @@ from helmlog.runtime import wall_clock_ms
 
 from ._auth import COOKIE, Authenticator, Principal, Role
 from ._limits import check_length
+from ._logins import Logins
 from ._metrics import CONTENT_TYPE
 from ._page import page
 from ._service import Service
@@ -79,11 +83,19 @@ def config_of(request: Request) -> Any:
     return request.app.state.config
 
 
+def logins_of(request: Request) -> Logins:
+    """The page's live logins, held by this serving process (H5)."""
+    logins: Logins = request.app.state.logins
+    return logins
+
+
 def principal_of(request: Request) -> Principal | None:
-    """Who calls, by bearer token, trusted proxy header or cookie; or ``None``."""
+    """Who calls, by bearer token, trusted proxy header or login cookie (H5)."""
     auth: Authenticator = request.app.state.config.auth
     client = request.client.host if request.client else None
-    return auth.authenticate(request.headers, client, request.cookies)
+    return auth.authenticate(
+        request.headers, client, request.cookies, logins_of(request).who
+    )
 
 
 def require(request: Request, *roles: Role) -> Principal:
@@ -163,25 +175,46 @@ async def decide(request: Request) -> Response:
 # -- the page ---------------------------------------------------------------------
 
 
+BAD_TOKEN: Final = "That token is not valid: sign in with an approver token."
+ENDED: Final = "Your sign-in has expired or was ended: sign in again."
+
+
 async def home(request: Request) -> Response:
     who = principal_of(request)
     if who is None or not who.can("approver"):
-        return HTMLResponse(page(None, (), 0), status_code=200 if who is None else 403)
+        stale = who is None and COOKIE in request.cookies
+        notice = ENDED if stale else None
+        response = HTMLResponse(
+            page(None, (), 0, notice=notice), status_code=200 if who is None else 403
+        )
+        if stale:
+            _forget_cookie(request, response)
+        return response
     asks = await service_of(request).asks(who)
     return HTMLResponse(page(who.identity, asks, wall_clock_ms()))
 
 
 async def login(request: Request) -> Response:
+    """Check the form's token; sign in with a fresh login id, never the token (H5)."""
+    _same_origin(request)
     form = parse_qs((await request.body()).decode(errors="replace"))
     token = (form.get("token") or [""])[0].strip()
     auth: Authenticator = request.app.state.config.auth
     who = auth.by_token(token) if token else None
     if who is None or not who.can("approver"):
-        return HTMLResponse(page(None, (), 0), status_code=401)
+        # One message for an unknown token and a session token: the form does
+        # not tell a guesser which tokens exist.
+        return HTMLResponse(page(None, (), 0, notice=BAD_TOKEN), status_code=401)
+    logins = logins_of(request)
+    previous = request.cookies.get(COOKIE)
+    if previous:
+        logins.revoke(previous)  # a new sign-in never keeps an id set before it
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(
         COOKIE,
-        token,
+        logins.open(who),
+        max_age=max(1, math.ceil(logins.ttl_s)),
+        path="/",
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -190,9 +223,59 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
+    """Revoke the login server-side, then clear the cookie (H5)."""
+    _same_origin(request)
+    kept = request.cookies.get(COOKIE)
+    if kept:
+        logins_of(request).revoke(kept)
     response = RedirectResponse("/", status_code=303)
-    response.delete_cookie(COOKIE)
+    _forget_cookie(request, response)
     return response
+
+
+def _forget_cookie(request: Request, response: Response) -> None:
+    response.delete_cookie(
+        COOKIE,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def _same_origin(request: Request) -> None:
+    """Refuse (403) a sign-in or sign-out not sent from this server's page.
+
+    The ``Origin`` header (a browser sends it on every POST), else the
+    ``Referer``'s origin, must be this server's own: its scheme (``https``
+    only as H1 believes it) and its ``Host``. Neither, ``null`` or another
+    origin is refused: a cross-site form can neither sign a person in as
+    someone else (login CSRF) nor sign them out.
+    """
+    sent = request.headers.get("origin") or request.headers.get("referer")
+    own = _origin(f"{request.url.scheme}://{request.headers.get('host', '')}/")
+    if sent is None or own is None or _origin(sent) != own:
+        raise HttpProblem(
+            403,
+            "ERR_FORBIDDEN",
+            "sign-in and sign-out are accepted only from this server's own page "
+            "(Origin)",
+        )
 
 
 # -- operations -------------------------------------------------------------------
