@@ -26,6 +26,7 @@ own directory is what Python puts first, which is never where the policy is.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import importlib
 import inspect
@@ -119,7 +120,8 @@ def build_proxy(
         key_id = os.environ.get(AUDIT_KEY_ID_ENV, "default")
         options["audit"] = ProxyAudit(secret.encode(), key_id, opened)
     elif isinstance(audit, ProxyAudit) and audit.store is None and opened:
-        options["audit"] = ProxyAudit(audit.secret, audit.key_id, opened)
+        # The policy's audit, keeping all it set (drain_s), on --store.
+        options["audit"] = dataclasses.replace(audit, store=opened)
     if opened is not None and "store" not in options:
         options["store"] = opened
     try:

@@ -40,7 +40,7 @@ from helmlog.runtime import wall_clock_ms
 
 from ._auth import Principal
 from ._page import asks_fragment
-from ._routes import require, service_of
+from ._routes import principal_of, require, service_of
 from ._service import Service
 from ._wire import HttpProblem, encode, problem_of
 
@@ -145,14 +145,16 @@ def _last_event_id(request: Request) -> int:
 
 
 async def _wait(request: Request, seconds: float) -> bool | None:
-    """Sleep between polls; ``None`` when the client left or the server stops,
-    ``True`` when a keep-alive is due."""
+    """Sleep between polls; ``None`` when the client left, the server stops or
+    the caller no longer authenticates; ``True`` when a keep-alive is due."""
     closing: asyncio.Event = request.app.state.config.closing
     beats: list[float] = request.scope.setdefault("helmlog.beat", [0.0])
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(closing.wait(), seconds)
     if closing.is_set() or await request.is_disconnected():
         return None
+    if principal_of(request) is None:
+        return None  # H5: a revoked or expired login ends its open streams
     beats[0] += seconds
     if beats[0] >= HEARTBEAT_S:
         beats[0] = 0.0

@@ -233,6 +233,25 @@ def test_h5_sign_out_revokes_the_login_server_side(api: Running) -> None:
     )
 
 
+def test_h5_sign_out_ends_the_open_asks_streams_of_that_login(api: Running) -> None:
+    """H5: a page's live asks stream opened on a login ends when the login is
+    revoked (another tab signing out), instead of listing asks on."""
+    kept = login_id(sign_in(api.url))
+    with (
+        httpx.Client(base_url=api.url, timeout=30) as c,
+        c.stream(
+            "GET", "/page/asks/events", headers={"Cookie": f"{COOKIE}={kept}"}
+        ) as stream,
+    ):
+        assert 200 == stream.status_code
+        lines = stream.iter_lines()
+        assert "event: asks" == next(lines)  # the first fragment came
+        reply = post_form(api.url, "/logout", headers={"Origin": api.url}, cookie=kept)
+        assert 303 == reply.status_code
+        rest = list(lines)  # returns only when the server ends the stream
+    assert "event: asks" not in rest
+
+
 def test_h5_a_new_sign_in_revokes_the_login_it_replaces(api: Running) -> None:
     """H5: signing in again over a live cookie ends the old login."""
     old = login_id(sign_in(api.url))
