@@ -2,7 +2,7 @@
 
 Pattern: thin commands over ``helmlog._asks`` (the pending-asks index, the
          decision and the resumed run); who decides comes from the shell's
-         configuration (``helmlog._http``'s ``approver_from_environment``).
+         configuration (``helmlog.gateway.http``'s ``approver_from_environment``).
 Role:    the face; registers ``asks``, ``approve`` and ``decline`` on the one
          app.
 Emits:   nothing itself; the resumed agent records the decision and the run.
@@ -87,7 +87,7 @@ def _decide(
 ) -> None:
     import os
 
-    from helmlog._http import AuthConfigError, approver_from_environment
+    from helmlog.gateway.http import AuthConfigError, approver_from_environment
 
     err = Console(stderr=True)
     verb = "approve" if approved else "decline"

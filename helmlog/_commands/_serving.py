@@ -2,7 +2,7 @@
 
 Pattern: thin commands; each loads what it serves (an agent factory, an
          auth file, a proxy policy), hands it to the library's long-running
-         part (``helmlog._http.serve``, ``helmlog._recover``,
+         part (``helmlog.gateway.http.serve``, ``helmlog._recover``,
          ``helmlog._proxy_cli``) and turns its errors into one line and an
          exit code.
 Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy`` on the
@@ -114,8 +114,8 @@ def serve(
     """
     import os
 
-    from helmlog._http import AuthConfigError, Authenticator, ServeConfig
-    from helmlog._http import serve as run_server
+    from helmlog.gateway.http import AuthConfigError, Authenticator, ServeConfig
+    from helmlog.gateway.http import serve as run_server
 
     err = Console(stderr=True)
     path = auth or os.environ.get("HELMLOG_AUTH")

@@ -252,7 +252,7 @@ def test_serve_is_authenticated_and_probed_on_healthz() -> None:
 
 def test_the_auth_file_in_the_secret_is_one_helmlog_serve_reads() -> None:
     """The example auth file parses with helmlog's own reader."""
-    from helmlog._http import Authenticator
+    from helmlog.gateway.http import Authenticator
 
     (auth,) = [s for s in _kind("Secret") if s["metadata"]["name"] == "helmlog-auth"]
     import tomllib

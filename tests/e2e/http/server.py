@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from helmlog._http import Authenticator, ServeConfig, Server
+from helmlog.gateway.http import Authenticator, ServeConfig, Server
 from tests.fixtures_redis import free_port
 
 SESSION_TOKEN = "s-token-alice"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helmlog._http import (
+from helmlog.gateway.http import (
     AuthConfigError,
     Authenticator,
     approver_from_environment,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from helmlog._http._service import LocalRunner, Service
 from helmlog.events import fold, open_event_store
+from helmlog.gateway.http._service import LocalRunner, Service
 from helmlog.runtime import wall_clock_ms
 from tests.e2e.http import agents
 from tests.e2e.http.server import APPROVER_TOKEN, SESSION_TOKEN, client, running

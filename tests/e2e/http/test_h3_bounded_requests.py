@@ -3,7 +3,7 @@
 Pattern: a real ``helmlog serve`` (uvicorn on a free loopback port, real
          Redis) with small limits, and real HTTP clients sending too much,
          declared or streamed.
-Role:    e2e tests of ``helmlog/_http/_limits.py``.
+Role:    e2e tests of ``gateway/http/_limits.py``.
 Emits:   nothing.
 
 Laws: H3 (a request past a limit is refused, 413 with a JSON problem, before

@@ -3,7 +3,7 @@
 Pattern: a real ``helmlog serve`` (uvicorn on a free loopback port, real
          Redis) with a 1 s header timeout, and raw sockets that open and
          send part of a request head, or nothing, and then wait.
-Role:    e2e tests of ``helmlog/_http/_protocol.py``.
+Role:    e2e tests of ``gateway/http/_protocol.py``.
 Emits:   nothing.
 
 Laws: H3 (a connection whose request head is not in within

@@ -6,7 +6,7 @@ Pattern: a real ``helmlog serve`` (uvicorn on a free loopback port, real
          Chromium (Playwright, ``/usr/bin/chromium``) drives the page itself,
          including a form on a foreign origin.
 Role:    e2e tests of ``login``/``logout``/``home`` in
-         ``helmlog/_http/_routes.py`` and ``helmlog/_http/_logins.py``.
+         ``gateway/http/_routes.py`` and ``gateway/http/_logins.py``.
 Emits:   nothing.
 
 Laws: H5 (the cookie holds an opaque login id the server keeps, never the

@@ -7,7 +7,7 @@ Pattern: a real ``helmlog serve`` (uvicorn on a free loopback port, real
          lying lengths, cookies, Origin, Host), and bodies (random bytes,
          non-UTF-8, huge numbers, deep nesting, each field of the route's
          Struct with a wrong type, valid bodies too).
-Role:    an e2e property test of ``helmlog/_http`` and of its uvicorn edge.
+Role:    an e2e property test of ``gateway/http`` and of its uvicorn edge.
 Emits:   nothing.
 
 Laws: issue 11 item 1 and issue 24: every answer is below 500; every 4xx is
@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helmlog._http._auth import COOKIE
+from helmlog.gateway.http._auth import COOKIE
 
 from . import agents
 from .server import (

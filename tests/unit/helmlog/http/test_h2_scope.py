@@ -1,8 +1,8 @@
 """Tenancy's pure parts: each principal's scope, and a session's owner (H2).
 
-Pattern: law-named unit tests of ``helmlog/_http/_auth.py`` (the auth file's
+Pattern: law-named unit tests of ``gateway/http/_auth.py`` (the auth file's
          ``app`` and ``apps``, ``Principal.owns/decides_for/sees``) and of
-         ``owner_of`` in ``helmlog/_http/_service.py`` (the owner read from
+         ``owner_of`` in ``gateway/http/_service.py`` (the owner read from
          a session's events), with no server and no store.
 Role:    unit tests; ``tests/e2e/http/test_h2_tenancy.py`` drives every route
          through a real server on a real Redis.
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from helmlog._http import AuthConfigError, Authenticator, Principal
-from helmlog._http._service import owner_of
 from helmlog.events import PausedCall, SessionImported, TurnEnded, TurnStarted
+from helmlog.gateway.http import AuthConfigError, Authenticator, Principal
+from helmlog.gateway.http._service import owner_of
 
 
 def _tokens(*entries: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The page's server-side logins: opaque, expiring, bounded, revocable (H5).
 
-Pattern: law-named unit tests of ``helmlog/_http/_logins.py`` on a fake clock
+Pattern: law-named unit tests of ``gateway/http/_logins.py`` on a fake clock
          (a number the test moves), so expiry is exact and nothing waits.
 Role:    unit tests for ``Logins``; the e2e tests in
          ``tests/e2e/http/test_h5_login.py`` drive it through a real server.
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from helmlog._http import Principal
-from helmlog._http._logins import Logins
+from helmlog.gateway.http import Principal
+from helmlog.gateway.http._logins import Logins
 
 DANA = Principal(identity="dana@ops", roles=frozenset({"approver"}))
 

@@ -3,7 +3,7 @@
 Pattern: an application service over the store port and a ``Runner`` (the
          in-process ``Agent`` or a cluster's ``ClusterAgent``, which share
          ``run``/``resume``); the routes only decode, authorize and encode.
-Role:    the face, for ``helmlog serve``.
+Role:    gateway layer (http), for ``helmlog serve``.
 Emits:   through the agent it drives: the turns, rows and pauses of each
          session; nothing itself.
 

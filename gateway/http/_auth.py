@@ -3,7 +3,7 @@
 Pattern: an authenticator built once from a config file (TOML), asked per
          request; it answers a ``Principal`` (identity + roles) or ``None``,
          and the routes check the role they need.
-Role:    the face, for ``helmlog serve`` and ``helmlog approve|decline``.
+Role:    gateway layer (http), for ``helmlog serve`` and ``helmlog approve|decline``.
 Emits:   nothing; the identity it answers is what the ledger row names
          (``approved by <identity>``).
 

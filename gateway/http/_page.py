@@ -3,7 +3,7 @@
 Pattern: functions that render HTML strings with every value escaped; the
          page's few lines of script only swap in fragments the server
          rendered (``/page/asks/events``) and post decisions.
-Role:    the face, for ``helmlog serve``'s ``GET /``.
+Role:    gateway layer (http), for ``helmlog serve``'s ``GET /``.
 Emits:   nothing.
 
 Laws: issue 11 item 3 (the pending asks: question, asking middleware, tool,

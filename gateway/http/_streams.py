@@ -4,7 +4,7 @@ Pattern: each route authorizes a role, then streams by polling the store:
          a session's facts after a cursor, or the pending asks whenever they
          change (as JSON, or as the approvals page's HTML fragment), with a
          keep-alive comment every ``HEARTBEAT_S``.
-Role:    the face; ``_app`` mounts these beside ``_routes``.
+Role:    gateway layer (http); ``_app`` mounts these beside ``_routes``.
 Emits:   nothing: it reads the store and writes Server-Sent Events.
 
 Routes: ``GET /sessions/{id}/events`` (facts only, ``Last-Event-ID``

@@ -2,7 +2,7 @@
 
 Pattern: a pure ASGI middleware (Starlette's own style) between the router
          and the server, plus checks of decoded fields.
-Role:    the face's HTTP app; ``create_app`` installs ``BodyLimit`` from the
+Role:    gateway layer (http); ``create_app`` installs ``BodyLimit`` from the
          ``ServeConfig`` limits, the routes call ``check_length``.
 Emits:   nothing; a request past a limit is a 413 problem and nothing of it
          is stored.

@@ -2,8 +2,9 @@
 
 Pattern: a few labelled counters and duration summaries in one process,
          rendered as text exposition format 0.0.4 on each scrape.
-Role:    the face, for ``helmlog serve``; the app counts requests, the service
-         counts sessions, turns, decisions and times its store operations.
+Role:    gateway layer (http), for ``helmlog serve``; the app counts
+         requests, the service counts sessions, turns, decisions and times
+         its store operations.
 Emits:   nothing.
 
 Laws: issue 11 item 1 (``/metrics``: sessions, turns, asks pending, store

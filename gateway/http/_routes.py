@@ -2,7 +2,7 @@
 
 Pattern: thin route functions: authorize a role, decode a Struct, call the
          service, encode a Struct; ``require`` is the one check of who calls.
-Role:    the face; ``_app`` mounts these, and ``_streams`` (the SSE routes)
+Role:    gateway layer (http); ``_app`` mounts these, and ``_streams`` (the SSE routes)
          shares ``require`` and ``service_of``.
 Emits:   nothing itself; the service's runner records the sessions.
 

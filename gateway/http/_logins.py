@@ -5,7 +5,7 @@ Pattern: a bounded table, login id -> (principal, expiry), in the serving
          answers it (or ``None``: unknown, revoked or expired), ``revoke``
          forgets it. Expired entries are swept as the table is used, and
          when it is full the oldest login is dropped.
-Role:    the face, for ``helmlog serve``'s ``POST /login|/logout`` and the
+Role:    gateway layer (http), for ``helmlog serve``'s ``POST /login|/logout`` and the
          cookie branch of ``principal_of``.
 Emits:   nothing.
 

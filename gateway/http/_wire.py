@@ -3,7 +3,7 @@
 Pattern: typed request/response bodies (msgspec Structs, decoded strictly:
          a body that is not one is a 400), and one translation from the
          helmlog error tree to RFC 9457 problem details.
-Role:    the face, for ``helmlog serve`` (``_app``) and its tests.
+Role:    gateway layer (http), for ``helmlog serve`` (``_app``) and its tests.
 Emits:   nothing.
 
 Laws: issue 11 item 1 (errors are ``application/problem+json``, each with a

@@ -4,7 +4,7 @@ Pattern: a subclass of ``HttpToolsProtocol`` (the one ``serve`` runs; httptools
          is a dependency) that arms a timer when a connection opens and when
          a request begins, disarms it when the head is parsed, and closes the
          connection when it fires.
-Role:    the face's HTTP server; ``Server`` passes
+Role:    gateway layer (http); ``Server`` passes
          ``header_timeout_protocol(config.header_timeout_s)`` to uvicorn.
 Emits:   nothing; a request whose head began gets a 408 problem
          (``ERR_REQUEST_TIMEOUT``) before the close, a silent one is closed;

@@ -5,7 +5,7 @@ Pattern: one route table over ``_routes`` (request and answer) and
          store, builds the agent (in process or on a cluster) and runs the
          deadline sweep; exception handlers that turn every error into an
          RFC 9457 problem.
-Role:    the face; ``helmlog serve`` runs it on uvicorn, tests run it too.
+Role:    gateway layer (http); ``helmlog serve`` runs it on uvicorn, tests run it too.
 Emits:   nothing itself; the service's runner records the sessions.
 
 Routes: ``POST /sessions``, ``POST /sessions/{id}/messages``,
