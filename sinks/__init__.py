@@ -9,6 +9,7 @@ from ._export import ExportError, OtlpExport, export, otlp_endpoints
 from ._jsonl import ConsoleSink, JsonlSink
 from ._offload import OtelProcess
 from ._otel import OtelSink
+from ._otlp_facts import OtlpFactsSink
 from ._replay import replay
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "OtelProcess",
     "OtelSink",
     "OtlpExport",
+    "OtlpFactsSink",
     "export",
     "otlp_endpoints",
     "replay",

@@ -1,28 +1,17 @@
 """The Starlette app of ``helmlog serve``: its routes, its lifespan, its problems.
 
-Pattern: one route table over ``_routes`` (request and answer) and
-         ``_streams`` (SSE), each route counted; one lifespan that opens the
-         store, builds the agent (in process or on a cluster) and runs the
-         deadline sweep; exception handlers that turn every error into an
-         RFC 9457 problem.
-Role:    gateway layer (http); ``helmlog serve`` runs it on uvicorn, tests run it too.
+Pattern: one route table over ``_routes`` and ``_streams`` (SSE), each route
+         counted; a lifespan that opens the store, builds the agent (in
+         process or on a cluster) and runs the deadline sweep; handlers that
+         turn every error into an RFC 9457 problem.
+Role:    gateway layer (http); ``helmlog serve`` runs it, tests run it too.
 Emits:   nothing itself; the service's runner records the sessions.
 
-Routes: ``POST /sessions``, ``POST /sessions/{id}/messages``,
-``GET /sessions/{id}`` (snapshot, redacted), ``GET /sessions/{id}/events``
-(SSE, facts only), ``GET /asks`` (+ ``/asks/events``, SSE),
-``POST /asks/{session}/{call}/approve|decline``, ``GET /`` (the approvals
-page, with ``POST /login|/logout`` and ``/page/asks/events``),
-``GET /healthz``, ``GET /metrics``.
+Laws: issue 11 items 1–4 (roles checked by each route before anything is
+read; the sweep declines an ask past its deadline as ``timeout``).
 
-Laws: issue 11 items 1–4 (see ``_service``, ``_wire``, ``_routes`` and
-``_streams``): item 2's roles are checked by each route before anything is
-read or run; item 4's deadlines are kept by the sweep here, which declines
-an ask past its deadline as ``timeout``.
-
-Why the agent is built in the lifespan, not at import: the factory must
-build on the store the app opened (it is refused otherwise), and a cluster
-is joined and left with the app, so a test's app starts and stops whole.
+Why the agent is built in the lifespan: the factory must build on the store
+the app opened, and a cluster is joined and left with the app.
 """
 
 from __future__ import annotations

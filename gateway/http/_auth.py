@@ -1,45 +1,17 @@
 """Who is asking: bearer tokens and a trusted proxy header, mapped to roles.
 
-Pattern: an authenticator built once from a config file (TOML), asked per
-         request; it answers a ``Principal`` (identity + roles) or ``None``,
-         and the routes check the role they need.
-Role:    gateway layer (http), for ``helmlog serve`` and ``helmlog approve|decline``.
-Emits:   nothing; the identity it answers is what the ledger row names
-         (``approved by <identity>``).
+Pattern: an authenticator built once from a TOML file (its format is on
+         ``Authenticator.from_file``), asked per request; it answers a
+         ``Principal`` (identity + roles + apps) or ``None``.
+Role:    gateway layer (http), for ``helmlog serve`` and ``approve|decline``.
+Emits:   nothing; its identity is what the ledger row names (``by``).
 
-Laws: issue 11 item 2 (the approver's identity comes from authentication,
-never from a field the client fills in; an approver token cannot start
-sessions and a session token cannot approve), G63 (the identity becomes the
-decision's ``by``), H2 (a ``session`` entry belongs to one app, an
-``approver`` entry names the apps it decides for), fail closed (no
-configuration, no access: ``serve`` refuses to start without one; an
-approver entry without ``apps`` is refused, not read as every app).
+Laws: issue 11 item 2 (identity from authentication, never a field), G63,
+H2 (a session entry belongs to one app; an approver names its apps), fail
+closed (no configuration, no access; an approver without ``apps`` refused).
 
-The file::
-
-    [[tokens]]
-    identity = "dana@ops"
-    roles = ["approver"]
-    apps = ["billing", "support"]  # the apps it decides for; ["*"]: every app
-    token_sha256 = "<hex sha-256 of the token>"   # or: token = "<the token>"
-
-    [[tokens]]
-    identity = "billing-api"
-    roles = ["session"]
-    app = "billing"                # the app its sessions belong to (default:
-    token_sha256 = "<hex>"         # its identity)
-
-    [trusted_header]               # optional: a fronting proxy authenticates
-    identity = "X-Forwarded-Email"  # the header holding the identity
-    roles = ["approver"]            # the roles such a person has
-    apps = ["*"]                    # as for a token entry
-    from = ["127.0.0.1/32"]         # the proxy's addresses (required)
-
-Why tokens are compared by their SHA-256: the file may then hold digests
-only, and a lookup by digest with ``hmac.compare_digest`` leaks no prefix of
-a stored token through timing. Why the header needs ``from``: any client can
-set a header; only a request arriving from the proxy's own address may
-vouch for one.
+Why tokens are compared by SHA-256 digest: the file may hold digests only,
+and ``hmac.compare_digest`` on digests leaks no prefix through timing.
 """
 
 from __future__ import annotations
@@ -135,7 +107,26 @@ class Authenticator:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Authenticator:
-        """Read the TOML file the module docstring shows.
+        """Read the auth TOML file::
+
+            [[tokens]]
+            identity = "dana@ops"
+            roles = ["approver"]
+            apps = ["billing", "support"]  # the apps it decides for; ["*"]: all
+            token_sha256 = "<hex sha-256 of the token>"  # or: token = "<token>"
+
+            [[tokens]]
+            identity = "billing-api"
+            roles = ["session"]
+            app = "billing"          # its sessions' app (default: its identity)
+            token_sha256 = "<hex>"
+
+            [trusted_header]               # optional: a fronting proxy vouches
+            identity = "X-Forwarded-Email"  # the header holding the identity
+            roles = ["approver"]
+            apps = ["*"]
+            from = ["127.0.0.1/32"]  # the proxy's addresses (required: any
+                                     # client can set a header)
 
         Raises:
             AuthConfigError: unreadable, or an entry lacks what it needs.

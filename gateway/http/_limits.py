@@ -1,20 +1,15 @@
 """Bounded requests: a body limit read as it arrives, and text length limits.
 
-Pattern: a pure ASGI middleware (Starlette's own style) between the router
-         and the server, plus checks of decoded fields.
-Role:    gateway layer (http); ``create_app`` installs ``BodyLimit`` from the
-         ``ServeConfig`` limits, the routes call ``check_length``.
-Emits:   nothing; a request past a limit is a 413 problem and nothing of it
-         is stored.
+Pattern: a pure ASGI middleware between the router and the server, plus
+         checks of decoded fields (``check_length``).
+Role:    gateway layer (http); ``create_app`` installs ``BodyLimit``.
+Emits:   nothing; a request past a limit is a 413 problem, nothing stored.
 
-Laws: H3 (bodies, messages and notes have limits; a request past a limit is
-refused before it is read further: a ``Content-Length`` over the limit is
-answered before any of the body is read, and a body that streams past it
-(chunked, or lying about its length) is cut at the first chunk over).
+Laws: H3 (a ``Content-Length`` over the limit is refused before any body is
+read; a body that streams past it is cut at the first chunk over).
 
-Why a middleware and not ``request.body()`` checks in the routes: a route
-that reads the body first has already buffered all 64 MB of it; counting in
-``receive`` stops at the limit, whoever reads.
+Why a middleware, not checks in the routes: a route that reads the body has
+already buffered all of it; counting in ``receive`` stops at the limit.
 """
 
 from __future__ import annotations

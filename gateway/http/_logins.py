@@ -1,23 +1,16 @@
 """Who signed in on the page: opaque login ids held by the server, expiring.
 
-Pattern: a bounded table, login id -> (principal, expiry), in the serving
-         process; ``open`` mints an id for a checked principal, ``who``
-         answers it (or ``None``: unknown, revoked or expired), ``revoke``
-         forgets it. Expired entries are swept as the table is used, and
-         when it is full the oldest login is dropped.
-Role:    gateway layer (http), for ``helmlog serve``'s ``POST /login|/logout`` and the
-         cookie branch of ``principal_of``.
+Pattern: a bounded table, login id digest -> (principal, expiry); ``open``
+         mints, ``who`` answers (``None``: unknown, revoked or expired),
+         ``revoke`` forgets; full, it drops the oldest login.
+Role:    gateway layer (http): ``POST /login|/logout``, ``principal_of``.
 Emits:   nothing.
 
-Laws: H5 (the page's cookie holds an opaque, expiring login id, never the
-bearer token; logout revokes it server-side).
+Laws: H5 (the cookie holds an opaque, expiring login id, never the token;
+logout revokes it server-side).
 
-Why ids are kept by their SHA-256: a lookup by digest tells a timing
-observer nothing about a live id's prefix, and a dump of the table holds no
-cookie that would sign anyone in. Why the oldest login goes when the table
-is full: only a holder of a valid approver token can add one, and dropping
-the oldest asks one person to sign in again where refusing would lock
-every new sign-in out.
+Why ids are kept by SHA-256: a lookup tells a timing observer nothing of a
+live id, and a dump of the table holds no cookie that would sign anyone in.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """The approvals page: server-rendered HTML, live over SSE, no build step.
 
 Pattern: functions that render HTML strings with every value escaped; the
-         page's few lines of script only swap in fragments the server
-         rendered (``/page/asks/events``) and post decisions.
+         page's script only swaps in server-rendered fragments and posts
+         decisions.
 Role:    gateway layer (http), for ``helmlog serve``'s ``GET /``.
 Emits:   nothing.
 
-Laws: issue 11 item 3 (the pending asks: question, asking middleware, tool,
-arguments as the rule saw them — served under the redaction policy — session
-and age; approve and decline with a note; live updates; a decided ask leaves
-the list), G86 (the views rendered here were redacted by the service).
+Laws: issue 11 item 3 (pending asks, approve/decline with a note, live
+updates), G86 (the views rendered here were redacted by the service).
 
-Why fragments and not JSON rendered in the browser: one renderer (this
-module) for the first paint and every update, so the page and its updates
-cannot disagree, and there is nothing to build.
+Why fragments, not JSON rendered in the browser: one renderer for the first
+paint and every update, so they cannot disagree.
 """
 
 from __future__ import annotations

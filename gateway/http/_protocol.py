@@ -1,29 +1,17 @@
 """uvicorn's httptools protocol: a deadline on each request's head, typed refusals.
 
-Pattern: a subclass of ``HttpToolsProtocol`` (the one ``serve`` runs; httptools
-         is a dependency) that arms a timer when a connection opens and when
-         a request begins, disarms it when the head is parsed, and closes the
-         connection when it fires.
-Role:    gateway layer (http); ``Server`` passes
-         ``header_timeout_protocol(config.header_timeout_s)`` to uvicorn.
-Emits:   nothing; a request whose head began gets a 408 problem
-         (``ERR_REQUEST_TIMEOUT``) before the close, a silent one is closed;
-         a request the parser refuses gets a 400 problem and one past
-         ``max_connections`` a retryable 503 problem, not uvicorn's text.
+Pattern: a ``HttpToolsProtocol`` that arms a timer when a connection opens
+         or a request begins and closes the connection if the head is late.
+Role:    gateway layer (http); ``Server`` passes ``header_timeout_protocol``
+         to the gateway's uvicorn helper.
+Emits:   a 408 problem (``ERR_REQUEST_TIMEOUT``) for a late head, a 400
+         problem for one the parser refuses, a retryable 503 past the limit.
 
-Laws: H3 (a connection that does not finish its request head within
-``header_timeout_s`` of opening, or of its request's first byte, is closed:
-slow, incomplete requests cannot hold the server's connections; past
-``max_connections`` the answer is a retryable 503); issue 11 item 1 (every
-error is a problem with a code, the server's own refusals too).
+Laws: H3 (slow, incomplete requests cannot hold connections), issue 11
+item 1 (the server's own refusals are problems with a code too).
 
-Why a protocol, not a middleware: uvicorn calls the app only once the head is
-complete, and it has no timer of its own for a connection that opens and
-dribbles (its keep-alive timer runs only after a response, and any byte
-cancels it). Data does not re-arm the timer, so one byte a second buys
-nothing. The parser's 400 and the ceiling's 503 are answered here for the
-same reason: uvicorn writes them before the app runs (issue 24: 0 untyped
-errors).
+Why a protocol, not a middleware: uvicorn calls the app only once the head
+is complete, and it has no timer for a connection that opens and dribbles.
 """
 
 from __future__ import annotations

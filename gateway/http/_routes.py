@@ -2,32 +2,17 @@
 
 Pattern: thin route functions: authorize a role, decode a Struct, call the
          service, encode a Struct; ``require`` is the one check of who calls.
-Role:    gateway layer (http); ``_app`` mounts these, and ``_streams`` (the SSE routes)
-         shares ``require`` and ``service_of``.
+Role:    gateway layer (http); ``_app`` mounts these; ``_streams`` shares
+         ``require`` and ``service_of``.
 Emits:   nothing itself; the service's runner records the sessions.
 
-Routes: ``POST /sessions``, ``POST /sessions/{id}/messages``,
-``GET /sessions/{id}`` (snapshot, redacted), ``GET /asks``,
-``POST /asks/{session}/{call}/approve|decline``, ``GET /`` (the approvals
-page, with ``POST /login|/logout``), ``GET /healthz``, ``GET /metrics``.
+Laws: issue 11 item 2 (the role is checked before anything is read; ``by``
+is the authenticated identity; a cookie POST needs ``X-Requested-With``),
+H5 (the cookie is an opaque login id; ``/login|/logout`` check ``Origin``),
+H2 (out of scope answers 404 as unknown, so ids do not leak).
 
-Laws: issue 11 item 2: the role a route needs is checked before anything is
-read or run — ``session`` starts and continues sessions, ``approver`` reads
-and decides asks; a decision's ``by`` is the authenticated identity, never a
-field of the body. A cookie-authenticated POST must carry
-``X-Requested-With: helmlog`` (a header no cross-site form can set), besides
-the cookie being ``SameSite=Strict``. H5: the cookie holds an opaque login
-id (``_logins``), never the token; ``/login`` and ``/logout`` (plain forms,
-which cannot send that header) need the server's own ``Origin`` instead.
-
-H2: a session route answers a session outside the caller's scope (another
-app's, for a ``session`` token; an app not in an approver's ``apps``) as it
-answers an unknown one, 404, so ids do not leak; the asks list and a
-decision are bounded by the approver's ``apps``.
-
-Why ``require`` runs first in every API route: a body is decoded and a store
-read only for a caller allowed to cause them, so an unauthenticated client
-learns nothing, not even whether a session exists.
+Why ``require`` runs first: an unauthenticated client learns nothing, not
+even whether a session exists.
 """
 
 from __future__ import annotations

@@ -1,34 +1,19 @@
 """What the HTTP API does, without HTTP: sessions, snapshots, asks, decisions.
 
 Pattern: an application service over the store port and a ``Runner`` (the
-         in-process ``Agent`` or a cluster's ``ClusterAgent``, which share
-         ``run``/``resume``); the routes only decode, authorize and encode.
-Role:    gateway layer (http), for ``helmlog serve``.
-Emits:   through the agent it drives: the turns, rows and pauses of each
-         session; nothing itself.
+         in-process ``Agent`` or a cluster's ``ClusterAgent``).
+Role:    gateway layer (http), for ``helmlog serve``; routes only decode,
+         authorize and encode.
+Emits:   through the agent it drives; nothing itself.
 
-Laws: R1 (continuing a session by id needs no checkpoint from the caller:
-the session's stream is folded and its last accepted conversation checkpoint
-continued; a pause is resolved from the fold's pending pause), R19 (both
-read the stream verified), R9 (of two concurrent decisions on one ask the
-resume lets exactly one proceed; the loser's ``replayed`` is a 409), R18
-(the asks list comes from the pending-asks index; each entry's pause record
-is read for its arguments, the rest of the stream is not), G86 (every view
-is served under the agent's redaction policy), issue 11 item 4 (an ask past
-its deadline is declined by the system: ``declined by timeout``), H2 (a
-session belongs to the app that started it — ``app`` in the identity of its
-first ``agent.turn_start``, which ``start`` writes from the principal — and
-is read, continued, listed and decided only in that app's scope; out of
-scope answers exactly as an unknown session does, 404).
+Laws: R1, R19 (a session continues from its verified, folded stream), R9
+(of two decisions on one ask exactly one proceeds; the other is a 409), R18
+(asks from the pending-asks index), G86 (views under the redaction policy),
+issue 11 item 4 (``declined by timeout``), H2 (a session belongs to the app
+of its first turn; out of scope is 404, as unknown).
 
-Why the index is consulted before a decision: an ask the index no longer
-holds was answered (or replaced); answering from the stream alone would let a
-decision race the index's own view of what waits. The fold then decides: the
-index is a projection and may be stale, the stream is the truth.
-
-Why the owner is read from the stream, and only cached: another replica, or
-this one after a restart, must enforce the same ownership; an owner never
-changes once its first turn is recorded, so a cached one is never stale.
+Why the owner is read from the stream, only cached: every replica must
+enforce the same ownership, and an owner never changes once recorded.
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """The event-stream routes of ``helmlog serve``: facts and asks as SSE.
 
-Pattern: each route authorizes a role, then streams by polling the store:
-         a session's facts after a cursor, or the pending asks whenever they
-         change (as JSON, or as the approvals page's HTML fragment), with a
-         keep-alive comment every ``HEARTBEAT_S``.
+Pattern: each route authorizes a role, then streams by polling the store
+         (a session's facts after a cursor, or the pending asks as they
+         change), with a keep-alive comment every ``HEARTBEAT_S``.
 Role:    gateway layer (http); ``_app`` mounts these beside ``_routes``.
 Emits:   nothing: it reads the store and writes Server-Sent Events.
 
-Routes: ``GET /sessions/{id}/events`` (facts only, ``Last-Event-ID``
-resumes), ``GET /asks/events``, ``GET /page/asks/events``.
+Laws: issue 11 items 1–2, H2 (only what the caller sees, else 404), G49
+(facts only), R4 (each fact once per cursor; ``Last-Event-ID`` resumes).
 
-Laws: issue 11 items 1–2 (facts, never values, to a ``session`` or
-``approver``; the asks to an ``approver`` only), H2 (only a session the
-caller sees, else 404 as unknown; only the asks of an approver's apps), G49
-(a session's stream carries decision facts only), R4 (each fact once per
-cursor, at its seq).
-
-Why SSE by polling the store: the stream is the truth and any replica can
-serve any session, so each event stream reads the store after its cursor
-(``Last-Event-ID`` resumes it) rather than a replica's memory.
-
-Why a stream ends when the server starts closing: open streams would hold a
-graceful shutdown forever, so ``_wait`` watches the app's ``closing`` event
-as well as the client.
+Why polling the store: any replica serves any session, so a stream reads the
+truth, not a replica's memory. A stream ends when the server starts closing
+(the app's ``closing`` event), or it would hold a graceful shutdown forever.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """What the HTTP API reads and writes: msgspec Structs and problem details.
 
-Pattern: typed request/response bodies (msgspec Structs, decoded strictly:
-         a body that is not one is a 400), and one translation from the
-         helmlog error tree to RFC 9457 problem details.
-Role:    gateway layer (http), for ``helmlog serve`` (``_app``) and its tests.
+Pattern: typed request/response bodies (decoded strictly: a body that is not
+         one is a 400), and one translation from the helmlog error tree to
+         RFC 9457 problem details (``problem_of``).
+Role:    gateway layer (http), for ``_app``, the routes and their tests.
 Emits:   nothing.
 
-Laws: issue 11 item 1 (errors are ``application/problem+json``, each with a
-code: bad input 400, an unknown session 404, a decision on a resolved ask
-409, a store that is down 503 and retryable), G86 (the views here are built
-from served — redacted — state only; ``_service`` redacts before it builds
-them), G61/G68 (a pending question blocks continuing: 409).
+Laws: issue 11 item 1 (``application/problem+json`` with a code: 400, 404,
+409 on a resolved ask, 503 retryable), G86 (views built from redacted state
+only), G61/G68 (a pending question blocks continuing: 409).
 
-Why one ``problem_of``: every route fails through the same tree, so a client
-learns one mapping (code → status) and ``retryable`` says whether to try
-again, exactly as the error itself says.
+Why one ``problem_of``: a client learns one mapping (code → status), and
+``retryable`` says whether to try again, as the error itself says.
 """
 
 from __future__ import annotations

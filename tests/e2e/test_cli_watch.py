@@ -15,7 +15,6 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-from helmlog._watch import OtlpFactsSink
 from helmlog.cli import app
 from helmlog.events import (
     DecisionFiled,
@@ -24,7 +23,7 @@ from helmlog.events import (
     fact_for,
     open_event_store,
 )
-from helmlog.sinks import FactsConsumer
+from helmlog.sinks import FactsConsumer, OtlpFactsSink
 from tests.otlp_receiver import otlp_receiver
 
 runner = CliRunner()

@@ -291,6 +291,7 @@ SINKS = [
     "OtelProcess",
     "OtelSink",
     "OtlpExport",
+    "OtlpFactsSink",
     "export",
     "otlp_endpoints",
     "replay",
