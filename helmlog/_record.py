@@ -1,33 +1,21 @@
-"""Reading the record from the command line: replay, verify, tail.
+"""Reading the record from the command line: replay, verify, tail, upgrade-heads.
 
-Pattern: read-only views over an event store; each returns data a test can
-         check and a renderer turns into a Rich table or JSON.
-Role:    the face; ``helmlog replay|verify|tail`` call these.
-Emits:   nothing into a session; ``replay --jsonl`` re-emits into a sink with
-         ``replayed=True`` (R6).
+Pattern: read-only views over an event store, each returning data a test can
+         check (a ``Verdict``, rows) and renderers (a Rich table, JSON, lines).
+Role:    the face; ``helmlog replay|verify|tail|upgrade-heads`` call these.
+         Following the facts stream is ``helmlog.sinks.follow_facts``.
+Emits:   nothing into a session.
 
-Laws: R18 (``verify`` exits 0 for an intact chain and 1 naming the first
-broken seq; ``replay`` prints a timeline, ``--json`` for JSON, ``--jsonl``
-re-emits; ``tail`` follows the facts stream), R3, R4, R6, R19 (``verify``
-reads the session's head record too, and names a cut tail — "truncated after
-seq N (head says M)" — or a stream deleted while its head remains; a stream
-written before heads existed has none, and is checked by its chain alone),
-R26 (on a store that writes heads, a stream without its head is broken:
-"its head record is missing"; ``upgrade_heads`` gives an older stream its
-head, explicitly).
+Laws: R18 (``verify`` exits 0 intact, 1 naming the first broken seq), R3,
+R4, R19 (a cut tail or a deleted stream is named), R26 (a stream without its
+head on a store that writes heads is broken; ``upgrade_heads`` is explicit).
 
-Why the timeline shows facts, not rows: it is what a watcher sees
-(``watched``: each row as its fact, at the row's seq), so a stream written
-before facts were projections, which stores both, shows each decision once.
-
-Why the timeline is built from events and not from the fold: an auditor reads
-the order things happened in — a decision, then the tool it let run — which
-the folded state has already flattened.
+Why the timeline shows facts built from events, not the fold: an auditor
+reads what a watcher sees, in the order things happened.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -51,6 +39,7 @@ from helmlog.events import (
     verify_records,
     watched,
 )
+from helmlog.sinks import follow_facts
 
 CHAIN_KEY_ENV = "HELMLOG_CHAIN_KEY"
 
@@ -366,61 +355,11 @@ async def tail(
     block_ms: int = 500,
 ) -> int:
     """Follow the facts stream, printing each fact; return how many were shown."""
-    after: str | None = None
-    if not from_start:
-        existing = await store.read_facts(None)
-        after = existing[-1].id if existing else "0"
-    shown = 0
-    idle = 0.0
-    while count is None or shown < count:
-        facts = await store.read_facts(after, block_ms=block_ms)
-        if not facts:
-            idle += block_ms / 1000
-            if idle_exit_s is not None and idle >= idle_exit_s:
-                break
-            if store.url == "memory://":
-                await asyncio.sleep(block_ms / 1000)
-            continue
-        idle = 0.0
-        for fact in facts:
-            emit(fact_line(fact))
-            shown += 1
-            after = fact.id
-            if count is not None and shown >= count:
-                break
-    return shown
-
-
-async def replay_to_otlp(records: list[StoredEvent], endpoint: str) -> int:
-    """Re-emit a session to an OTLP/HTTP collector (``--otlp URL``); flushes.
-
-    Spans go to ``<endpoint>/v1/traces`` and decision records to
-    ``<endpoint>/v1/logs``; facts only (``values=False``).
-    """
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter,
+    return await follow_facts(
+        store,
+        lambda fact: emit(fact_line(fact)),
+        from_start=from_start,
+        count=count,
+        idle_exit_s=idle_exit_s,
+        block_ms=block_ms,
     )
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    from helmlog.sinks import OtelSink, replay
-
-    base = endpoint.rstrip("/")
-    resource = Resource.create({"service.name": "helmlog"})
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(
-        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces"))
-    )
-    logger_provider = LoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(
-        SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"{base}/v1/logs"))
-    )
-    try:
-        return await replay(records, OtelSink(tracer_provider, logger_provider))
-    finally:
-        tracer_provider.shutdown()
-        logger_provider.shutdown()

@@ -6,6 +6,7 @@ Imports nothing of helmlog but ``helmlog.events`` (R16).
 from ._consumer import FactsConsumer
 from ._direct import FinishedTelemetry
 from ._export import ExportError, OtlpExport, export, otlp_endpoints
+from ._follow import follow_facts
 from ._jsonl import ConsoleSink, JsonlSink
 from ._offload import OtelProcess
 from ._otel import OtelSink
@@ -23,6 +24,7 @@ __all__ = [
     "OtlpExport",
     "OtlpFactsSink",
     "export",
+    "follow_facts",
     "otlp_endpoints",
     "replay",
 ]

@@ -293,6 +293,7 @@ SINKS = [
     "OtlpExport",
     "OtlpFactsSink",
     "export",
+    "follow_facts",
     "otlp_endpoints",
     "replay",
 ]
