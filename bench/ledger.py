@@ -108,13 +108,13 @@ from helmlog.events import (
 )
 from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS
-from helmlog.events._redis_scripts import APPEND_LUA
-from helmlog.events._redis_store import (
+from helmlog.events.redis import (
     RedisEventStore,
     head_key,
     shard_keys,
     stream_key,
 )
+from helmlog.events.redis.scripts import APPEND_LUA
 from helmlog.runtime.lowlevel import Journal, Listeners
 
 # The append script without its head-record write, to price that write alone.

@@ -66,7 +66,6 @@ from ._errors import (
 from ._facts import fact_of, watched
 from ._fold import Folder, fold
 from ._index import PendingAsk
-from ._memory_store import MemoryEventStore
 from ._messages import Message, ToolCallRequest
 from ._open import open_event_store
 from ._pause_events import (
@@ -109,16 +108,17 @@ from ._types import (
     UNWATCHED_TYPES,
     AnyEvent,
 )
+from .memory import MemoryEventStore
 
 if TYPE_CHECKING:
-    from ._redis_store import RedisEventStore
+    from .redis import RedisEventStore
 
 
 def __getattr__(name: str) -> object:
     # The Redis adapter is imported on first use, so `import helmlog` does not
     # pay for redis-py in processes that never touch Redis.
     if name == "RedisEventStore":
-        from ._redis_store import RedisEventStore
+        from .redis import RedisEventStore
 
         return RedisEventStore
     raise AttributeError(f"module 'helmlog.events' has no attribute {name!r}")

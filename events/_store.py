@@ -1,43 +1,16 @@
-"""The event-store port: what every adapter of a session store answers.
+"""The store ports: a stream recorder, a facts log, a session index.
 
-Pattern: a port (``EventStore``, a ``Protocol``) with what its adapters
-         share (``StoreBase``); the adapters are ``events/_memory_store.py``
-         and ``events/_redis_store.py``, and one contract suite
-         (``helmlog.events.testing``, run by ``tests/contracts``) runs
-         against every adapter.
-Role:    events layer; the runtime's journal appends through it, ``fold``,
-         replay and verification read from it.
-Emits:   nothing; it stores what the journal seals.
+Pattern: narrow ports in the manner of eventsourcing's recorders;
+         ``EventStore`` is their union, so a caller may ask for one. The
+         adapters are ``events/memory/`` and ``events/redis/``; each port has
+         a shipped contract module in ``helmlog.events.testing``.
+Role:    events layer; the journal appends through it, fold/replay/verify read.
 
-Laws: R2 (seq 1, 2, 3 … with no gaps; a batch appends atomically only when
-the stream's last seq equals ``expected_seq``, else ``SequenceConflictError``
-and nothing is appended), R3 (the store keeps each hash beside its event and
-chains under its ``chain_key``), R4 (the facts of each appended batch — each
-row's projection, ``fact_records`` — go to one global facts list, with the
-row's seq, through a per-session cursor: ``publish_facts`` is the outbox's
-port method, synchronous in the memory store, so the contract suite tests
-it everywhere),
-R12 (a record read carries its ``type`` and session id),
-R19 (``read_verified``: a whole stream read and verified against its head
-record, for readers that act on what they read),
-R7/R18 (``open_turns`` and ``pending_asks`` answer from an index kept beside
-the streams, repairable from them: ``events/_index.py``),
-R11 (every adapter passes the same contract suite), R4 also
-(consumer groups over the facts streams: ``create_facts_group``,
-``read_facts_group``, ``ack_facts``, ``claim_facts``; a delivered fact stays
-pending for its consumer until acknowledged, and an idle one can be claimed),
-R19 (each session keeps a head record, ``read_head``, written by the same
-atomic step as the append), R25 (``remembers``: a store keeps, beside the
-streams, every session it ever created, so a checkpoint of a deleted session
-is refused, never imported as new), R26 (``writes_heads``: a store marks
-itself as one that writes head records when this version first writes it;
-on such a store a stream without its head is refused by ``read_verified``
-and every reader through ``refuse_headless``; ``upgrade_head`` gives an
-older stream its head, explicitly, never as a side effect).
+Laws: R2, R3, R4, R7, R11, R12, R18, R19, R25, R26 (each method's docstring
+says which); ``read_verified``/``refuse_headless`` enforce R19/R26 for readers.
 
-Why sealing happens before ``append_sealed``: the journal needs the stamped
-events (seq, prev_hash) to fold and deliver, and a remote store cannot compute
-SHA-256 inside its atomic script; so the caller seals against the head it
+Why sealing happens before ``append_sealed``: a remote store cannot compute
+SHA-256 inside its atomic script, so the caller seals against the head it
 knows, and the store's seq check makes a stale head a conflict, never a fork.
 """
 
@@ -77,8 +50,12 @@ class FactDelivery(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @runtime_checkable
-class EventStore(Protocol):
-    """Where session streams live. Every adapter passes ``tests/contracts``."""
+class StreamRecorder(Protocol):
+    """Session streams: sealed, seq-guarded appends, reads and head records.
+
+    With what R25/R26 ask of the record: the sessions a store created
+    (``remembers``), its format mark (``writes_heads``) and ``upgrade_head``.
+    """
 
     chain_key: bytes | None
     url: str
@@ -153,6 +130,35 @@ class EventStore(Protocol):
         """
         ...
 
+    async def close(self) -> None:
+        """Release connections; a closed store may not be used again."""
+        ...
+
+
+@runtime_checkable
+class FactsLog(Protocol):
+    """The decision facts of every session: the outbox, reads, consumer groups."""
+
+    url: str
+
+    async def publish_facts(self, session_id: str) -> int:
+        """Publish the session's facts after its cursor; return how many (R4).
+
+        The outbox: each session has a cursor (the seq up to which its facts
+        are on the facts streams). This reads only the stream after it,
+        publishes the facts found there and only then advances the cursor,
+        so a fact whose publication failed, whose writer died, or whose
+        append's outcome was reported unknown but landed (R24) is published
+        by the next call.
+        Idempotent, and safe beside appends: a fact is published again only
+        when two calls race, and watchers dedupe by ``(session_id, seq)``.
+
+        Raises:
+            StoreError: the stream or the facts streams could not be reached,
+                or refused a fact; the cursor did not move past it.
+        """
+        ...
+
     async def read_facts(
         self, after_id: str | None = None, *, block_ms: int | None = None
     ) -> list[FactRecord]:
@@ -196,6 +202,17 @@ class EventStore(Protocol):
         """
         ...
 
+    async def close(self) -> None:
+        """Release connections; a closed store may not be used again."""
+        ...
+
+
+@runtime_checkable
+class SessionIndex(Protocol):
+    """Open turns and pending asks across sessions, repairable from the streams."""
+
+    url: str
+
     async def open_turns(self) -> list[str]:
         """Sessions whose latest turn may be unfinished, from the index.
 
@@ -207,24 +224,6 @@ class EventStore(Protocol):
 
     async def pending_asks(self) -> list[PendingAsk]:
         """Pending pauses across sessions, from the index (no fold of each)."""
-        ...
-
-    async def publish_facts(self, session_id: str) -> int:
-        """Publish the session's facts after its cursor; return how many (R4).
-
-        The outbox: each session has a cursor (the seq up to which its facts
-        are on the facts streams). This reads only the stream after it,
-        publishes the facts found there and only then advances the cursor,
-        so a fact whose publication failed, whose writer died, or whose
-        append's outcome was reported unknown but landed (R24) is published
-        by the next call.
-        Idempotent, and safe beside appends: a fact is published again only
-        when two calls race, and watchers dedupe by ``(session_id, seq)``.
-
-        Raises:
-            StoreError: the stream or the facts streams could not be reached,
-                or refused a fact; the cursor did not move past it.
-        """
         ...
 
     async def reindex(self, session_id: str) -> None:
@@ -242,6 +241,12 @@ class EventStore(Protocol):
     async def close(self) -> None:
         """Release connections; a closed store may not be used again."""
         ...
+
+
+@runtime_checkable
+class EventStore(StreamRecorder, FactsLog, SessionIndex, Protocol):
+    """Where session streams live: all three ports. Every adapter passes
+    ``tests/contracts``; a caller that needs one port may ask for just it."""
 
 
 class StoreBase:
@@ -284,7 +289,7 @@ class StoreBase:
         return await self.append_sealed(session_id, records, expected_seq)
 
 
-async def read_verified(store: EventStore, session_id: str) -> list[StoredEvent]:
+async def read_verified(store: StreamRecorder, session_id: str) -> list[StoredEvent]:
     """A session's whole stream, verified with its head record (R19).
 
     The head is read first, so an append landing meanwhile only makes the
@@ -302,7 +307,7 @@ async def read_verified(store: EventStore, session_id: str) -> list[StoredEvent]
 
 
 async def refuse_headless(
-    store: EventStore,
+    store: StreamRecorder,
     session_id: str,
     records: Sequence[StoredEvent],
     head: StreamHead | None,

@@ -34,7 +34,7 @@ from helmlog.events import (
     read_verified,
     verify_chain,
 )
-from helmlog.events._redis_keys import head_key, stream_key
+from helmlog.events.redis.keys import head_key, stream_key
 
 from .support import KEY, decision, new_session, turn
 

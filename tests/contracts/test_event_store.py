@@ -56,14 +56,14 @@ from helmlog.events import (
 )
 from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events._redis_keys import FORMAT_KEY, registry_key
-from helmlog.events._redis_scripts import APPEND_LUA
-from helmlog.events._redis_store import (
+from helmlog.events.redis import (
     RedisEventStore,
     head_key,
     shard_keys,
     stream_key,
 )
+from helmlog.events.redis.keys import FORMAT_KEY, registry_key
+from helmlog.events.redis.scripts import APPEND_LUA
 from helmlog.events.testing.support import (
     KEY,
     SECRET,

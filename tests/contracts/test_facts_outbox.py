@@ -32,7 +32,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from helmlog.events import StoredEvent, TurnStarted
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events._redis_store import (
+from helmlog.events.redis import (
     RedisEventStore,
     shard_keys,
     stream_key,
@@ -137,14 +137,15 @@ async def test_r4_publish_facts_reads_only_the_stream_after_the_cursor(
     await raw.delete(facts_key(sid))
     reader = RedisEventStore.from_url(remote_url)
     reads: list[tuple[int, int]] = []
-    real_read = reader.read
+    # The outbox reads through the store's reader part (events/redis/reader.py).
+    real_read = reader._reader.read
 
     async def counted(session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         records = await real_read(session_id, after_seq)
         reads.append((after_seq, len(records)))
         return records
 
-    reader.read = counted  # type: ignore[method-assign]
+    reader._reader.read = counted  # type: ignore[method-assign]
     try:
         assert 1 == await reader.publish_facts(sid)
         assert [(seq, 2)] == reads

@@ -33,16 +33,16 @@ from helmlog.events import (
     seal,
     verify_chain,
 )
-from helmlog.events import _redis_reads as redis_reads
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events._redis_keys import known_key
-from helmlog.events._redis_store import (
+from helmlog.events.redis import (
     RedisEventStore,
     head_key,
     shard_keys,
     stream_key,
 )
-from helmlog.events._redis_wire import split_url
+from helmlog.events.redis import reader as redis_reads
+from helmlog.events.redis.keys import known_key
+from helmlog.events.redis.options import split_url
 from tests.contracts.test_event_store import decision, eventually, new_session, turn
 from tests.fixtures_redis import RedisClusterServers, free_port
 

@@ -18,7 +18,7 @@ import redis
 from typer.testing import CliRunner
 
 from helmlog.cli import app
-from helmlog.events._redis_store import stream_key
+from helmlog.events.redis import stream_key
 
 pytestmark = pytest.mark.redis
 

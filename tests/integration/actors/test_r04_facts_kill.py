@@ -19,7 +19,7 @@ import pytest
 
 from helmlog._demo import demo_agent, run_session
 from helmlog.events import EventStore, open_event_store
-from helmlog.events._redis_store import _fact_ops
+from helmlog.events.redis import _fact_ops
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(300)]
 _on_session_loop = pytest.mark.asyncio(loop_scope="session")

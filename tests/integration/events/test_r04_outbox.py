@@ -39,8 +39,9 @@ from helmlog.events import (
     open_event_store,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events._redis_store import RedisEventStore, _fact_ops, shard_keys
-from helmlog.events._redis_wire import ReplyLostError
+from helmlog.events.redis import RedisEventStore, _fact_ops, shard_keys
+from helmlog.events.redis.appender import Appender
+from helmlog.events.redis.wire import ReplyLostError
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -140,18 +141,29 @@ class LostReplyMemory(MemoryEventStore):
         return last
 
 
-class LostReplyRedis(RedisEventStore):
+class LostReplyAppender(Appender):
     """The script runs; the reply of the turn's last append is lost."""
 
     lost: tuple[int, int] | None = None
 
-    def _settle(self, item: Any, reply: Any) -> None:
+    def settle(self, item: Any, reply: Any) -> None:
         data = [a for a in item.args if isinstance(a, bytes)]
         ends = any(TURN_END in d[:40] for d in data)
         if self.lost is None and ends and not isinstance(reply, Exception):
             self.lost = (item.expected + 1, int(reply[1]))
             reply = ReplyLostError("the connection dropped before the reply")
-        super()._settle(item, reply)
+        super().settle(item, reply)
+
+
+class LostReplyRedis(RedisEventStore):
+    """A Redis store whose appender loses one reply (R24)."""
+
+    _appender_type = LostReplyAppender
+
+    @property
+    def lost(self) -> tuple[int, int] | None:
+        assert isinstance(self._appender, LostReplyAppender)
+        return self._appender.lost
 
 
 async def test_r4_a_fact_whose_publication_failed_is_published_by_the_next_activation(

@@ -36,8 +36,9 @@ from helmlog import (
     tool,
 )
 from helmlog.events import StoredEvent, open_event_store
-from helmlog.events._redis_store import RedisEventStore, _fact_ops
-from helmlog.events._redis_wire import ReplyLostError
+from helmlog.events.redis import RedisEventStore, _fact_ops
+from helmlog.events.redis.appender import Appender
+from helmlog.events.redis.wire import ReplyLostError
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest, scripted
 from tests.fixtures_redis import RedisServer
 
@@ -179,20 +180,35 @@ async def test_r24_no_append_reported_failed_is_in_the_stream_after_kill_9(
             await reader.close()
 
 
-class StopsBeforeTheReply(RedisEventStore):
+class StopsBeforeTheReplyAppender(Appender):
     """The script runs; then the server stops and the reply is lost."""
 
     server: RedisServer
     lost: tuple[int, int] | None = None
 
-    def _settle(self, item: Any, reply: Any) -> None:
+    def settle(self, item: Any, reply: Any) -> None:
         data = [a for a in item.args if isinstance(a, bytes)]
         ends = any(b"agent.turn_end" in d[:40] for d in data)
         if self.lost is None and ends and not isinstance(reply, Exception):
             self.lost = (item.expected + 1, int(reply[1]))
             self.server.stop()  # saved: the append stays in the stream
             reply = ReplyLostError("the connection dropped before the reply")
-        super()._settle(item, reply)
+        super().settle(item, reply)
+
+
+class StopsBeforeTheReply(RedisEventStore):
+    """A Redis store whose appender stops the server before a reply (R24)."""
+
+    _appender_type = StopsBeforeTheReplyAppender
+
+    @property
+    def parts(self) -> StopsBeforeTheReplyAppender:
+        assert isinstance(self._appender, StopsBeforeTheReplyAppender)
+        return self._appender
+
+    @property
+    def lost(self) -> tuple[int, int] | None:
+        return self.parts.lost
 
 
 async def test_r24_no_answer_in_time_is_unknown_and_the_next_activation_settles_it(
@@ -202,7 +218,7 @@ async def test_r24_no_answer_in_time_is_unknown_and_the_next_activation_settles_
     LedgerOutcomeUnknownError (retryable, not acted on); once the store is
     back, the session's next activation finds the append and reports it."""
     store = StopsBeforeTheReply.from_url(f"{private_redis.url}?resolve_timeout=0.2")
-    store.server = private_redis
+    store.parts.server = private_redis
     sid = "r24-unknown"
     agent = governed(store)
     try:

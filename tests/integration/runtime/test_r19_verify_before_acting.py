@@ -53,7 +53,7 @@ from helmlog.events import (
     read_verified,
     verify_chain,
 )
-from helmlog.events._redis_store import head_key, stream_key
+from helmlog.events.redis import head_key, stream_key
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 from tests.replay.streams import FIXTURES, chain_key_of, imported_agent, load_records

@@ -55,7 +55,7 @@ from helmlog.events import (
     verify_chain,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events._redis_keys import head_key, known_key, registry_key, stream_key
+from helmlog.events.redis.keys import head_key, known_key, registry_key, stream_key
 from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 from tests.replay.streams import FIXTURES, chain_key_of, imported_agent, load_records

@@ -32,7 +32,7 @@ from helmlog.events import (
     fact_for,
     open_event_store,
 )
-from helmlog.events._redis_store import shard_keys
+from helmlog.events.redis import shard_keys
 from helmlog.sinks import FactsConsumer, JsonlSink
 from tests.contracts.test_event_store import eventually as poll
 

@@ -1,43 +1,35 @@
 """Appends whose reply was lost: asked again until the store says (R24).
 
 Pattern: read-back by idempotent resend: an append sent whose reply did not
-         come is held, its caller told nothing, and the same script call
-         (same token) is sent again, with backoff, until the store answers or
-         ``resolve_timeout`` (URL option, default 5 s) has passed. The answer
-         is the truth: the script takes a batch the stream already ends with,
-         token and all, as landed and writes nothing twice.
-Role:    events layer; the part of ``RedisEventStore`` between a lost reply
-         (``_redis_append.py``) and the caller's future. Runs as a task of
-         its own, so a node that went away holds up no other session.
-Emits:   what a landed append owes, exactly as a normal append does (its
-         facts and index entries, through ``_settle``); nothing for one that
-         did not land.
+         come is held, its caller told nothing, and the same script call (same
+         token) is sent again, with backoff, until the store answers or
+         ``resolve_timeout`` has passed; the script takes a batch the stream
+         already ends with, token and all, as landed. Runs as tasks of its
+         own, so a node that went away holds up no other session.
+Role:    events layer, ``events/redis``; held by the appender, which hands it
+         lost items and gets them back through ``settle``.
 
-Laws: R24 (a run is told "failed" only for an append that is not in the
-stream; "unknown" only when the store did not answer in time:
-``LedgerOutcomeUnknownError``), R2/R20 (the resend is seq-guarded and
-carries the token; a stream that moved past the batch is read at the batch's
-last seq, and a record there that is not ours is a ``SequenceConflictError``),
-R7 (an open-turn mark is sent again before its append, seq-guarded), R4.
-
-Why resend rather than only read the stream: a command written to a socket
-may still run after a read on another connection (a stalled server, bytes
-not yet read); a read-back could say "not landed" and the first send land a
-moment later. The resend cannot lose that race: whichever of the two runs
-second finds the batch, with its token, and reports it landed.
+Laws: R24 ("failed" only for an append not in the stream; "unknown" only when
+the store did not answer in time), R2/R20 (the resend is seq-guarded and
+carries the token), R7 (an open-turn mark is sent again first), R4. Resend
+rather than only read: a command written may still run after a read on
+another connection; whichever runs second finds the batch with its token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
-from ._errors import LedgerOutcomeUnknownError, StoreError
-from ._redis_base import QueuedAppend
-from ._redis_keys import stream_key
-from ._redis_outbox import RedisOutbox
-from ._redis_wire import DRIVER_ERRORS
+from .._errors import LedgerOutcomeUnknownError, StoreError
+from .backend import Backend
+from .heads import Heads
+from .keys import stream_key
+from .outbox import Outbox
+from .queued import QueuedAppend
+from .wire import DRIVER_ERRORS
 
 log = logging.getLogger("helmlog.events")
 
@@ -46,46 +38,58 @@ _FIRST_WAIT_S: Final = 0.05
 _MAX_WAIT_S: Final = 1.0
 
 
-class RedisResolve(RedisOutbox):
-    """Settles appends whose reply was lost (R24); part of the store."""
+class ReadBack:
+    """The read-backs of one store's appends whose reply was lost (R24).
 
-    def _settle(self, item: QueuedAppend, reply: Any) -> None:
-        """Settle one append from its script's reply (``_redis_append.py``)."""
-        raise NotImplementedError
+    ``settle`` and ``kick`` are the appender's: a read-back that learns an
+    outcome settles the append as its round trip would have, then lets the
+    flusher send what it owes.
+    """
 
-    def _kick(self) -> None:
-        """Start the flusher if work waits and none runs (``_redis_append.py``)."""
-        raise NotImplementedError
+    __slots__ = ("_backend", "_heads", "_kick", "_outbox", "_resolving", "_settle")
 
-    def _unknown(self, items: list[QueuedAppend], cause: BaseException) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        heads: Heads,
+        outbox: Outbox,
+        settle: Callable[[QueuedAppend, Any], None],
+        kick: Callable[[], None],
+    ) -> None:
+        self._backend = backend
+        self._heads = heads
+        self._outbox = outbox
+        self._settle = settle
+        self._kick = kick
+        self._resolving: set[asyncio.Task[None]] = set()
+
+    def unknown(self, items: list[QueuedAppend], cause: BaseException) -> None:
         """Hold appends whose reply was lost until the store says (R24)."""
         waiting = [i for i in items if not i.future.done() and not i.resolving]
         if not waiting:
             return
         for item in waiting:
             item.resolving = True
-            self._heads.pop(item.session_id, None)
+            self._heads.forget(item.session_id)
         log.warning(
             "redis event store %s: the replies of %d appends were lost (%s); "
             "reading them back before their runs are told anything",
-            self.url,
+            self._backend.url,
             len(waiting),
             cause,
         )
         task = asyncio.get_running_loop().create_task(self._resolve(waiting, cause))
-        if self._resolving is None:
-            self._resolving = set()
         self._resolving.add(task)
         task.add_done_callback(self._resolving.discard)
 
-    async def _resolved(self) -> None:
+    async def resolved(self) -> None:
         """Wait for every read-back under way (each is bounded)."""
         while self._resolving:
             await asyncio.gather(*self._resolving, return_exceptions=True)
 
     async def _resolve(self, items: list[QueuedAppend], cause: BaseException) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.resolve_timeout
+        deadline = loop.time() + self._backend.options.resolve_timeout
         wait = _FIRST_WAIT_S
         pending, last = items, cause
         try:
@@ -103,14 +107,14 @@ class RedisResolve(RedisOutbox):
             for item in pending:
                 if item.future.done() or item.acked:
                     continue
-                self._vouched.pop(item.session_id, None)
+                self._outbox.unvouch(item.session_id)
                 item.future.set_exception(
                     LedgerOutcomeUnknownError(
                         session_id=item.session_id,
-                        store=self.url,
+                        store=self._backend.url,
                         cause=(
                             f"its reply was lost and the store did not answer "
-                            f"within {self.options.resolve_timeout:g} s "
+                            f"within {self._backend.options.resolve_timeout:g} s "
                             f"(last: {type(last).__name__}: {last})"
                         ),
                     )
@@ -124,16 +128,16 @@ class RedisResolve(RedisOutbox):
     ) -> tuple[list[QueuedAppend], BaseException]:
         """One read-back round: the items still unknown, and why."""
         try:
-            await self._routes.prepare()
-            marks = [(self._shard(i.session_id), i.premark) for i in pending]
+            await self._backend.routes.prepare()
+            marks = [(self._backend.shard(i.session_id), i.premark) for i in pending]
             staged = [(n, op) for n, op in marks if op is not None]
             if staged:
                 # R7: the open-turn mark goes again, before its append.
-                commands, _owners = self._shard_commands(staged)
-                for reply in await self._routes.call(commands):
+                commands, _owners = self._outbox.shard_commands(staged)
+                for reply in await self._backend.routes.call(commands):
                     if isinstance(reply, Exception):
                         return pending, reply
-            replies = await self._routes.call(
+            replies = await self._backend.routes.call(
                 [(stream_key(i.session_id), i.args) for i in pending]
             )
         except (*DRIVER_ERRORS, StoreError) as exc:
@@ -158,7 +162,7 @@ class RedisResolve(RedisOutbox):
             log.warning(
                 "redis event store %s: session %s: the append of seqs %d-%d, "
                 "whose reply was lost, %s",
-                self.url,
+                self._backend.url,
                 item.session_id,
                 item.expected + 1,
                 item.last_seq,
@@ -177,7 +181,7 @@ class RedisResolve(RedisOutbox):
         """Whether the stream holds this batch's last record, with its token."""
         key = stream_key(item.session_id)
         at = f"0-{item.last_seq}"
-        found = await self._routes.one(key, "XRANGE", key, at, at)
+        found = await self._backend.routes.one(key, "XRANGE", key, at, at)
         if not found:
             return False
         fields = found[0][1]

@@ -1,21 +1,16 @@
-"""The Lua scripts of the Redis event store: the atomic append and the shard ops.
+"""The Lua scripts of the Redis store: the atomic append and the shard ops.
 
-Pattern: server-side scripts, loaded once per node (``SCRIPT LOAD``) and
-         called by SHA (``EVALSHA``); a ``NOSCRIPT`` reply means the script did
-         not run, so the caller loads and resends.
-Role:    events layer; ``events/_redis_store.py`` calls them through
-         ``events/_redis_wire.py``.
-Emits:   nothing.
+Pattern: server-side scripts loaded once per node and called by SHA; a
+         ``NOSCRIPT`` reply means the script did not run, so the caller
+         loads and resends (``wire.Wire.call_loaded``).
+Role:    events layer, ``events/redis``; the appender and the outbox call them.
 
-Laws: R2 (the append is one atomic step: the seq and hash check, then the
-XADDs, all or none), R19 (the same step writes the session's head record),
-R11 (a script touches keys of one slot only: a session's
-stream, or one index shard's keys), R20 (a resend is taken for one only when
-it carries the same append token).
+Laws: R2 (the append is one atomic step: seq and hash check, then the XADDs),
+R19 (the same step writes the head record), R11 (a script touches one slot),
+R20 (a resend is taken for one only when it carries the same append token).
 
-Why scripts and not MULTI/WATCH: the seq check and the write must be one
-step on the server, with no optimistic-retry round trips on the ledger's hot
-path; a script is that, and on a cluster it runs on the slot's own node.
+Why scripts and not MULTI/WATCH: the check and the write must be one step on
+the server, with no optimistic-retry round trips on the ledger's hot path.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """The Redis store's keys, shard operations and reply parsing.
 
-Pattern: pure functions: the key of each stream, head and index shard (every
-         key of a session carries its ``{session_id}`` hash tag, every key
-         spanning sessions is sharded into N keys tagged ``{<n>}``), the shard
-         operations stored records turn into, and the decoding of raw
-         ``XRANGE``/``XREAD`` replies into typed records.
-Role:    events layer; every part of ``RedisEventStore`` (``_redis_store.py``)
-         names keys and parses replies through here, and the tests and benches
-         that reach past the port (to tamper with a stream, say) name keys
-         through ``_redis_store``, which re-exports them.
-Emits:   nothing.
+Pattern: pure functions: each key (a session's keys carry its ``{session_id}``
+         hash tag; keys spanning sessions are sharded, tagged ``{<n>}``), the
+         shard operations records turn into, raw replies into typed records.
+Role:    events layer, ``events/redis``; one contract with ``scripts.py``, so
+         every reader and writer of the layout stays in step.
 
-Laws: R11 (the hash tags), R12 (a record read carries its ``type``, from the
-codec, and the session id its key names), R4 (``fact_ops``: each fact is its
-row's projection, never the row's values), R3 (a damaged entry still yields a
-record, so verification names its seq instead of crashing).
-
-Why one module: the layout of the keys and of the script's fields is one
-contract with the Lua scripts (``_redis_scripts.py``); keeping it in one
-place keeps every reader and writer of it in step.
+Laws: R11 (the hash tags), R12 (a record read carries its ``type`` and session
+id), R4 (``fact_ops``: a fact is its row's projection, never its values), R3
+(a damaged entry still yields a record, so verification names its seq).
 """
 
 from __future__ import annotations
@@ -26,11 +16,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._chain import StoredEvent
-from ._codec import event_type
-from ._facts import fact_records
-from ._index import delta_of, encode_ask
-from ._store import FactRecord
+from .._chain import StoredEvent
+from .._codec import event_type
+from .._facts import fact_records
+from .._index import delta_of, encode_ask
+from .._store import FactRecord
+
+# Keys (docs/design.md, "Keys and indexes on Redis and Redis Cluster")::
+#
+#     helmlog:{<session_id>}:events   stream; id 0-<seq>; fields seq, data, hash
+#     helmlog:{<session_id>}:head     string: the head record (R19), JSON
+#                                     {seq, hash, mac}, set by the append script
+#     helmlog:{<session_id>}:known    string "1": the session was created here
+#                                     (R25), set by its first append's script
+#     helmlog:sessions:{<n>}          set: every session created here (R25),
+#                                     added after a session's first append
+#     helmlog:format                  string "heads": this store writes head
+#                                     records (R26), set before an instance's
+#                                     first append
+#     helmlog:facts:{<n>}             stream (MAXLEN ~ facts_maxlen); fields
+#                                     session_id, seq, data
+#     helmlog:facts-at:{<n>}          hash: session id -> facts cursor (every
+#                                     fact up to this seq is published)
+#     helmlog:open:{<n>}              hash: session id -> seq of its open turn
+#     helmlog:asks:{<n>}              hash: session id -> "<seq>:<PendingAsk json>"
+#     helmlog:lease:{<name>}          string: a lease's owner, expiring (PX) (R27)
+#
+#     n = sha256(session_id)[:8] (big-endian) mod shards   (``shard_of``)
 
 FIELDS: Final = (b"seq", b"data", b"hash")
 KEY_PREFIX: Final = "helmlog:{"

@@ -1,21 +1,14 @@
-"""Consumer groups on the Redis store's facts shards (R4).
+"""Consumer groups on a Redis store's facts shards (R4).
 
 Pattern: one consumer group per reader, created on every facts shard
-         (``XGROUP CREATE … MKSTREAM``), read with ``XREADGROUP``,
-         acknowledged with ``XACK`` and taken over with ``XAUTOCLAIM``; on a
-         cluster one command per shard, routed to its node.
-Role:    events layer; the facts-group half of ``RedisEventStore``, behind
-         ``sinks``' ``FactsConsumer``.
-Emits:   nothing; acknowledges entries the facts cap trimmed away.
+         (``XGROUP CREATE … MKSTREAM``), read with ``XREADGROUP``, acked with
+         ``XACK``, taken over with ``XAUTOCLAIM``; on a cluster one command
+         per shard, routed to its node.
+Role:    events layer, ``events/redis``; behind ``sinks``' ``FactsConsumer``.
 
-Laws: R4 (at-least-once delivery of facts to each group: a delivery stays
-pending until acknowledged, and ``claim_facts`` hands another consumer what
-one left idle), R5 (a driver error is a ``StoreError`` naming the store; a
-missing group says so).
-
-Why deliveries are merged into entry-id order across shards: a consumer
-then sees one session's facts in the order they were published, whichever
-shard they share.
+Laws: R4 (at-least-once delivery per group: a delivery stays pending until
+acked; ``claim_facts`` hands on what one consumer left idle), R5. Deliveries
+are merged into entry-id order, so one session's facts arrive in order.
 """
 
 from __future__ import annotations
@@ -26,32 +19,37 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ._errors import StoreError
-from ._redis_base import RedisStoreBase
-from ._redis_keys import BLOCK_SLICE_MS, CLUSTER_POLL_S, fact_of, stream_pairs
-from ._redis_wire import DRIVER_ERRORS, Arg
-from ._store import FactDelivery, FactRecord
+from .._errors import StoreError
+from .._store import FactDelivery, FactRecord
+from .backend import Backend
+from .keys import BLOCK_SLICE_MS, CLUSTER_POLL_S, fact_of, stream_pairs
+from .wire import DRIVER_ERRORS, Arg
 
 
-class RedisGroups(RedisStoreBase):
-    """The facts consumer groups of the Redis event store."""
+class Groups:
+    """The facts consumer groups of one Redis store."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
         start = "0" if from_start else "$"
         keyed = [
             (keys[0], ("XGROUP", "CREATE", keys[0], group, start, "MKSTREAM"))
-            for keys in self._shards
+            for keys in self._backend.shards
         ]
         try:
-            await self._routes.prepare()
-            replies = await self._routes.call(keyed)
+            await self._backend.routes.prepare()
+            replies = await self._backend.routes.call(keyed)
         except DRIVER_ERRORS as exc:
-            raise self._error("create a facts group on", exc) from exc
+            raise self._backend.error("create a facts group on", exc) from exc
         for reply in replies:
             if isinstance(reply, ResponseError) and str(reply).startswith("BUSYGROUP"):
                 continue  # the group exists: it keeps its position
             if isinstance(reply, BaseException):
-                raise self._error("create a facts group on", reply) from reply
+                raise self._backend.error("create a facts group on", reply) from reply
 
     async def read_facts_group(
         self,
@@ -62,16 +60,16 @@ class RedisGroups(RedisStoreBase):
         block_ms: int | None = None,
         pending: bool = False,
     ) -> list[FactDelivery]:
-        keys = [keys[0] for keys in self._shards]
+        keys = [keys[0] for keys in self._backend.shards]
         since = "0" if pending else ">"
         head: list[Arg] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
         try:
-            await self._routes.prepare()
+            await self._backend.routes.prepare()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (block_ms or 0) / 1000
             while True:
-                if self._routes.cluster:
-                    replies = await self._routes.call(
+                if self._backend.routes.cluster:
+                    replies = await self._backend.routes.call(
                         [(k, (*head, "STREAMS", k, since)) for k in keys]
                     )
                     found = [
@@ -87,7 +85,7 @@ class RedisGroups(RedisStoreBase):
                         left = max(1, int((deadline - loop.time()) * 1000))
                         wait = ["BLOCK", min(left, BLOCK_SLICE_MS)]
                     reply = (
-                        await self._routes.call(
+                        await self._backend.routes.call(
                             [
                                 (
                                     keys[0],
@@ -103,12 +101,12 @@ class RedisGroups(RedisStoreBase):
                 out = await self._deliveries(group, found)
                 if out or pending or loop.time() >= deadline:
                     return out
-                if self._routes.cluster:
+                if self._backend.routes.cluster:
                     await asyncio.sleep(
                         min(CLUSTER_POLL_S, max(0.0, deadline - loop.time()))
                     )
         except DRIVER_ERRORS as exc:
-            raise self._error("read a facts group of", exc) from exc
+            raise self._backend.error("read a facts group of", exc) from exc
 
     async def ack_facts(self, group: str, deliveries: Sequence[FactDelivery]) -> int:
         by_shard: dict[int, list[Arg]] = {}
@@ -117,17 +115,20 @@ class RedisGroups(RedisStoreBase):
         if not by_shard:
             return 0
         keyed = [
-            (self._shards[n][0], ("XACK", self._shards[n][0], group, *ids))
+            (
+                self._backend.shards[n][0],
+                ("XACK", self._backend.shards[n][0], group, *ids),
+            )
             for n, ids in by_shard.items()
         ]
         try:
-            await self._routes.prepare()
-            replies = await self._routes.call(keyed)
+            await self._backend.routes.prepare()
+            replies = await self._backend.routes.call(keyed)
         except DRIVER_ERRORS as exc:
-            raise self._error("acknowledge facts in", exc) from exc
+            raise self._backend.error("acknowledge facts in", exc) from exc
         for reply in replies:
             if isinstance(reply, BaseException):
-                raise self._error("acknowledge facts in", reply) from reply
+                raise self._backend.error("acknowledge facts in", reply) from reply
         return sum(int(r) for r in replies)
 
     async def claim_facts(
@@ -135,27 +136,27 @@ class RedisGroups(RedisStoreBase):
     ) -> list[FactDelivery]:
         # ``count`` caps each shard, as in ``read_facts_group``; shards are
         # claimed in parallel, each walking its pending list by cursor.
-        cursors = {n: "0-0" for n in range(self.options.shards)}
+        cursors = {n: "0-0" for n in range(self._backend.options.shards)}
         taken = dict.fromkeys(cursors, 0)
         found: list[tuple[int, Any]] = []
         try:
-            await self._routes.prepare()
+            await self._backend.routes.prepare()
             while cursors:
                 todo = list(cursors)
                 keyed = [
                     (
-                        self._shards[n][0],
+                        self._backend.shards[n][0],
                         (
-                            "XAUTOCLAIM", self._shards[n][0], group, consumer,
+                            "XAUTOCLAIM", self._backend.shards[n][0], group, consumer,
                             min_idle_ms, cursors[n], "COUNT", count - taken[n],
                         ),
                     )
                     for n in todo
                 ]  # fmt: skip
-                replies = await self._routes.call(keyed)
+                replies = await self._backend.routes.call(keyed)
                 for n, reply in zip(todo, replies, strict=True):
                     if isinstance(reply, BaseException):
-                        raise self._error("claim facts in", reply) from reply
+                        raise self._backend.error("claim facts in", reply) from reply
                     # [next cursor, entries, ids of entries trimmed away];
                     # Redis drops the trimmed ones from the pending list itself.
                     after, entries = bytes(reply[0]).decode(), reply[1]
@@ -167,7 +168,7 @@ class RedisGroups(RedisStoreBase):
                     else:
                         cursors[n] = after
         except DRIVER_ERRORS as exc:
-            raise self._error("claim facts in", exc) from exc
+            raise self._backend.error("claim facts in", exc) from exc
         return await self._deliveries(group, found)
 
     def _group_entries(self, group: str, reply: Any, key: str) -> Any:
@@ -175,9 +176,9 @@ class RedisGroups(RedisStoreBase):
             if str(reply).startswith("NOGROUP"):
                 raise StoreError(
                     f"no consumer group {group!r} on the facts shard {key} of "
-                    f"{self.url} (create_facts_group first)"
+                    f"{self._backend.url} (create_facts_group first)"
                 )
-            raise self._error("read a facts group of", reply) from reply
+            raise self._backend.error("read a facts group of", reply) from reply
         return reply
 
     async def _deliveries(

@@ -1,43 +1,31 @@
 """The in-memory event store: streams, heads, facts and groups in one process.
 
-Pattern: an adapter of the ``EventStore`` port (``events/_store.py``), built
-         on ``StoreBase``; the same contract suite (``tests/contracts``) runs
-         on it as on Redis and Redis Cluster.
+Pattern: an adapter of the store ports, on ``StoreBase``; it holds its facts
+         log (``facts.MemoryFacts``), its index (``MemoryIndex``) and its
+         leases, and keeps the streams and head records itself.
 Role:    events layer; the embedded default (``open_event_store(None)`` or
-         ``memory://``), and the store the unit tests and the demo use.
-Emits:   nothing; it stores what the journal seals.
+         ``memory://``), the store of the unit tests and the demo.
 
-Laws: R11 (``MemoryEventStore`` needs no server), R2 (an append checks the
-stream's last seq and extends it without yielding, so it is atomic), R4
-(facts are published through the same per-session cursor as a remote
-store's outbox, synchronously, so ``publish_facts`` means the same here; a
-consumer group keeps a delivered fact pending for its consumer until
-acknowledged, and an idle one can be claimed), R7/R18 (the open-turns and
-pending-asks index, ``events/_index.py``, kept beside the streams), R19 (the
-head record, written by the same step as the append, outlives a deleted
-stream), R25 (every session an append created is remembered, whatever is
-deleted later), R26 (the store is marked as one that writes heads by its
-first append; ``upgrade_head`` gives an older stream its head).
-
-Why a module of its own: the port is what every adapter and every caller
-shares; this adapter is one of them, like ``events/_redis_store.py``, and
-the port module names neither.
+Laws: R11 (no server), R2 (an append checks the last seq and extends the
+stream without yielding, so it is atomic), R4 (facts through the same
+per-session cursor as a remote outbox, synchronously), R7/R18 (the index
+beside the streams), R19 (the head record outlives a deleted stream), R25
+(every session an append created is remembered), R26 (marked as writing
+heads by its first append; ``upgrade_head`` gives an older stream its head).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 
 import msgspec
 
-from ._chain import StoredEvent, StreamHead, head_of, type_of, verify_records
-from ._errors import SequenceConflictError, StoreError
-from ._facts import fact_records
-from ._index import MemoryIndex, PendingAsk, delta_of
-from ._lease import MemoryLeases
-from ._store import FactDelivery, FactRecord, StoreBase
+from .._chain import StoredEvent, StreamHead, head_of, type_of, verify_records
+from .._errors import SequenceConflictError
+from .._index import MemoryIndex, PendingAsk, delta_of
+from .._lease import MemoryLeases
+from .._store import FactDelivery, FactRecord, StoreBase
+from .facts import MemoryFacts
 
 
 class MemoryEventStore(StoreBase):
@@ -52,10 +40,7 @@ class MemoryEventStore(StoreBase):
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
         self._heads: dict[str, StreamHead] = {}
-        self._facts: list[FactRecord] = []
-        # The outbox cursor per session (R4): facts up to it are published.
-        self._facts_at: dict[str, int] = {}
-        self._groups: dict[str, _MemoryGroup] = {}
+        self._facts = MemoryFacts(self.url)
         self._index = MemoryIndex()
         # R25/R26: sessions ever created here, and whether this version has
         # written the store (so a stream without its head is a downgrade).
@@ -102,35 +87,16 @@ class MemoryEventStore(StoreBase):
             self._writes_heads = True
         # Publication is synchronous here, through the same cursor as a
         # remote store's outbox, so ``publish_facts`` means the same.
-        self._publish(session_id, records)
+        self._facts.publish(session_id, records)
         if delta is not None:
             self._index.apply(session_id, delta)
         return stream[-1].seq if stream else 0
 
-    def _publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
-        """Publish the facts of ``records`` after the cursor; then move it."""
-        at = self._facts_at.get(session_id, 0)
-        count = 0
-        for seq, data in fact_records(session_id, records):
-            if seq > at:
-                self._facts.append(
-                    FactRecord(
-                        id=str(len(self._facts) + 1),
-                        session_id=session_id,
-                        seq=seq,
-                        data=data,
-                    )
-                )
-                count += 1
-        if records and records[-1].seq > at:
-            self._facts_at[session_id] = records[-1].seq
-        return count
-
     async def publish_facts(self, session_id: str) -> int:
         # Never yields: publication here cannot have failed, so activation
         # pays nothing for asking (the cursor is at the head).
-        at = self._facts_at.get(session_id, 0)
-        return self._publish(session_id, self._streams.get(session_id, [])[at:])
+        at = self._facts.cursors.get(session_id, 0)
+        return self._facts.publish(session_id, self._streams.get(session_id, [])[at:])
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         stream = self._streams.get(session_id, [])
@@ -168,12 +134,10 @@ class MemoryEventStore(StoreBase):
     async def read_facts(
         self, after_id: str | None = None, *, block_ms: int | None = None
     ) -> list[FactRecord]:
-        start = int(after_id) if after_id else 0
-        return list(self._facts[start:])
+        return await self._facts.read_facts(after_id, block_ms=block_ms)
 
     async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
-        if group not in self._groups:
-            self._groups[group] = _MemoryGroup(0 if from_start else len(self._facts))
+        await self._facts.create_facts_group(group, from_start=from_start)
 
     async def read_facts_group(
         self,
@@ -184,52 +148,19 @@ class MemoryEventStore(StoreBase):
         block_ms: int | None = None,
         pending: bool = False,
     ) -> list[FactDelivery]:
-        state = self._group(group)
-        if pending:
-            mine = [i for i, (who, _t) in state.pending.items() if who == consumer]
-            return self._deliver(state, consumer, sorted(mine)[:count])
-        deadline = time.monotonic() + (block_ms or 0) / 1000
-        while state.next >= len(self._facts) and time.monotonic() < deadline:
-            await asyncio.sleep(_MEMORY_POLL_S)
-        taken = list(range(state.next, min(len(self._facts), state.next + count)))
-        state.next += len(taken)
-        return self._deliver(state, consumer, taken)
+        return await self._facts.read_facts_group(
+            group, consumer, count=count, block_ms=block_ms, pending=pending
+        )
 
     async def ack_facts(self, group: str, deliveries: Sequence[FactDelivery]) -> int:
-        state = self._group(group)
-        acked = 0
-        for delivery in deliveries:
-            if state.pending.pop(int(delivery.entry_id) - 1, None) is not None:
-                acked += 1
-        return acked
+        return await self._facts.ack_facts(group, deliveries)
 
     async def claim_facts(
         self, group: str, consumer: str, *, min_idle_ms: int, count: int = 100
     ) -> list[FactDelivery]:
-        state = self._group(group)
-        cutoff = time.monotonic() - min_idle_ms / 1000
-        idle = sorted(i for i, (_who, at) in state.pending.items() if at <= cutoff)
-        return self._deliver(state, consumer, idle[:count])
-
-    def _group(self, group: str) -> _MemoryGroup:
-        state = self._groups.get(group)
-        if state is None:
-            raise StoreError(
-                f"no consumer group {group!r} on the facts of {self.url} "
-                "(create_facts_group first)"
-            )
-        return state
-
-    def _deliver(
-        self, state: _MemoryGroup, consumer: str, indexes: Sequence[int]
-    ) -> list[FactDelivery]:
-        now = time.monotonic()
-        out: list[FactDelivery] = []
-        for i in indexes:
-            state.pending[i] = (consumer, now)
-            fact = self._facts[i]
-            out.append(FactDelivery(fact=fact, shard=0, entry_id=fact.id))
-        return out
+        return await self._facts.claim_facts(
+            group, consumer, min_idle_ms=min_idle_ms, count=count
+        )
 
     async def open_turns(self) -> list[str]:
         return sorted(self._index.open)
@@ -241,13 +172,13 @@ class MemoryEventStore(StoreBase):
         stream = self._streams.get(session_id, [])
         self._index.replace(session_id, delta_of(session_id, stream))
         if not stream:
-            self._facts_at.pop(session_id, None)  # no stream, no cursor
+            self._facts.cursors.pop(session_id, None)  # no stream, no cursor
             return
         await self.publish_facts(session_id)
 
     async def repair_indexes(self) -> int:
         sessions = set(self._streams) | set(self._index.open) | set(self._index.asks)
-        sessions |= set(self._facts_at)
+        sessions |= set(self._facts.cursors)
         for session_id in sessions:
             await self.reindex(session_id)
         return len(sessions)
@@ -260,23 +191,6 @@ class MemoryEventStore(StoreBase):
 
     async def close(self) -> None:
         return None
-
-
-_MEMORY_POLL_S = 0.01
-
-
-class _MemoryGroup:
-    """A consumer group on the memory facts list: its position and pending list.
-
-    ``pending`` maps a fact's index to the consumer it was last delivered to
-    and when (monotonic seconds), as Redis keeps a group's PEL.
-    """
-
-    __slots__ = ("next", "pending")
-
-    def __init__(self, start: int) -> None:
-        self.next = start
-        self.pending: dict[int, tuple[str, float]] = {}
 
 
 def _ask_order(ask: PendingAsk) -> tuple[str, int]:

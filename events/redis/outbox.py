@@ -1,49 +1,36 @@
-"""The Redis store's facts outbox and indexes: publish, reindex, repair.
+"""A Redis store's facts outbox (R4): what is owed to the facts shards.
 
-Pattern: an outbox (R4): each session has a cursor (``facts-at``) that only
-         ever covers a range whose every fact is on the facts stream;
-         ``publish_facts`` reads the stream after it, publishes, and moves it
-         in one shard script that skips the move when a fact is refused. The
-         shard operations of appends (facts, index entries, cursor moves) are
-         built into commands and settled here.
-Role:    events layer; the outbox half of ``RedisEventStore``: the port's
-         ``publish_facts``, ``reindex``, ``repair_indexes``; the append path
-         (``_redis_append.py``) sends its shard operations through
-         ``_shard_commands`` and settles them with ``_check_shards``.
-Emits:   decision facts to the facts shards ``helmlog:facts:{<n>}`` and the
-         open-turn and pending-ask index entries (R4, R7, R18).
+Pattern: an outbox: each session has a cursor (``facts-at``) that only ever
+         covers a range whose every fact is on the facts stream. The outbox
+         owns the shard operations owed (facts, index entries), the cursor
+         moves noted (marks) and what this store vouches for; ``publish``
+         reads a stream after its cursor and publishes in one shard script.
+Role:    events layer, ``events/redis``; the appender sends its shard
+         operations through it (``shard_commands``, ``check_shards``).
 
-Laws: R4 (a turn's close lands only after every earlier fact of its session;
-a session with an unpublished fact keeps its open mark, so the hosts' sweep
-finds it), R7/R18 (the indexes of ``events/_index.py``; every rule is
-seq-guarded, so a late or repeated operation is harmless), R11 (a cursor
-whose stream is gone is dropped by its reindex), R5.
-
-Why facts are an outbox: the facts shards live in other slots than the
-session, so a fact cannot join its append's atomic step; a host can die, a
-shard refuse, or a reply be lost between the two. The open-turn index is the
-outbox's index: this store sends a turn's close only for a session it
-vouches for (every earlier fact published or queued ahead here; else it
-first runs ``publish_facts``), and a close riding with facts goes through
-the same script after them and is skipped if one is refused.
+Laws: R4 (a turn's close lands only after every earlier fact of its session:
+it is sent only for a session this store vouches for, else after
+``publish``; a session with an unpublished fact keeps its open mark, so the
+hosts' sweep finds it), R7/R18 (every index rule is seq-guarded), R5.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import warnings
+from collections.abc import Callable
 from typing import Any, Final
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from ._errors import StoreError
-from ._index import delta_of
-from ._redis_base import QueuedAppend
-from ._redis_keys import Op, fact_ops, index_op, scripted
-from ._redis_reads import RedisReads
-from ._redis_wire import DRIVER_ERRORS, Command
+from .._errors import StoreError
+from .._index import delta_of
+from .backend import Backend, put_bounded
+from .keys import Op, fact_ops, index_op, scripted
+from .queued import QueuedAppend
+from .reader import Reader
+from .wire import DRIVER_ERRORS, Command
 
 log = logging.getLogger("helmlog.events")
 
@@ -51,78 +38,80 @@ log = logging.getLogger("helmlog.events")
 _SETTLE_WAIT_S: Final = 1.0
 # The operations that publish facts or move a facts cursor.
 _OUTBOX_CODES: Final = frozenset({"F", "B", "K"})
+_VOUCHED_MAX: Final = 65_536
+_OPS_BACKLOG_MAX: Final = 100_000
 
 
-class RedisOutbox(RedisReads):
-    """The facts outbox and the indexes of the Redis event store."""
+class Outbox:
+    """The facts outbox of one Redis store: owed operations, marks, vouching.
+
+    ``flushing`` answers whether the appender's flusher is sending, so
+    ``publish`` waits (briefly) for this store's own queued facts.
+    """
+
+    __slots__ = (
+        "_backend",
+        "_flushing",
+        "_reader",
+        "inflight",
+        "marks",
+        "ops",
+        "vouched",
+    )
+
+    def __init__(
+        self, backend: Backend, reader: Reader, flushing: Callable[[], bool]
+    ) -> None:
+        self._backend = backend
+        self._reader = reader
+        self._flushing = flushing
+        # Shard operations owed (sent at the head of the next round trip).
+        self.ops: list[tuple[int, Op]] = []
+        # The shard operations of the round trip under way.
+        self.inflight: list[tuple[int, Op]] = []
+        # Cursor moves (start, end] of published facts, sent when the flusher
+        # idles; the facts-at cursor of a session only ever covers a range
+        # whose every fact is on the facts stream (R4).
+        self.marks: dict[tuple[int, str], tuple[int, int]] = {}
+        # Per session, the seq up to which this store knows every fact is
+        # published or queued ahead of anything it sends next: a turn's close
+        # is sent only for a session it vouches for (R4).
+        self.vouched: dict[str, int] = {}
 
     async def publish_facts(self, session_id: str) -> int:
         """Publish the session's facts after its cursor; return how many.
 
         Reads only the stream after the cursor (``helmlog:facts-at:{<n>}``),
         publishes its facts and then moves the cursor, in one shard script
-        that skips the move (and the close below) when a fact is refused; so
-        the cursor never passes a fact that is not on the facts stream.
-        Running it twice, or beside appends, is harmless: the script
-        publishes only facts after the cursor as it stands. A turn's close in
-        what it read is sent too (seq-guarded), since this store may have
-        held it back (R4: a close lands only after its session's facts).
+        that skips the move (and a close) when a fact is refused; so the
+        cursor never passes a fact that is not on the facts stream. Running
+        it twice, or beside appends, is harmless. A turn's close in what it
+        read is sent too (seq-guarded): this store may have held it back.
         """
-        return (await self._publish(session_id, index=False))[1]
+        return (await self.publish(session_id, index=False))[1]
 
-    async def republish_facts(self, session_id: str) -> int:
-        """Deprecated: ``publish_facts`` (the outbox's port method) is its name."""
-        warnings.warn(
-            "RedisEventStore.republish_facts is deprecated; use publish_facts",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return await self.publish_facts(session_id)
-
-    async def reindex(self, session_id: str) -> None:
-        await self._reindex(session_id)
-
-    async def repair_indexes(self) -> int:
-        sessions = set(await self.sessions())
-        sessions |= set(await self.open_turns())
-        sessions |= {a.session_id for a in await self.pending_asks()}
-        # A cursor whose stream is gone is dropped by its reindex (R11).
-        cursors = await self._shard_reads("HKEYS", 3, "list the facts cursors of")
-        sessions |= {bytes(k).decode() for keys in cursors for k in keys}
-        gate = asyncio.Semaphore(16)
-
-        async def one(session_id: str) -> None:
-            async with gate:
-                await self._reindex(session_id)
-
-        await asyncio.gather(*(one(s) for s in sessions))
-        return len(sessions)
-
-    async def _reindex(self, session_id: str) -> tuple[int, int]:
-        return await self._publish(session_id, index=True)
-
-    async def _publish(self, session_id: str, *, index: bool) -> tuple[int, int]:
+    async def publish(self, session_id: str, *, index: bool) -> tuple[int, int]:
         """Publish after the cursor (and with ``index`` repair the index entries).
 
         Returns ``(operations sent, facts published)``.
         """
         what = "reindex" if index else "publish the facts of"
-        n = self._shard(session_id)
-        keys = self._shards[n]
-        await self._settled(session_id)
+        n = self._backend.shard(session_id)
+        keys = self._backend.shards[n]
+        await self.settled(session_id)
         # This process's own unsent cursor note goes first, so what it
         # published already is not read (or published) again.
-        held = self._marks.pop((n, session_id), None)
+        held = self.marks.pop((n, session_id), None)
         ops: list[Op] = []
         try:
-            await self._routes.prepare()
-            at = await self._routes.one(keys[3], "HGET", keys[3], session_id)
+            await self._backend.routes.prepare()
+            at = await self._backend.routes.one(keys[3], "HGET", keys[3], session_id)
             cursor = int(at) if at else 0
             if held is not None:
                 ops.append(("K", session_id, held[1], held[0], b""))
                 if held[0] <= cursor < held[1]:
                     cursor = held[1]
-            records = await self.read(session_id, 0 if index else cursor)
+            records = await self._reader.read(session_id, 0 if index else cursor)
             fresh = [r for r in records if r.seq > cursor]
             ops.extend(scripted(op) for op in fact_ops(session_id, fresh))
             last = records[-1].seq if records else 0
@@ -135,45 +124,43 @@ class RedisOutbox(RedisReads):
             if last > cursor:
                 ops.append(("K", session_id, last, cursor, b""))
             if not ops:
-                self._vouch_at_least(session_id, cursor)
+                self.vouch_at_least(session_id, cursor)
                 return 0, 0
-            reply = await self._routes.one(keys[0], *self._shard_command(keys, ops))
+            reply = await self._backend.routes.one(
+                keys[0], *self._backend.shard_command(keys, ops)
+            )
         except (*DRIVER_ERRORS, StoreError) as exc:
             if held is not None:
-                self._mark(n, session_id, *held)
+                self.mark(n, session_id, *held)
             if isinstance(exc, StoreError):
                 raise
-            raise self._error(f"{what} a session of", exc) from exc
+            raise self._backend.error(f"{what} a session of", exc) from exc
         failed, first, count, _refused = reply
         if failed:
-            self._vouched.pop(session_id, None)
+            self.vouched.pop(session_id, None)
             raise StoreError(
                 f"could not {what} session {session_id!r} in the redis event store "
-                f"{self.url}: {int(failed)} operations failed: {bytes(first).decode()}"
+                f"{self._backend.url}: {int(failed)} operations failed: "
+                f"{bytes(first).decode()}"
             )
-        self._vouch_at_least(session_id, max(cursor, last))
+        self.vouch_at_least(session_id, max(cursor, last))
         return len(ops), int(count)
 
-    async def _settled(self, session_id: str) -> None:
+    async def settled(self, session_id: str) -> None:
         """Wait (briefly) until no fact or cursor move of the session is queued
         or under way here, so publishing does not race this store's own."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _SETTLE_WAIT_S
-        while (
-            self._flusher is not None
-            and not self._flusher.done()
-            and self._owes(session_id)
-            and loop.time() < deadline
-        ):
+        while self._flushing() and self.owes(session_id) and loop.time() < deadline:
             await asyncio.sleep(0.001)
 
-    def _owes(self, session_id: str) -> bool:
+    def owes(self, session_id: str) -> bool:
         return any(
             op[1] == session_id and op[0] in _OUTBOX_CODES
-            for _n, op in (*self._inflight, *self._ops)
+            for _n, op in (*self.inflight, *self.ops)
         )
 
-    def _shard_commands(
+    def shard_commands(
         self, staged: list[tuple[int, Op]]
     ) -> tuple[list[tuple[str, Command]], list[list[int]]]:
         """The commands for ``staged`` and, for each, the indexes it carries.
@@ -190,12 +177,12 @@ class RedisOutbox(RedisReads):
         owners: list[list[int]] = []
         by_shard: dict[int, list[int]] = {}
         closing = {op[1] for _n, op in staged if op[0] == "C"}
-        maxlen = self.options.facts_maxlen
+        maxlen = self._backend.options.facts_maxlen
         for i, (n, (code, sid, a, _b, value)) in enumerate(staged):
             if code == "B":
                 continue
             if code == "F" and sid not in closing:
-                key = self._shards[n][0]
+                key = self._backend.shards[n][0]
                 commands.append(
                     (
                         key,
@@ -209,13 +196,13 @@ class RedisOutbox(RedisReads):
             else:
                 by_shard.setdefault(n, []).append(i)
         for n, carried in by_shard.items():
-            keys = self._shards[n]
+            keys = self._backend.shards[n]
             ops = [scripted(staged[i][1]) for i in carried]
-            commands.append((keys[0], self._shard_command(keys, ops)))
+            commands.append((keys[0], self._backend.shard_command(keys, ops)))
             owners.append(carried)
         return commands, owners
 
-    def _marks_refused(
+    def marks_refused(
         self,
         staged: list[tuple[int, Op]],
         owners: list[list[int]],
@@ -236,7 +223,7 @@ class RedisOutbox(RedisReads):
             if i.premark and i.session_id in refused
         }
 
-    def _check_shards(
+    def check_shards(
         self, staged: list[tuple[int, Op]], owners: list[list[int]], replies: list[Any]
     ) -> None:
         """Settle the shard operations: cursor notes, refusals, requeues."""
@@ -257,7 +244,7 @@ class RedisOutbox(RedisReads):
                 refusals.append(bytes(reply[1]).decode(errors="replace"))
                 unpublished.update(bytes(s).decode() for s in reply[3])
         for sid in unpublished:
-            self._vouched.pop(sid, None)
+            self.vouched.pop(sid, None)
         lost_sessions = {staged[i][1][1] for i in lost}
         for i, (n, (code, sid, a, b, _v)) in enumerate(staged):
             if code != "B" or sid in unpublished:
@@ -265,18 +252,72 @@ class RedisOutbox(RedisReads):
             if sid in lost_sessions:
                 lost.add(i)  # noted once the facts before it are out
             else:
-                self._mark(n, sid, b, a)
+                self.mark(n, sid, b, a)
         if refusals:
             log.warning(
                 "redis event store %s: %d facts or index entries not published "
                 "(%s); publish_facts(session_id) or the hosts' sweep publishes "
                 "them from the streams",
-                self.url,
+                self._backend.url,
                 len(refusals),
                 refusals[0],
             )
         if lost:
-            self._requeue(
+            self.requeue(
                 [staged[i] for i in sorted(lost)],
                 RedisConnectionError("a shard node failed"),
             )
+
+    def vouches(self, session_id: str, expected_seq: int) -> bool:
+        """Whether every fact up to ``expected_seq`` is published or queued here."""
+        return expected_seq == 0 or self.vouched.get(session_id) == expected_seq
+
+    def vouch(self, session_id: str, seq: int) -> None:
+        put_bounded(self.vouched, session_id, seq, _VOUCHED_MAX)
+
+    def vouch_at_least(self, session_id: str, seq: int) -> None:
+        if self.vouched.get(session_id, -1) < seq:
+            self.vouch(session_id, seq)
+
+    def unvouch(self, session_id: str) -> None:
+        self.vouched.pop(session_id, None)
+
+    def mark(self, n: int, session_id: str, start: int, end: int) -> None:
+        """Note that the facts of ``(start, end]`` are published (a cursor move)."""
+        key = (n, session_id)
+        held = self.marks.get(key)
+        if held is not None and held[0] <= start <= held[1]:
+            self.marks[key] = (held[0], max(held[1], end))
+        else:
+            # A gap: the cursor was moved past ``held`` meanwhile (a publish
+            # that re-vouched the session), so the newer range supersedes it.
+            self.marks[key] = (start, end)
+
+    def take_ops(self) -> list[tuple[int, Op]]:
+        ops, self.ops = self.ops, []
+        return ops
+
+    def take_marks(self) -> list[tuple[int, Op]]:
+        marks, self.marks = self.marks, {}
+        return [
+            (n, ("K", sid, end, start, b"")) for (n, sid), (start, end) in marks.items()
+        ]
+
+    def requeue(self, ops: list[tuple[int, Op]], exc: BaseException) -> None:
+        if not ops:
+            return
+        room = max(0, _OPS_BACKLOG_MAX - len(self.ops))
+        kept = ops[:room]
+        for _n, op in ops[room:]:
+            self.vouched.pop(op[1], None)  # dropped: publish_facts must vouch
+        self.ops[:0] = kept
+        log.warning(
+            "redis event store %s: sending %d fact/index operations failed "
+            "(%s: %s); %d kept for the next flush, %d left to publish_facts",
+            self._backend.url,
+            len(ops),
+            type(exc).__name__,
+            exc,
+            len(kept),
+            len(ops) - len(kept),
+        )

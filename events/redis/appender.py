@@ -1,62 +1,89 @@
-"""Appending to the Redis store: the group commit and its settling.
+"""Appending to a Redis store: the group commit, its settling, R24's hand-off.
 
 Pattern: group commit: concurrent appends are queued, then sent by one
          flusher as one pipeline per node per round trip; each append is one
-         call of the append script, so the sequence check and the write are
-         one atomic step. The shard operations an append owes (facts, index
-         entries) ride at the head of the next round trip.
-Role:    events layer; the append half of ``RedisEventStore``: the port's
-         ``head``, ``head_for_append`` and ``append_sealed``.
-Emits:   session events to ``helmlog:{<session_id>}:events`` (and the head
-         record, R19); the facts and index operations of what landed, through
-         the outbox (``_redis_outbox.py``).
+         call of the append script (the seq check and the write are one
+         atomic step). The shard operations an append owes (facts, index
+         entries, from the outbox) ride at the head of the next round trip.
+Role:    events layer, ``events/redis``; the store's ``head``,
+         ``append`` and ``append_sealed``.
 
-Laws: R2 (the script appends a batch only when the stream's last seq equals
-``expected_seq``; stream ids are ``0-<seq>``, so Redis itself refuses a gap
-or a duplicate), R3 (each entry keeps its hash beside its data), R19 (the
-script also sets the session's head record, computed here where the chain
-key is), R20 (a resend is taken for our own append only when the stream ends
-with it and holds its token), R4 (only a successful append publishes), R7
-(the open-turn mark goes before the append that opens the turn), R5 (a
-driver error is a retryable ``StoreError``; nobody waits on an append the
-flusher will never send), R24 (an append sent whose reply was lost is not
-reported failed: ``_redis_resolve.py`` reads it back first; only one that
-was never sent, or that the store refused, fails at once).
-
-Why facts and index entries travel in the round trip *after* their append:
-their keys live in other cluster slots than the session, so they cannot join
-the session's atomic script, and only a successful append may publish. The
-one exception is the open-turn mark, which must exist before the turn does:
-it goes *before* the append (same pipeline on one server; a round trip
-earlier on a cluster), so a crash in between leaves a stale mark, never a
-missing one.
+Laws: R2, R3, R19 (the script checks seq and hash, writes each hash and the
+head record), R20 (a resend is ours only with our token), R4 (only a landed
+append publishes), R7 (the open-turn mark goes *before* its append: a crash
+leaves a stale mark, never a missing one), R5, R24 (a sent append whose
+reply was lost goes to ``readback.ReadBack``, never reported failed at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._chain import StoredEvent, encode_head, head_of, seal, type_of
-from ._codec import decode_envelope
-from ._envelope import Event
-from ._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
-from ._index import RELEVANT_TYPES, delta_of, encode_ask
-from ._redis_base import QueuedAppend
-from ._redis_keys import Op, append_keys, fact_ops, stream_key
-from ._redis_resolve import RedisResolve
-from ._redis_scripts import APPEND_SHA
-from ._redis_wire import DRIVER_ERRORS, Arg, ReplyLostError
+from .._chain import StoredEvent, encode_head, head_of, seal, type_of
+from .._codec import decode_envelope
+from .._envelope import Event
+from .._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
+from .._index import RELEVANT_TYPES, delta_of, encode_ask
+from .backend import Backend
+from .heads import Heads
+from .keys import Op, append_keys, fact_ops, stream_key
+from .outbox import Outbox
+from .queued import QueuedAppend
+from .readback import ReadBack
+from .registry import Registry
+from .scripts import APPEND_SHA
+from .wire import DRIVER_ERRORS, Arg, ReplyLostError
 
 log = logging.getLogger("helmlog.events")
 
 _MARKS_MAX: Final = 4_096
 
 
-class RedisAppends(RedisResolve):
-    """The appends of the Redis event store."""
+class Appender:
+    """The appends of one Redis store: the queue, the flusher, settling."""
+
+    __slots__ = (
+        "_acks",
+        "_backend",
+        "_flusher",
+        "_heads",
+        "_outbox",
+        "_queue",
+        "_readback",
+        "_registry",
+        "_tokens",
+        "_writer",
+        "closed",
+    )
+
+    def __init__(
+        self, backend: Backend, heads: Heads, outbox: Outbox, registry: Registry
+    ) -> None:
+        self._backend = backend
+        self._heads = heads
+        self._outbox = outbox
+        self._registry = registry
+        self._readback = ReadBack(backend, heads, outbox, self.settle, self.kick)
+        # Append tokens: this store's random id and a counter. The append
+        # script takes a batch the stream already ends with for a resend of
+        # its own (a reply lost on a dropped connection) only when the last
+        # entry holds the same token: two writers can seal byte-identical
+        # batches (one decision in the same millisecond), and must conflict.
+        self._writer = os.urandom(8).hex()
+        self._tokens = 0
+        self._queue: list[QueuedAppend] = []
+        # Appends that landed and wait for their index entries to be sent.
+        self._acks: list[tuple[asyncio.Future[int], int]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.closed = False
+
+    def flushing(self) -> bool:
+        """Whether the flusher is sending (the outbox waits for it)."""
+        return self._flusher is not None and not self._flusher.done()
 
     async def head(self, session_id: str) -> tuple[int, str]:
         """The last head this store saw, else the stream's.
@@ -67,7 +94,7 @@ class RedisAppends(RedisResolve):
         cached = self._heads.get(session_id)
         if cached is not None:
             return cached
-        return await self._fetch_head(session_id)
+        return await self._heads.fetch(session_id)
 
     async def head_for_append(
         self, session_id: str, expected_seq: int
@@ -77,14 +104,14 @@ class RedisAppends(RedisResolve):
         # cache that disagrees with the caller is refreshed, never believed.
         if cached is not None and cached[0] == expected_seq:
             return cached
-        return await self._fetch_head(session_id)
+        return await self._heads.fetch(session_id)
 
     async def append_sealed(
         self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
     ) -> int:
         if not records:
             # Nothing to append; still a seq check, answered by the stream.
-            last_seq, _hash = await self._fetch_head(session_id)
+            last_seq, _hash = await self._heads.fetch(session_id)
             if last_seq != expected_seq:
                 raise SequenceConflictError(
                     session_id=session_id, expected=expected_seq, actual=last_seq
@@ -116,7 +143,7 @@ class RedisAppends(RedisResolve):
             events,
             after_seq=expected_seq,
             prev_hash=last_hash,
-            key=self.chain_key,
+            key=self._backend.chain_key,
         )
         return await self._landed(session_id, records, expected_seq, last_hash, stamped)
 
@@ -128,8 +155,14 @@ class RedisAppends(RedisResolve):
         prev_hash: str,
         stamped: Sequence[Event] | None,
     ) -> int:
-        """Both appends meet here (a subclass adds what it remembers)."""
-        return await self._append(session_id, records, expected_seq, prev_hash, stamped)
+        """Both appends meet here, with what the registry keeps (R25, R26)."""
+        # R26: marked before this version's first append lands, so no head
+        # record this store writes sits on an unmarked store.
+        await self._registry.mark_format()
+        seq = await self._append(session_id, records, expected_seq, prev_hash, stamped)
+        if expected_seq == 0:
+            await self._registry.register(session_id)
+        return seq
 
     async def _append(
         self,
@@ -139,12 +172,14 @@ class RedisAppends(RedisResolve):
         prev_hash: str,
         stamped: Sequence[Event] | None = None,
     ) -> int:
-        if self._closed:
-            raise StoreError(f"the redis event store {self.url} is closed")
+        if self.closed:
+            raise StoreError(f"the redis event store {self._backend.url} is closed")
         self._tokens += 1
         token = f"{self._writer}:{self._tokens}"
         last = records[-1]
-        head = encode_head(head_of(session_id, last.seq, last.hash, self.chain_key))
+        head = encode_head(
+            head_of(session_id, last.seq, last.hash, self._backend.chain_key)
+        )
         args: list[Arg] = [
             "EVALSHA", APPEND_SHA, *append_keys(session_id, expected_seq),
             expected_seq, prev_hash, token, head,
@@ -171,7 +206,7 @@ class RedisAppends(RedisResolve):
                 after.append(("A", session_id, delta.ask.seq, 0, encode_ask(delta.ask)))
             if delta.close_at:
                 after.append(("C", session_id, delta.close_at, 0, b""))
-                if not self._vouches(session_id, expected_seq):
+                if not self._outbox.vouches(session_id, expected_seq):
                     # R4: a close may land only once every earlier fact of the
                     # session is published; this store cannot vouch for what
                     # others wrote, so it publishes them first (best-effort:
@@ -196,13 +231,13 @@ class RedisAppends(RedisResolve):
 
     async def _publish_before_close(self, session_id: str) -> None:
         try:
-            await self.publish_facts(session_id)
+            await self._outbox.publish_facts(session_id)
         except StoreError as exc:
             log.warning(
                 "redis event store %s: the facts of session %s could not be "
                 "published before its turn's close (%s); the turn stays in the "
                 "open-turns index until a sweep publishes them",
-                self.url,
+                self._backend.url,
                 session_id,
                 exc,
             )
@@ -210,22 +245,22 @@ class RedisAppends(RedisResolve):
     async def _flush(self) -> None:
         """Send queued appends (and the shard operations of earlier ones)."""
         try:
-            await self._routes.prepare()
-            while self._queue or self._ops or self._acks or self._marks:
+            await self._backend.routes.prepare()
+            while self._queue or self._outbox.ops or self._acks or self._outbox.marks:
                 batch, self._queue = self._queue, []
-                ops = self._take_ops()
-                if not batch or len(self._marks) >= _MARKS_MAX:
+                ops = self._outbox.take_ops()
+                if not batch or len(self._outbox.marks) >= _MARKS_MAX:
                     # Marks only save publish_facts from re-reading: under load
                     # they wait and coalesce, one script call per shard when idle.
-                    ops.extend(self._take_marks())
-                sent = await self._send(batch, ops)
+                    ops.extend(self._outbox.take_marks())
+                sent = await self.send(batch, ops)
                 if not sent and not self._queue:
                     return  # the store is down: operations wait for the next append
                 # Let the callers just woken queue their next append, so it
                 # shares the next round trip with the operations of this one.
                 await asyncio.sleep(0)
         except DRIVER_ERRORS as exc:
-            error = self._error("append to", exc)
+            error = self._backend.error("append to", exc)
             for item in self._queue:
                 if not item.future.done():
                     item.future.set_exception(error)
@@ -234,102 +269,111 @@ class RedisAppends(RedisResolve):
             # Invariant: no caller waits on a queued append this flusher
             # will never send, whatever stopped it.
             orphans, self._queue = self._queue, []
-            self._fail(orphans, f"the append queue of {self.url} stopped")
+            self.fail(orphans, f"the append queue of {self._backend.url} stopped")
             acks, self._acks = self._acks, []
-            self._release(acks)
+            self.release(acks)
 
-    async def _send(self, batch: list[QueuedAppend], ops: list[tuple[int, Op]]) -> bool:
+    async def send(self, batch: list[QueuedAppend], ops: list[tuple[int, Op]]) -> bool:
         """One round trip (two on a cluster when a turn starts); settles all."""
         acks, self._acks = self._acks, []
         try:
-            self._inflight = ops
+            self._outbox.inflight = ops
             premarks = [
-                (self._shard(i.session_id), i.premark) for i in batch if i.premark
+                (self._backend.shard(i.session_id), i.premark)
+                for i in batch
+                if i.premark
             ]
             staged = ops + [(n, op) for n, op in premarks if op is not None]
-            shard_cmds, owners = self._shard_commands(staged)
+            shard_cmds, owners = self._outbox.shard_commands(staged)
             appends = [(stream_key(i.session_id), i.args) for i in batch]
             if not shard_cmds and not appends:
                 # Only cursor notes of fact-free batches: nothing to send.
-                self._check_shards(staged, owners, [])
+                self._outbox.check_shards(staged, owners, [])
                 return True
             try:
-                if self._routes.cluster and premarks:
+                if self._backend.routes.cluster and premarks:
                     # The marks must be in before the appends, on other nodes.
-                    shard_replies = await self._routes.call(shard_cmds)
-                    refused = self._marks_refused(staged, owners, shard_replies, batch)
+                    shard_replies = await self._backend.routes.call(shard_cmds)
+                    refused = self._outbox.marks_refused(
+                        staged, owners, shard_replies, batch
+                    )
                     go = [i for i in batch if i.session_id not in refused]
-                    append_replies = await self._routes.call(
+                    append_replies = await self._backend.routes.call(
                         [(stream_key(i.session_id), i.args) for i in go]
                     )
                     for item in batch:
                         if item.session_id in refused:
                             # Never sent: not in the stream (R24).
-                            self._settle(
-                                item, self._error("append to", refused[item.session_id])
+                            self.settle(
+                                item,
+                                self._backend.error(
+                                    "append to", refused[item.session_id]
+                                ),
                             )
                     batch = go
                 else:
-                    replies = await self._routes.call([*shard_cmds, *appends])
+                    replies = await self._backend.routes.call([*shard_cmds, *appends])
                     shard_replies = replies[: len(shard_cmds)]
                     append_replies = replies[len(shard_cmds) :]
             except (*DRIVER_ERRORS, StoreError) as exc:
-                self._requeue(staged, exc)
+                self._outbox.requeue(staged, exc)
                 if isinstance(exc, ReplyLostError):
                     # R24: sent, reply lost: read back before telling anyone.
-                    self._unknown(batch, exc)
+                    self._readback.unknown(batch, exc)
                     return False
                 error = (
                     exc
                     if isinstance(exc, StoreError)
-                    else self._error("append to", exc)
+                    else self._backend.error("append to", exc)
                 )
                 for item in batch:
                     # Never sent (a lost reply is read back above, R24).
-                    self._heads.pop(item.session_id, None)
-                    self._vouched.pop(item.session_id, None)
+                    self._heads.forget(item.session_id)
+                    self._outbox.unvouch(item.session_id)
                     if not item.future.done():
                         item.future.set_exception(error)
                 return False
-            self._check_shards(staged, owners, shard_replies)
+            self._outbox.check_shards(staged, owners, shard_replies)
             lost: list[QueuedAppend] = []
             for item, reply in zip(batch, append_replies, strict=True):
                 if isinstance(reply, ReplyLostError):
                     lost.append(item)  # a node's reply lost (R24)
                 else:
-                    self._settle(item, reply)
+                    self.settle(item, reply)
             if lost:
-                self._unknown(lost, append_replies[batch.index(lost[0])])
+                self._readback.unknown(lost, append_replies[batch.index(lost[0])])
             return True
         finally:
-            self._inflight = []
+            self._outbox.inflight = []
             # The appends behind ``acks`` landed; their index entries were
             # sent or requeued, and reindex repairs either way.
-            self._release(acks)
+            self.release(acks)
             # Cancelled mid-send: the outcome is unknown, and nobody may wait
             # on it forever. A retry is safe: the script is idempotent.
-            self._fail(batch, f"an append to {self.url} was interrupted", unknown=True)
+            self.fail(
+                batch, f"an append to {self._backend.url} was interrupted", unknown=True
+            )
 
-    def _settle(self, item: QueuedAppend, reply: Any) -> None:
+    def settle(self, item: QueuedAppend, reply: Any) -> None:
         future = item.future
         sid = item.session_id
         if isinstance(reply, ReplyLostError):
-            self._unknown([item], reply)  # R24: read back before telling
+            self._readback.unknown([item], reply)  # R24: read back before telling
             return
         if isinstance(reply, Exception):
             # Refused, or never sent (a lost reply is read back first, R24).
-            self._heads.pop(sid, None)
-            self._vouched.pop(sid, None)
+            self._heads.forget(sid)
+            self._outbox.unvouch(sid)
             if not future.done():
                 future.set_exception(
                     reply
                     if isinstance(reply, StoreError)
-                    else self._error("append to", reply)
+                    else self._backend.error("append to", reply)
                 )
             return
         ok, seq = reply
         if not ok:
-            self._heads.pop(sid, None)
+            self._heads.forget(sid)
             if not future.done():
                 future.set_exception(
                     SequenceConflictError(
@@ -337,17 +381,17 @@ class RedisAppends(RedisResolve):
                     )
                 )
             return
-        self._remember(sid, (seq, item.last_hash))
+        self._heads.remember(sid, (seq, item.last_hash))
         after = item.after
-        if self._vouches(sid, item.expected):
-            self._vouch(sid, seq)
+        if self._outbox.vouches(sid, item.expected):
+            self._outbox.vouch(sid, seq)
             after = [*after, ("B", sid, seq, item.expected, b"")]
         else:
             # R4: earlier facts of this session may be unpublished; its close
             # waits, and the open mark stays for publish_facts to settle.
             after = [op for op in after if op[0] != "C"]
-        n = self._shard(sid)
-        self._ops.extend((n, op) for op in after)
+        n = self._backend.shard(sid)
+        self._outbox.ops.extend((n, op) for op in after)
         if any(op[0] in ("A", "R", "C") for op in after):
             # Read your writes: the caller sees its ask or closed turn in
             # the index once we return (facts alone may lag, R4).
@@ -357,29 +401,52 @@ class RedisAppends(RedisResolve):
         if not future.done():
             future.set_result(seq)
 
-    def _release(self, acks: list[tuple[asyncio.Future[int], int]]) -> None:
+    def release(self, acks: list[tuple[asyncio.Future[int], int]]) -> None:
         """Resolve appends whose index round trip is over (sent, or requeued)."""
         for future, seq in acks:
             if not future.done():
                 future.set_result(seq)
 
-    def _fail(
+    def fail(
         self, items: list[QueuedAppend], why: str, *, unknown: bool = False
     ) -> None:
         for item in items:
             if not item.future.done() and not item.acked and not item.resolving:
-                self._heads.pop(item.session_id, None)
-                self._vouched.pop(item.session_id, None)
+                self._heads.forget(item.session_id)
+                self._outbox.unvouch(item.session_id)
                 item.future.set_exception(
                     LedgerOutcomeUnknownError(
-                        session_id=item.session_id, store=self.url, cause=why
+                        session_id=item.session_id, store=self._backend.url, cause=why
                     )
                     if unknown
                     else StoreError(why)
                 )
 
-    def _kick(self) -> None:
-        if (self._ops or self._acks or self._queue) and (
+    def kick(self) -> None:
+        if (self._outbox.ops or self._acks or self._queue) and (
             self._flusher is None or self._flusher.done()
         ):
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    async def drain(self) -> None:
+        """Close: read lost replies back, finish the flusher, send what is owed."""
+        self.closed = True
+        # R24: appends whose reply was lost are read back first (bounded).
+        await self._readback.resolved()
+        if self._flusher is not None:
+            await self._flusher
+        outbox = self._outbox
+        for _round in range(2):
+            if not (outbox.ops or outbox.marks):
+                break
+            # One last try for operations a failed flush left behind; the
+            # second round sends the cursor moves the first noted.
+            if not await self.send([], outbox.take_ops() + outbox.take_marks()):
+                break
+        if outbox.ops:
+            log.warning(
+                "redis event store %s closed with %d unsent index/fact "
+                "operations; reindex(session_id) restores them from the streams",
+                self._backend.url,
+                len(outbox.ops),
+            )

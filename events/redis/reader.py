@@ -1,24 +1,16 @@
-"""Reading the Redis store: streams, heads, sessions, facts, the indexes.
+"""Reading a Redis store: streams, head records, sessions, the facts shards.
 
-Pattern: paged reads routed by key (``Routes``): a session's stream by
-         ``XRANGE`` pages, its head record by ``GET``, the sessions by
-         ``SCAN`` on every master, the facts shards merged into one id order
-         behind one cursor, the index shards by ``HKEYS``/``HVALS``.
-Role:    events layer; the read half of ``RedisEventStore``; the outbox
-         (``_redis_outbox.py``) reads streams through it.
-Emits:   nothing.
+Pattern: paged reads routed by key: a stream by ``XRANGE`` pages, its head
+         record by ``GET``, the sessions by ``SCAN`` on every master, the
+         facts shards merged into one id order behind one cursor.
+Role:    events layer, ``events/redis``; the store's reader; the outbox and
+         the registry read streams through it.
 
-Laws: R2/R3 (a read of many pages is whole; paging by COUNT never lets an
-entry a tamperer deleted hide what follows it from verification), R19
-(``read_head`` reads the head record the append script set; bytes no script
-wrote are a ``StreamTamperedError``), R4 (``read_facts``: one cursor over
-every shard, ``f1:<id>.<id>...``), R7/R18 (``open_turns``, ``pending_asks``),
-R5 (a driver error is a ``StoreError`` naming the store), R12.
-
-Why a blocking facts read blocks only on a standalone server: one XREAD
-there covers every shard, but a cluster's shards live on several nodes, and
-a command blocking on one node would hide the others' facts; so a cluster
-read polls each shard without BLOCK.
+Laws: R2/R3 (paging by COUNT never lets a deleted entry hide what follows it
+from verification), R19 (bytes no script wrote as a head are a
+``StreamTamperedError``), R4 (``read_facts``: one cursor over every shard),
+R5, R12. A blocking facts read blocks only on a standalone server: on a
+cluster one node's BLOCK would hide the others' facts, so it polls.
 """
 
 from __future__ import annotations
@@ -29,11 +21,11 @@ from typing import Any, Final
 
 from redis.exceptions import ResponseError
 
-from ._chain import StoredEvent, StreamHead, decode_head
-from ._errors import StreamTamperedError
-from ._index import PendingAsk, decode_ask
-from ._redis_base import RedisStoreBase
-from ._redis_keys import (
+from .._chain import StoredEvent, StreamHead, decode_head
+from .._errors import StreamTamperedError
+from .._store import FactRecord
+from .backend import Backend
+from .keys import (
     BLOCK_SLICE_MS,
     CLUSTER_POLL_S,
     CURSOR_PREFIX,
@@ -45,14 +37,16 @@ from ._redis_keys import (
     records_into,
     stream_key,
 )
-from ._redis_wire import DRIVER_ERRORS
-from ._store import FactRecord
+from .wire import DRIVER_ERRORS
 
 _READ_PAGE: Final = 2000
 
 
-class RedisReads(RedisStoreBase):
-    """The reads of the Redis event store."""
+class Reader:
+    """The reads of one Redis store."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         # Pages by COUNT, one round trip each: pipelining known id ranges
@@ -62,9 +56,9 @@ class RedisReads(RedisStoreBase):
         out: list[StoredEvent] = []
         start = f"0-{after_seq + 1}"
         try:
-            await self._routes.prepare()
+            await self._backend.routes.prepare()
             while True:
-                page = await self._routes.one(
+                page = await self._backend.routes.one(
                     key, "XRANGE", key, start, "+", "COUNT", _READ_PAGE
                 )
                 records_into(out, page, session_id)
@@ -72,15 +66,15 @@ class RedisReads(RedisStoreBase):
                     return out
                 start = f"(0-{id_seq(page[-1][0])}"
         except DRIVER_ERRORS as exc:
-            raise self._error("read", exc) from exc
+            raise self._backend.error("read", exc) from exc
 
     async def read_head(self, session_id: str) -> StreamHead | None:
         key = head_key(session_id)
         try:
-            await self._routes.prepare()
-            raw = await self._routes.one(key, "GET", key)
+            await self._backend.routes.prepare()
+            raw = await self._backend.routes.one(key, "GET", key)
         except DRIVER_ERRORS as exc:
-            raise self._error("read the head record of", exc) from exc
+            raise self._backend.error("read the head record of", exc) from exc
         if raw is None:
             return None
         head = decode_head(bytes(raw))
@@ -92,8 +86,8 @@ class RedisReads(RedisStoreBase):
     async def sessions(self) -> list[str]:
         found: set[str] = set()
         try:
-            await self._routes.prepare()
-            for wire in self._routes.masters():
+            await self._backend.routes.prepare()
+            for wire in self._backend.routes.masters():
                 cursor: bytes = b"0"
                 while True:
                     reply = (
@@ -115,7 +109,7 @@ class RedisReads(RedisStoreBase):
                     if cursor == b"0":
                         break
         except DRIVER_ERRORS as exc:
-            raise self._error("list the sessions of", exc) from exc
+            raise self._backend.error("list the sessions of", exc) from exc
         return sorted(found)
 
     async def read_facts(
@@ -123,13 +117,13 @@ class RedisReads(RedisStoreBase):
     ) -> list[FactRecord]:
         positions = self._parse_cursor(after_id)
         try:
-            await self._routes.prepare()
+            await self._backend.routes.prepare()
             if block_ms is None:
                 return await self._range_facts(positions)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + block_ms / 1000
             while True:
-                if self._routes.cluster:
+                if self._backend.routes.cluster:
                     facts = await self._range_facts(positions)
                     if facts or loop.time() >= deadline:
                         return facts
@@ -138,8 +132,8 @@ class RedisReads(RedisStoreBase):
                     )
                     continue
                 wait_ms = max(1, int((deadline - loop.time()) * 1000))
-                keys = [keys[0] for keys in self._shards]
-                reply = await self._routes.one(
+                keys = [keys[0] for keys in self._backend.shards]
+                reply = await self._backend.routes.one(
                     keys[0], "XREAD", "BLOCK", min(wait_ms, BLOCK_SLICE_MS),
                     "STREAMS", *keys, *positions,
                 )  # fmt: skip
@@ -155,19 +149,10 @@ class RedisReads(RedisStoreBase):
                         positions, [(index[bytes(k)], e) for k, e in pairs]
                     )
         except DRIVER_ERRORS as exc:
-            raise self._error("read the facts of", exc) from exc
-
-    async def open_turns(self) -> list[str]:
-        replies = await self._shard_reads("HKEYS", 1, "list the open turns of")
-        return sorted({bytes(k).decode() for keys in replies for k in keys})
-
-    async def pending_asks(self) -> list[PendingAsk]:
-        replies = await self._shard_reads("HVALS", 2, "list the pending asks of")
-        asks = [decode_ask(bytes(v)) for values in replies for v in values]
-        return sorted(asks, key=lambda a: (a.session_id, a.seq))
+            raise self._backend.error("read the facts of", exc) from exc
 
     def _parse_cursor(self, after_id: str | None) -> list[str]:
-        n = self.options.shards
+        n = self._backend.options.shards
         if not after_id or after_id in {"0", "0-0"}:
             return ["0-0"] * n
         if not after_id.startswith(CURSOR_PREFIX):
@@ -201,14 +186,14 @@ class RedisReads(RedisStoreBase):
     async def _range_facts(self, positions: list[str]) -> list[FactRecord]:
         collected: list[tuple[int, Any]] = []
         starts = list(positions)
-        todo = list(range(self.options.shards))
+        todo = list(range(self._backend.options.shards))
         while todo:
             keyed = [
                 (
-                    self._shards[n][0],
+                    self._backend.shards[n][0],
                     (
                         "XRANGE",
-                        self._shards[n][0],
+                        self._backend.shards[n][0],
                         f"({starts[n]}",
                         "+",
                         "COUNT",
@@ -217,7 +202,7 @@ class RedisReads(RedisStoreBase):
                 )
                 for n in todo
             ]
-            replies = await self._routes.call(keyed)
+            replies = await self._backend.routes.call(keyed)
             more: list[int] = []
             for n, page in zip(todo, replies, strict=True):
                 if isinstance(page, BaseException):

@@ -1,0 +1,136 @@
+"""The memory store's facts log: the facts list, its cursors, consumer groups.
+
+Pattern: one object owning the global facts list, the per-session outbox
+         cursor and the consumer groups (each with its pending list, as
+         Redis keeps a group's PEL); publication is synchronous.
+Role:    events layer, ``events/memory``; the ``FactsLog`` half of
+         ``MemoryEventStore``, which publishes each append through it.
+
+Laws: R4 (facts go out through the same per-session cursor as a remote
+store's outbox; a delivered fact stays pending until acked; an idle one can
+be claimed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from .._chain import StoredEvent
+from .._errors import StoreError
+from .._facts import fact_records
+from .._store import FactDelivery, FactRecord
+
+_MEMORY_POLL_S: Final = 0.01
+
+
+class MemoryFacts:
+    """The facts of one memory store, with the cursors and groups over them."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self.records: list[FactRecord] = []
+        # The outbox cursor per session (R4): facts up to it are published.
+        self.cursors: dict[str, int] = {}
+        self._groups: dict[str, _MemoryGroup] = {}
+
+    def publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
+        """Publish the facts of ``records`` after the cursor; then move it."""
+        at = self.cursors.get(session_id, 0)
+        count = 0
+        for seq, data in fact_records(session_id, records):
+            if seq > at:
+                self.records.append(
+                    FactRecord(
+                        id=str(len(self.records) + 1),
+                        session_id=session_id,
+                        seq=seq,
+                        data=data,
+                    )
+                )
+                count += 1
+        if records and records[-1].seq > at:
+            self.cursors[session_id] = records[-1].seq
+        return count
+
+    async def read_facts(
+        self, after_id: str | None = None, *, block_ms: int | None = None
+    ) -> list[FactRecord]:
+        start = int(after_id) if after_id else 0
+        return list(self.records[start:])
+
+    async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
+        if group not in self._groups:
+            self._groups[group] = _MemoryGroup(0 if from_start else len(self.records))
+
+    async def read_facts_group(
+        self,
+        group: str,
+        consumer: str,
+        *,
+        count: int = 100,
+        block_ms: int | None = None,
+        pending: bool = False,
+    ) -> list[FactDelivery]:
+        state = self._group(group)
+        if pending:
+            mine = [i for i, (who, _t) in state.pending.items() if who == consumer]
+            return self._deliver(state, consumer, sorted(mine)[:count])
+        deadline = time.monotonic() + (block_ms or 0) / 1000
+        while state.next >= len(self.records) and time.monotonic() < deadline:
+            await asyncio.sleep(_MEMORY_POLL_S)
+        taken = list(range(state.next, min(len(self.records), state.next + count)))
+        state.next += len(taken)
+        return self._deliver(state, consumer, taken)
+
+    async def ack_facts(self, group: str, deliveries: Sequence[FactDelivery]) -> int:
+        state = self._group(group)
+        acked = 0
+        for delivery in deliveries:
+            if state.pending.pop(int(delivery.entry_id) - 1, None) is not None:
+                acked += 1
+        return acked
+
+    async def claim_facts(
+        self, group: str, consumer: str, *, min_idle_ms: int, count: int = 100
+    ) -> list[FactDelivery]:
+        state = self._group(group)
+        cutoff = time.monotonic() - min_idle_ms / 1000
+        idle = sorted(i for i, (_who, at) in state.pending.items() if at <= cutoff)
+        return self._deliver(state, consumer, idle[:count])
+
+    def _group(self, group: str) -> _MemoryGroup:
+        state = self._groups.get(group)
+        if state is None:
+            raise StoreError(
+                f"no consumer group {group!r} on the facts of {self._url} "
+                "(create_facts_group first)"
+            )
+        return state
+
+    def _deliver(
+        self, state: _MemoryGroup, consumer: str, indexes: Sequence[int]
+    ) -> list[FactDelivery]:
+        now = time.monotonic()
+        out: list[FactDelivery] = []
+        for i in indexes:
+            state.pending[i] = (consumer, now)
+            fact = self.records[i]
+            out.append(FactDelivery(fact=fact, shard=0, entry_id=fact.id))
+        return out
+
+
+class _MemoryGroup:
+    """A consumer group on the memory facts list: its position and pending list.
+
+    ``pending`` maps a fact's index to the consumer it was last delivered to
+    and when (monotonic seconds), as Redis keeps a group's PEL.
+    """
+
+    __slots__ = ("next", "pending")
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+        self.pending: dict[int, tuple[str, float]] = {}

@@ -1,0 +1,224 @@
+"""One Redis node's round trip: our own packing, hiredis replies, R24's line.
+
+Pattern: a thin transport on a redis-py blocking pool (redis-py's
+         connections, TLS, timeouts and errors; our RESP packing, since
+         redis-py's generic packing and reply callbacks cost more than the
+         round trip itself: ``bench/ledger.py``).
+Role:    events layer, ``events/redis``; ``topology.Routes`` holds one per node.
+
+Laws: R5 (a full pool waits; past ``pool_timeout`` a ``PoolExhaustedError``),
+R24 (a round trip written whose replies did not all come is a
+``ReplyLostError``: what ran is unknown; one that failed before a byte was
+written is not), and a whole round trip has one read deadline (the socket
+timeout), so a stopped server fails it instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any, Final
+
+import hiredis
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import (
+    MaxConnectionsError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
+
+from .scripts import SCRIPTS
+
+# Driver errors that mean "the store failed"; OSError covers sockets and
+# TimeoutError, which redis-py does not always wrap.
+DRIVER_ERRORS: Final = (RedisError, OSError)
+
+Arg = bytes | str | int
+Command = Sequence[Arg]
+
+
+def _pack(commands: Sequence[Command]) -> bytes:
+    """RESP-encode commands (arguments are bytes, str or int) into one write."""
+    pack = hiredis.pack_command
+    # hiredis's stub types the argument as a 1-tuple; it takes any length.
+    return b"".join([pack(tuple(command)) for command in commands])  # type: ignore[arg-type]
+
+
+class PoolExhaustedError(RedisConnectionError):
+    """No connection of a full pool came free in time (becomes a StoreError)."""
+
+
+class ReplyLostError(RedisConnectionError):
+    """Commands were written and their replies did not come (R24).
+
+    Whether they ran is unknown: the server may have run them and died, or
+    closed the socket, before its reply arrived. A failure before anything
+    was written (a refused connection, an exhausted pool) is never this.
+    """
+
+
+def _lost(name: str, exc: BaseException) -> ReplyLostError:
+    lost = ReplyLostError(
+        f"the reply from {name} was lost after the commands were sent "
+        f"({type(exc).__name__}: {exc})"
+    )
+    lost.__cause__ = exc
+    return lost
+
+
+def _closed_by_peer(conn: Any) -> bool:
+    """Whether the server closed a pooled connection we have not written to.
+
+    Read from the connection's stream reader (redis-py keeps it as
+    ``_reader``): end of stream, or a reset, already seen by the event loop.
+    """
+    reader = getattr(conn, "_reader", None)
+    return reader is not None and (reader.at_eof() or reader.exception() is not None)
+
+
+def _marked(replies: list[Any], name: str, only: Sequence[int] | None = None) -> None:
+    """Error replies of commands an earlier try sent, as ``ReplyLostError``.
+
+    A resend's error reply (``LOADING`` while a restarted server reads its
+    AOF, ``NOSCRIPT``) says only that the resend did not run; the first
+    send's fate is still unknown. A success reply is the truth either way:
+    the scripts are idempotent, so a resend reports an append already in
+    the stream as landed.
+    """
+    for i in range(len(replies)) if only is None else only:
+        if isinstance(replies[i], ResponseError):
+            replies[i] = _lost(name, replies[i])
+
+
+class Wire:
+    """Round trips on one node's redis-py pool: our packing, hiredis replies.
+
+    Replies come back as the server sent them (no redis-py callbacks); an
+    error reply takes its command's place as a ``ResponseError``.
+    """
+
+    def __init__(self, pool: aioredis.ConnectionPool, name: str) -> None:
+        self.pool = pool
+        self.name = name
+
+    async def _acquire(self) -> Any:
+        try:
+            return await self.pool.get_connection()  # type: ignore[no-untyped-call]
+        except MaxConnectionsError as exc:
+            raise self._exhausted(None) from exc
+        except RedisConnectionError as exc:
+            if isinstance(exc.__cause__, TimeoutError):
+                raise self._exhausted(getattr(self.pool, "timeout", None)) from exc
+            raise
+
+    def _exhausted(self, waited: float | None) -> PoolExhaustedError:
+        size = getattr(self.pool, "max_connections", "?")
+        after = f" for {waited:g} s" if waited is not None else ""
+        return PoolExhaustedError(
+            f"the pool of {size} connections to {self.name} was exhausted{after} "
+            "(raise ?max_connections= or ?pool_timeout=)"
+        )
+
+    async def call(self, commands: Sequence[Command]) -> list[Any]:
+        """Send ``commands`` in one write; their replies, in order.
+
+        Raises:
+            ReplyLostError: the commands were sent (by this try or the one
+                before it) and their replies did not come (R24).
+        """
+        replies, lost = await self._call(commands)
+        if lost:
+            _marked(replies, self.name)
+        return replies
+
+    async def _call(self, commands: Sequence[Command]) -> tuple[list[Any], bool]:
+        """``call``'s replies, unmarked, and whether a first try was sent and
+        its reply lost (then an error reply speaks only for the resend)."""
+        packed = _pack(commands)
+        lost: BaseException | None = None
+        for attempt in (1, 2):
+            try:
+                conn = await self._acquire()
+            except DRIVER_ERRORS as exc:
+                # Nothing of this try was written; the one before may have been.
+                if lost is not None:
+                    raise _lost(self.name, lost) from exc
+                raise
+            sent = False
+            try:
+                if conn.is_connected and _closed_by_peer(conn):
+                    # The server closed it before we wrote (a restart):
+                    # nothing written to it could run; connect afresh.
+                    await conn.disconnect()
+                if not conn.is_connected:
+                    await conn.connect()
+                # R24: from the first byte written, what runs is unknown
+                # until every reply has come.
+                sent = True
+                await conn.send_packed_command(packed, check_health=False)
+                replies: list[Any] = []
+                # One deadline (the socket timeout) for the whole round trip,
+                # not one per reply: redis-py's per-read timeout costs more
+                # than parsing a reply (bench/ledger.py).
+                async with asyncio.timeout(conn.socket_timeout):
+                    for _ in commands:
+                        try:
+                            # Stored bytes stay bytes, whatever the client
+                            # decodes; math.inf: no per-read timeout.
+                            replies.append(
+                                await conn.read_response(
+                                    disable_decoding=True, timeout=math.inf
+                                )
+                            )
+                        except ResponseError as exc:
+                            replies.append(exc)
+                return replies, lost is not None
+            except RedisConnectionError as exc:
+                await conn.disconnect()
+                if sent:
+                    lost = exc
+                # A pooled socket the server closed (a restart) fails once.
+                # Sending again is safe: reads are reads, the scripts are
+                # idempotent, and facts are at-least-once (R4).
+                if attempt == 2:
+                    if lost is not None:
+                        raise _lost(self.name, exc) from exc
+                    raise
+            except DRIVER_ERRORS as exc:
+                # A timeout: the server may still be running the commands.
+                await conn.disconnect()
+                if sent or lost is not None:
+                    raise _lost(self.name, exc) from exc
+                raise
+            except BaseException:
+                # Replies may be left unread: the socket must not be reused.
+                await conn.disconnect()
+                raise
+            finally:
+                await self.pool.release(conn)
+        raise AssertionError("unreachable")
+
+    async def call_loaded(self, commands: Sequence[Command]) -> list[Any]:
+        """``call``, loading the scripts and resending what met NOSCRIPT."""
+        replies, lost = await self._call(commands)
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:
+            # The server lost its script cache (a restart, a new node):
+            # NOSCRIPT means the script did not run, so resending is safe.
+            try:
+                await self.call([("SCRIPT", "LOAD", s) for s in SCRIPTS])
+                again, lost_again = await self._call([commands[i] for i in missing])
+            except DRIVER_ERRORS as exc:
+                if lost and not isinstance(exc, ReplyLostError):
+                    raise _lost(self.name, exc) from exc
+                raise
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+            if lost_again and not lost:
+                _marked(replies, self.name, missing)
+        if lost:
+            _marked(replies, self.name)
+        return replies
