@@ -41,7 +41,7 @@ BLOCK = 50
 async def _measure(target: Any, calls: int, warmup: int) -> dict[str, float]:
     import mcp.types as types
 
-    from helmlog.gateway._upstream import Upstream
+    from helmlog.gateway.upstream import Upstream
 
     upstream = Upstream(target)
     await upstream.open()

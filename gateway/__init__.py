@@ -9,17 +9,20 @@ and one keyed audit chain in front of any MCP server (section P).
 """
 
 from ._client import mcp_client
-from ._proxy import McpProxy
-from ._proxy_audit import ProxyAudit, merkle_root, open_payload, verify_manifest
-from ._proxy_calls import ToolCallTelemetry
-from ._proxy_layers import (
+from ._serve import mcp_serve
+from .proxy import (
+    McpProxy,
+    ProxyAudit,
     ProxyContext,
     RejectionReason,
+    ToolCallTelemetry,
     compose,
     mark_pass_through_observer,
+    merkle_root,
+    open_payload,
+    verify_manifest,
 )
-from ._serve import mcp_serve
-from ._upstream import UpstreamError
+from .upstream import UpstreamError
 
 __all__ = [
     "McpProxy",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from helmlog.gateway import _http_wire as wire
-from helmlog.gateway._http_wire import HttpWire, WireError, sse_events
+from helmlog.gateway.upstream import _http_wire as wire
+from helmlog.gateway.upstream._http_wire import HttpWire, WireError, sse_events
 from tests.unit.gateway.http_helpers import (
     HEADERS,
     INITIALIZE,

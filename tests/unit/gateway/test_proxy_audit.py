@@ -44,7 +44,7 @@ from helmlog.gateway import (
     open_payload,
     verify_manifest,
 )
-from helmlog.gateway._proxy_audit import chain_key
+from helmlog.gateway.proxy._audit import chain_key
 
 from .http_helpers import HEADERS, INITIALIZE
 from .proxy_helpers import proxied
@@ -500,7 +500,7 @@ async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None
     """P18, P20: a close waits ``drain_s`` for a call in flight, then records
     it cut off before the manifest; its late finish appends nothing more and
     its response is withheld (``LEDGER_UNAVAILABLE``)."""
-    from helmlog.gateway._proxy_calls import CallState
+    from helmlog.gateway.proxy._calls import CallState
 
     store = MemoryEventStore()
     proxy = McpProxy(UPSTREAM, audit=ProxyAudit(SECRET, "k1", store, drain_s=0.05))
@@ -509,12 +509,22 @@ async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None
     session = proxy.open_session(transport="stdio", session_id=None)
     ctx = session.fresh_context()
     state = CallState("echo", {"word": "x"})
-    stream = await ledger.started(session, ctx, "echo", {"word": "x"}, None, state)
-    manifest = await ledger.close_session(session)
+    stream = await ledger.started(
+        session.audit_session, ctx, "echo", {"word": "x"}, None, state
+    )
+    manifest = await ledger.close_session(session.audit_session)
     assert manifest is not None
     with pytest.raises(McpError) as raised:
         await ledger.finished(
-            session, ctx, stream, "echo", state, "success", {"content": []}, None, 1.0
+            session.audit_session,
+            ctx,
+            stream,
+            "echo",
+            state,
+            "success",
+            {"content": []},
+            None,
+            1.0,
         )
     assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
     events: list[Any] = [r.decode() for r in await _records(store)]
@@ -524,5 +534,7 @@ async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None
     assert ("cut_off", ctx.request_id) == (events[1].outcome, events[1].request_id)
     assert 2 == manifest["event_count"]
     with pytest.raises(McpError):  # nothing follows the manifest
-        await ledger.started(session, session.fresh_context(), "echo", {}, None)
+        await ledger.started(
+            session.audit_session, session.fresh_context(), "echo", {}, None
+        )
     assert 3 == len(await _records(store))

@@ -33,7 +33,7 @@ from mcp.shared.exceptions import McpError
 from helmlog import ToolMiddleware, allow
 from helmlog.events import MemoryEventStore, ProxyCallFinished, verify_chain
 from helmlog.gateway import McpProxy, ProxyAudit, verify_manifest
-from helmlog.gateway._proxy_audit import chain_key
+from helmlog.gateway.proxy._audit import chain_key
 
 from .http_helpers import HEADERS, INITIALIZE, http_client
 from .proxy_helpers import proxied, text_of

@@ -217,7 +217,7 @@ async def test_p19_a_valid_last_event_id_replays_only_its_streams_later_events()
     """P19: replay after an id sends that stream's later events, no other stream's."""
     import mcp.types as types
 
-    from helmlog.gateway._proxy_resume import SessionEventStore
+    from helmlog.gateway.proxy._resume import SessionEventStore
 
     def note(n: int) -> types.JSONRPCMessage:
         return types.JSONRPCMessage(

@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 
 from helmlog.gateway import McpProxy, ProxyContext, RejectionReason, compose
-from helmlog.gateway._proxy_layers import clean_headers
+from helmlog.gateway.proxy._layers import clean_headers
 
 from .proxy_helpers import proxied, redacted, text_of
 from .upstream_server import UPSTREAM

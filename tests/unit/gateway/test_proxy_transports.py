@@ -158,7 +158,7 @@ async def test_p24_binding_beyond_loopback_without_a_resolver_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """P24: one warning naming the host when bound elsewhere without a resolver."""
-    from helmlog.gateway import _proxy_uvicorn
+    from helmlog.gateway.proxy import _uvicorn as _proxy_uvicorn
 
     _proxy_uvicorn._warned.clear()
     proxy = McpProxy(UPSTREAM)

@@ -30,8 +30,8 @@ import mcp.types as types
 import pytest
 from mcp.shared.exceptions import McpError
 
-from helmlog.gateway._upstream import Upstream
-from helmlog.gateway._upstream_http_raw import RawPosts
+from helmlog.gateway.upstream import Upstream
+from helmlog.gateway.upstream._http_raw import RawPosts
 
 from .http_helpers import http_upstream
 from .upstream_server import UPSTREAM

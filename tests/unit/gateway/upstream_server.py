@@ -155,7 +155,7 @@ def greet(name: str) -> str:
 
 def resumable() -> FastMCP:
     """A FastMCP server with an event store, whose ``cut`` tool drops its stream."""
-    from helmlog.gateway._proxy_resume import SessionEventStore
+    from helmlog.gateway.proxy._resume import SessionEventStore
 
     server = FastMCP("resumable", event_store=SessionEventStore(), retry_interval=50)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp.types as types
 from mcp.server.lowlevel import Server
@@ -41,18 +41,13 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 
-from ._proxy_calls import CallState, accounted, resource_hidden, tool_hidden
-from ._proxy_errors import withheld
-from ._proxy_fast import FastCalls, checked_result, simple_params, validated
-from ._proxy_layers import (
-    Composed,
-    ProxyContext,
-    RejectionReason,
-    clean_headers,
-)
-
-if TYPE_CHECKING:
-    from ._proxy import McpProxy
+from .._withheld import withheld
+from ..upstream import Upstream
+from ._accounting import Accounting
+from ._calls import CallState, resource_hidden
+from ._lane import FastCalls, checked_result, validated
+from ._layers import ProxyContext, clean_headers
+from ._routing import Routing, pass_through
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -90,19 +85,32 @@ def _guarded(
 
 
 class ProxySession:
-    """One client session: a low-level ``Server`` whose handlers route (P17)."""
+    """One client session: a low-level ``Server`` whose handlers route (P17).
+
+    It holds its server and its fast lane (``calls``); the proxy's routing,
+    accounting and upstream are handed in, shared by every session.
+    """
 
     def __init__(
         self,
-        proxy: McpProxy,
         *,
+        name: str,
+        version: str,
+        upstream: Upstream,
+        routing: Routing,
+        accounting: Accounting,
+        fast: bool = True,
         transport: str,
         session_id: str | None,
         identity: Any = None,
         delegated_from: tuple[Any, ...] = (),
         audit_session: str,
     ) -> None:
-        self.proxy = proxy
+        self.name = name
+        self.version = version
+        self.upstream = upstream
+        self.routing = routing
+        self.accounting = accounting
         self.transport = transport
         self.session_id = session_id
         self.identity = identity
@@ -110,7 +118,7 @@ class ProxySession:
         self.audit_session = audit_session
         self.client: Any = None  # the SDK ServerSession, once a request came in
         self._write: Any = None  # the session's outgoing stream, once it runs
-        server: Server[Any, Any] = Server(proxy.name, version=proxy.version)
+        server: Server[Any, Any] = Server(name, version=version)
         handlers = server.request_handlers
         handlers[types.CallToolRequest] = _guarded(self._call_tool)
         handlers[types.ListToolsRequest] = _guarded(self._list_tools)
@@ -119,14 +127,16 @@ class ProxySession:
         for request_type in _FORWARDED:
             handlers[request_type] = _guarded(self._forward)
         self.server = server
-        self.calls = FastCalls(self, enabled=proxy.fast_calls)
+        self.calls = FastCalls(self.call_tool_fast, enabled=fast)
 
     def initialization_options(self) -> InitializationOptions:
         """P25: the upstream's capabilities and instructions, the proxy's name."""
-        init = self.proxy.upstream_init
+        init = self.upstream.init
+        if init is None:
+            raise RuntimeError("McpProxy is not started: use `async with proxy`")
         return InitializationOptions(
-            server_name=self.proxy.name,
-            server_version=self.proxy.version,
+            server_name=self.name,
+            server_version=self.version,
             capabilities=init.capabilities,
             instructions=init.instructions,
         )
@@ -160,8 +170,8 @@ class ProxySession:
             ),
             identity=self.identity,
             delegated_from=self.delegated_from,
-            server_name=self.proxy.name,
-            server_version=self.proxy.version,
+            server_name=self.name,
+            server_version=self.version,
         )
 
     def _progress(self, meta: Any) -> Callable[..., Awaitable[None]] | None:
@@ -181,25 +191,27 @@ class ProxySession:
 
         return relay
 
-    # -- tools/call -------------------------------------------------------
+    # -- tools/call: the SDK path and the fast lane, one route (``_routing``) --
 
     async def _call_tool(self, req: types.CallToolRequest) -> types.ServerResult:
-        out = await self._routed(req, self.context())
+        ctx = self.context()
+        out = await self._routed(req, ctx, self._progress(req.params.meta))
         assert isinstance(out, types.CallToolResult)
         return types.ServerResult(out)
 
     async def _routed(
-        self, req: types.CallToolRequest, ctx: ProxyContext
+        self, req: types.CallToolRequest, ctx: ProxyContext, progress: Any = None
     ) -> types.CallToolResult | dict[str, Any]:
         """``req`` along the tool route, audited and told (P15, P20)."""
         p = req.params
-        out: types.CallToolResult | dict[str, Any] = await accounted(
-            self,
+        sid = self.audit_session
+        out: types.CallToolResult | dict[str, Any] = await self.accounting.run(
+            sid,
             ctx,
             p.name,
             p.arguments,
             p.meta,
-            lambda s: self._route_tool(req, ctx, s),
+            lambda s: self.routing.tool(req, ctx, s, progress, sid),
         )
         return out
 
@@ -208,25 +220,24 @@ class ProxySession:
     ) -> dict[str, Any]:
         """One ``tools/call`` of the fast lane: its JSON-RPC ``result`` (P25).
 
-        The same route as the SDK path's; SDK models are built only when a
-        layer or governance needs them (or the params need validating).
+        The same route as the SDK path's (I2, ``_routing.py``); SDK models are
+        built only when a layer or governance needs them (or the params need
+        validating).
 
         Raises:
             McpError: what the SDK path answers (malformed params included).
         """
-        proxy = self.proxy
         ctx = self.fresh_context(headers)
-        simple = simple_params(params)
+        simple = self.routing.raw_params(params)
         out: types.CallToolResult | dict[str, Any]
-        if simple is None or proxy.tool_pipeline.layers or proxy.governance is not None:
+        if simple is None:
             out = await self._routed(validated(request_id, params), ctx)
         else:
-            name, args = simple["name"], simple.get("arguments")
-            out = await accounted(
-                self,
+            out = await self.accounting.run(
+                self.audit_session,
                 ctx,
-                name,
-                args,
+                simple["name"],
+                simple.get("arguments"),
                 simple.get("_meta"),
                 lambda s: self._raw(simple, ctx, s),
             )
@@ -237,114 +248,26 @@ class ProxySession:
     async def _raw(
         self, params: dict[str, Any], ctx: ProxyContext, state: CallState
     ) -> dict[str, Any]:
-        """``_route_tool`` with no layer and no governance, on raw dicts."""
-        proxy = self.proxy
-        requested = params["name"]
-        if proxy.is_hidden_tool(requested, ctx):
-            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
-            raise tool_hidden(requested)
-        if requested in proxy.pass_through_tools:
-            state.route, state.forwarded = "pass-through", requested
-        else:
-            state.forwarded = requested
-            state.forwarded_args = params.get("arguments")
-            if proxy.is_hidden_tool(requested, ctx):  # P10, as the terminal does
-                state.reason = RejectionReason.TOOL_HIDDEN
-                raise tool_hidden(requested)
-        return checked_result(await proxy.upstream.call_raw("tools/call", params))
-
-    async def _route_tool(
-        self, req: types.CallToolRequest, ctx: ProxyContext, state: CallState
-    ) -> types.CallToolResult:
-        proxy = self.proxy
-        requested = req.params.name
-        if proxy.is_hidden_tool(requested, ctx):
-            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
-            raise tool_hidden(requested)
-        if requested in proxy.pass_through_tools:
-            state.route, state.forwarded = "pass-through", requested
-            raw = await self._pass_through(
-                req, ctx, proxy.tool_observers, self._upstream_call
-            )
-            assert isinstance(raw, types.CallToolResult)
-            return raw
-        progress = self._progress(req.params.meta)
-
-        async def terminal(forward: types.CallToolRequest) -> types.CallToolResult:
-            name = forward.params.name
-            state.forwarded, state.forwarded_args = name, forward.params.arguments
-            if proxy.is_hidden_tool(name, ctx):  # P10: no rename reaches it
-                state.reason = RejectionReason.TOOL_HIDDEN
-                raise tool_hidden(name)
-            if proxy.governance is not None:
-                return await proxy.governance.call(self, forward, ctx, state, progress)
-            return await self._upstream_call(forward, progress)
-
-        out = await proxy.tool_pipeline(req, terminal, ctx)
-        if not isinstance(out, types.CallToolResult):
-            raise TypeError(
-                f"tool middleware returned {type(out).__name__}, not a CallToolResult"
-            )
-        return out
-
-    async def _upstream_call(
-        self, req: types.CallToolRequest, progress: Any = None
-    ) -> types.CallToolResult:
-        result = await self.proxy.upstream.request(req, types.CallToolResult, progress)
-        assert isinstance(result, types.CallToolResult)
-        return result
-
-    async def _pass_through(
-        self,
-        req: Any,
-        ctx: ProxyContext,
-        observers: Composed,
-        forward: Callable[[Any], Awaitable[Any]],
-    ) -> Any:
-        """P12, P13: forward the original request exactly once; raw outcome back."""
-        done = False
-        value: Any = None
-        failure: BaseException | None = None
-
-        async def once(_ignored: Any = None) -> Any:
-            nonlocal done, value, failure
-            if not done:
-                done = True
-                try:
-                    value = await forward(req)
-                except McpError as exc:
-                    failure = exc
-            if failure is not None:
-                raise failure
-            return value
-
-        if observers.layers:
-            try:
-                await observers(req, once, ctx)
-            except McpError as exc:
-                if exc is not failure:
-                    log.warning("proxy: a pass-through observer raised", exc_info=True)
-            except Exception:  # P13: an observer changes nothing
-                log.warning("proxy: a pass-through observer raised", exc_info=True)
-        return await once()
+        return checked_result(await self.routing.tool_raw(params, ctx, state))
 
     # -- tools/list -------------------------------------------------------
 
     async def _list_tools(self, req: types.ListToolsRequest) -> types.ServerResult:
         ctx = self.context()
-        proxy = self.proxy
+        upstream = self.upstream
 
         async def terminal(forward: types.ListToolsRequest) -> types.ListToolsResult:
-            listed = await proxy.upstream.request(forward, types.ListToolsResult)
+            listed = await upstream.request(forward, types.ListToolsResult)
             return self._visible_tools(listed, ctx)
 
-        out = await proxy.list_tools_pipeline(req, terminal, ctx)
+        out = await self.routing.list_tools_pipeline(req, terminal, ctx)
         return types.ServerResult(self._visible_tools(out, ctx))
 
     def _visible_tools(
         self, listed: types.ListToolsResult, ctx: ProxyContext
     ) -> types.ListToolsResult:
-        keep = [t for t in listed.tools if not self.proxy.is_hidden_tool(t.name, ctx)]
+        hidden = self.routing.is_hidden_tool
+        keep = [t for t in listed.tools if not hidden(t.name, ctx)]
         if len(keep) == len(listed.tools):
             return listed  # P9: nothing hidden, unchanged
         return listed.model_copy(update={"tools": keep})
@@ -355,36 +278,33 @@ class ProxySession:
         self, req: types.ReadResourceRequest
     ) -> types.ServerResult:
         ctx = self.context()
-        proxy = self.proxy
+        routing = self.routing
         uri = str(req.params.uri)
-        if proxy.is_hidden_resource(uri, ctx):
+        if routing.is_hidden_resource(uri, ctx):
             raise resource_hidden(uri)
 
         async def upstream(forward: types.ReadResourceRequest) -> Any:
-            return await proxy.upstream.request(forward, types.ReadResourceResult)
+            return await self.upstream.request(forward, types.ReadResourceResult)
 
-        if uri in proxy.pass_through_resources:
-            out = await self._pass_through(req, ctx, proxy.resource_observers, upstream)
+        if uri in routing.pass_through_resources:
+            out = await pass_through(req, ctx, routing.resource_observers, upstream)
             return types.ServerResult(out)
 
         async def terminal(forward: types.ReadResourceRequest) -> Any:
-            if proxy.is_hidden_resource(str(forward.params.uri), ctx):  # P10
+            if routing.is_hidden_resource(str(forward.params.uri), ctx):  # P10
                 raise resource_hidden(str(forward.params.uri))
             return await upstream(forward)
 
-        out = await proxy.resource_pipeline(req, terminal, ctx)
+        out = await routing.resource_pipeline(req, terminal, ctx)
         return types.ServerResult(out)
 
     async def _list_resources(
         self, req: types.ListResourcesRequest
     ) -> types.ServerResult:
         ctx = self.context()
-        listed = await self.proxy.upstream.request(req, types.ListResourcesResult)
-        keep = [
-            r
-            for r in listed.resources
-            if not self.proxy.is_hidden_resource(str(r.uri), ctx)
-        ]
+        listed = await self.upstream.request(req, types.ListResourcesResult)
+        hidden = self.routing.is_hidden_resource
+        keep = [r for r in listed.resources if not hidden(str(r.uri), ctx)]
         if len(keep) != len(listed.resources):
             listed = listed.model_copy(update={"resources": keep})
         return types.ServerResult(listed)
@@ -394,7 +314,7 @@ class ProxySession:
     async def _forward(self, req: Any) -> types.ServerResult:
         self.context()
         result_type = _FORWARDED[type(req)]
-        out = await self.proxy.upstream.request(req, result_type)
+        out = await self.upstream.request(req, result_type)
         return types.ServerResult(out)
 
     async def notify(self, notification: types.ServerNotification) -> None:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import mcp.types as types
 from mcp.shared.exceptions import McpError
@@ -51,12 +51,13 @@ from helmlog.runtime.lowlevel import (
     tool_link_problem,
 )
 
-from ._proxy_layers import ProxyContext, RejectionReason
+from ..upstream import Upstream
+from ._audit import ProxyLedger
+from ._calls import CallState
+from ._layers import ProxyContext, RejectionReason
 
-if TYPE_CHECKING:
-    from ._proxy import McpProxy
-    from ._proxy_calls import CallState
-    from ._proxy_session import ProxySession
+UpstreamCall = Callable[[types.CallToolRequest, Any], Awaitable[types.CallToolResult]]
+"""``(request, progress) -> result``: the session's forward to the upstream."""
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -64,16 +65,16 @@ _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 class _Forward:
     """What the running call's ``execute`` forwards, and what came back."""
 
-    __slots__ = ("error", "progress", "request", "result", "session", "state")
+    __slots__ = ("error", "forward", "progress", "request", "result", "state")
 
     def __init__(
         self,
-        session: ProxySession,
+        forward: UpstreamCall,
         request: types.CallToolRequest,
         state: CallState,
         progress: Any,
     ) -> None:
-        self.session = session
+        self.forward = forward
         self.request = request
         self.state = state
         self.progress = progress
@@ -107,7 +108,7 @@ async def _execute(**kwargs: Any) -> Any:
         request = request.model_copy(update={"params": params})
     fwd.state.forwarded_args = kwargs
     try:
-        result = await fwd.session._upstream_call(request, fwd.progress)
+        result = await fwd.forward(request, fwd.progress)
     except McpError as exc:
         fwd.error = exc
         raise UpstreamToolError(exc.error.message) from exc
@@ -133,12 +134,21 @@ def _refusal(text: str, middleware: str | None) -> types.CallToolResult:
 class Governance:
     """Helmlog tool links run as the proxy's innermost layer (P14)."""
 
-    def __init__(self, proxy: McpProxy, links: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        links: Sequence[Any],
+        *,
+        name: str,
+        upstream: Upstream,
+        ledger: ProxyLedger,
+    ) -> None:
         for obj in links:
             problem = tool_link_problem(obj)
             if problem is not None:
                 raise ValueError(f"McpProxy governance: {problem}")
-        self.proxy = proxy
+        self.name = name  # the proxy's: the tool_call_id prefix (S2)
+        self.upstream = upstream
+        self.ledger = ledger
         self.links: tuple[Link, ...] = tuple(as_tool_link(obj) for obj in links)
         self.pipeline = ToolPipeline({}, self.links, SERVED, clock=wall_clock_ms)
         self._counter = itertools.count(1)
@@ -149,18 +159,22 @@ class Governance:
         if found is None:
             # The upstream judges its own schema; S3's validation here checks
             # that the arguments the walk produced are an object.
-            source = self.proxy.upstream_init.serverInfo.name  # S2: the upstream's
+            init = self.upstream.init
+            if init is None:
+                raise RuntimeError("McpProxy is not started: use `async with proxy`")
+            source = init.serverInfo.name  # S2: the upstream's
             found = Tool(name, "", _ANY_OBJECT, _execute, source)
             self._tools[name] = found
         return found
 
     async def call(
         self,
-        session: ProxySession,
+        audit_session: str,
         forward: types.CallToolRequest,
         ctx: ProxyContext,
         state: CallState,
         progress: Any,
+        upstream_call: UpstreamCall,
     ) -> types.CallToolResult:
         """Walk one forwarded call; return what the client receives (S4, P14)."""
         tool = self._tool(forward.params.name)
@@ -170,13 +184,13 @@ class Governance:
         site = CallSite(
             tool_name=tool.name,
             tool_source=tool.source,
-            tool_call_id=f"mcp-{self.proxy.name}-{next(self._counter)}",
+            tool_call_id=f"mcp-{self.name}-{next(self._counter)}",
             iteration=0,
             history=(),
             identity=ctx.identity,
         )
-        recorder = self.proxy.records.recorder(session)
-        fwd = _Forward(session, forward, state, progress)
+        recorder = self.ledger.recorder(audit_session)
+        fwd = _Forward(upstream_call, forward, state, progress)
         token = _current.set(fwd)
         try:
             out = await self.pipeline.run(tool, site, Entry.fresh(args), recorder)

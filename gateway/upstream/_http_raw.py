@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal, Protocol
 
 import anyio
 import httpx
@@ -34,10 +35,7 @@ from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from ._http_wire import HttpWire, WireError, sse_events
-from ._upstream_raw import PREFIX, cancel_of, error_of, request_of, timed_out, went_away
-
-if TYPE_CHECKING:
-    from ._upstream_http import _Link
+from ._raw import PREFIX, cancel_of, error_of, request_of, timed_out, went_away
 
 log = logging.getLogger("helmlog.proxy")
 _decode = msgspec.json.Decoder().decode
@@ -50,12 +48,36 @@ READY_S = 5.0
 TAIL_S = 1.0  # how long a reply's SSE stream may take to end before it is closed
 
 
+class Link(Protocol):
+    """What raw posts use of the HTTP link (``_http._Link``), passed in."""
+
+    url: str
+    client: httpx.AsyncClient
+    wire: HttpWire | None
+    read: Any
+    listening: anyio.Event
+
+    def headers(self, accept: str) -> dict[str, str]: ...
+
+    async def deliver(self, data: str) -> bool: ...
+
+    async def events(
+        self,
+        body: AsyncIterator[bytes],
+        take: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> str | Literal[False] | None: ...
+
+    async def resumed(
+        self, last_id: str, take: Callable[[str], Awaitable[bool]] | None = None
+    ) -> bool: ...
+
+
 class _Call:
     """One raw call's reading of its answer: the reply, and progress relayed."""
 
     __slots__ = ("link", "progress", "reply", "rid")
 
-    def __init__(self, link: _Link, rid: str, progress: ProgressFnT | None) -> None:
+    def __init__(self, link: Link, rid: str, progress: ProgressFnT | None) -> None:
         self.link = link
         self.rid = rid
         self.progress = progress
@@ -92,7 +114,7 @@ class _Call:
 class RawPosts:
     """``call`` for ``Upstream.call_raw`` over one ``_Link``."""
 
-    def __init__(self, link: _Link, label: str) -> None:
+    def __init__(self, link: Link, label: str) -> None:
         self.link = link
         self.label = label
         self._n = 0

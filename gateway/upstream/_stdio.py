@@ -50,7 +50,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ._upstream_raw import RawCalls
+from ._raw import RawCalls
 
 TERMINATION_S = 2.0  # as the SDK's stdio_client waits, before each escalation
 _decode = msgspec.json.Decoder().decode

@@ -42,17 +42,16 @@ import mcp.types as types
 
 from helmlog.events import EventStore
 
-from ._proxy_calls import ToolCallTelemetry
-from ._proxy_layers import (
-    Layer,
-    ProxyContext,
-    compose,
-    is_pass_through_observer,
-    layers_of,
-    visibility,
-)
-from ._proxy_session import ProxySession
-from ._upstream import Upstream
+from ..upstream import Upstream
+from ._accounting import Accounting
+from ._audit import ProxyLedger
+from ._calls import ToolCallTelemetry
+from ._governance import Governance
+from ._lane import memory_lane
+from ._layers import Layer, ProxyContext
+from ._observers import Observers
+from ._routing import Routing
+from ._session import ProxySession
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -92,14 +91,6 @@ def _tiers(option: Any) -> Callable[[str, Any, Any], str] | None:
         return str(tiers.get(tool, "high"))
 
     return by_name
-
-
-def _sequence(option: Iterable[Layer], what: str) -> tuple[Layer, ...]:
-    layers = tuple(option)
-    for layer in layers:
-        if not callable(layer):
-            raise TypeError(f"{what}: {layer!r} is not a middleware callable")
-    return layers
 
 
 class McpProxy:
@@ -178,37 +169,17 @@ class McpProxy:
             )
         if observer_timeout_s <= 0:
             raise ValueError("McpProxy: observer_timeout_s > 0")
-        for what, fn in (
-            ("on_telemetry", on_telemetry),
-            ("on_event", on_event),
-            ("on_manifest", on_manifest),
-            ("on_session_closed", on_session_closed),
-        ):
-            if fn is not None and not callable(fn):
-                raise TypeError(f"McpProxy {what} must be callable")
         self.name = name
         self.version = version
+        observers = Observers(
+            on_telemetry=on_telemetry,
+            on_event=on_event,
+            on_manifest=on_manifest,
+            on_session_closed=on_session_closed,
+            timeout_s=observer_timeout_s,
+        )
+        self.observers = observers
         self.upstream = Upstream(upstream, self._upstream_notification)
-        tools = _sequence(tool_middleware, "tool_middleware")
-        resources = _sequence(resource_middleware, "resource_middleware")
-        lists = _sequence(list_tools_middleware, "list_tools_middleware")
-        self.tool_pipeline = compose(layers_of(tools))
-        self.resource_pipeline = compose(layers_of(resources))
-        self.list_tools_pipeline = compose(layers_of(lists))
-        self.tool_observers = compose(
-            x for x in layers_of(tools) if is_pass_through_observer(x)
-        )
-        self.resource_observers = compose(
-            x for x in layers_of(resources) if is_pass_through_observer(x)
-        )
-        self._hidden_tools = visibility(hidden_tools, "hidden_tools")
-        self._hidden_resources = visibility(hidden_resources, "hidden_resources")
-        self.pass_through_tools = frozenset(pass_through_tools)
-        self.pass_through_resources = frozenset(pass_through_resources)
-        self.on_telemetry = on_telemetry
-        self.on_event = on_event
-        self.on_manifest = on_manifest
-        self.on_session_closed = on_session_closed
         self.resolve_identity = resolve_identity
         self.max_sessions = max_sessions
         self.session_ttl_s = session_ttl_s
@@ -217,25 +188,39 @@ class McpProxy:
         self.allowed_origins = allowed_origins
         self.sensitivity = _tiers(sensitivity)
         self.observer_timeout_s = observer_timeout_s
-        # Async observers' awaitables, awaited in the order they were made
-        # (on_event is handed events inside the journal's flush, which is
-        # not async; the ledger settles them right after).
-        self._owed: list[tuple[str, Any]] = []
-        self._settling = anyio.Lock()
         self.sessions: set[ProxySession] = set()
-        # The fast lane for tools/call (``_proxy_fast.py``); tests turn it
-        # off to compare it with the SDK path.
+        # The fast lane for tools/call (``_lane.py``); tests turn it off to
+        # compare it with the SDK path.
         self.fast_calls = True
         self.stdio_session_id = f"stdio-{uuid.uuid4()}"
-        from ._proxy_audit import ProxyLedger
-        from ._proxy_governance import Governance
-
-        self.ledger: ProxyLedger | None = None
-        self.records = ProxyLedger.of(self, audit, store)
-        if audit is not None:
-            self.ledger = self.records
+        # Every session's stream; with ``audit=`` it also records calls (P20).
+        self.records = ProxyLedger.of(
+            audit,
+            store,
+            observers,
+            name=name,
+            version=version,
+            sensitivity=self.sensitivity,
+        )
+        self.ledger: ProxyLedger | None = self.records if audit is not None else None
         links = list(governance)
-        self.governance: Governance | None = Governance(self, links) if links else None
+        self.governance: Governance | None = (
+            Governance(links, name=name, upstream=self.upstream, ledger=self.records)
+            if links
+            else None
+        )
+        self.routing = Routing(
+            self.upstream,
+            self.governance,
+            tool_middleware=tool_middleware,
+            resource_middleware=resource_middleware,
+            list_tools_middleware=list_tools_middleware,
+            hidden_tools=hidden_tools,
+            hidden_resources=hidden_resources,
+            pass_through_tools=pass_through_tools,
+            pass_through_resources=pass_through_resources,
+        )
+        self.accounting = Accounting(self.ledger, observers, name=name, version=version)
 
     def __repr__(self) -> str:
         return f"McpProxy(name={self.name!r}, upstream={self.upstream.label!r})"
@@ -275,69 +260,23 @@ class McpProxy:
     ) -> None:
         await self.close()
 
-    # -- routing ----------------------------------------------------------
+    # -- routing and observers (``Routing``, ``Observers``) --------------
 
     def is_hidden_tool(self, name: str, ctx: ProxyContext) -> bool:
         """P8: hidden by name or predicate; a raising predicate hides (fail closed)."""
-        return _decide(self._hidden_tools, name, ctx, "hidden_tools")
+        return self.routing.is_hidden_tool(name, ctx)
 
     def is_hidden_resource(self, uri: str, ctx: ProxyContext) -> bool:
         """P8: the same on the exact URI."""
-        return _decide(self._hidden_resources, uri, ctx, "hidden_resources")
-
-    # -- observers --------------------------------------------------------
+        return self.routing.is_hidden_resource(uri, ctx)
 
     async def telemetry(self, event: ToolCallTelemetry) -> None:
         """P15, P16: hand one telemetry event over; a failure is only logged."""
-        self._observe(self.on_telemetry, event, "on_telemetry")
-        await self.settle()
-
-    def event(self, event: Any) -> None:
-        """P16: hand one recorded event to ``on_event``; a failure is only logged.
-
-        An async ``on_event`` is awaited by ``settle`` (the ledger's, after
-        the append that recorded the event).
-        """
-        self._observe(self.on_event, event, "on_event")
-
-    async def manifest(self, manifest: Any) -> None:
-        """P16, P22: hand a manifest to ``on_manifest``; a failure is only logged."""
-        self._observe(self.on_manifest, manifest, "on_manifest")
-        await self.settle()
-
-    def _observe(self, fn: Callable[[Any], Any] | None, value: Any, what: str) -> None:
-        if fn is None:
-            return
-        try:
-            out = fn(value)
-        except Exception:  # P16: a failing observer never fails a call
-            log.warning("proxy: %s raised", what, exc_info=True)
-            return
-        if out is not None and inspect.isawaitable(out):
-            self._owed.append((what, out))
+        await self.observers.telemetry(event)
 
     async def settle(self) -> None:
-        """H6, P16: await the async observers' work owed so far, in order,
-        each at most ``observer_timeout_s``; a failure or overrun is logged."""
-        if not self._owed:
-            return
-        async with self._settling:
-            while self._owed:
-                what, owed = self._owed.pop(0)
-                await self._bounded(owed, what)
-
-    async def _bounded(self, owed: Any, what: str) -> None:
-        try:
-            with anyio.move_on_after(self.observer_timeout_s) as scope:
-                await owed
-            if scope.cancelled_caught:
-                log.warning(
-                    "proxy: %s did not finish within %ss; it was cancelled",
-                    what,
-                    self.observer_timeout_s,
-                )
-        except Exception:  # P16: a failing observer never fails a call
-            log.warning("proxy: %s raised", what, exc_info=True)
+        """H6, P16: await the async observers' work owed so far, in order."""
+        await self.observers.settle()
 
     async def _upstream_notification(self, note: types.ServerNotification) -> None:
         if isinstance(note.root, _LIST_CHANGED):
@@ -371,7 +310,12 @@ class McpProxy:
         """Make and register one client session (its own server and pipelines)."""
         audit_session = session_id if session_id is not None else self.stdio_session_id
         session = ProxySession(
-            self,
+            name=self.name,
+            version=self.version,
+            upstream=self.upstream,
+            routing=self.routing,
+            accounting=self.accounting,
+            fast=self.fast_calls,
             transport=transport,
             session_id=session_id,
             identity=identity,
@@ -387,15 +331,11 @@ class McpProxy:
             return
         self.sessions.discard(session)
         if self.ledger is not None:
-            await self.ledger.close_session(session)
-        closed = self.on_session_closed
-        self._observe(closed, session.audit_session, "on_session_closed")
-        await self.settle()
+            await self.ledger.close_session(session.audit_session)
+        await self.observers.session_closed(session.audit_session)
 
     async def run(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one stdio-style session over a pair of SDK streams (P21)."""
-        from ._proxy_fast import memory_lane
-
         session = await self._stdio_session()
         try:
             async with memory_lane(session.calls, read_stream, write_stream) as read:
@@ -419,7 +359,7 @@ class McpProxy:
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
-        from ._proxy_stdio import loop_pipes_usable, loop_stdio
+        from ._stdio import loop_pipes_usable, loop_stdio
 
         if not loop_pipes_usable():
             async with stdio_server() as (read_stream, write_stream):
@@ -437,13 +377,13 @@ class McpProxy:
 
     def http_app(self, **kw: Any) -> Any:
         """The Streamable HTTP proxy as an ASGI app (``_proxy_http.py``)."""
-        from ._proxy_http import ProxyHttpApp
+        from ._http import ProxyHttpApp
 
         return ProxyHttpApp(self, **kw)
 
     def http_server(self, host: str = "127.0.0.1", port: int = 0) -> Any:
         """``async with proxy.http_server() as url``: serve HTTP inside the block."""
-        from ._proxy_uvicorn import http_server
+        from ._uvicorn import http_server
 
         return http_server(self, host, port)
 
@@ -451,18 +391,6 @@ class McpProxy:
         self, host: str = "127.0.0.1", port: int = 0, *, ready: Any = None
     ) -> None:
         """Serve clients over Streamable HTTP until cancelled (P24 defaults)."""
-        from ._proxy_uvicorn import serve_http
+        from ._uvicorn import serve_http
 
         await serve_http(self, host, port, ready=ready)
-
-
-def _decide(
-    rule: Callable[[str, ProxyContext], bool], name: str, ctx: ProxyContext, what: str
-) -> bool:
-    try:
-        return bool(rule(name, ctx))
-    except Exception:  # governance fails closed: hidden
-        log.warning(
-            "proxy: %s predicate raised for %r; hiding it", what, name, exc_info=True
-        )
-        return True

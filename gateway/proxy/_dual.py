@@ -44,41 +44,13 @@ import anyio
 import mcp.types as types
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.streamable_http import (
-    MCP_PROTOCOL_VERSION_HEADER,
-    MCP_SESSION_ID_HEADER,
-)
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.message import SessionMessage
-from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
-from ._proxy_fast import FastCalls
+from ._lane import FastCalls
 
 log = logging.getLogger("helmlog.proxy")
 _encode = msgspec.json.Encoder().encode
-
-
-def wants_sse(method: str, message: Any, accept: str) -> bool:
-    """Whether this POST (its body decoded, ``None`` if it is not JSON) needs SSE."""
-    if method != "POST" or "application/json" not in accept:
-        return True
-    if not isinstance(message, dict) or "id" not in message or "method" not in message:
-        return True  # unparsable, notifications, responses, batches: as before
-    if message["method"] == "initialize":
-        return True
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and meta.get("progressToken") is not None
-
-
-def lane_headers(head: dict[str, str]) -> bool:
-    """Headers the SDK's JSON transport accepts without a word (else it answers)."""
-    if head.get("content-type", "").split(";")[0].strip() != "application/json":
-        return False
-    accept = head.get("accept", "")
-    if not any(a.strip().startswith("application/json") for a in accept.split(",")):
-        return False
-    version = head.get(MCP_PROTOCOL_VERSION_HEADER)
-    return version is None or version in SUPPORTED_PROTOCOL_VERSIONS
 
 
 async def answer_lane(

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import mcp.types as types
@@ -43,10 +43,11 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ._proxy_errors import withheld
+from .._withheld import withheld
+from ._routing import lane_call
 
-if TYPE_CHECKING:
-    from ._proxy_session import ProxySession
+Answer = Callable[[Any, Any, Any], Awaitable[dict[str, Any]]]
+"""``(request_id, params, headers) -> result``: the session's lane call."""
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -63,46 +64,6 @@ _PLAIN_BLOCKS: dict[Any, tuple[str, ...]] = {
     "audio": ("data", "mimeType"),
 }
 _RESULT_FIELDS = (("isError", bool), ("structuredContent", dict), ("_meta", dict))
-
-
-def is_call(message: Any) -> bool:
-    """A JSON-RPC ``tools/call`` request with no progress token (lane-shaped)."""
-    if not isinstance(message, dict) or message.get("method") != "tools/call":
-        return False
-    rid = message.get("id")
-    if message.get("jsonrpc") != "2.0" or isinstance(rid, bool):
-        return False
-    if not isinstance(rid, (int, str)) or "result" in message or "error" in message:
-        return False
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return not (isinstance(meta, dict) and meta.get("progressToken") is not None)
-
-
-def simple_params(params: Any) -> dict[str, Any] | None:
-    """``params`` without ``None`` fields when it needs no validation, else ``None``.
-
-    Simple: a name that is a string, arguments an object (or absent), a
-    ``_meta`` an object (or absent), no ``task``. Anything else is validated
-    by the SDK's model, which answers exactly as the SDK session does.
-    """
-    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
-        return None
-    args, meta = params.get("arguments"), params.get("_meta")
-    if not (args is None or isinstance(args, dict)) or "task" in params:
-        return None
-    if meta is not None:
-        if not isinstance(meta, dict):
-            return None
-        if None in meta.values():
-            params = {
-                **params,
-                "_meta": {k: v for k, v in meta.items() if v is not None},
-            }
-    out: dict[str, Any] = params
-    if None in out.values():
-        out = {k: v for k, v in out.items() if v is not None}
-    return out
 
 
 def checked_result(raw: Any) -> dict[str, Any]:
@@ -164,10 +125,10 @@ def error_of(exc: McpError) -> dict[str, Any]:
 class FastCalls:
     """The fast lane of one session (see the module docstring)."""
 
-    __slots__ = ("answered", "closed", "enabled", "in_flight", "ready", "session")
+    __slots__ = ("answered", "call", "closed", "enabled", "in_flight", "ready")
 
-    def __init__(self, session: ProxySession, *, enabled: bool = True) -> None:
-        self.session = session
+    def __init__(self, call: Answer, *, enabled: bool = True) -> None:
+        self.call = call
         self.enabled = enabled
         self.ready = False  # the client has sent notifications/initialized
         self.closed = False
@@ -181,7 +142,9 @@ class FastCalls:
         right after it finds it (as the SDK session registers a request
         before reading the next message).
         """
-        if not (self.enabled and self.ready and not self.closed and is_call(message)):
+        if not (self.enabled and self.ready and not self.closed):
+            return False
+        if not lane_call(message):  # I1 (``_routing.py``): progress stays on SDK
             return False
         self.in_flight[message["id"]] = anyio.CancelScope()
         return True
@@ -221,9 +184,7 @@ class FastCalls:
         try:
             with scope:
                 try:
-                    result = await self.session.call_tool_fast(
-                        rid, message.get("params"), headers
-                    )
+                    result = await self.call(rid, message.get("params"), headers)
                 except McpError as exc:
                     return {"jsonrpc": "2.0", "id": rid, "error": error_of(exc)}
                 except Exception as exc:  # noqa: BLE001 — H4: withheld, logged

@@ -70,16 +70,15 @@ from helmlog.events import (
 from helmlog.runtime import wall_clock_ms
 from helmlog.runtime.lowlevel import Journal, Listeners
 
-from ._proxy_errors import withheld
-from ._proxy_layers import RejectionReason
+from .._withheld import withheld
+from ._layers import RejectionReason
 
 if TYPE_CHECKING:
     from helmlog.runtime import Tool
 
-    from ._proxy import McpProxy
-    from ._proxy_calls import CallState
-    from ._proxy_layers import ProxyContext
-    from ._proxy_session import ProxySession
+    from ._calls import CallState
+    from ._layers import ProxyContext
+    from ._observers import Observers
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -345,25 +344,49 @@ class ProxyLedger:
     """Every proxy session's stream, in one store, under one key (P20–P22)."""
 
     def __init__(
-        self, proxy: McpProxy, store: EventStore, audit: ProxyAudit | None
+        self,
+        store: EventStore,
+        audit: ProxyAudit | None,
+        observers: Observers,
+        *,
+        name: str,
+        version: str,
+        sensitivity: Callable[[str, Any, Any], str] | None = None,
     ) -> None:
-        self.proxy = proxy
         self.store = store
         self.audit = audit
+        self.observers = observers
+        self.name = name
+        self.version = version
+        self.sensitivity = sensitivity
         self.listeners = Listeners()
-        self.listeners.on("*", proxy.event)
+        self.listeners.on("*", observers.event)
         self._streams: dict[str, _Stream] = {}
         self._secret: bytes | None = None
 
     @classmethod
     def of(
-        cls, proxy: McpProxy, audit: ProxyAudit | None, store: EventStore | None
+        cls,
+        audit: ProxyAudit | None,
+        store: EventStore | None,
+        observers: Observers,
+        *,
+        name: str,
+        version: str,
+        sensitivity: Callable[[str, Any, Any], str] | None = None,
     ) -> ProxyLedger:
         """The ledger the options ask for (the audit's store wins)."""
         if audit is not None and not isinstance(audit, ProxyAudit):
             raise TypeError("McpProxy audit= takes a ProxyAudit")
         chosen = audit.store if audit is not None and audit.store else store
-        return cls(proxy, chosen if chosen is not None else MemoryEventStore(), audit)
+        return cls(
+            chosen if chosen is not None else MemoryEventStore(),
+            audit,
+            observers,
+            name=name,
+            version=version,
+            sensitivity=sensitivity,
+        )
 
     def secret(self) -> bytes:
         """The operator's secret; derived again until it succeeds (P21)."""
@@ -384,21 +407,20 @@ class ProxyLedger:
         self._secret = value
         return value
 
-    def stream(self, session: ProxySession) -> _Stream:
-        found = self._streams.get(session.audit_session)
+    def stream(self, audit_session: str) -> _Stream:
+        """The stream of one proxy session (``audit_session``), made on first use."""
+        found = self._streams.get(audit_session)
         if found is None:
-            journal = Journal(
-                self.store, session.audit_session, self.listeners, wall_clock_ms
-            )
-            found = _Stream(journal, wall_clock_ms(), self.proxy.settle)
-            self._streams[session.audit_session] = found
+            journal = Journal(self.store, audit_session, self.listeners, wall_clock_ms)
+            found = _Stream(journal, wall_clock_ms(), self.observers.settle)
+            self._streams[audit_session] = found
         return found
 
-    def recorder(self, session: ProxySession) -> _Recorder:
+    def recorder(self, audit_session: str) -> _Recorder:
         """Where a governed call's rows and dispatch go (P14)."""
         if self.audit is not None:
             self._keyed()
-        return _Recorder(self.stream(session))
+        return _Recorder(self.stream(audit_session))
 
     def _keyed(self) -> bytes:
         try:
@@ -410,7 +432,7 @@ class ProxyLedger:
 
     async def started(
         self,
-        session: ProxySession,
+        audit_session: str,
         ctx: ProxyContext,
         tool: str,
         args: Any,
@@ -420,7 +442,7 @@ class ProxyLedger:
         """Append ``proxy.call_started`` before anything is routed; the call
         is in flight until its finish (or its cut-off) is recorded."""
         self._keyed()
-        stream = self.stream(session)
+        stream = self.stream(audit_session)
         if stream.closing:  # P18: its manifest is being finalized
             raise ledger_error("the session is closing")
         if stream.identity is None:
@@ -444,7 +466,7 @@ class ProxyLedger:
 
     def tier(self, tool: str, identity: Any, args: Any) -> str:
         """P23: the call's tier; unknown tools and a failing function are high."""
-        fn = self.proxy.sensitivity
+        fn = self.sensitivity
         if fn is None:
             return "high"
         try:
@@ -456,7 +478,7 @@ class ProxyLedger:
 
     async def finished(
         self,
-        session: ProxySession,
+        audit_session: str,
         ctx: ProxyContext,
         stream: _Stream,
         tool: str,
@@ -487,7 +509,7 @@ class ProxyLedger:
             assert result is not None
             output = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         tier = self.tier(tool, ctx.identity, args)
-        sid, rid = session.audit_session, ctx.request_id
+        sid, rid = audit_session, ctx.request_id
 
         def at(seq: int) -> list[Any]:
             """The event, its payloads sealed for ``seq``, its position (P23)."""
@@ -522,10 +544,10 @@ class ProxyLedger:
 
         await stream.append(at)
 
-    async def cut_off(self, session: ProxySession, ctx: ProxyContext) -> None:
+    async def cut_off(self, audit_session: str, ctx: ProxyContext) -> None:
         """Record a call that was cancelled mid-route (its session ended) as
         finished with outcome ``"cut_off"``, unless its close did already."""
-        stream = self._streams.get(session.audit_session)
+        stream = self._streams.get(audit_session)
         if stream is None:
             return
         call = stream.ended(ctx.request_id)
@@ -547,8 +569,8 @@ class ProxyLedger:
             input_digest=digest(call.args),
             output_digest=digest(None),
             identity=identity,
-            server_name=self.proxy.name,
-            server_version=self.proxy.version,
+            server_name=self.name,
+            server_version=self.version,
         )
 
     async def _drain(self, stream: _Stream) -> None:
@@ -574,7 +596,7 @@ class ProxyLedger:
 
     # -- the end of a session (P18, P22) ------------------------------------
 
-    async def close_session(self, session: ProxySession) -> dict[str, Any] | None:
+    async def close_session(self, audit_session: str) -> dict[str, Any] | None:
         """Append the session's signed manifest and hand it to ``on_manifest``."""
         if self.audit is None:
             return None
@@ -583,16 +605,16 @@ class ProxyLedger:
         except Exception:  # logged: a close never raises
             log.error(
                 "proxy: no audit key: session %s has no manifest",
-                session.audit_session,
+                audit_session,
                 exc_info=True,
             )
             return None
-        stream = self.stream(session)
+        stream = self.stream(audit_session)
         stream.closing = True
         await self._drain(stream)
-        records = await self.store.read(session.audit_session)
+        records = await self.store.read(audit_session)
         manifest: dict[str, Any] = {
-            "session_id": session.audit_session,
+            "session_id": audit_session,
             "identity": stream.identity,
             "started_at": stream.started_at,
             "closed_at": wall_clock_ms(),
@@ -606,10 +628,10 @@ class ProxyLedger:
         except McpError:
             log.error(
                 "proxy: the manifest of %s was not recorded",
-                session.audit_session,
+                audit_session,
                 exc_info=True,
             )
         stream.closed = True  # a call still running records nothing more
-        self._streams.pop(session.audit_session, None)
-        await self.proxy.manifest(manifest)
+        self._streams.pop(audit_session, None)
+        await self.observers.manifest(manifest)
         return manifest

@@ -38,7 +38,7 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
-from ._proxy_errors import withheld
+from .._withheld import withheld
 
 PREFIX = "hl-"
 Send = Callable[[dict[str, Any]], Awaitable[None]]

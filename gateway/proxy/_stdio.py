@@ -42,7 +42,7 @@ import msgspec
 import sniffio
 from mcp.shared.message import SessionMessage
 
-from ._proxy_fast import FastCalls
+from ._lane import FastCalls
 
 CHUNK = 1 << 16
 _decode = msgspec.json.Decoder().decode

@@ -22,23 +22,13 @@ no start is left without its finish, P18).
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import anyio
 import mcp.types as types
 from mcp.shared.exceptions import McpError
 
-from ._proxy_errors import withheld
-from ._proxy_layers import ProxyContext, RejectionReason
-
-if TYPE_CHECKING:
-    from ._proxy_session import ProxySession
-
-log = logging.getLogger("helmlog.proxy")
+from ._layers import RejectionReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,83 +102,3 @@ def reason_of(exc: McpError) -> str | None:
         reason = data.get("rejection_reason")
         return reason if isinstance(reason, str) and reason in _REASONS else None
     return None
-
-
-async def accounted(
-    session: ProxySession,
-    ctx: ProxyContext,
-    requested: str,
-    args: Any,
-    meta: Any,
-    route: Callable[[CallState], Awaitable[Any]],
-) -> Any:
-    """P15, P20: one tool call's audit and telemetry around its ``route``.
-
-    ``meta`` is the caller's ``_meta`` (the SDK model or its JSON dict);
-    a layer's failure becomes an ``INTERNAL_ERROR`` with a fixed message and
-    an error id, its text logged under that id (H4); the route's result
-    (a ``CallToolResult`` or its JSON dict) is returned as it came.
-    """
-    proxy = session.proxy
-    started = time.perf_counter()
-    state = CallState(requested, args)
-    ledger = proxy.ledger
-    entry = None
-    if ledger is not None:
-        if meta is not None and not isinstance(meta, dict):
-            meta = meta.model_dump(mode="json", exclude_none=True)
-        entry = await ledger.started(session, ctx, requested, args, meta, state)
-    result: Any = None
-    error: McpError | None = None
-    try:
-        result = await route(state)
-    except anyio.get_cancelled_exc_class():
-        if ledger is not None and entry is not None:
-            with anyio.CancelScope(shield=True):
-                await _cut_off(session, ctx)
-        raise
-    except McpError as exc:
-        error = exc
-        state.reason = state.reason or reason_of(exc)
-    except Exception as exc:  # noqa: BLE001 — a layer failed: H4, withheld
-        error = withheld(
-            "the proxy could not complete this tool call", exc, detail=requested
-        )
-    duration_ms = (time.perf_counter() - started) * 1000.0
-    if state.reason is not None:
-        outcome = "rejected"
-    else:
-        outcome = "error" if error is not None else "success"
-    if ledger is not None and entry is not None:
-        await ledger.finished(
-            session, ctx, entry, requested, state, outcome, result, error, duration_ms
-        )
-    await proxy.telemetry(
-        ToolCallTelemetry(
-            request_id=ctx.request_id,
-            session_id=ctx.session_id,
-            tool=requested,
-            forwarded_tool=state.forwarded,
-            duration_ms=duration_ms,
-            outcome=outcome,
-            rejection_reason=state.reason,
-            identity=ctx.identity,
-            route=state.route,
-            server_name=proxy.name,
-            server_version=proxy.version,
-        )
-    )
-    if error is not None:
-        raise error
-    return result
-
-
-async def _cut_off(session: ProxySession, ctx: ProxyContext) -> None:
-    """P18, P20: record a cancelled call as cut off; a failure is logged, for
-    the cancellation, not the ledger, is what the caller must see."""
-    ledger = session.proxy.ledger
-    assert ledger is not None
-    try:
-        await ledger.cut_off(session, ctx)
-    except McpError:
-        log.error("proxy: the cut-off of call %s was not recorded", ctx.request_id)

@@ -44,9 +44,9 @@ import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from .._withheld import withheld
+from ._http_raw import RawPosts
 from ._http_wire import HttpWire, WireError, sse_events
-from ._proxy_errors import withheld
-from ._upstream_http_raw import RawPosts
 
 log = logging.getLogger("helmlog.proxy")
 Take = Callable[[str], Awaitable[bool]]

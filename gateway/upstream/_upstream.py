@@ -49,8 +49,8 @@ from mcp.shared.session import ProgressFnT
 
 from helmlog.events import HelmlogError
 
-from ._proxy_errors import withheld
-from ._upstream_raw import RawCaller, RawCalls, RoutedReads
+from .._withheld import withheld
+from ._raw import RawCaller, RawCalls, RoutedReads
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
 
@@ -214,11 +214,11 @@ class Upstream:
         """``(read, write, raw)``: raw is ``None`` where ``RoutedReads`` routes."""
         target = self.target
         if isinstance(target, str):
-            from ._upstream_http import upstream_http
+            from ._http import upstream_http
 
             return await stack.enter_async_context(upstream_http(target, self.label))
         if isinstance(target, (list, tuple)):
-            from ._upstream_stdio import upstream_stdio
+            from ._stdio import upstream_stdio
 
             return await stack.enter_async_context(upstream_stdio(target, self.label))
         from mcp.shared.memory import create_client_server_memory_streams

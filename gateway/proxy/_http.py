@@ -46,8 +46,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import anyio
 import mcp.types as types
@@ -57,13 +57,11 @@ from mcp.server.streamable_http import (
     StreamableHTTPServerTransport,
 )
 
-from ._proxy_dual import DualRoute, answer_lane, lane_headers, wants_sse
-from ._proxy_layers import RejectionReason
-from ._proxy_resume import SessionEventStore
-
-if TYPE_CHECKING:
-    from ._proxy import McpProxy
-    from ._proxy_session import ProxySession
+from ._dual import DualRoute, answer_lane
+from ._layers import RejectionReason
+from ._resume import SessionEventStore
+from ._routing import lane_headers, wants_sse
+from ._session import ProxySession
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -92,6 +90,32 @@ def _error_body(
         error["data"] = {"rejection_reason": reason}
     body = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+class SessionHost(Protocol):
+    """What the HTTP app needs of the proxy (``McpProxy`` is one): its limits,
+    and the making, identifying and ending of sessions."""
+
+    allowed_hosts: Sequence[str] | None
+    allowed_origins: Sequence[str] | None
+    max_body_bytes: int
+    max_sessions: int
+    session_ttl_s: float
+
+    async def identify(
+        self, headers: Mapping[str, str]
+    ) -> tuple[Any, tuple[Any, ...]]: ...
+
+    def open_session(
+        self,
+        *,
+        transport: str,
+        session_id: str | None,
+        identity: Any = None,
+        delegated_from: tuple[Any, ...] = (),
+    ) -> ProxySession: ...
+
+    async def close_session(self, session: ProxySession) -> None: ...
 
 
 class _Live:
@@ -127,7 +151,7 @@ def _allowed(value: str, patterns: list[str]) -> bool:
 class ProxyHttpApp:
     """The HTTP proxy as an ASGI app (its lifespan holds the sessions)."""
 
-    def __init__(self, proxy: McpProxy, *, path: str = "/mcp") -> None:
+    def __init__(self, proxy: SessionHost, *, path: str = "/mcp") -> None:
         self.proxy = proxy
         self.path = path
         hosts = list(proxy.allowed_hosts or ())

@@ -1,0 +1,305 @@
+"""The proxy's routes, and the one place that picks the SDK path or the fast path.
+
+Pattern: ``Routing`` holds what the options compile to (three onion
+         pipelines, pass-through observers, visibility, pass-through sets,
+         governance, the upstream) and runs the one tool route, in two forms:
+         ``tool`` on SDK models, ``tool_raw`` on decoded JSON. The functions
+         above it decide, per message, which path answers it.
+Role:    gateway layer; ``McpProxy`` builds one; ``ProxySession`` routes
+         through it, ``FastCalls`` admits with ``lane_call``, the HTTP app
+         picks its transport with ``wants_sse`` and ``lane_headers``.
+Emits:   nothing; the caller's ``Accounting`` records and tells.
+
+Laws: P8 (hidden, then pass-through, then the pipeline; a raising visibility
+predicate hides: fail closed), P10 (the terminal re-checks the forwarded
+name), P12, P13 (pass-through: forwarded once, original params, raw outcome),
+P14 (governance is the innermost layer), P25 (progress only on the SDK path).
+
+The invariant both paths share, stated and checked here:
+  I1 a request whose params carry a ``progressToken`` is answered by the SDK
+     session (over HTTP, on the SSE transport), the only one that can send
+     progress before the reply: ``has_progress`` is the one test of it, and
+     ``lane_call`` and ``wants_sse`` both use it.
+  I2 the lane runs the SDK path's route (``tool``) and answers what the SDK
+     session would; ``tool_raw`` is that route with no layer (so no
+     pass-through observer, which is a marked layer) and no governance, on
+     simple params: ``raw_params`` decides, and ``tool_raw`` refuses to run
+     where it would differ. ``test_proxy_fast.py`` runs both paths and
+     compares their answers and audit rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import mcp.types as types
+from mcp.server.streamable_http import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.exceptions import McpError
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+from ..upstream import Upstream
+from ._calls import CallState, tool_hidden
+from ._governance import Governance
+from ._layers import (
+    Composed,
+    Layer,
+    ProxyContext,
+    RejectionReason,
+    compose,
+    is_pass_through_observer,
+    layers_of,
+    visibility,
+)
+
+log = logging.getLogger("helmlog.proxy")
+
+# -- which path answers a message (I1) ---------------------------------------
+
+
+def has_progress(params: Any) -> bool:
+    """I1: whether a request's params ask for progress (a ``progressToken``)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+def lane_call(message: Any) -> bool:
+    """A JSON-RPC ``tools/call`` request the fast lane may answer (I1: no
+    progress token); everything else goes to the SDK session."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return False
+    rid = message.get("id")
+    if message.get("jsonrpc") != "2.0" or isinstance(rid, bool):
+        return False
+    if not isinstance(rid, (int, str)) or "result" in message or "error" in message:
+        return False
+    return not has_progress(message.get("params"))
+
+
+def wants_sse(method: str, message: Any, accept: str) -> bool:
+    """Whether this POST (its body decoded, ``None`` if not JSON) needs the
+    SSE transport (I1: a progress token does); else the JSON transport."""
+    if method != "POST" or "application/json" not in accept:
+        return True
+    if not isinstance(message, dict) or "id" not in message or "method" not in message:
+        return True  # unparsable, notifications, responses, batches: as before
+    if message["method"] == "initialize":
+        return True
+    return has_progress(message.get("params"))
+
+
+def lane_headers(head: dict[str, str]) -> bool:
+    """Headers the SDK's JSON transport accepts without a word (else it answers)."""
+    if head.get("content-type", "").split(";")[0].strip() != "application/json":
+        return False
+    accept = head.get("accept", "")
+    if not any(a.strip().startswith("application/json") for a in accept.split(",")):
+        return False
+    version = head.get(MCP_PROTOCOL_VERSION_HEADER)
+    return version is None or version in SUPPORTED_PROTOCOL_VERSIONS
+
+
+def simple_params(params: Any) -> dict[str, Any] | None:
+    """``params`` without ``None`` fields when it needs no validation, else ``None``.
+
+    Simple: a name that is a string, arguments an object (or absent), a
+    ``_meta`` an object (or absent), no ``task``. Anything else is validated
+    by the SDK's model, which answers exactly as the SDK session does.
+    """
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        return None
+    args, meta = params.get("arguments"), params.get("_meta")
+    if not (args is None or isinstance(args, dict)) or "task" in params:
+        return None
+    if meta is not None:
+        if not isinstance(meta, dict):
+            return None
+        if None in meta.values():
+            params = {
+                **params,
+                "_meta": {k: v for k, v in meta.items() if v is not None},
+            }
+    out: dict[str, Any] = params
+    if None in out.values():
+        out = {k: v for k, v in out.items() if v is not None}
+    return out
+
+
+# -- the routes ----------------------------------------------------------------
+
+
+def _sequence(option: Iterable[Layer], what: str) -> tuple[Layer, ...]:
+    layers = tuple(option)
+    for layer in layers:
+        if not callable(layer):
+            raise TypeError(f"{what}: {layer!r} is not a middleware callable")
+    return layers
+
+
+class Routing:
+    """The proxy's compiled options and its one tool route (P3, P8–P14)."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        governance: Governance | None = None,
+        *,
+        tool_middleware: Iterable[Layer] = (),
+        resource_middleware: Iterable[Layer] = (),
+        list_tools_middleware: Iterable[Layer] = (),
+        hidden_tools: Any = None,
+        hidden_resources: Any = None,
+        pass_through_tools: Iterable[str] = (),
+        pass_through_resources: Iterable[str] = (),
+    ) -> None:
+        self.upstream = upstream
+        tools = layers_of(_sequence(tool_middleware, "tool_middleware"))
+        resources = layers_of(_sequence(resource_middleware, "resource_middleware"))
+        lists = layers_of(_sequence(list_tools_middleware, "list_tools_middleware"))
+        self.tool_pipeline = compose(tools)
+        self.resource_pipeline = compose(resources)
+        self.list_tools_pipeline = compose(lists)
+        # P13: the marked layers, at their positions (I2: a subset of the layers)
+        self.tool_observers = compose(x for x in tools if is_pass_through_observer(x))
+        self.resource_observers = compose(
+            x for x in resources if is_pass_through_observer(x)
+        )
+        self._hidden_tools = visibility(hidden_tools, "hidden_tools")
+        self._hidden_resources = visibility(hidden_resources, "hidden_resources")
+        self.pass_through_tools = frozenset(pass_through_tools)
+        self.pass_through_resources = frozenset(pass_through_resources)
+        self.governance = governance  # P14: the innermost layer, or none
+
+    def is_hidden_tool(self, name: str, ctx: ProxyContext) -> bool:
+        """P8: hidden by name or predicate; a raising predicate hides (fail closed)."""
+        return _decide(self._hidden_tools, name, ctx, "hidden_tools")
+
+    def is_hidden_resource(self, uri: str, ctx: ProxyContext) -> bool:
+        """P8: the same on the exact URI."""
+        return _decide(self._hidden_resources, uri, ctx, "hidden_resources")
+
+    # -- the path of one tools/call (I2) --------------------------------------
+
+    def raw_params(self, params: Any) -> dict[str, Any] | None:
+        """I2: ``params`` (simplified) if ``tool_raw`` is the route for them,
+        ``None`` if the call must take ``tool`` on the SDK's models."""
+        if self.tool_pipeline.layers or self.governance is not None:
+            return None
+        return simple_params(params)
+
+    async def tool(
+        self,
+        req: types.CallToolRequest,
+        ctx: ProxyContext,
+        state: CallState,
+        progress: Any,
+        audit_session: str,
+    ) -> types.CallToolResult:
+        """The tool route (P8–P14): hidden, pass-through, or the onion."""
+        requested = req.params.name
+        if self.is_hidden_tool(requested, ctx):
+            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
+            raise tool_hidden(requested)
+        if requested in self.pass_through_tools:
+            state.route, state.forwarded = "pass-through", requested
+            raw = await pass_through(req, ctx, self.tool_observers, self.forward)
+            assert isinstance(raw, types.CallToolResult)
+            return raw
+        governance = self.governance
+
+        async def terminal(forward: types.CallToolRequest) -> types.CallToolResult:
+            name = forward.params.name
+            state.forwarded, state.forwarded_args = name, forward.params.arguments
+            if self.is_hidden_tool(name, ctx):  # P10: no rename reaches it
+                state.reason = RejectionReason.TOOL_HIDDEN
+                raise tool_hidden(name)
+            if governance is not None:
+                return await governance.call(
+                    audit_session, forward, ctx, state, progress, self.forward
+                )
+            return await self.forward(forward, progress)
+
+        out = await self.tool_pipeline(req, terminal, ctx)
+        if not isinstance(out, types.CallToolResult):
+            raise TypeError(
+                f"tool middleware returned {type(out).__name__}, not a CallToolResult"
+            )
+        return out
+
+    async def tool_raw(
+        self, params: dict[str, Any], ctx: ProxyContext, state: CallState
+    ) -> Any:
+        """``tool`` with no layer and no governance, on raw dicts (I2).
+
+        Returns the upstream's raw ``result`` (the caller checks it).
+        """
+        if self.tool_pipeline.layers or self.governance is not None:
+            raise RuntimeError("I2: the raw route runs only with no layer")
+        requested = params["name"]
+        if self.is_hidden_tool(requested, ctx):
+            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
+            raise tool_hidden(requested)
+        if requested in self.pass_through_tools:
+            state.route, state.forwarded = "pass-through", requested
+        else:
+            state.forwarded = requested
+            state.forwarded_args = params.get("arguments")
+            if self.is_hidden_tool(requested, ctx):  # P10, as the terminal does
+                state.reason = RejectionReason.TOOL_HIDDEN
+                raise tool_hidden(requested)
+        return await self.upstream.call_raw("tools/call", params)
+
+    async def forward(
+        self, req: types.CallToolRequest, progress: Any = None
+    ) -> types.CallToolResult:
+        """One ``tools/call`` to the upstream, on the SDK's models."""
+        result = await self.upstream.request(req, types.CallToolResult, progress)
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+
+async def pass_through(
+    req: Any,
+    ctx: ProxyContext,
+    observers: Composed,
+    forward: Callable[[Any], Awaitable[Any]],
+) -> Any:
+    """P12, P13: forward the original request exactly once; raw outcome back."""
+    done = False
+    value: Any = None
+    failure: BaseException | None = None
+
+    async def once(_ignored: Any = None) -> Any:
+        nonlocal done, value, failure
+        if not done:
+            done = True
+            try:
+                value = await forward(req)
+            except McpError as exc:
+                failure = exc
+        if failure is not None:
+            raise failure
+        return value
+
+    if observers.layers:
+        try:
+            await observers(req, once, ctx)
+        except McpError as exc:
+            if exc is not failure:
+                log.warning("proxy: a pass-through observer raised", exc_info=True)
+        except Exception:  # P13: an observer changes nothing
+            log.warning("proxy: a pass-through observer raised", exc_info=True)
+    return await once()
+
+
+def _decide(
+    rule: Callable[[str, ProxyContext], bool], name: str, ctx: ProxyContext, what: str
+) -> bool:
+    try:
+        return bool(rule(name, ctx))
+    except Exception:  # governance fails closed: hidden
+        log.warning(
+            "proxy: %s predicate raised for %r; hiding it", what, name, exc_info=True
+        )
+        return True
