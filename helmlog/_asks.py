@@ -1,29 +1,17 @@
 """Pending questions from the command line: list them, approve or decline one.
 
-Pattern: read the record to find what waits on a person; resolve it through
-         the same ``Agent.resume`` a program would call.
+Pattern: read the pending-asks index to find what waits on a person; resolve
+         it through the same ``Agent.resume`` a program would call.
 Role:    the face; ``helmlog asks|approve|decline`` call these.
-Emits:   through the resuming agent: ``pause.resume``, the resume-side row,
-         and whatever the rest of the run records.
+Emits:   through the resuming agent: ``pause.resume``, its row, the run.
 
-Laws: R18 (``asks`` lists pending pauses — session, tool, call id,
-middleware, question — from the store's pending-asks index, not a scan and
-fold of every session; ``approve|decline SESSION --by WHO [--note TEXT]``
-resolves one as ``check_in_approved``/``check_in_declined`` would; issue 11
-item 2: only an ask the index lists, as the identity the shell is configured
-as, never a free-text name), R1 (the
-pause being resolved and its checkpoint are read from the fold of its
-stream, R19: verified first), R9 (the checkpoint is checked like any other;
-under a chain key it is signed with the store's key, as the agent signs the
-checkpoints it hands out), issue 8 item 8 (an approval joins the caller's
-trace when the shell passes one in the ``TRACEPARENT``/``TRACESTATE``
-environment variables, OpenTelemetry's environment carrier; else the turn's
-recorded trace goes on).
+Laws: R18 (asks from the index, not a scan), issue 11 item 2 (only an ask
+the index lists), R1/R19 (the pause is read from the verified fold), R9 (the
+checkpoint is signed with the store's chain key), issue 8 item 8
+(``TRACEPARENT``/``TRACESTATE`` join the caller's trace).
 
-Why ``--agent module:function``: resuming runs the rest of the turn — the
-chain after the asker, the tool, the model — so the command needs the agent
-that paused, exactly as a program would. The function takes the store and
-returns the agent built on it.
+Why ``--agent module:function``: resuming runs the rest of the turn, so the
+command needs the agent that paused, built on the store it is given.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """An embedded ``redis-server`` for ``helmlog demo --cluster`` with no ``--store``.
 
-Pattern: a context manager that owns a child process: started on a free
-         loopback port, waited on until it answers, stopped on the way out
-         (an answer, an error or Ctrl-C alike).
-Role:    the face; the demo's embedded default for a shared store, so a new
-         user sees sessions on a cluster without running a server first.
+Pattern: a context manager owning a child process: started on a free
+         loopback port, waited on until it answers, stopped on the way out.
+Role:    the face (CLI plumbing for the demo); no layer runs servers.
 Emits:   nothing.
 
-Laws: R11 (a cluster's sessions need a store every host reaches; the demo
-starts one rather than asking for it), R18 (``helmlog demo --cluster`` runs
-with no server of the user's).
+Laws: R11 (a cluster's sessions need a store every host reaches), R18
+(``helmlog demo --cluster`` runs with no server of the user's).
 
-Why a throwaway server with nothing saved (``--save ""``, a temp dir): the
-demo's sessions are shown, then gone; a user who wants to keep them passes
-``--store redis://...``. Why its own process group: Ctrl-C in a terminal
-signals the whole foreground group, and the server must outlive the demo's
-last append, so the demo stops it itself, last.
+Why a throwaway (``--save ""``, a temp dir) in its own process group: the
+demo's sessions are shown, then gone; Ctrl-C signals the foreground group,
+and the server must outlive the demo's last append.
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """Unfinished turns from the command line: ``helmlog recover``.
 
-Pattern: the failover sweep run by hand — candidates from the store's
-         open-turns index (or the one session named), each handed to the
-         agent's own ``recover`` and then reindexed.
-Role:    the face; ``helmlog recover --store URL [SESSION] --agent
-         module:function`` calls ``recover_sessions``.
-Emits:   through each recovering agent, what R7 says: ``tool.outcome_unknown``
-         for a call dispatched without a result (or, for an idempotent tool,
-         a new dispatch), the rest of the batch, the model's answer.
+Pattern: the failover sweep run by hand: candidates from the open-turns
+         index (or the one session named), each handed to the agent's own
+         ``recover``, then reindexed.
+Role:    the face; ``helmlog recover --store URL [SESSION] --agent m:f``.
+Emits:   through each recovering agent, what R7 says.
 
-Laws: R22 (``helmlog recover`` finishes, per R7, the unfinished turns found
-through the open-turns index, never a scan of every session), R7 (a
-dispatched call is not run again unless its tool is idempotent), R1 (the
-stream decides whether a turn is open; the index only names candidates).
+Laws: R22 (candidates from the open-turns index, never a scan), R7 (a
+dispatched call is not run again unless idempotent), R1 (the stream decides).
 
-Why one agent per session: an agent holds per-run state and its provider (a
-scripted model's script, a client's connection), as on a host; the factory
-is cheap and sessions must not share those.
-
-Why ``reindex`` after every candidate, recovered or not: the index is a
-projection that can be stale (a host died between an append and its index
-update); repairing from the stream drops a mark whose turn is over and keeps
-one whose turn is still open, so the next sweep does not fold it again. It
-also publishes the facts after the session's cursor (R4), so one run of
-``recover`` is also one sweep of the facts outbox over the open turns (the
-agent's activation of each candidate publishes them first).
+Why one agent per session: an agent holds per-run state and its provider.
+Why ``reindex`` after every candidate: the index is a projection that can be
+stale; repairing it from the stream keeps the next sweep from folding again.
 """
 
 from __future__ import annotations

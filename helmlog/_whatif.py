@@ -1,22 +1,17 @@
-"""What-if from the face: verified records in, a report out; its table.
+"""What-if from the face: verified records in, a report out; its tables.
 
 Pattern: a thin adapter over the runtime's ``WhatIf``: read (or take) a
-         session's stored records, verify them, decode once, re-judge; render
-         the report as Rich tables or one JSON document.
+         session's records, verify them, decode once, re-judge; render the
+         report as Rich tables or one JSON document.
 Role:    the face; ``helmlog.whatif`` and ``helmlog whatif`` are these.
-Emits:   nothing: a what-if appends to no stream and calls no model or tool.
+Emits:   nothing: a what-if appends to no stream, calls no model or tool.
 
-Laws: issue 13 (re-judge recorded sessions under a changed policy; typed
-errors for an unknown session, a factory that does not import, a tampered
-stream), R19 (nothing acts on a stream it did not verify: each session's
-records are checked against their hashes, chain and head before a single
-decision is re-judged, and a stream that fails is refused with
-``StreamTamperedError``), R18 (the command line reads stores by URL; a
-chain key comes from ``$HELMLOG_CHAIN_KEY``, as for ``verify``).
+Laws: issue 13 (typed errors for an unknown session, a factory that does not
+import, a tampered stream), R19 (each session verified before a single
+decision is re-judged), R18 (stores by URL, ``$HELMLOG_CHAIN_KEY``).
 
-Why ``--agent`` names a factory taking the store, as ``approve`` does: the
-same factory that runs the sessions builds the changed agent to judge them,
-so a team edits one function and asks what would change.
+Why ``--agent`` takes the store, as ``approve`` does: the factory that runs
+the sessions builds the changed agent that judges them.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """The ``helmlog`` commands, each module one group, all on one Typer app.
 
-Pattern: ``_app`` holds the app and the wiring commands share; each other
-         module registers its commands with ``@app.command()`` when
-         imported; this package imports them in the order ``--help`` lists
-         them (Typer lists commands in registration order).
+Pattern: ``_app`` holds the app and shared wiring; each module registers
+         its commands with ``@app.command()`` when imported, in the order
+         ``--help`` lists them.
 Role:    the face (private); ``helmlog.cli`` re-exports ``app`` and runs it.
 Emits:   nothing itself.
 
-Groups: ``_demo`` (demo), ``_record`` (replay, verify, tail, watch),
-``_approvals`` (asks, approve, decline), ``_serving`` (serve, recover,
-mcp-proxy), ``_whatif`` (whatif).
+Groups: ``_demo``, ``_record`` (replay, verify, tail, watch), ``_approvals``
+(asks, approve, decline), ``_serving`` (serve, recover, mcp-proxy),
+``_whatif``. Laws: R18 (the command line), and each module's own.
 
-Laws: R18 (the command line), and each module's own.
-
-Why commands stay thin: the scenario, the stores and the renderers live in
-modules a test can call directly (``helmlog._demo``, ``_record``, ``_asks``,
-``_watch``, ``_whatif``, ``_recover``); a command only wires them to options.
+Why commands stay thin: what they run lives in the layers (gateway, sinks,
+runtime) or in modules a test calls directly; a command wires it to options.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """The one Typer app every ``helmlog`` command registers on, and its wiring.
 
-Pattern: one ``typer.Typer``; the command modules beside this one decorate
-         their functions with ``@app.command()``; the options and helpers
-         more than one command shares (the store option, opening a store for
-         one command, the failure line) live here.
-Role:    the face; ``helmlog.cli`` imports ``app`` from this package, whose
-         ``__init__`` imports each command module in the order ``--help``
-         lists them.
+Pattern: one ``typer.Typer``; command modules decorate their functions with
+         ``@app.command()``; what several share (the store option, opening a
+         store for one command, the failure line) lives here.
+Role:    the face; ``helmlog.cli`` imports ``app`` from this package.
 Emits:   nothing.
 
-Laws: R18 (the command line: one app, one ``--store`` with one environment
-default, ``$HELMLOG_STORE``, for every command that reads a store).
+Laws: R18 (one app, one ``--store`` with one default, ``$HELMLOG_STORE``).
 
-Why the app is not in ``helmlog/cli.py``: ``python -m helmlog.cli`` runs that
-file as ``__main__``, so a command module importing ``helmlog.cli`` would
-import a second copy and register on an app nobody runs; here there is one
-module, imported once, whichever way the command line starts.
+Why not in ``helmlog/cli.py``: ``python -m helmlog.cli`` runs that file as
+``__main__``, so a command importing ``helmlog.cli`` would register on a
+second copy of the app that nobody runs.
 """
 
 from __future__ import annotations

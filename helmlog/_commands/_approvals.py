@@ -1,20 +1,16 @@
 """The commands a person answers pauses with: ``asks``, ``approve``, ``decline``.
 
-Pattern: thin commands over ``helmlog._asks`` (the pending-asks index, the
-         decision and the resumed run); who decides comes from the shell's
-         configuration (``helmlog.gateway.http``'s ``approver_from_environment``).
-Role:    the face; registers ``asks``, ``approve`` and ``decline`` on the one
-         app.
+Pattern: thin commands over ``helmlog._asks``; who decides comes from the
+         shell's configuration (``helmlog.gateway.http``'s
+         ``approver_from_environment``).
+Role:    the face; registers ``asks``, ``approve`` and ``decline``.
 Emits:   nothing itself; the resumed agent records the decision and the run.
 
-Laws: R18 (``asks`` reads the pending-asks index, never the streams), G59–G62
-(a decision resumes the paused call as ``check_in_approved`` or
-``check_in_declined`` would), issue 11 item 2 (the decider is who the shell
-is configured as; ``--by`` may only repeat it).
+Laws: R18 (``asks`` reads the pending-asks index), G59–G62, issue 11 item 2
+(the decider is who the shell is configured as; ``--by`` may only repeat it).
 
 Why the identity is never a free-text flag: a decision is an audited fact,
-so its ``by`` must be something the operator configured ($HELMLOG_TOKEN with
-the auth file, or $HELMLOG_APPROVER), not whatever a caller typed.
+so its ``by`` is what the operator configured, not what a caller typed.
 """
 
 from __future__ import annotations

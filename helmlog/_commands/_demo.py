@@ -1,19 +1,15 @@
 """``helmlog demo``: the refund desk, run as N governed scripted sessions.
 
-Pattern: one thin command over ``helmlog._demo`` (the scenario, the runner,
-         the tables); it picks the store, runs the sessions behind a progress
-         bar on stderr, exports the record if asked, and prints.
+Pattern: one thin command over ``helmlog._demo``: pick the store, run the
+         sessions behind a progress bar, export the record if asked, print.
 Role:    the face; registers ``demo`` on the one app.
 Emits:   nothing itself; the sessions record through the agents they run.
 
-Laws: R18 (demo runs governed scripted sessions with no server,
-``--sessions N``, ``--store URL``, ``--cluster`` on a redis-server it starts
-itself when no store is given; ``--otlp``/``--jsonl`` export the record once
-the sessions have run).
+Laws: R18 (no server needed; ``--sessions N``, ``--store URL``,
+``--cluster`` on a redis-server it starts itself; ``--otlp``/``--jsonl``).
 
 Why the export runs before the store closes: a memory store's record ends
-with it, so the sessions are read back and exported inside the one event
-loop that ran them.
+with it, so the sessions are exported inside the loop that ran them.
 """
 
 from __future__ import annotations

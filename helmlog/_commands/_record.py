@@ -1,24 +1,18 @@
 """The commands that read the record: ``replay``, ``verify``, ``tail``, ``watch``.
 
-Pattern: thin commands over ``helmlog._record`` (timeline, chain check,
-         facts follower) and ``helmlog._watch`` (the consumer group); each
-         opens the store for one event loop, calls, prints.
-Role:    the face; registers ``replay``, ``verify``, ``tail`` and ``watch``
-         on the one app.
-Emits:   nothing to the record; ``replay --jsonl/--otlp`` re-emits a session
-         to a sink, ``watch`` delivers facts to one.
+Pattern: thin commands over ``helmlog._record`` (timeline, chain check, fact
+         lines) and ``helmlog._watch`` (the sink spec); the followers are
+         ``helmlog.sinks``' (``follow_facts``, ``FactsConsumer``).
+Role:    the face; registers ``replay``, ``verify``, ``tail``, ``watch`` and
+         ``upgrade-heads``.
+Emits:   nothing to the record; ``replay --jsonl/--otlp`` and ``watch``
+         deliver to a sink.
 
-Laws: R18 (the command line), R3/R19 (``verify`` checks the hash chain and
-the head, keyed by ``$HELMLOG_CHAIN_KEY``, and names what broke), R26
-(``verify`` names a missing head on a store that writes heads;
-``upgrade-heads`` is the explicit upgrade of older streams), R6
-(``replay`` re-emits marked as replayed), R4 (``watch`` acknowledges a fact
-only after its sink took it), G49 (``tail`` and ``watch`` carry facts, never
-values).
+Laws: R18, R3/R19/R26 (``verify`` names what broke), R6 (replayed), R4
+(``watch`` acknowledges after its sink took it), G49 (facts, never values).
 
-Why they sit together: none of them runs an agent or calls a model; each
-reads what a session recorded, so each fails the same way (exit 1 for a
-session that is not there, 2 for a store or input it cannot use).
+Why together: none runs an agent; each fails the same way (exit 1 for a
+missing session, 2 for a store or input it cannot use).
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """The commands that run an agent for others: ``serve``, ``recover``, ``mcp-proxy``.
 
-Pattern: thin commands; each loads what it serves (an agent factory, an
-         auth file, a proxy policy), hands it to the library's long-running
-         part (``helmlog.gateway.http.serve``, ``helmlog._recover``,
-         ``helmlog._proxy_cli``) and turns its errors into one line and an
-         exit code.
-Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy`` on the
-         one app.
+Pattern: thin commands; each loads what it serves (an agent factory, an auth
+         file, a proxy policy), hands it to ``helmlog.gateway.http.serve``,
+         ``helmlog._recover`` or ``helmlog._proxy_cli``, and turns its errors
+         into one line and an exit code.
+Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy``.
 Emits:   nothing itself; the agents they run record their sessions.
 
-Laws: issue 11 (``serve``: the HTTP API and approvals page, refused without
-an auth file), R7/R22 (``recover`` finishes the unfinished turns the
-open-turns index names, or one named session, and exits 1 if one could not
-be), R18's mcp-proxy (section P; ``helmlog/_proxy_cli.py``).
-
-Why ``recover`` sits with the servers: it is what an operator runs after a
-server or session host stopped, on the same ``--agent`` and ``--store`` the
-server was given; ``demo`` and the record's commands never need it.
+Laws: issue 11 (``serve`` refused without an auth file), R7/R22
+(``recover`` exits 1 if a session could not be recovered), section P.
 
 Why the servers import inside their commands: ``import helmlog.cli`` loads
-neither Starlette, uvicorn nor the MCP SDK, so a command that serves nothing
-never pays for them.
+neither Starlette, uvicorn nor the MCP SDK.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """``helmlog whatif``: re-judge recorded sessions under a changed agent.
 
-Pattern: one thin command over ``helmlog._whatif``: it loads the changed
-         agent on the opened store, picks the sessions (named, or ``--all``
-         since a time), re-judges them behind a progress bar on stderr and
-         prints the report (a table, or one JSON document).
+Pattern: one thin command over ``helmlog._whatif``: load the changed agent,
+         pick the sessions (named, or ``--all`` since a time), re-judge them
+         behind a progress bar on stderr, print a table or one JSON document.
 Role:    the face; registers ``whatif`` on the one app.
-Emits:   nothing: the changed agent's rules judge, its model and tools are
-         never called, and nothing is appended to the record.
+Emits:   nothing: no model or tool is called, nothing is appended.
 
-Laws: issue 13 (re-judge recorded sessions under a changed policy; exit 0
-when nothing flipped, 1 when a decision flipped, 2 on bad input), R19 (a
-stream that does not verify is refused, never re-judged), R18 (stores by
-URL, the chain key from ``$HELMLOG_CHAIN_KEY`` as for ``verify``).
+Laws: issue 13 (exit 0 when nothing flipped, 1 when a decision flipped, 2 on
+bad input), R19 (a stream that does not verify is refused), R18.
 
-Why the exit code says whether anything flipped: a CI job that re-judges
-last week's sessions under a rule change fails on a changed decision with
-no parsing of the report.
+Why the exit code says whether anything flipped: a CI job re-judging last
+week's sessions under a rule change fails with no parsing of the report.
 """
 
 from __future__ import annotations
