@@ -1,64 +1,123 @@
-"""The agent: run, continue, resume, recover; what library users hold.
+"""The agent and its builder: what library users hold.
 
-Pattern: a facade whose doors delegate, each to the module that does the job:
-         the run path (``_run.py``), the resume path (``_resume.py``, checked
-         by ``_bindings.py``), recovery (``_recovery.py``), the session cache
-         and operation guard (``_hosting.py``) and the loop (``_loop.py``); the
-         doors over what an agent holds are its base's (``_agent_state.py``).
-Role:    runtime layer; ``helmlog.Agent`` is this, and ``helmlog.AgentBuilder``
-         (the builder's doors, ``_builder.py``, plus ``build()``).
-Emits:   through the loop; ``agent.on``/``attach`` subscribe listeners.
+Pattern: two facades. ``Agent`` holds the parts that do its jobs, each owning
+         its state: the loop (``_loop.py``), the "last run" cursor
+         (``_cursor.py``), the session cache and operation guard
+         (``_hosting.py``), the run, resume and recovery paths (``_run.py``,
+         ``_resume.py``, ``_recovery.py``) and the listeners (``_watchers.py``).
+         ``AgentBuilder`` holds the checked parts of ``_builder.py``.
+Role:    runtime layer; ``helmlog.Agent`` and ``helmlog.AgentBuilder``.
 
-Laws: G33–G38 and G59–G70 (admission, continued turns, pause and resume,
-decisions, the errors: ``_run.py``, ``_resume.py``, ``_bindings.py``), G84
-(``run_sync`` waits for watchers), R7 (``recover``, ``_recovery.py``), R9,
-R14, R19, R20, R23 and issue 8 item 8 (checkpoints, verified streams, one
-writer, a turn's limits, trace context: the run and resume paths), issue 12
-(``turn``/``resume_turn`` return the call's own ``TurnResult``; ``stream``
-yields the session's events, ``_feed.py``).
-
-Why the bodies live elsewhere and the docstrings here: users read
-``help(Agent.run)``; each job is then a module a newcomer reads whole.
-
-Why ``build()`` is here and not in ``_builder.py``: ``Agent.create`` returns
-a builder, so this module imports the builder's; the builder constructing
-the agent would close an import circle.
+Laws: G33–G38, G59–G70 (run, resume, decisions), G82–G84 (listeners), G84
+(``run_sync`` waits for watchers), R1/G86 (``last_snapshot``), R7
+(``recover``), R9, R21/R6 (residency), issue 12 (``turn``, ``stream``).
+Why both here: ``Agent.create`` returns a builder and ``build()`` makes an agent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Self
 
-from helmlog.events import Checkpoint
+from helmlog.events import AgentBuildError, Checkpoint, SessionState
 
-from ._agent_state import AgentState
-from ._builder import AgentParts
+from ._builder import Options, Rules, Toolset, freeze
 from ._config import AgentConfig
+from ._cursor import LastRun
 from ._feed import stream_turn
+from ._hosting import Hosting
+from ._loop import Loop
 from ._pause import AskPause, TurnResult
 from ._recovery import Recovery
 from ._resume import Resume
 from ._run import Run
+from ._tools import Tool
 from ._watchers import Listeners
+from ._window import WindowStrategy
 from .providers import Provider
 
 
-class AgentBuilder(AgentParts):
+class AgentBuilder:
     """Collects an agent's parts; ``build()`` freezes them into an ``Agent``."""
+
+    def __init__(self, provider: Provider, model: str, **options: Any) -> None:
+        self._options = Options(provider, model, **options)
+        self._system = ""
+        self._toolset = Toolset()
+        self._rules = Rules()
+        self._watchers: list[Any] = []
+
+    def system(self, prompt: str) -> Self:
+        """Set the system prompt."""
+        if not isinstance(prompt, str):
+            raise AgentBuildError("system() takes a str")
+        self._system = prompt
+        return self
+
+    def tool(self, *tools: Tool) -> Self:
+        """Register tools, in order; a name may be registered once."""
+        self._toolset.add(tools)
+        return self
+
+    tools = tool
+
+    def permissions(self, checker: Callable[[Any], Any]) -> Self:
+        """Install the permission gate (G54): ``checker(call) -> Allow | Deny``."""
+        self._rules.set_permissions(checker)
+        return self
+
+    def tool_middleware(self, *links: Any) -> Self:
+        """Append tool links in order, after checking every one (G10)."""
+        self._rules.add_tool_links(links)
+        return self
+
+    def message_middleware(self, *links: Any) -> Self:
+        """Append message links in order, after checking every one (G10)."""
+        self._rules.add_message_links(links)
+        return self
+
+    def window(self, strategy: WindowStrategy) -> Self:
+        """Set the window strategy (G79)."""
+        self._rules.set_window(strategy)
+        return self
+
+    def act(self, **keys: Any) -> Self:
+        """Declare the whole wheel in one place (G72–G77)."""
+        self._rules.act(keys)
+        return self
+
+    def watch(self, *watchers: Any) -> Self:
+        """Attach watchers at ``build()`` (G82); zero is allowed."""
+        self._watchers.extend(watchers)
+        return self
+
+    def freeze(self) -> tuple[AgentConfig, Listeners]:
+        """The frozen configuration and the watchers attached at build (G82)."""
+        listeners = Listeners()
+        for w in listeners.check_watchers(self._watchers):
+            listeners.attach(w)
+        return freeze(
+            self._options, self._system, self._toolset, self._rules
+        ), listeners
 
     def build(self) -> Agent:
         """Freeze the configuration into an agent."""
         return Agent(*self.freeze())
 
 
-class Agent(AgentState):
+class Agent:
     """A governed agent. Build one with ``Agent.create(provider=..., model=...)``."""
 
     def __init__(self, config: AgentConfig, listeners: Listeners) -> None:
-        super().__init__(config, listeners)
+        self._config = config
+        self._listeners = listeners
+        self._loop = Loop(config)
+        self._cursor = LastRun()
+        self._hosting = Hosting(config, listeners, self._loop, self._cursor)
+        # The resident sessions, least recently used first (R21).
+        self._sessions = self._hosting.sessions
         self._run = Run(config, self._loop, self._hosting, self._cursor)
         self._resume = Resume(config, self._loop, self._hosting)
         self._recovery = Recovery(config, self._loop, self._hosting)
@@ -173,7 +232,7 @@ class Agent(AgentState):
         tracestate: str | None = None,
     ) -> str | AskPause:
         """Continue the last conversation: ``run(m, continue_from=checkpoint())``."""
-        cp = self._cursor.continuation()
+        cp = self._cursor.conversation.continuation()
         return await self.run(
             message, continue_from=cp, traceparent=traceparent, tracestate=tracestate
         )
@@ -247,3 +306,73 @@ class Agent(AgentState):
     ) -> TurnResult:
         """``resume``, returning this call's own ``TurnResult``."""
         return await self._resume(checkpoint, decision, traceparent, tracestate)
+
+    @property
+    def config(self) -> AgentConfig:
+        """The frozen configuration this agent runs with."""
+        return self._config
+
+    @property
+    def store(self) -> Any:
+        """The event store this agent records into."""
+        return self._config.store
+
+    @property
+    def policy_version(self) -> str:
+        """Digest of this agent's governance posture (R9)."""
+        return self._config.policy_version
+
+    # -- listening --------------------------------------------------------
+
+    def on(self, event_type: str, fn: Callable[[Any], Any]) -> Callable[[], None]:
+        """Subscribe ``fn`` to one event type (``"*"`` for all); returns unsubscribe."""
+        return self._listeners.on(event_type, fn)
+
+    def attach(self, watcher: Any) -> Callable[[], None]:
+        """Attach a watcher at runtime (G82, G83); returns unsubscribe."""
+        (w,) = self._listeners.check_watchers([watcher]) or (watcher,)
+        return self._listeners.attach(w)
+
+    async def idle(self) -> None:
+        """Wait until async watchers have seen every event delivered so far."""
+        await self._listeners.idle()
+
+    # -- state ------------------------------------------------------------
+
+    def checkpoint(self) -> Checkpoint | None:
+        """Where the last run left its conversation; ``None`` after a refused input."""
+        return self._cursor.conversation.checkpoint
+
+    def last_snapshot(self) -> SessionState:
+        """The fold of the last run's session, served redacted (R1, G86)."""
+        return self._cursor.snapshot(self._hosting.resident.get, self._config)
+
+    @property
+    def session_id(self) -> str | None:
+        """The id of the last run's session."""
+        return self._cursor.conversation.session_id
+
+    # -- residency (R21) ----------------------------------------------------
+
+    @property
+    def resident_count(self) -> int:
+        """How many sessions this agent holds in memory now."""
+        return len(self._hosting.resident)
+
+    def evict_idle(self, now: int | None = None) -> int:
+        """Drop resident sessions idle longer than ``idle_s``; return how many.
+
+        Args:
+            now: the agent clock's reading in ms (default: the clock's now).
+
+        A session with an operation in flight is never dropped; a dropped one
+        re-activates from its stream on next use, silently (R6).
+        """
+        return self._hosting.resident.evict_idle(now)
+
+    def forget(self, session_id: str) -> bool:
+        """Drop one resident session unless an operation is in flight on it.
+
+        Returns whether it was dropped. Nothing is appended (R6).
+        """
+        return self._hosting.resident.forget(session_id)

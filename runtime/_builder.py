@@ -1,28 +1,16 @@
-"""Assembling an agent: ``Agent.create(...)`` → ``AgentBuilder`` → ``build()``.
+"""The parts an ``AgentBuilder`` holds, each checking before it changes.
 
-Pattern: a builder whose every door checks everything before attaching
-         anything, so a refused call leaves it exactly as it was.
-Role:    runtime layer; ``AgentParts`` collects the parts and freezes them
-         into the ``AgentConfig`` the loop runs (and the watchers' fan-out);
-         ``AgentBuilder`` (``_agent.py``) is these doors plus ``build()``,
-         which hands the frozen parts to the ``Agent`` constructor.
-Emits:   nothing.
+Pattern: the builder (``AgentBuilder``, ``_agent.py``) is a facade over three
+         parts that own their state: ``Options`` (the checked keywords of
+         ``Agent.create``), ``Toolset`` (tools, in order) and ``Rules`` (the
+         governance wheel: links, window, permissions, ``.act()``); every door
+         checks everything before attaching anything, so a refused call leaves
+         the part exactly as it was. ``freeze`` makes the ``AgentConfig``.
+Role:    runtime layer; nothing outside ``AgentBuilder`` holds these parts.
 
-Laws: G9–G10 (the doors), G40 (which agents are output-governed: an
-``output_type`` makes one, G92), G72–G77
-(``.act()``: accepted keys, refusals in checking order, a refused bundle
-changes nothing, the forwarding order, phase wrappers, hooks decide), G79
-(one window strategy, two doors), G82–G83 (``.watch()``; ids must not
-collide).
-
-Why the doors live apart from ``build()``: the agent's module must import
-the builder (``Agent.create`` returns one) and the builder must construct
-the agent; with ``build()`` beside ``Agent`` the import points one way only
-(the runtime package has no import circle, tests/unit/architecture).
-
-Why ``.act()`` forwards to the doors rather than building its own chains:
-there must be one way rules end up in a chain, so that the ledger, requests
-and window records of the two spellings are equal by construction (G75).
+Laws: G9–G10 (the doors), G40 and G92 (which agents are output-governed),
+G72–G77 (``.act()`` forwards to the doors, so both spellings make equal
+chains, G75), G79 (one window strategy, two doors), G82–G83 (``.watch()``).
 """
 
 from __future__ import annotations
@@ -30,7 +18,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Self
+from typing import Any
 
 from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
 
@@ -56,7 +44,6 @@ from ._output import DEFAULT_MAX_OUTPUT_RETRIES, OutputType, compile_output
 from ._redaction import RedactionPolicy
 from ._tools import CredentialResolver, Tool
 from ._trace import random_traceparent
-from ._watchers import Listeners
 from ._window import WindowStrategy
 from .providers import Provider, ToolSpec
 
@@ -73,8 +60,8 @@ def uuid_ids() -> str:
     return uuid.uuid4().hex
 
 
-class AgentParts:
-    """Collects an agent's parts; ``freeze()`` makes its configuration."""
+class Options:
+    """The checked keywords of ``Agent.create``: provider, model, store, limits."""
 
     def __init__(
         self,
@@ -154,51 +141,38 @@ class AgentParts:
                 f"max_output_retries= takes an int of 0 or more, got "
                 f"{max_output_retries!r}"
             )
-        self._output: OutputType | None = (
+        self.output: OutputType | None = (
             None if output_type is None else compile_output(output_type)
         )
-        self._max_output_retries = max_output_retries
-        self._limits = (
-            max_model_calls,
-            max_tool_calls,
-            None if max_turn_s is None else max(1, round(max_turn_s * 1000)),
+        self.max_output_retries = max_output_retries
+        self.max_model_calls = max_model_calls
+        self.max_tool_calls = max_tool_calls
+        self.max_turn_ms = (
+            None if max_turn_s is None else max(1, round(max_turn_s * 1000))
         )
-        self._max_resident = max_resident
-        self._idle_s = float(idle_s)
-        self._provider = provider
-        self._model = model
-        self._redact = redact
-        self._store = store
-        self._clock = clock or wall_clock_ms
-        self._ids = ids or uuid_ids
-        self._traces = traces or random_traceparent
-        if isinstance(credentials, Mapping):
-            table = dict(credentials)
-            self._credentials: CredentialResolver | None = table.get
-        else:
-            self._credentials = credentials
-        self._system = ""
-        self._tools: dict[str, Tool] = {}
-        self._tool_links: list[Link] = []
-        self._message_links: list[Link] = []
-        self._window: WindowStrategy | None = None
-        self._window_door = ""
-        self._permissions: Callable[[Any], Any] | None = None
-        self._watchers: list[Any] = []
-        self._acted = False
+        self.max_resident = max_resident
+        self.idle_s = float(idle_s)
+        self.provider = provider
+        self.model = model
+        self.redact = redact
+        self.store = store
+        self.clock = clock or wall_clock_ms
+        self.ids = ids or uuid_ids
+        self.traces = traces or random_traceparent
+        self.credentials: CredentialResolver | None = (
+            dict(credentials).get if isinstance(credentials, Mapping) else credentials
+        )
 
-    # -- parts ------------------------------------------------------------
 
-    def system(self, prompt: str) -> Self:
-        """Set the system prompt."""
-        if not isinstance(prompt, str):
-            raise AgentBuildError("system() takes a str")
-        self._system = prompt
-        return self
+class Toolset:
+    """The registered tools, in order; a name may be registered once."""
 
-    def tool(self, *tools: Tool) -> Self:
-        """Register tools, in order; a name may be registered once."""
-        seen = set(self._tools)
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+
+    def add(self, tools: tuple[Tool, ...]) -> None:
+        """Register ``tools`` after checking every one."""
+        seen = set(self.tools)
         for t in tools:
             if not isinstance(t, Tool):
                 raise AgentBuildError(
@@ -208,48 +182,57 @@ class AgentParts:
                 raise AgentBuildError(f"a tool named '{t.name}' is already registered")
             seen.add(t.name)
         for t in tools:
-            self._tools[t.name] = t
-        return self
+            self.tools[t.name] = t
 
-    tools = tool
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """What the provider is told of each tool."""
+        return tuple(
+            ToolSpec(t.name, t.description, t.input_schema) for t in self.tools.values()
+        )
 
-    def permissions(self, checker: Callable[[Any], Any]) -> Self:
-        """Install the permission gate (G54): ``checker(call) -> Allow | Deny``."""
+
+class Rules:
+    """The governance wheel: tool and message links, the window, permissions."""
+
+    def __init__(self) -> None:
+        self.tool_links: list[Link] = []
+        self.message_links: list[Link] = []
+        self.window: WindowStrategy | None = None
+        self._window_door = ""
+        self.permissions: Callable[[Any], Any] | None = None
+        self._acted = False
+
+    def set_permissions(self, checker: Callable[[Any], Any]) -> None:
+        """Install the permission gate (G54)."""
         if not callable(checker):
             raise AgentBuildError("permissions() takes a callable checker")
-        self._permissions = checker
-        return self
+        self.permissions = checker
 
-    # -- the doors ----------------------------------------------------------
-
-    def tool_middleware(self, *links: Any) -> Self:
+    def add_tool_links(self, links: tuple[Any, ...]) -> None:
         """Append tool links in order, after checking every one (G10)."""
         for obj in links:
             problem = tool_link_problem(obj)
             if problem:
                 raise AgentBuildError(f"tool_middleware(): {problem}")
-        self._tool_links.extend(as_tool_link(obj) for obj in links)
-        return self
+        self.tool_links.extend(as_tool_link(obj) for obj in links)
 
-    def message_middleware(self, *links: Any) -> Self:
+    def add_message_links(self, links: tuple[Any, ...]) -> None:
         """Append message links in order, after checking every one (G10)."""
         for obj in links:
             problem = message_link_problem(obj)
             if problem:
                 raise AgentBuildError(f"message_middleware(): {problem}")
-        self._message_links.extend(as_message_link(obj) for obj in links)
-        return self
+        self.message_links.extend(as_message_link(obj) for obj in links)
 
-    def window(self, strategy: WindowStrategy) -> Self:
+    def set_window(self, strategy: WindowStrategy) -> None:
         """Set the window strategy (G79)."""
         self._check_window(strategy, ".window()")
-        self._window, self._window_door = strategy, ".window()"
-        return self
+        self.window, self._window_door = strategy, ".window()"
 
     def _check_window(self, strategy: Any, door: str) -> None:
-        if self._window is not None:
+        if self.window is not None:
             raise AgentBuildError(
-                f"this agent already has a window strategy ('{self._window.name}'), "
+                f"this agent already has a window strategy ('{self.window.name}'), "
                 f"set by {self._window_door}"
             )
         name = getattr(strategy, "name", None)
@@ -263,9 +246,7 @@ class AgentParts:
                 f"method, e.g. sliding_window(keep_recent_turns=12); got {strategy!r}"
             )
 
-    # -- .act() -------------------------------------------------------------
-
-    def act(self, **keys: Any) -> Self:
+    def act(self, keys: dict[str, Any]) -> None:
         """Declare the whole wheel in one place (G72–G77)."""
         if self._acted:
             raise AgentBuildError(
@@ -294,25 +275,22 @@ class AgentParts:
         # Every check passed: forward to the doors (G75).
         self._acted = True
         if window is not None:
-            self._window, self._window_door = window, ".act(window=...)"
+            self.window, self._window_door = window, ".act(window=...)"
         inputs, outputs = lists.get("input", []), lists.get("output", [])
         for entry in inputs:
             both = any(entry is o for o in outputs)
-            self._message_links.append(
-                as_message_link(entry, None if both else "input")
-            )
+            self.message_links.append(as_message_link(entry, None if both else "input"))
         for entry in outputs:
             if not any(entry is i for i in inputs):
-                self._message_links.append(as_message_link(entry, "output"))
+                self.message_links.append(as_message_link(entry, "output"))
         befores, afters = lists.get("before_tool", []), lists.get("after_tool", [])
-        self._tool_links.extend(as_tool_link(entry) for entry in befores)
+        self.tool_links.extend(as_tool_link(entry) for entry in befores)
         attached: list[Any] = list(befores)
         for entry in afters:
             if any(entry is a for a in attached):
                 continue
             attached.append(entry)
-            self._tool_links.append(as_tool_link(entry))
-        return self
+            self.tool_links.append(as_tool_link(entry))
 
     @staticmethod
     def _check_entry(key: str, entry: Any) -> None:
@@ -333,59 +311,44 @@ class AgentParts:
             f".act(): '{name}' under '{key}' has no {needed} hook{hint}"
         )
 
-    # -- watching -------------------------------------------------------------
 
-    def watch(self, *watchers: Any) -> Self:
-        """Attach watchers at ``build()`` (G82); zero is allowed."""
-        self._watchers.extend(watchers)
-        return self
-
-    # -- build ----------------------------------------------------------------
-
-    def freeze(self) -> tuple[AgentConfig, Listeners]:
-        """The frozen configuration and the watchers attached at build (G82)."""
-        listeners = Listeners()
-        for w in listeners.check_watchers(self._watchers):
-            listeners.attach(w)
-        tool_links = tuple(self._tool_links)
-        message_links = tuple(self._message_links)
-        config = AgentConfig(
-            provider=self._provider,
-            model=self._model,
-            system=self._system,
-            tools=dict(self._tools),
-            tool_links=tool_links,
-            message_links=message_links,
-            window=self._window,
-            permissions=self._permissions,
-            store=self._store if self._store is not None else MemoryEventStore(),
-            redact=self._redact,
-            clock=self._clock,
-            new_id=self._ids,
-            credentials=self._credentials,
-            tool_specs=tuple(
-                ToolSpec(t.name, t.description, t.input_schema)
-                for t in self._tools.values()
-            ),
-            has_call_hooks=any(link.on_tool_call is not None for link in tool_links),
-            has_result_hooks=any(
-                link.on_tool_result is not None for link in tool_links
-            ),
-            output_governed=self._output is not None
-            or any(link.only_phase != "input" for link in message_links),
-            policy_version=AgentConfig.posture_digest(
-                tool_links, message_links, self._window, self._permissions
-            ),
-            max_resident=self._max_resident,
-            idle_s=self._idle_s,
-            new_traceparent=self._traces,
-            max_model_calls=self._limits[0],
-            max_tool_calls=self._limits[1],
-            max_turn_ms=self._limits[2],
-            output=self._output,
-            max_output_retries=self._max_output_retries,
-        )
-        return config, listeners
+def freeze(
+    options: Options, system: str, toolset: Toolset, rules: Rules
+) -> AgentConfig:
+    """The frozen configuration of these parts."""
+    tool_links = tuple(rules.tool_links)
+    message_links = tuple(rules.message_links)
+    return AgentConfig(
+        provider=options.provider,
+        model=options.model,
+        system=system,
+        tools=dict(toolset.tools),
+        tool_links=tool_links,
+        message_links=message_links,
+        window=rules.window,
+        permissions=rules.permissions,
+        store=options.store if options.store is not None else MemoryEventStore(),
+        redact=options.redact,
+        clock=options.clock,
+        new_id=options.ids,
+        credentials=options.credentials,
+        tool_specs=toolset.specs(),
+        has_call_hooks=any(link.on_tool_call is not None for link in tool_links),
+        has_result_hooks=any(link.on_tool_result is not None for link in tool_links),
+        output_governed=options.output is not None
+        or any(link.only_phase != "input" for link in message_links),
+        policy_version=AgentConfig.posture_digest(
+            tool_links, message_links, rules.window, rules.permissions
+        ),
+        max_resident=options.max_resident,
+        idle_s=options.idle_s,
+        new_traceparent=options.traces,
+        max_model_calls=options.max_model_calls,
+        max_tool_calls=options.max_tool_calls,
+        max_turn_ms=options.max_turn_ms,
+        output=options.output,
+        max_output_retries=options.max_output_retries,
+    )
 
 
 def counter_ids(prefix: str = "session-") -> Callable[[], str]:

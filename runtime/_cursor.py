@@ -1,25 +1,16 @@
-"""The "last run" cursor: which session an agent last ran, and where it left it.
+"""The conversation cursor: which session a caller last ran, and where it left it.
 
-Pattern: a small mutable record beside the session cache: the last run's
-         session (kept for ``last_snapshot`` even once the cache dropped it),
-         the checkpoint the last run left, and why there is none.
-Role:    runtime layer; every operation moves it (``Hosting.use``; the run
-         path, ``_run.py``, notes an admitted or refused input), ``Agent``
-         reads it for ``checkpoint()``, ``last_snapshot()``, ``session_id``
-         (``_agent_state.py``) and ``follow_up``; ``Hosting.guard`` moves
-         the checkpoint when an operation ends.
-Emits:   nothing.
+Pattern: a small mutable record. ``Cursor`` is the caller's last call (its
+         session id, the checkpoint it left, why there is none) and answers
+         ``follow_up``; the in-process agent's ``LastRun`` holds one beside
+         the session itself, and each ``ClusterAgent`` view holds its own.
+Role:    runtime layer, exported as ``lowlevel.Cursor``; ``Hosting`` moves it,
+         the run path notes an admitted or refused input (``_run.py``).
 
-Laws: R1 (``last_snapshot`` is the fold of the last run's session; with a
-chain key its checkpoint gets its MAC here, the fold being keyless), G86 (the
-snapshot is served redacted), G33–G38 (a refused input is not a
-conversation: ``checkpoint()`` is ``None`` and ``follow_up`` says
-``last-input-refused``), G59–G68 (a pending question blocks continuation),
-R21 (a dropped session's snapshot is still served).
-
-Why the cursor keeps the session itself and not only its id: the cache may
-drop an idle session (R21); the snapshot of the last run must still be
-served without reading the store.
+Laws: R1/G86 (``last_snapshot``: the fold, keyed here, served redacted),
+G33–G38 (a refused input is not a conversation: ``last-input-refused``),
+G59–G68 (a pending question blocks continuation), R17 (a cluster view says
+the same), R21 (the session is kept so a dropped one's snapshot is served).
 """
 
 from __future__ import annotations
@@ -40,29 +31,16 @@ from ._config import AgentConfig
 from ._session import Session
 
 
-class LastRun:
-    """Where one agent's last run left its conversation."""
+class Cursor:
+    """Where one caller's last call left its conversation."""
 
-    __slots__ = (
-        "admitted_once",
-        "checkpoint",
-        "input_refused",
-        "session",
-        "session_id",
-    )
+    __slots__ = ("admitted_once", "checkpoint", "input_refused", "session_id")
 
     def __init__(self) -> None:
         self.session_id: str | None = None
-        # The last run's session, kept for last_snapshot() even once dropped.
-        self.session: Session | None = None
         self.checkpoint: Checkpoint | None = None
         self.admitted_once = False
         self.input_refused = False
-
-    def use(self, session: Session) -> None:
-        """An operation runs on ``session``: it is the last run's now."""
-        self.session_id = session.session_id
-        self.session = session
 
     def admitted(self) -> None:
         """The input chain let a message in."""
@@ -73,10 +51,6 @@ class LastRun:
         """The input chain refused the message: no conversation to continue (G36)."""
         self.checkpoint = None
         self.input_refused = True
-
-    def settle(self, f: Folder, key: bytes | None) -> None:
-        """The run ended: its checkpoint is the fold's, keyed when the store is."""
-        self.checkpoint = sign_checkpoint(f.checkpoint, f.pending, key)
 
     def continuation(self) -> Checkpoint:
         """The checkpoint ``follow_up`` continues from, or why there is none."""
@@ -92,13 +66,34 @@ class LastRun:
             raise NoConversationError("pending-question")
         return cp
 
+
+class LastRun:
+    """Where one agent's last run left its conversation, and its session."""
+
+    __slots__ = ("conversation", "session")
+
+    def __init__(self) -> None:
+        self.conversation = Cursor()
+        # The last run's session, kept for last_snapshot() even once dropped.
+        self.session: Session | None = None
+
+    def use(self, session: Session) -> None:
+        """An operation runs on ``session``: it is the last run's now."""
+        self.conversation.session_id = session.session_id
+        self.session = session
+
+    def settle(self, f: Folder, key: bytes | None) -> None:
+        """The run ended: its checkpoint is the fold's, keyed when the store is."""
+        self.conversation.checkpoint = sign_checkpoint(f.checkpoint, f.pending, key)
+
     def snapshot(
         self, resident: Callable[[str], Session | None], config: AgentConfig
     ) -> SessionState:
         """The fold of the last run's session, served redacted (R1, G86)."""
-        if self.session_id is None:
+        sid = self.conversation.session_id
+        if sid is None:
             return SessionState()
-        session = resident(self.session_id) or self.session
+        session = resident(sid) or self.session
         state = session.journal.folder.state() if session else SessionState()
         key = config.store.chain_key
         if key and state.checkpoint is not None:

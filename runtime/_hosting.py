@@ -66,7 +66,7 @@ class Hosting:
         self._listeners = listeners
         self._loop = loop
         self._cursor = cursor
-        self.resident = Residency(
+        self.resident: Residency[Session] = Residency(
             max_resident=config.max_resident, idle_s=config.idle_s, clock=config.clock
         )
 
@@ -203,9 +203,10 @@ class Hosting:
         if isinstance(out, AskPause):
             return TurnResult(s.session_id, None, out, out.checkpoint)
         cursor = self._cursor
-        if cursor.session is s and cursor.checkpoint is not None:
+        settled = cursor.conversation.checkpoint
+        if cursor.session is s and settled is not None:
             # ``after`` just settled it, with nothing run in between.
-            return TurnResult(s.session_id, out, None, cursor.checkpoint, output)
+            return TurnResult(s.session_id, out, None, settled, output)
         f = s.journal.folder
         checkpoint = sign_checkpoint(
             f.checkpoint, f.pending, self._config.store.chain_key

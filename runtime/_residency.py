@@ -1,61 +1,73 @@
-"""The sessions an agent keeps resident: a bounded, least-recently-used cache.
+"""Resident sessions: a bounded, least-recently-used cache with pins (R21).
 
 Pattern: activation collection (Orleans; Akka calls it passivation): an
-         ordered map from session id to hosted session, oldest use first,
-         that drops sessions idle longer than ``idle_s`` and keeps at most
-         ``max_resident``.
-Role:    runtime layer; the agent's session cache (``Hosting``,
-         ``_hosting.py``) admits a session here when it activates or creates
-         one, and marks each operation's start (``touch``) and end
-         (``release``); a host calls ``evict_idle``/``forget`` through the
-         agent.
-Emits:   nothing: dropping a session is not a state change of the session.
+         ordered map from session id to entry, oldest use first; an entry in
+         the middle of an operation (``busy``) is pinned, never dropped; idle
+         entries older than ``idle_s`` and the least recently used over
+         ``max_resident`` go. Generic over the entry: the agent's ``Session``
+         (``Hosting``) and a cluster host's ``Resident`` (actors) both use it.
+Role:    runtime layer, exported as ``lowlevel.Residency``; dropping an entry
+         appends nothing, and its next use re-activates it from its stream.
 
-Laws: R21 (at most ``max_resident`` sessions; those idle longer than
-``idle_s`` are dropped; a session in the middle of an operation is never
-dropped), R6 (a dropped session re-activates from its stream on next use,
-silently), R1 (the cache is only a cache: dropping one loses nothing).
-
-Why idleness is measured on the agent's clock: tests drive it with a fake
-clock, and the stream's timestamps come from the same clock.
-
-Why a session with operations in flight is never dropped, even past the cap:
-an operation holds or awaits the session's lock and its journal; a second
-activation beside it would fold a second cache of one stream and two writers
-would race on it. The cap holds again once those operations end.
+Laws: R21 (the cap, idleness on the owner's clock, pins), R6 and R8 (a dropped
+session re-activates from its stream, silently), R1 (only a cache).
+Why the cap may be passed: a busy entry is never dropped, even past the cap; a
+second activation beside it would fold a second cache of one stream (R2).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
-from ._session import Session
+
+class Resident(Protocol):
+    """What the cache asks of an entry: its id, whether it is busy, its last use."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def busy(self) -> int | bool: ...
+
+    last_used: float
 
 
-class Residency:
-    """The resident sessions of one agent, least recently used first."""
+S = TypeVar("S", bound=Resident)
 
-    __slots__ = ("clock", "idle_ms", "max_resident", "sessions")
+
+class Residency(Generic[S]):
+    """The resident sessions of one owner, least recently used first.
+
+    Args:
+        max_resident: entries kept at most (busy ones are never dropped).
+        idle_s: seconds without use after which an idle entry is dropped.
+        clock: the owner's clock, in milliseconds.
+    """
+
+    __slots__ = ("clock", "dropped", "idle_ms", "max_resident", "sessions")
 
     def __init__(
-        self, *, max_resident: int, idle_s: float, clock: Callable[[], int]
+        self, *, max_resident: int, idle_s: float, clock: Callable[[], float]
     ) -> None:
         self.max_resident = max_resident
         self.idle_ms = idle_s * 1000.0
         self.clock = clock
         # Invariant: ordered by last use (start or end of an operation);
         # last_used is the clock at the end of the last one (or admission).
-        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.sessions: OrderedDict[str, S] = OrderedDict()
+        # How many entries idleness or the cap dropped (not forget/discard).
+        self.dropped = 0
 
     def __len__(self) -> int:
         return len(self.sessions)
 
-    def get(self, session_id: str) -> Session | None:
+    def get(self, session_id: str) -> S | None:
         """The resident session, if any (not a use: the order is unchanged)."""
         return self.sessions.get(session_id)
 
-    def admit(self, session: Session) -> None:
+    def admit(self, session: S) -> None:
         """Make ``session`` resident (replacing any other of its id), then
         collect idle sessions and hold the cap, never dropping ``session``."""
         sid = session.session_id
@@ -64,21 +76,27 @@ class Residency:
         session.last_used = now = self.clock()
         self._collect(now, keep=session)
 
-    def touch(self, session: Session) -> None:
+    def touch(self, session: S) -> None:
         """Mark the start of an operation: ``session`` becomes the most
         recently used. No clock reading: a busy session is never idle."""
         sid = session.session_id
         if self.sessions.get(sid) is session:
             self.sessions.move_to_end(sid)
 
-    def release(self, session: Session) -> None:
+    def release(self, session: S, *, use: bool = True) -> None:
         """Mark the end of an operation on ``session``; hold the cap again
-        (it may have been exceeded while every other session was busy)."""
-        self.touch(session)
-        session.last_used = now = self.clock()
-        self._collect(now, keep=session)
+        (it may have been exceeded while every other session was busy).
 
-    def discard(self, session: Session) -> None:
+        ``use``: whether the end counts as a use (the agent's cache), making
+        ``session`` the most recently used and sparing it; a cluster host
+        counts the start only, so a released session may be the one to go.
+        """
+        if use:
+            self.touch(session)
+        session.last_used = now = self.clock()
+        self._collect(now, keep=session if use else None)
+
+    def discard(self, session: S) -> None:
         """Drop ``session`` if it is the resident one of its id."""
         sid = session.session_id
         if self.sessions.get(sid) is session:
@@ -92,19 +110,22 @@ class Residency:
         del self.sessions[session_id]
         return True
 
-    def evict_idle(self, now: int | None = None) -> int:
-        """Drop every session idle longer than ``idle_s``; return how many."""
+    def evict_idle(self, now: float | None = None, idle_ms: float | None = None) -> int:
+        """Drop every session idle longer than ``idle_s`` (or ``idle_ms``, where
+        0 drops every idle one); return how many."""
         at = self.clock() if now is None else now
+        limit = self.idle_ms if idle_ms is None else idle_ms
         idle = [
             sid
             for sid, s in self.sessions.items()
-            if not s.busy and at - s.last_used > self.idle_ms
+            if not s.busy and (at - s.last_used > limit or idle_ms == 0)
         ]
         for sid in idle:
             del self.sessions[sid]
+        self.dropped += len(idle)
         return len(idle)
 
-    def _collect(self, now: int, *, keep: Session) -> None:
+    def _collect(self, now: float, *, keep: S | None) -> None:
         # Oldest first: stop at the first idle-enough-to-keep session, so an
         # admission costs the number of sessions it drops, not the cache size.
         victims: list[str] = []
@@ -116,6 +137,7 @@ class Residency:
             victims.append(sid)
         for sid in victims:
             del self.sessions[sid]
+        self.dropped += len(victims)
         excess = len(self.sessions) - self.max_resident
         if excess <= 0:
             return
@@ -127,3 +149,4 @@ class Residency:
                 victims.append(sid)
         for sid in victims:
             del self.sessions[sid]
+        self.dropped += len(victims)

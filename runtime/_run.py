@@ -15,7 +15,7 @@ Emits:   ``decision.filed`` (the input walk's rows), ``conversation.seeded``
          whatever the loop records.
 
 Laws: G33–G38 (input runs first and a refusal reaches no model; a refused
-input is not a conversation, ``LastRun.refused``; the errors), R9
+input is not a conversation, ``Cursor.refused``; the errors), R9
 (checkpoints are checked before anything is appended, ``_bindings.py``), R14
 (a checkpoint is given as a ``Checkpoint`` or its JSON, ``Checkpoint.coerce``),
 R20 (one writer per session: a run that loses a sequence conflict appends
@@ -171,10 +171,10 @@ class Run:
             )
             j.file(verdict.rows)
             if verdict.denied:
-                self._cursor.refused()
+                self._cursor.conversation.refused()
                 raise MessageRefused.of(verdict, "input")
             admitted = verdict.content
-        self._cursor.admitted()
+        self._cursor.conversation.admitted()
         if seed is not None:
             seeded = j.add(
                 ConversationSeeded(

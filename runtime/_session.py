@@ -94,7 +94,7 @@ class Session:
     # The parsed answer of the operation in flight (G92), for its TurnResult.
     output: Any = None
     users: int = 0
-    last_used: int = 0
+    last_used: float = 0
 
     @property
     def session_id(self) -> str:

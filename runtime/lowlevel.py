@@ -18,11 +18,13 @@ here is the contract, pinned by a test like every public ``__all__``.
 """
 
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
+from ._cursor import Cursor
 from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
 from ._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
 from ._pipeline import ToolPipeline
 from ._recorded import NotRecorded, RecordedCall, RecordedCalls
+from ._residency import Residency
 from ._steps import (
     IN_AGENT,
     SERVED,
@@ -55,6 +57,7 @@ __all__ = [
     "CallRules",
     "CallSite",
     "CredentialResolver",
+    "Cursor",
     "Entry",
     "Journal",
     "Link",
@@ -67,6 +70,7 @@ __all__ = [
     "RecordedCall",
     "RecordedCalls",
     "Refused",
+    "Residency",
     "Step",
     "ToolPipeline",
     "WhatIf",

@@ -1,44 +1,21 @@
 """The Anthropic provider: Messages (``POST /v1/messages``) over the ``anthropic`` SDK.
 
-Pattern: an adapter behind the provider port; translates a ``ProviderRequest``
-         to Messages content blocks and the reply's blocks back to a
-         ``Reply``, streamed or complete.
-Role:    runtime layer; the model for Anthropic's Messages API and servers
-         that speak it.
-Emits:   nothing itself; with ``stream=True`` it reports ``text_delta`` texts
-         through ``on_token``.
+Pattern: an adapter on ``SdkProvider`` (``_sdk.py``): a ``ProviderRequest``
+         to content blocks, the reply's blocks back to a ``Reply``.
+Role:    runtime layer; Anthropic's Messages API and servers that speak it.
 
-Laws: G89 (``.system`` travels as ``system``; assistant tool calls are
-``tool_use`` blocks, tool messages ``tool_result`` blocks in a user turn),
+Laws: G89 (``.system`` as ``system``; ``tool_use``/``tool_result`` blocks),
 G41 (``on_token`` only when the loop passes one), G91 and issue 12 item 5
-(every failure, and every reply it cannot read, is a ``ProviderError``; the
-reply carries the model the server reports).
-
-Why consecutive turns of one role are merged: the Messages API wants user
-and assistant turns to alternate, and the loop commits one tool message per
-call; the tool results of one batch (and a user message after them) travel
-as one user turn of several blocks, in order.
-
-Why a tool call's arguments that are not an object go as ``{}``: a
-``tool_use`` block's ``input`` must be an object, and only a call another
-provider proposed (raw, unparsable text) can lack one; the tool message that
-answered it already told the model what went wrong.
-
-Why ``stop_reason`` is passed on as Anthropic names it (``end_turn``,
-``tool_use``, ``max_tokens``): a finish reason is the provider's own word
-(OpenTelemetry records it so); translating would lose ``pause_turn`` and
-``refusal``.
-
-Why an answer's schema is a forced tool (G92): the Messages API has no
-response format; a tool whose input schema is the answer's, which the model
-must call (``tool_choice``), is Anthropic's own recipe for JSON output. Its
-input becomes the reply's text, so the loop sees an answer like any other.
+(every failure or unreadable reply is a ``ProviderError``), G92 (an answer's
+schema is a forced tool: the Messages API has no response format).
+Why turns of one role are merged: the API wants user and assistant to
+alternate; a batch's tool results travel as one user turn. ``stop_reason`` is
+passed on as Anthropic names it (translating would lose ``pause_turn``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,18 +26,14 @@ from anthropic.types import Message as AnthropicMessage
 from helmlog.events import Message, ProviderError, ToolCallRequest
 
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
+from ._sdk import SdkProvider
 from ._wire import (
-    SHAPE_ERRORS,
-    SdkProvider,
     call_id,
     client_for,
-    endpoint_of,
-    misshapen,
     model_of,
     not_a_reply,
     parse_args,
     require_event_stream,
-    sdk_failure,
 )
 
 DEFAULT_TIMEOUT = 60.0
@@ -267,6 +240,8 @@ class AnthropicMessagesProvider(SdkProvider):
 
     sdk = anthropic
     sdk_error = anthropic.AnthropicError
+    path = "/v1/messages"
+    api = "Messages"
 
     def __init__(
         self,
@@ -280,7 +255,6 @@ class AnthropicMessagesProvider(SdkProvider):
     ) -> None:
         super().__init__(
             client,
-            endpoint_of(client.base_url, "/v1/messages"),
             model=model,
             stream=stream,
             extra_body=extra_body,
@@ -313,16 +287,10 @@ class AnthropicMessagesProvider(SdkProvider):
         return params
 
     async def _call_complete(self, params: dict[str, Any]) -> Reply:
-        try:
-            message = await self._client.messages.create(**params)
-        except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
-            raise sdk_failure(self.endpoint, exc, anthropic) from None
+        message = await self._create(self._client.messages.create, **params)
         if not isinstance(message, AnthropicMessage):
             raise not_a_reply(self.endpoint, message, AnthropicMessage)
-        try:
-            return self._read(message, params["model"], _forced(params))
-        except SHAPE_ERRORS as exc:
-            raise misshapen(self.endpoint, exc, "Messages") from None
+        return self._shaped(self._read, message, params["model"], _forced(params))
 
     def _read(
         self, message: AnthropicMessage, sent_model: str, output_tool: str | None
@@ -351,19 +319,13 @@ class AnthropicMessagesProvider(SdkProvider):
     async def _call_streamed(
         self, params: dict[str, Any], on_token: TokenSink | None
     ) -> Reply:
-        try:
-            stream = await self._client.messages.create(**params, stream=True)
-        except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
-            raise sdk_failure(self.endpoint, exc, anthropic) from None
+        stream = await self._create(self._client.messages.create, **params, stream=True)
         assembly = _StreamAssembly()
         try:
             require_event_stream(self.endpoint, stream.response)
             async with contextlib.aclosing(self._items(stream)) as events:
                 async for event in events:
-                    try:
-                        text = assembly.feed(event)
-                    except SHAPE_ERRORS as exc:
-                        raise misshapen(self.endpoint, exc, "Messages stream") from None
+                    text = self._shaped(assembly.feed, event, what=" stream")
                     if text and on_token is not None:
                         on_token(text)
         finally:

@@ -1,30 +1,17 @@
 """The OpenAI-compatible provider: Chat Completions over the ``openai`` SDK.
 
-Pattern: an adapter behind the provider port; translates a ``ProviderRequest``
-         to the Chat Completions wire format and the answer back to a
-         ``Reply``, streamed or complete.
-Role:    runtime layer; the real model for OpenAI, vLLM, Ollama and any other
-         server speaking ``POST /v1/chat/completions``.
-Emits:   nothing itself; with ``stream=True`` it reports content deltas
-         through ``on_token`` and the loop turns them into ``stream.token``.
+Pattern: an adapter on ``SdkProvider`` (``_sdk.py``): a ``ProviderRequest`` to
+         the Chat Completions wire format, the answer back to a ``Reply``.
+Role:    runtime layer; OpenAI, vLLM, Ollama and any server speaking
+         ``POST /v1/chat/completions``.
 
-Laws: G89 (``.system`` becomes the one system message, sent first and only
-when non-empty; assistant tool-call turns carry compact-JSON arguments),
-G92 (an answer's schema travels as ``response_format``, ``json_schema``),
-G41 (``on_token`` is called only when the loop passes one), G91 (a failure
-is a ``ProviderError``, so the loop reports ``ERR_PROVIDER``), issue 12 item 5
-(a reply it cannot parse is a ``ProviderError`` too, ``_wire.py``; the reply
-carries the model the server reports).
-
-Why ``openai.*`` never escapes: the loop classifies failures by helmlog's
-tree, and an SDK error's text is the server's text, which may quote the
-prompt; the ``ProviderError`` names the endpoint and the status instead, and
-suppresses the SDK error as its context.
-
-Why invalid JSON arguments are passed on raw rather than raised: a model that
-writes broken arguments made a mistake it can correct; the loop's argument
-validation refuses the call with a reason the model reads, where a raise
-would end the run.
+Laws: G89 (``.system`` is the one system message, first, only when
+non-empty), G92 (an answer's schema as ``response_format``), G41
+(``on_token`` only when the loop passes one), G91 and issue 12 item 5
+(failures and unreadable replies are ``ProviderError``s naming the endpoint:
+an SDK error's text may quote the prompt).
+Why invalid JSON arguments pass on raw: the loop's argument validation
+refuses the call with a reason the model reads and can correct.
 """
 
 from __future__ import annotations
@@ -40,18 +27,14 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
 
 from ._base import OutputSchema, ProviderRequest, Reply, TokenSink, ToolSpec
+from ._sdk import SdkProvider
+from ._wire import call_id as _call_id
 from ._wire import (
-    SHAPE_ERRORS,
-    SdkProvider,
     client_for,
-    endpoint_of,
-    misshapen,
     model_of,
     not_a_reply,
     require_event_stream,
-    sdk_failure,
 )
-from ._wire import call_id as _call_id
 from ._wire import parse_args as _parse_args
 
 DEFAULT_TIMEOUT = 60.0
@@ -133,10 +116,6 @@ def _usage(usage: Any) -> dict[str, int]:
     if getattr(usage, "completion_tokens", None) is not None:
         out["output_tokens"] = int(usage.completion_tokens)
     return out
-
-
-def _endpoint(base_url: object) -> str:
-    return endpoint_of(base_url, "/chat/completions")
 
 
 class _ToolCallDraft:
@@ -234,24 +213,8 @@ class OpenAIChatProvider(SdkProvider):
 
     sdk = openai
     sdk_error = openai.OpenAIError
-
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        *,
-        model: str | None = None,
-        stream: bool = False,
-        extra_body: Mapping[str, Any] | None = None,
-        owns_client: bool = False,
-    ) -> None:
-        super().__init__(
-            client,
-            _endpoint(client.base_url),
-            model=model,
-            stream=stream,
-            extra_body=extra_body,
-            owns_client=owns_client,
-        )
+    path = "/chat/completions"
+    api = "Chat Completions"
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
@@ -274,18 +237,12 @@ class OpenAIChatProvider(SdkProvider):
         return params
 
     async def _call_complete(self, params: dict[str, Any]) -> Reply:
-        try:
-            completion = await self._client.chat.completions.create(**params)
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
-            raise self._failure(exc) from None
+        completion = await self._create(self._client.chat.completions.create, **params)
         # The SDK builds replies leniently: a non-JSON body comes back as a
         # str, and a field a server left out is None.
         if not isinstance(completion, ChatCompletion):
             raise not_a_reply(self.endpoint, completion, ChatCompletion)
-        try:
-            return self._read(completion, params["model"])
-        except SHAPE_ERRORS as exc:
-            raise misshapen(self.endpoint, exc, "Chat Completions") from None
+        return self._shaped(self._read, completion, params["model"])
 
     def _read(self, completion: Any, sent_model: str) -> Reply:
         if not completion.choices or completion.choices[0].message is None:
@@ -312,12 +269,12 @@ class OpenAIChatProvider(SdkProvider):
     async def _call_streamed(
         self, params: dict[str, Any], on_token: TokenSink | None
     ) -> Reply:
-        try:
-            stream = await self._client.chat.completions.create(
-                **params, stream=True, stream_options={"include_usage": True}
-            )
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
-            raise self._failure(exc) from None
+        stream = await self._create(
+            self._client.chat.completions.create,
+            **params,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         assembly = _StreamAssembly(on_token)
         try:
             require_event_stream(self.endpoint, stream.response)
@@ -325,12 +282,7 @@ class OpenAIChatProvider(SdkProvider):
                 async for chunk in chunks:
                     if not isinstance(chunk, ChatCompletionChunk):
                         raise not_a_reply(self.endpoint, chunk, ChatCompletionChunk)
-                    try:
-                        texts = assembly.feed(chunk)
-                    except SHAPE_ERRORS as exc:
-                        raise misshapen(
-                            self.endpoint, exc, "Chat Completions stream"
-                        ) from None
+                    texts = self._shaped(assembly.feed, chunk, what=" stream")
                     assembly.report(texts)
         finally:
             await stream.close()
@@ -339,7 +291,7 @@ class OpenAIChatProvider(SdkProvider):
     def _failure(self, exc: Exception) -> ProviderError:
         if isinstance(exc, json.JSONDecodeError) and self.stream:
             return ProviderError(f"{self.endpoint} sent a malformed stream event")
-        return sdk_failure(self.endpoint, exc, openai)
+        return super()._failure(exc)
 
 
 def openai_chat(

@@ -1,36 +1,21 @@
 """The OpenAI Responses provider: ``POST /v1/responses`` over the ``openai`` SDK.
 
-Pattern: an adapter behind the provider port; translates a ``ProviderRequest``
-         to Responses input items and the response's output items back to a
-         ``Reply``, streamed or complete.
-Role:    runtime layer; the model for OpenAI's Responses API and servers that
-         speak it.
-Emits:   nothing itself; with ``stream=True`` it reports
-         ``response.output_text.delta`` texts through ``on_token``.
+Pattern: an adapter on ``SdkProvider`` (``_sdk.py``): a ``ProviderRequest`` to
+         input items, the response's output items back to a ``Reply``.
+Role:    runtime layer; OpenAI's Responses API and servers that speak it.
 
-Laws: G89 (``.system`` travels as ``instructions``; assistant tool calls are
-``function_call`` items and tool messages ``function_call_output`` items, by
-call id; an answer's schema is ``text.format``, ``json_schema``: G92), G41
-(``on_token`` only when the loop passes one), G91 and issue 12
-item 5 (every failure, and every reply it cannot read, is a
-``ProviderError``; the reply carries the model the server reports).
-
-Why stateless (``store=False``, the whole history every call, no
-``previous_response_id``): the session stream is the truth (R1). A response
-kept on the server would be a second record helmlog does not govern, and a
-resumed or failed-over session must be able to call the model from its
-stream alone.
-
-Why the streamed reply is read from ``response.completed``: that event holds
-the whole response (output items, usage, model), so a streamed and a complete
-call end in the same reader; the deltas only feed ``on_token``. A stream that
-ends without it (or with ``response.failed``) did not produce a reply.
+Laws: G89 (``.system`` as ``instructions``; ``function_call`` and
+``function_call_output`` items by call id), G92 (``text.format``), G41, G91
+and issue 12 item 5 (every failure or unreadable reply is a ``ProviderError``).
+Why stateless (``store=False``, the whole history each call): the session
+stream is the truth (R1); a response kept on the server would be an
+ungoverned second record. A streamed reply is read from
+``response.completed``, so streamed and complete calls share one reader.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,18 +31,14 @@ from ._openai import (
     _arguments,
     json_schema_format,
 )
+from ._sdk import SdkProvider
 from ._wire import (
-    SHAPE_ERRORS,
-    SdkProvider,
     call_id,
     client_for,
-    endpoint_of,
-    misshapen,
     model_of,
     not_a_reply,
     parse_args,
     require_event_stream,
-    sdk_failure,
 )
 
 
@@ -121,24 +102,8 @@ class OpenAIResponsesProvider(SdkProvider):
 
     sdk = openai
     sdk_error = openai.OpenAIError
-
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        *,
-        model: str | None = None,
-        stream: bool = False,
-        extra_body: Mapping[str, Any] | None = None,
-        owns_client: bool = False,
-    ) -> None:
-        super().__init__(
-            client,
-            endpoint_of(client.base_url, "/responses"),
-            model=model,
-            stream=stream,
-            extra_body=extra_body,
-            owns_client=owns_client,
-        )
+    path = "/responses"
+    api = "Responses"
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -162,19 +127,13 @@ class OpenAIResponsesProvider(SdkProvider):
         return params
 
     async def _call_complete(self, params: dict[str, Any]) -> Reply:
-        try:
-            response = await self._client.responses.create(**params)
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
-            raise sdk_failure(self.endpoint, exc, openai) from None
+        response = await self._create(self._client.responses.create, **params)
         return self._reply(response, params["model"])
 
     def _reply(self, response: object, sent_model: str) -> Reply:
         if not isinstance(response, Response):
             raise not_a_reply(self.endpoint, response, Response)
-        try:
-            return self._read(response, sent_model)
-        except SHAPE_ERRORS as exc:
-            raise misshapen(self.endpoint, exc, "Responses") from None
+        return self._shaped(self._read, response, sent_model)
 
     def _read(self, response: Response, sent_model: str) -> Reply:
         if response.status == "failed" or response.error is not None:
@@ -215,10 +174,9 @@ class OpenAIResponsesProvider(SdkProvider):
     async def _call_streamed(
         self, params: dict[str, Any], on_token: TokenSink | None
     ) -> Reply:
-        try:
-            stream = await self._client.responses.create(**params, stream=True)
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
-            raise sdk_failure(self.endpoint, exc, openai) from None
+        stream = await self._create(
+            self._client.responses.create, **params, stream=True
+        )
         final: object = None
         try:
             require_event_stream(self.endpoint, stream.response)

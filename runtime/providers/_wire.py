@@ -1,31 +1,16 @@
 """What every HTTP provider shares: naming the endpoint, translating failures.
 
-Pattern: small pure helpers behind the adapters (``openai_chat``,
-         ``openai_responses``, ``anthropic_messages``).
-Role:    runtime layer; each adapter calls its SDK, then these to turn what
-         went wrong into one ``ProviderError`` and what came back into the
-         port's types.
-Emits:   nothing.
+Pattern: small pure helpers behind ``SdkProvider`` (``_sdk.py``) and its
+         adapters (``openai_chat``, ``openai_responses``, ``anthropic_messages``).
+Role:    runtime layer; turn what went wrong into one ``ProviderError`` and
+         what came back into the port's types.
 
-Laws: G91 (a provider failure is a ``ProviderError``, so the loop reports
-``ERR_PROVIDER``), issue 12 item 5 (any reply a provider cannot parse — a 200
-with a non-JSON body, an HTML page, JSON of another shape, a stream that is
-not an event stream — is a ``ProviderError``; retryable when the server may
-answer properly next time).
-
-Why the SDK module is passed in rather than each adapter translating alone:
-``openai`` and ``anthropic`` draw the same tree (``APITimeoutError``,
-``APIConnectionError``, ``APIStatusError`` with ``status_code``), so one
-translation keeps the texts and the retry rules alike for all of them.
-
-Why one ``SdkProvider`` base: the three adapters hold an SDK client they may
-own, close it the same way and route ``call`` to a streamed or a complete
-call alike; only the request they build and the reply they read differ.
-
-Why an unparsable 200 is retryable and a reply of the wrong shape is not: a
-proxy's or load balancer's error page (HTML, plain text) is passing trouble,
-while well-formed JSON that is not this API's reply says the endpoint speaks
-something else, and asking again will not change that.
+Laws: G91 (a provider failure is a ``ProviderError``: ``ERR_PROVIDER``),
+issue 12 item 5 (a reply a provider cannot parse is a ``ProviderError``).
+Why one translation for both SDKs: ``openai`` and ``anthropic`` draw the same
+error tree, so texts and retry rules stay alike. Why an unparsable 200 is
+retryable and a wrong shape is not: an HTML error page is passing trouble;
+well-formed JSON of another API will not change on a retry.
 """
 
 from __future__ import annotations
@@ -34,13 +19,11 @@ import json
 import os
 import urllib.parse
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Self, cast
+from typing import Any
 
 from helmlog.events import ProviderError
-
-from ._base import ProviderRequest, Reply, TokenSink
 
 # Invariant: a 4xx other than these says the request itself is wrong, and
 # sending it again cannot help.
@@ -186,85 +169,3 @@ def client_for(
             )
         return client, False
     return build(api_key(factory, given_key, env, base_url)), True
-
-
-class SdkProvider:
-    """An adapter over an SDK client: its lifecycle and ``call``'s routing.
-
-    Use it as an async context manager, or call ``aclose()`` when done, to
-    close the HTTP client it created; a client passed in is the caller's to
-    close. Subclasses name their SDK (``sdk``, ``sdk_error``), build the
-    request (``_params``) and read the reply (``_call_complete``,
-    ``_call_streamed``, reading a stream through ``_items``).
-    """
-
-    sdk: ModuleType  # the SDK module, for ``sdk_failure``
-    sdk_error: type[Exception]  # the SDK's base error class
-
-    def __init__(
-        self,
-        client: Any,
-        endpoint: str,
-        *,
-        model: str | None,
-        stream: bool,
-        extra_body: Mapping[str, Any] | None,
-        owns_client: bool,
-    ) -> None:
-        self.model = model
-        self.stream = stream
-        self.endpoint = endpoint
-        self._client = client
-        self._extra_body = dict(extra_body) if extra_body else None
-        self._owns_client = owns_client
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider created it."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def call(
-        self, request: ProviderRequest, on_token: TokenSink | None = None
-    ) -> Reply:
-        """Make one call (streamed when built with ``stream``)."""
-        params = self._params(request)
-        if self.stream:
-            return await self._call_streamed(params, on_token)
-        return await self._call_complete(params)
-
-    async def _items(self, stream: Any) -> AsyncGenerator[Any, None]:
-        """An SDK stream's items, its read failures as ``ProviderError``s.
-
-        Only the SDK's reads are translated: an error raised by ``on_token``
-        or by a reply's assembly is the caller's and propagates as it is.
-        """
-        iterator = cast(AsyncIterator[Any], stream.__aiter__())
-        while True:
-            try:
-                item = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            except json.JSONDecodeError:
-                raise ProviderError(
-                    f"{self.endpoint} sent a malformed stream event"
-                ) from None
-            except self.sdk_error as exc:
-                raise sdk_failure(self.endpoint, exc, self.sdk) from None
-            yield item
-
-    def _params(self, request: ProviderRequest) -> dict[str, Any]:
-        raise NotImplementedError
-
-    async def _call_complete(self, params: dict[str, Any]) -> Reply:
-        raise NotImplementedError
-
-    async def _call_streamed(
-        self, params: dict[str, Any], on_token: TokenSink | None
-    ) -> Reply:
-        raise NotImplementedError
