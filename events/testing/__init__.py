@@ -1,12 +1,12 @@
-"""helmlog.events.testing — the event-store contract suite, shipped.
+"""helmlog.events.testing — the store ports' contract suites, shipped.
 
-Pattern: a contract suite (eventsourcing-style) for the ``EventStore`` port:
-         module-level pytest tests that take a ``store``/``make_store``
-         fixture, collected into whatever test module star-imports them.
+Pattern: one contract module per port (eventsourcing-style): ``stream_recorder``,
+         ``facts_log``, ``session_index``; module-level pytest tests taking a
+         ``store``/``make_store`` fixture, collected into whatever test module
+         star-imports them (this package: all three; one module: its port).
 Role:    events layer, shipped tests; this repository runs them on the memory
          store, Redis and a Redis Cluster (``tests/contracts``); a third-party
          adapter runs the same tests on its own store.
-Emits:   nothing.
 
 Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19, R25, R26 — each test is
 named for the law it defends. The R25/R26 tests delete a session's keys
@@ -49,20 +49,12 @@ from __future__ import annotations
 
 import pytest
 
-from .chain import *  # noqa: F403
-from .chain import __all__ as _chain
-from .event_store import *  # noqa: F403
-from .event_store import __all__ as _event_store
-from .facts_groups import *  # noqa: F403
-from .facts_groups import __all__ as _facts_groups
-from .facts_outbox import *  # noqa: F403
-from .facts_outbox import __all__ as _facts_outbox
-from .facts_published import *  # noqa: F403
-from .facts_published import __all__ as _facts_published
-from .indexes import *  # noqa: F403
-from .indexes import __all__ as _indexes
-from .sessions import *  # noqa: F403
-from .sessions import __all__ as _sessions
+from .facts_log import *  # noqa: F403
+from .facts_log import __all__ as _facts_log
+from .session_index import *  # noqa: F403
+from .session_index import __all__ as _session_index
+from .stream_recorder import *  # noqa: F403
+from .stream_recorder import __all__ as _stream_recorder
 from .support import StoreFactory
 
 # Invariant: the tests and the async fixtures share one loop, so a client a
@@ -79,11 +71,7 @@ def store(make_store: StoreFactory) -> object:
 __all__ = [
     "pytestmark",
     "store",
-    *_event_store,
-    *_chain,
-    *_facts_published,
-    *_facts_groups,
-    *_facts_outbox,
-    *_indexes,
-    *_sessions,
+    *_stream_recorder,
+    *_facts_log,
+    *_session_index,
 ]

@@ -15,7 +15,7 @@ Why each test first waits for ``read_facts`` to show every fact: a Redis
 store publishes facts in the round trip after their append (best effort,
 R4), so a group read right after ``append`` may legitimately see fewer.
 
-The generic part ships in ``helmlog.events.testing.facts_groups``; this
+The generic part ships in ``helmlog.events.testing.facts_log``; this
 file keeps what needs two stores on one server.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from helmlog.events.testing.facts_groups import keys, new_name, publish, read_all
+from helmlog.events.testing.facts_log import keys, new_name, publish, read_all
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

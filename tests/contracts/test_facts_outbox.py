@@ -17,7 +17,7 @@ Why the writing store is closed before another one publishes: a store notes
 its cursor moves in memory and sends them when idle; closing sends them, so
 the second store sees the cursor the first one earned.
 
-The generic part ships in ``helmlog.events.testing.facts_outbox``; this
+The generic part ships in ``helmlog.events.testing.facts_log``; this
 file keeps the laws only a remote store can break.
 """
 
@@ -37,7 +37,7 @@ from helmlog.events.redis import (
     shard_keys,
     stream_key,
 )
-from helmlog.events.testing.facts_outbox import a_governed_session, fact_seqs, published
+from helmlog.events.testing.facts_log import a_governed_session, fact_seqs, published
 from helmlog.events.testing.support import (
     decision,
     new_session,

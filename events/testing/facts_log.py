@@ -1,18 +1,17 @@
-"""The facts consumer-group contract: what ``FactsConsumer`` relies on.
+"""The facts log's contract: publication, the outbox, consumer groups (R4).
 
-Pattern: a contract suite over the group primitives of the ``EventStore``
-         port, run against any adapter (see ``helmlog.events.testing``).
-Role:    events layer, shipped tests; this repository runs them on memory,
-         Redis and Redis Cluster.
-Emits:   nothing.
+Pattern: a contract suite for the ``FactsLog`` port: module-level tests
+         taking a ``store``/``make_store`` fixture, run against any adapter
+         (``helmlog.events.testing``'s header says how).
+Role:    events layer, shipped tests; run on memory, Redis and Redis Cluster.
 
-Laws: R4 (facts read through a consumer group: each new fact goes to one
-consumer of the group; a delivered fact stays pending for its consumer until
-acknowledged; an idle pending fact can be claimed by another consumer).
-
-Why each test first waits for ``read_facts`` to show every fact: a remote
-store may publish facts in the round trip after their append (R4), so a group
-read right after ``append`` may legitimately see fewer.
+Laws: R4 (each decision fact, and nothing else, reaches the facts streams with
+its row's session and seq; ``publish_facts`` is an outbox behind a per-session
+cursor, twice is once; a consumer group gives each fact to one consumer,
+keeps it pending until acked, and lets an idle one be claimed), G49 (a
+published fact carries no value). Reads wait with a deadline
+(``support.eventually``): a remote store publishes after the append's round
+trip, so a read right after ``append`` may legitimately see fewer.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import asyncio
 import itertools
 from typing import Any
 
+import msgspec
 import pytest
 
 from helmlog.events import (
@@ -28,23 +28,131 @@ from helmlog.events import (
     Event,
     EventStore,
     FactDelivery,
+    FactRecord,
     MiddlewareDecision,
+    MiddlewareDecisionEvent,
+    StoredEvent,
     StoreError,
+    TurnEnded,
+    TurnStarted,
     decode_event,
     fact_for,
 )
 
-from .support import StoreFactory, eventually
+from .._facts import fact_records
+from .support import (
+    SECRET,
+    StoreFactory,
+    decision,
+    eventually,
+    filed,
+    new_session,
+    turn,
+)
 
 __all__ = [
     "test_r4_a_blocking_group_read_wakes_on_a_new_fact",
     "test_r4_a_delivered_fact_stays_pending_until_acked",
+    "test_r4_a_legacy_row_and_its_stored_fact_publish_one_fact",
     "test_r4_a_new_group_from_the_end_skips_older_facts",
+    "test_r4_a_row_is_stored_once_and_published_as_its_fact",
     "test_r4_an_idle_consumers_facts_can_be_claimed",
     "test_r4_claim_takes_at_most_count_per_shard",
+    "test_r4_facts_are_published_with_session_and_seq",
     "test_r4_group_gives_each_fact_to_one_consumer",
+    "test_r4_publish_facts_after_every_fact_is_out_publishes_nothing",
+    "test_r4_publish_facts_of_an_unknown_session_publishes_nothing",
     "test_r4_reading_a_missing_group_is_a_store_error",
 ]
+
+
+async def test_r4_facts_are_published_with_session_and_seq(store: EventStore) -> None:
+    """R4: each decision fact, and nothing else, reaches the facts stream."""
+    a, b = new_session(), new_session()
+    seq_a = await store.append(a, turn(1), 0)
+    seq_a = await store.append(a, decision(1), seq_a)
+    seq_b = await store.append(b, decision(2) + decision(3), 0)
+    facts: list[FactRecord] = await eventually(store.read_facts, lambda f: len(f) >= 3)
+    # Facts keep each session's order; sessions on other shards interleave.
+    got = [(f.session_id, f.seq) for f in facts]
+    assert [(a, 7), (b, 2), (b, 4)] == sorted(got)
+    assert [(b, 2), (b, 4)] == [f for f in got if f[0] == b]
+    stored = {(a, r.seq): r.decode() for r in await store.read(a)}
+    stored |= {(b, r.seq): r.decode() for r in await store.read(b)}
+    for fact in facts:
+        assert stored[(fact.session_id, fact.seq)] == decode_event(fact.data)
+        event = msgspec.json.decode(fact.data)
+        assert event["type"] == "middleware.decision"
+        assert not {"before", "after", "row"} & set(event)
+    assert len({f.id for f in facts}) == 3
+
+    assert await store.read_facts(after_id=facts[-1].id) == []
+    await store.append(b, decision(4), seq_b)
+    later = await eventually(
+        lambda: store.read_facts(after_id=facts[-1].id), lambda f: len(f) >= 1
+    )
+    assert [(b, 6)] == [(f.session_id, f.seq) for f in later]
+    assert isinstance(
+        msgspec.json.decode(later[0].data, type=MiddlewareDecisionEvent), Event
+    )
+
+
+async def test_r4_a_row_is_stored_once_and_published_as_its_fact(
+    store: EventStore,
+) -> None:
+    """R4: the stream holds the row only; the facts stream gets one fact per row,
+    its projection, with the row's session and seq, and no value."""
+    sid = new_session()
+    seq = await store.append(sid, turn(1) + filed(1) + filed(2), 0)
+    assert seq == 7
+    records = await store.read(sid)
+    types = [r.decode().type for r in records]
+    assert "middleware.decision" not in types
+    assert types[5:] == ["decision.filed", "decision.filed"]
+    facts: list[FactRecord] = await eventually(
+        store.read_facts, lambda f: len([x for x in f if x.session_id == sid]) >= 2
+    )
+    mine = [f for f in facts if f.session_id == sid]
+    assert [(sid, 6), (sid, 7)] == [(f.session_id, f.seq) for f in mine]
+    for fact, record in zip(mine, records[5:], strict=True):
+        event = msgspec.json.decode(fact.data, type=MiddlewareDecisionEvent)
+        filed_row = record.decode()
+        assert isinstance(filed_row, DecisionFiled)
+        assert (sid, fact.seq, filed_row.timestamp, filed_row.prev_hash) == (
+            event.session_id,
+            event.seq,
+            event.timestamp,
+            event.prev_hash,
+        )
+        assert (
+            msgspec.structs.replace(
+                fact_for(filed_row.row),
+                session_id=sid,
+                seq=fact.seq,
+                timestamp=event.timestamp,
+                prev_hash=event.prev_hash,
+            )
+            == event
+        )
+        assert SECRET.encode() not in fact.data
+        assert not {"before", "after", "row"} & set(msgspec.json.decode(fact.data))
+
+
+async def test_r4_a_legacy_row_and_its_stored_fact_publish_one_fact(
+    store: EventStore,
+) -> None:
+    """R4: a batch holding a row and its stored fact (an older writer's)
+    publishes that fact as stored, never a second one for the row."""
+    sid = new_session()
+    await store.append(sid, decision(1) + filed(2), 0)
+    facts = await eventually(
+        store.read_facts, lambda f: len([x for x in f if x.session_id == sid]) >= 2
+    )
+    mine = [f for f in facts if f.session_id == sid]
+    assert [(sid, 2), (sid, 3)] == [(f.session_id, f.seq) for f in mine]
+    records = await store.read(sid)
+    assert records[1].decode() == decode_event(mine[0].data)
+    assert sid == decode_event(mine[0].data).session_id
 
 
 _ids = itertools.count(1)
@@ -55,7 +163,7 @@ def new_name(kind: str) -> str:
     return f"{kind}-g{next(_ids)}"
 
 
-def decision(n: int) -> list[Event]:
+def legacy_decision(n: int) -> list[Event]:
     """A decision row and its stored fact, as walkers filed them before facts
     were projections (R4: still one fact per row)."""
     row = MiddlewareDecision(
@@ -79,7 +187,7 @@ async def publish(store: EventStore, per_session: int, sessions: int) -> set[Any
         sid = new_name("s")
         seq = 0
         for n in range(per_session):
-            seq = await store.append(sid, decision(n), seq)
+            seq = await store.append(sid, legacy_decision(n), seq)
             expected.add((sid, seq))
     await eventually(
         store.read_facts,
@@ -209,7 +317,7 @@ async def test_r4_a_blocking_group_read_wakes_on_a_new_fact(
     await read_all(store, group, "c")
     waiting = asyncio.ensure_future(store.read_facts_group(group, "c", block_ms=5_000))
     sid = new_name("s")
-    await store.append(sid, decision(1), 0)
+    await store.append(sid, legacy_decision(1), 0)
     got = await asyncio.wait_for(waiting, timeout=10)
     assert [(sid, 2)] == keys(got)
 
@@ -219,3 +327,48 @@ async def test_r4_reading_a_missing_group_is_a_store_error(store: EventStore) ->
     await publish(store, per_session=1, sessions=1)
     with pytest.raises(StoreError, match="no consumer group"):
         await store.read_facts_group(new_name("missing"), "c")
+
+
+def fact_seqs(session_id: str, records: list[StoredEvent]) -> list[int]:
+    """The seqs of the facts ``records`` project (what the facts streams owe)."""
+    return [seq for seq, _data in fact_records(session_id, records)]
+
+
+async def published(store: EventStore, session_id: str) -> list[int]:
+    """The seqs of every fact of ``session_id`` on the facts streams, repeats kept."""
+    return sorted(f.seq for f in await store.read_facts() if f.session_id == session_id)
+
+
+async def a_governed_session(store: EventStore, session_id: str) -> int:
+    """Three batches with decisions, the turn closed; return the last seq."""
+    seq = await store.append(session_id, [TurnStarted(turn=1), *decision(1)], 0)
+    seq = await store.append(session_id, decision(2) + decision(3), seq)
+    return await store.append(
+        session_id, [*decision(4), TurnEnded(turn=1, final_content="ok")], seq
+    )
+
+
+async def test_r4_publish_facts_after_every_fact_is_out_publishes_nothing(
+    make_store: StoreFactory,
+) -> None:
+    """R4: with every fact published, publish_facts publishes none again."""
+    writer = make_store()
+    sid = new_session()
+    await a_governed_session(writer, sid)
+    expected = fact_seqs(sid, await writer.read(sid))
+    await eventually(lambda: published(writer, sid), lambda got: got == expected)
+    # Another process on the same store (memory lives in this one process).
+    other = writer
+    if writer.url != "memory://":
+        await writer.close()
+        other = make_store()
+    assert await other.publish_facts(sid) == 0
+    assert await other.publish_facts(sid) == 0
+    assert expected == await published(other, sid)
+
+
+async def test_r4_publish_facts_of_an_unknown_session_publishes_nothing(
+    store: EventStore,
+) -> None:
+    """R4: a session the store lacks has no facts to publish."""
+    assert await store.publish_facts(new_session()) == 0

@@ -1,15 +1,13 @@
-"""The cross-session index contract: open turns and pending asks.
+"""The session index's contract: open turns and pending asks across sessions.
 
-Pattern: a contract suite over the index methods of the ``EventStore`` port,
-         run against any adapter (see ``helmlog.events.testing``).
+Pattern: a contract suite for the ``SessionIndex`` port, run against any
+         adapter (``helmlog.events.testing``'s header says how).
 Role:    events layer, shipped tests; ``open_turns``, ``pending_asks``,
          ``reindex`` and ``repair_indexes`` mean the same on every store.
-Emits:   nothing.
 
 Laws: R7 (an unfinished turn is always listed by ``open_turns``; a paused
-session is open), R18 (``pending_asks`` lists what waits on a person, from the
-index), R11 (the index is a projection: ``reindex`` recomputes it from the
-stream, idempotently).
+session is open), R18 (``pending_asks`` lists what waits on a person), R11
+(the index is a projection: ``reindex`` recomputes it, idempotently).
 """
 
 from __future__ import annotations
