@@ -1,8 +1,9 @@
 """helmlog.events — the vocabulary and the record.
 
-The typed event union, the ledger row, codecs, the event-store port with its
-memory and Redis adapters, the hash chain, checkpoints, the pure fold and the
-facts projection (``fact_of``, ``watched``: a decision is stored once, as its
+The typed event union, the ledger row, codecs, the store ports (a stream
+recorder, a facts log, a session index; ``EventStore`` is all three) with
+their memory and Redis adapters, the hash chain, checkpoints, the pure fold
+and the facts projection (``fact_of``, ``watched``: a decision is stored once, as its
 row; watchers see its fact).
 Imports nothing of helmlog: every other layer stands on this one.
 """
@@ -81,6 +82,9 @@ from ._store import (
     EventStore,
     FactDelivery,
     FactRecord,
+    FactsLog,
+    SessionIndex,
+    StreamRecorder,
     read_verified,
     refuse_headless,
 )
@@ -147,6 +151,7 @@ __all__ = [
     "EventStore",
     "FactDelivery",
     "FactRecord",
+    "FactsLog",
     "FatalError",
     "Folder",
     "HelmlogError",
@@ -179,10 +184,12 @@ __all__ = [
     "RedisEventStore",
     "SequenceConflictError",
     "SessionImported",
+    "SessionIndex",
     "SessionState",
     "StoreError",
     "StoredEvent",
     "StreamHead",
+    "StreamRecorder",
     "StreamTamperedError",
     "StreamToken",
     "ToolCallRequest",
