@@ -91,9 +91,10 @@ class Server(uvicorn.Server):
 async def serving(server: uvicorn.Server, *, name: str) -> AsyncIterator[int]:
     """Serve inside the block; yields the bound port (port 0 picks one).
 
-    Raises ``OSError`` naming ``name`` when the socket does not listen.
-    Leaving the block asks the server to exit and waits for its graceful
-    shutdown (the app's lifespan ends).
+    Raises ``OSError`` naming ``name`` when the server gives up before it
+    listens (uvicorn itself still exits, ``SystemExit``, on an address in
+    use, as the edges did before this helper). Leaving the block asks the
+    server to exit and waits for its graceful shutdown (the lifespan ends).
     """
     config = server.config
     async with anyio.create_task_group() as tg:
