@@ -1,48 +1,24 @@
 """helmlog.events.testing — the store ports' contract suites, shipped.
 
-Pattern: one contract module per port (eventsourcing-style): ``stream_recorder``,
-         ``facts_log``, ``session_index``; module-level pytest tests taking a
-         ``store``/``make_store`` fixture, collected into whatever test module
-         star-imports them (this package: all three; one module: its port).
-Role:    events layer, shipped tests; this repository runs them on the memory
-         store, Redis and a Redis Cluster (``tests/contracts``); a third-party
-         adapter runs the same tests on its own store.
+Pattern: one contract module per port (``stream_recorder``, ``facts_log``,
+         ``session_index``): module-level pytest tests taking a ``store`` /
+         ``make_store`` fixture, collected by whatever test module
+         star-imports them (this package: all three; one module: one port).
+Role:    events layer, shipped tests; run here on memory, Redis and Redis
+         Cluster (``tests/contracts``); a third-party adapter runs the same.
 
-Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19, R25, R26 — each test is
-named for the law it defends. The R25/R26 tests delete a session's keys
-through the ``erase`` fixture, which an adapter of another kind overrides.
+Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19, R25, R26 (each test is named
+for its law). An adapter's test module needs only (pytest-asyncio)::
 
-Run it against your adapter (needs ``pytest`` and ``pytest-asyncio``)::
-
-    # tests/test_my_store.py
-    import pytest_asyncio
-    from helmlog.events.testing import *  # noqa: F403  (the contract's tests)
+    from helmlog.events.testing import *  # noqa: F403
 
     @pytest_asyncio.fixture(loop_scope="session")
-    async def make_store():
-        opened = []
+    async def make_store():   # yields make(*, chain_key=None) -> a clean store,
+        ...                   # and closes every store it made afterwards
 
-        def make(*, chain_key: bytes | None = None) -> MyStore:
-            store = MyStore(chain_key=chain_key)  # a clean store per test
-            opened.append(store)
-            return store
-
-        yield make
-        for store in opened:
-            await store.close()
-
-``store`` (one store without a chain key) is provided from ``make_store``; a
-module-level ``pytestmark`` runs the tests on pytest-asyncio's session loop,
-so an async ``make_store`` belongs on that loop too (as above; under
-``asyncio_mode = "auto"`` a plain ``@pytest.fixture`` does).
-A remote adapter publishes facts after the append's round trip (R4), so the
-tests wait for facts with a deadline (``support.eventually``) rather than
-read them at once.
-
-Why module-level tests and a star import, not a base class: the same test
-functions this repository runs are the ones an adapter runs, with no
-subclassing or fixture plumbing beyond one fixture; pytest collects test
-functions imported into a test module like its own.
+``store`` comes from ``make_store``; ``erase`` (R25/R26) is overridden by an
+adapter of another kind. Module-level tests, not a base class: the functions
+this repository runs are the ones an adapter runs.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
-"""The event-store contract: one suite, every adapter.
+"""The stream recorder on every adapter: what only a remote store can break.
 
-Pattern: a contract suite (eventsourcing-style) parametrized over the
-         adapters of one port; the Redis run is the same suite on a real
-         server, plus the few laws only a remote store can break.
-Role:    tests/contracts; ``MemoryEventStore`` and ``RedisEventStore`` must
-         both pass every test not marked Redis-only.
-Emits:   nothing.
+Pattern: tests parametrized over memory, Redis and Redis Cluster, beside the
+         shipped contract (``helmlog.events.testing``): the laws only a
+         remote store can break, and the property test (it needs Hypothesis).
+Role:    tests/contracts; both stores pass every test not marked Redis-only.
 
-Laws: R2 (seq, atomic appends, conflicts), R3 (the chain and its first broken
-seq, keyed chains), R4 (the facts stream), R5 (a failing store is a
-``StoreError``, never a driver error, and loses nothing it acknowledged),
-R10 (unknown types), R11 (URLs, hash-tagged keys).
-
-Why the tampering tests work on copies of what ``read`` returned: the store
-must hand back exactly what it keeps, so tampering with its output is
-tampering with the record as a verifier sees it, without needing a
-store-specific back door.
-
-The port's contract itself (what any adapter must pass) ships in
-``helmlog.events.testing``; this file keeps the laws only a remote store can
-break, and the property test (it needs Hypothesis).
+Laws: R2 (seq, atomic appends, conflicts), R3 (the chain, keyed chains), R4
+(the facts stream), R5 (a failing store is a ``StoreError``, never a driver
+error, and loses nothing it acknowledged), R10, R11 (URLs, hash-tagged keys).
+Tampering works on copies of what ``read`` returned: no back door needed.
 """
 
 from __future__ import annotations

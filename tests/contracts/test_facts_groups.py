@@ -1,22 +1,13 @@
-"""The facts consumer-group contract: one suite, every adapter.
+"""Consumer groups across store instances on one server (R4).
 
-Pattern: a contract suite parametrized over memory, Redis and Redis Cluster
-         (``tests/contracts/conftest.py``), on the group primitives of the
-         ``EventStore`` port.
+Pattern: tests parametrized over memory, Redis and Redis Cluster
+         (``tests/contracts/conftest.py``), beside the shipped generic part
+         (``helmlog.events.testing.facts_log``).
 Role:    tests/contracts; what ``helmlog.sinks.FactsConsumer`` relies on.
-Emits:   nothing.
 
-Laws: R4 (facts read through a consumer group: each new fact goes to one
-consumer of the group; a delivered fact stays pending for its consumer until
-acknowledged; an idle pending fact can be claimed by another consumer; a
-group keeps its position across store instances and processes).
-
-Why each test first waits for ``read_facts`` to show every fact: a Redis
-store publishes facts in the round trip after their append (best effort,
-R4), so a group read right after ``append`` may legitimately see fewer.
-
-The generic part ships in ``helmlog.events.testing.facts_log``; this
-file keeps what needs two stores on one server.
+Laws: R4 (a group keeps its position across store instances and processes;
+each fact to one consumer, pending until acked, claimable when idle). Each
+test waits for ``read_facts`` first: Redis publishes after the append.
 """
 
 from __future__ import annotations

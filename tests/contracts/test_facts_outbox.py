@@ -1,24 +1,14 @@
-"""The facts outbox contract: ``publish_facts`` on every adapter (R4).
+"""The facts outbox on a remote store: what only Redis can break (R4).
 
-Pattern: a contract suite parametrized over the adapters of the
-         ``EventStore`` port (memory, Redis, Redis Cluster), plus the laws
-         only a remote store can break (a facts shard that refuses writes).
-Role:    tests/contracts; ``publish_facts`` means the same on every store:
-         facts after the session's cursor are published, the cursor moves
-         only past published facts, twice is once.
-Emits:   nothing.
+Pattern: tests parametrized over the adapters (memory, Redis, Redis Cluster)
+         of the ``FactsLog`` port, beside the shipped generic part
+         (``helmlog.events.testing.facts_log``).
+Role:    tests/contracts; a refusing facts shard, cursors, reads after them.
 
-Laws: R4 (publication is an outbox behind a per-session cursor: a fact whose
-publication failed is published later, never lost, and idempotently), R5 (a
-facts shard that refuses never fails an append), R11 (no key grows without
-bound: a deleted stream's cursor goes with ``reindex``).
-
-Why the writing store is closed before another one publishes: a store notes
-its cursor moves in memory and sends them when idle; closing sends them, so
-the second store sees the cursor the first one earned.
-
-The generic part ships in ``helmlog.events.testing.facts_log``; this
-file keeps the laws only a remote store can break.
+Laws: R4 (a fact whose publication failed is published later, never lost,
+idempotently), R5 (a refusing facts shard never fails an append), R11 (a
+deleted stream's cursor goes with ``reindex``). The writing store is closed
+before another publishes: closing sends the cursor moves it noted in memory.
 """
 
 from __future__ import annotations
