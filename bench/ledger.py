@@ -38,7 +38,7 @@ is gone, so the figure is a constant, not re-created.
 
 Why it also measures the store's work done with redis-py's own primitives
 (a ``Script`` in ``pipeline(transaction=False)`` for the appends, ``xrange``
-for the reads): the store packs RESP itself (``Wire``, events/_redis_wire.py)
+for the reads): the store packs RESP itself (``Wire``, events/redis/wire.py)
 only where that beats the driver, and this run is what decides.
 ``wire_vs_redispy_append`` and ``wire_vs_redispy_read`` above 1.0 keep ``Wire``.
 
