@@ -336,6 +336,17 @@ GATEWAY = [
     "open_payload",
     "verify_manifest",
 ]
+GATEWAY_HTTP = [
+    "AuthConfigError",
+    "Authenticator",
+    "Principal",
+    "ServeConfig",
+    "Server",
+    "approver_from_environment",
+    "create_app",
+    "serve",
+    "token_digest",
+]
 LOWLEVEL = [
     "IN_AGENT",
     "SERVED",
@@ -396,6 +407,7 @@ PINNED = {
     "helmlog": FACE,
     "helmlog.rules": RULES,
     "helmlog.gateway": GATEWAY,
+    "helmlog.gateway.http": GATEWAY_HTTP,
     "helmlog.actors": ACTORS,
     "helmlog.sinks": SINKS,
     "helmlog.runtime.testing": TESTING,
