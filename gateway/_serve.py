@@ -1,36 +1,20 @@
 """Serve governed tools over MCP: the chain goes to the served surface.
 
 Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
-         runtime's own pieces — the one tool-call pipeline under the
-         ``SERVED`` rules, the same journal — so serving is governance, not a
-         second copy of it.
-Role:    gateway layer; ``mcp_serve(tools, name=..., tool_middleware=...)``
-         returns a ``ServedTools`` that lists the tools and answers calls,
-         over stdio (``serve_stdio``), Streamable HTTP (``http_app``,
-         ``serve_http``, ``http_server``: the SDK's session manager on
-         Starlette/uvicorn) or any pair of MCP streams (``run``).
-Emits:   ``middleware.decision`` rows and facts, into one stream per MCP
-         session (one per process on stdio), through ``Journal``.
+         runtime's one tool-call pipeline under the ``SERVED`` rules and the
+         same journal: serving is governance, not a second copy of it.
+Role:    gateway layer; ``mcp_serve(tools, ...)`` returns a ``ServedTools``
+         served over stdio, Streamable HTTP (the SDK's session manager, on
+         the gateway's uvicorn helper) or any pair of MCP streams (``run``).
+Emits:   ``middleware.decision`` rows and facts, one stream per MCP session.
 
-Laws: S1 (both moments run here, in ``ToolPipeline``, as in an agent),
-S2 (``tool_call_id="mcp-<name>-<n>"``, iteration 0, history ``()``, identity
-from the transport, ``tool_source`` = the served tool's own), S3 (unknown
-tool → before-tool → validation → credentials → execute → after-tool →
-serialization: the pipeline's order; no permission gate is configured, and
-``_Session.dispatched`` appends ``tool.dispatched`` before ``execute``, R7),
-S4 (what the client receives;
-a raise still gets the after-tool walk with ``error=True``; an ask is the
-walker's denial under ``SERVED``), S5 (no ``check_in``: refused here at
-construction and by ``SERVED`` in the pipeline; ``ask_human`` is a tool
-error), S6 (every decision is a row in the serving session's stream; a
-failed append refuses the call with ``data.rejection_reason =
-"LEDGER_UNAVAILABLE"``), G7, G24, G25, G55, G57, R4, R5.
+Laws: S1, S2, S3 (the pipeline's order; ``tool.dispatched`` before
+``execute``, R7), S4, S5, S6 (a failed append refuses with
+LEDGER_UNAVAILABLE), G7, G24, G25, G55, G57, R4, R5.
 
-Why the call handler is registered raw rather than with ``@server.call_tool``:
-the SDK's decorator validates arguments against the schema before the
-handler runs and turns every exception into a tool error; S3 needs
-validation after the before-tool walk, and S6 needs a refused append to be
-an MCP error, not a tool result.
+Why the call handler is registered raw, not with ``@server.call_tool``: the
+SDK validates before the handler and turns every exception into a tool
+error; S3 validates after the before-tool walk, S6 needs an MCP error.
 """
 
 from __future__ import annotations
@@ -237,24 +221,11 @@ class ServedTools:
         self, host: str = "127.0.0.1", port: int = 0
     ) -> AsyncIterator[str]:
         """Serve over Streamable HTTP inside the block; yields the endpoint URL."""
-        import uvicorn
+        from ._uvicorn import Server, server_config, serving
 
-        config = uvicorn.Config(
-            self.http_app(), host=host, port=port, log_level="warning"
-        )
-        server = uvicorn.Server(config)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve)
-            with anyio.fail_after(30):
-                while not server.started:
-                    if server.should_exit:
-                        raise OSError(f"mcp_serve could not listen on {host}:{port}")
-                    await anyio.sleep(0.01)
-            bound = server.servers[0].sockets[0].getsockname()[1]
-            try:
-                yield f"http://{host}:{bound}/mcp/"
-            finally:
-                server.should_exit = True
+        server = Server(server_config(self.http_app(), host=host, port=port))
+        async with serving(server, name="mcp_serve") as bound:
+            yield f"http://{host}:{bound}/mcp/"
 
     async def serve_http(self, host: str = "127.0.0.1", port: int = 8000) -> None:
         """Serve over Streamable HTTP on ``host:port`` until cancelled."""

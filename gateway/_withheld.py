@@ -1,20 +1,16 @@
-"""What a client of the proxy is told when something of the operator's fails.
+"""What a client of the gateway is told when something of the operator's fails.
 
 Pattern: a constructor of withheld errors: a fixed message and a fresh error
          id go to the client as an MCP error; the exception's own text goes
          only to the log (``helmlog.proxy``), under the same id.
-Role:    gateway layer; the ledger (a key provider or store that raised), the
-         call wrapper (a layer that raised), the session's handlers, the fast
-         lane and the upstream links build their errors with ``withheld``.
+Role:    gateway layer; shared by the proxy (ledger, accounting, handlers,
+         fast lane) and the upstream links.
 Emits:   one ERROR log record per withheld error, carrying its id.
 
-Laws: H4 (errors carry no secrets: an exception's text never reaches a client;
-the client gets a fixed message and an ``error_id`` in ``data`` and in the
-message, and the log record holds the text under that id).
+Laws: H4 (an exception's text never reaches a client).
 
-Why the text is withheld, not cleaned: a key provider's, a store's or a
-transport's message is written by code the proxy does not own (a KMS URL
-with a token in it, a host, a path); no filter knows what in it is secret.
+Why withheld, not cleaned: the text is written by code the gateway does not
+own (a KMS URL with a token, a host, a path); no filter knows what is secret.
 """
 
 from __future__ import annotations

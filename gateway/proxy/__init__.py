@@ -2,8 +2,8 @@
 
 ``McpProxy`` puts onion middleware, hidden and pass-through routing, helmlog
 governance links and one keyed audit chain in front of any MCP server; it
-serves clients over stdio or Streamable HTTP. The public names here are
-re-exported by ``helmlog.gateway``, their one public namespace.
+serves clients over stdio or Streamable HTTP. The names imported here are
+for ``helmlog.gateway`` to re-export: that is their one public namespace.
 
 Layout: ``_layers`` (onion, context, reasons), ``_calls`` (a call's values),
 ``_observers``, ``_audit`` (the ledger), ``_governance``, ``_accounting``,

@@ -1,42 +1,19 @@
 """The proxy's record: one keyed stream per proxy session, around every route.
 
-Pattern: a write-ahead ledger outside every layer (not a middleware): a
-         ``proxy.call_started`` before routing, a ``proxy.call_finished``
-         before the response leaves, and at every session end a
-         ``proxy.session_closed`` carrying a signed Merkle manifest. The
-         governance rows of the same session go into the same stream, through
-         the runtime's ``Journal``, so there is one chain per session.
-Role:    gateway layer; ``McpProxy`` builds one ``ProxyLedger`` (with
-         ``audit=ProxyAudit(...)`` it also records calls); sessions call it.
-Emits:   the three ``proxy.*`` events and the governance layer's rows and
-         ``tool.dispatched``, into the session's stream of the store; every
-         recorded event to ``on_event`` (facts for rows, R4).
+Pattern: a write-ahead ledger outside every layer: ``proxy.call_started``
+         before routing, ``proxy.call_finished`` before the response leaves,
+         ``proxy.session_closed`` with a signed Merkle manifest at each end;
+         governance rows share the stream (one chain per session).
+Role:    gateway layer; ``McpProxy`` holds one ``ProxyLedger``; the
+         accounting and governance append through it, by audit session id.
+Emits:   the three ``proxy.*`` events, rows and ``tool.dispatched``; every
+         recorded event to the observers' ``on_event``.
 
-Laws: P20 (fail closed: a failed first append routes nothing, a failed
-second withholds the response; either is an MCP error with
-``LEDGER_UNAVAILABLE``), P21 (the chain is R3's, keyed with
-``HMAC-SHA256(secret, b"helmlog/v1/chain")``; every field is hashed; stdio
-has one session ``stdio-<uuid4>``; appends for a session are serialized; a
-failed key derivation is retried on the next call, never cached), P22 (the
-manifest: ``session_id``, ``identity`` of the first call, ``started_at``,
-``closed_at``, ``event_count``, a domain-separated Merkle root, ``key_id``,
-and an HMAC ``signature`` over all of it; a session that ends with calls in
-flight waits for them, at most ``ProxyAudit.drain_s``, and records each one
-still running as ``call_finished`` with outcome ``"cut_off"``, so no
-``call_started`` is left without its finish), P23 (tiers: low and medium
-store the raw payloads, high only sealed with AES-256-GCM under a per-event
-key and a fresh nonce per field; every tier stores the digests), S6, R5, R7.
+Laws: P18, P20, P21, P22, P23, S6, R5, R7.
 
-Why a payload key binds the event's position: a key from the session and
-request id alone opened a ciphertext moved to another event of the same
-request; the key of a ``v2:`` sealed value also derives from the seq of the
-``call_finished`` that holds it, so it opens only there. Values sealed before
-(no ``v2:`` mark) still open under the old derivation; stripping the mark
-does not help a mover, for the old key is another key.
-
-Why the key is derived, never the secret itself: the chain key, the manifest
-key and each payload key are separate derivations, so publishing one (for a
-verifier) reveals neither the others nor the secret.
+Why a payload key binds the event's seq (``v2:``): a key of the session and
+request id alone opened a ciphertext moved to another event of the request.
+Keys are derived, never the secret: publishing one reveals no other.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """What one proxied tool call comes to: its telemetry, its state, its refusals.
 
-Pattern: plain values and constructors shared by the session's routes, the
-         governance link and the ledger, and ``accounted``: the one wrapper
-         every route of a tool call runs inside (audit, telemetry, errors).
-Role:    gateway layer; ``ProxySession`` (its SDK path and its fast lane)
-         runs each tool call through ``accounted``, which fills a
-         ``CallState`` and emits one ``ToolCallTelemetry``; the rejection
+Pattern: plain values and constructors shared by the routes, the governance
+         link, the ledger and the accounting.
+Role:    gateway layer; ``CallState`` is filled in as a call is routed,
+         ``ToolCallTelemetry`` is told once per call, the rejection
          constructors build the MCP errors every route answers with.
-Emits:   one ``ToolCallTelemetry`` per call; the ledger's audit events.
+Emits:   nothing.
 
-Laws: P9 (a hidden tool or resource is not found, with a reason), P11
-(every refusal carries a ``RejectionReason`` in ``data``; H6: only that
-closed set, from an upstream's error too, makes a call ``rejected``), P15 (one
-telemetry event per tool call, on every route: its fields), P20 (the ledger
-records every route, around everything: ``call_started`` before the route,
-``call_finished`` before the response leaves; a call cancelled mid-route (a
-client's cancel, its session's DELETE or TTL) records a ``call_finished``
-with outcome ``"cut_off"``, shielded, and no telemetry, on either path, so
-no start is left without its finish, P18).
+Laws: P9 (hidden is not found, with a reason), P11 (only the closed set of
+``RejectionReason`` makes a call ``rejected``, H6), P15 (the fields).
 """
 
 from __future__ import annotations

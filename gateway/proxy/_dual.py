@@ -1,36 +1,18 @@
 """One HTTP session over two SDK transports: SSE where it is needed, JSON elsewhere.
 
-Pattern: a router between one ``ServerSession`` and two
-         ``StreamableHTTPServerTransport``s of the same session id: the SSE
-         one (initialize, GET streams, DELETE, resumption, any request that
-         asked for progress) and a JSON one (every other request, answered
-         as a single ``application/json`` body). Requests of both are merged
-         into the session's read stream; each response goes back to the
-         transport its request came in on, everything else to the SSE one.
-         Beside both, the session's fast lane: ``lane_headers`` says
-         whether a POST's headers are ones the JSON transport accepts
-         silently, and ``answer_lane`` writes a lane call's answer as that
-         transport would.
-Role:    gateway layer; ``ProxyHttpApp`` makes one ``DualRoute`` per session
-         and asks ``wants_sse`` which transport a POST goes to.
+Pattern: a router between one ``ServerSession`` and two transports of the
+         same session id, SSE (initialize, GET, DELETE, resumption, progress)
+         and JSON (every other request); requests of both merge into one read
+         stream, each reply goes back where its request came in.
+Role:    gateway layer; ``ProxyHttpApp`` makes one per session; which
+         transport a POST takes is ``_routing.wants_sse``; ``answer_lane``
+         writes a fast-lane answer as the JSON transport would.
 Emits:   nothing.
 
-Laws: P25 (progress is relayed: a request carrying a ``progressToken`` gets
-an SSE stream, the only way progress can precede its reply; list_changed and
-every other unrelated message go on the SSE transport's GET stream), P19
-(resumable streams stay on the SSE transport with its per-session store),
-P25 again (a lane answer carries the JSON transport's status, headers and
-body; a session ended under it gets the transport's 500), issue 10 item 8
-(latency).
+Laws: P19, P25 (progress needs SSE; a lane answer is the JSON transport's).
 
-Why two transports: the SDK's transport answers either every request over
-SSE or every request as JSON. SSE costs each request a task group, a ping
-task, a priming event and two stored events; the proxy relays nothing but
-progress ahead of a reply (upstream logs, sampling and elicitation stay
-between the proxy and its upstream), so a request without a progress token
-can have no message before its reply, and its answer is a plain JSON body.
-The client sends ``Accept: application/json, text/event-stream``, so both
-answers are valid to it.
+Why two transports: the SDK answers every request over SSE (a task group,
+pings, stored events) or every one as JSON; only progress must precede a reply.
 """
 
 from __future__ import annotations
@@ -63,7 +45,7 @@ async def answer_lane(
         status = 500
         response = {
             "jsonrpc": "2.0",
-            "id": None,  # H6: as ``_proxy_http`` rewrites the SDK's
+            "id": None,  # H6: as ``_http`` rewrites the SDK's
             "error": {
                 "code": types.INTERNAL_ERROR,
                 "message": "Error processing request",

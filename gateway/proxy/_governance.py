@@ -1,30 +1,17 @@
 """Governance links in the proxy: the innermost layer, on the one pipeline.
 
-Pattern: an adapter that turns a forwarded ``tools/call`` into a call of the
+Pattern: an adapter turning a forwarded ``tools/call`` into a run of the
          runtime's ``ToolPipeline`` under the ``SERVED`` rules, whose
-         ``execute`` is the upstream call; no fourth copy of the pipeline.
-Role:    gateway layer; ``McpProxy(governance=[links])`` makes one, and the
-         tool terminal (after every rewrite and the P10 re-check) calls it.
-Emits:   the walk's rows (``decision.filed``) and ``tool.dispatched`` (R7)
-         into the proxy session's stream, through ``ProxyLedger``; each row's
-         fact is delivered to ``on_event`` and the facts streams (R4).
+         ``execute`` is the session's upstream call (handed in per call).
+Role:    gateway layer; ``McpProxy(governance=[links])`` makes one; the tool
+         terminal of ``_routing`` calls it after every rewrite and P10.
+Emits:   rows and ``tool.dispatched`` into the session's stream (the ledger).
 
-Laws: P14 (the same walker, laws and client results as ``mcp_serve``:
-S2 — ``tool_call_id="mcp-<proxy>-<n>"``, iteration 0, history ``()``, the
-session's identity, ``tool_source`` = the upstream's name; S3 — before-tool
-walk, validation, dispatch, execute, after-tool walk; S4 — a refusal is an
-``is_error`` result whose text is the reason; a refusal's result carries
-``_meta={"rejection_reason": "POLICY_DENIED", "middleware": <name>}``; an
-upstream that answers with an MCP error raised, for S4: the after-tool walk
-sees ``error=True`` and the client gets ``is_error=True`` with the walk's
-verdict, never the raw error — S4 wins over P25 on this route, H6), R5
-(rows are appended before what follows from them), R7 (``tool.dispatched``
-before ``execute``), P25 (an unchanged upstream result goes back as the
-upstream sent it, ``_meta`` and structured content included).
+Laws: P14 (S2–S4 as ``mcp_serve``; a refusal carries POLICY_DENIED; an
+upstream error is the tool's raise, S4 over P25, H6), R5, R7, P25.
 
-Why the upstream's own answer is returned when no link changed it: the proxy
-is transparent to the protocol; only a transform or a refusal replaces what
-the upstream said, and then with the text every other helmlog surface shows.
+Why the upstream's own answer goes back when no link changed it: the proxy is
+transparent; only a transform or a refusal replaces what the upstream said.
 """
 
 from __future__ import annotations

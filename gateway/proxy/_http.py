@@ -1,44 +1,18 @@
 """The proxy over Streamable HTTP: sessions, limits, hardening, resumable streams.
 
-Pattern: an ASGI app (Starlette-compatible, served by uvicorn) that admits,
-         runs and ends sessions itself over the SDK's
-         ``StreamableHTTPServerTransport``: one transport, one ``ProxySession``
-         (server and pipelines) and one event store per session.
-Role:    gateway layer; ``McpProxy.http_app()``; served by uvicorn in
-         ``_proxy_uvicorn.py``; the per-session event store is
-         ``_proxy_resume.py``. A POST of a live session that is one
-         ``tools/call`` without a progress token, with headers the SDK's
-         JSON transport would accept silently, is answered here by the
-         session's fast lane (``_proxy_fast.py``) as one ``application/json``
-         body, without Starlette or the SDK transport.
-Emits:   through the sessions; ``on_session_closed`` and the manifest at
+Pattern: an ASGI app that admits, runs and ends sessions itself: per session
+         one ``ProxySession``, one SSE and one JSON SDK transport (``_dual``)
+         and one event store (``_resume``); a lane-shaped POST is answered by
+         the session's fast lane as one JSON body (``_routing`` decides).
+Role:    gateway layer; ``McpProxy.http_app()``, served by ``_uvicorn``.
+Emits:   through the sessions; the manifest and ``on_session_closed`` at
          every session end.
 
-Laws: P11 (the 503 and 413 answers carry a JSON-RPC error body with
-``SESSION_LIMIT``/``BODY_LIMIT``), P17 (identity resolved once at
-initialize, a raising resolver answers 401 and makes no session; an unknown
-session answers 404; ``max_sessions`` counts initializing sessions;
-``session_ttl_s`` is absolute), P18 (DELETE, TTL and shutdown all end a
-session through ``_end``, exactly once, manifest included; a request that
-never initialized leaves nothing behind), P19 (each session has its own
-event store with 128-bit random event ids; an unknown or foreign
-``Last-Event-ID`` replays nothing and is answered 404), P24 (loopback by
-default, a warning when bound elsewhere without a resolver, ``Host`` and
-``Origin`` checked against an allow-list with 403 otherwise; a request that
-is not an initialize and names no session answers 400; malformed JSON
-answers 400 with a parse error), H6 (the edge: one path, ``/mcp`` and not
-``/mcp/``; every body sent to a session is decoded here first, so one that
-is not UTF-8 JSON answers 400 ``PARSE_ERROR`` and JSON that is not one
-JSON-RPC message 400 ``INVALID_REQUEST``, never the SDK's 5xx; every error
-body is JSON-RPC with ``"id": null`` where the request id is unknown, the
-SDK transport's ``"server-error"`` rewritten), P25 (a lane answer is what the JSON
-transport would send: status, ``Content-Type``, ``mcp-session-id`` and body;
-a session ending under a lane call answers the transport's 500).
+Laws: P11, P17, P18, P19, P24, P25, H6 (each at the code that keeps it).
 
-Why not the SDK's ``StreamableHTTPSessionManager``: it runs one server and
-one event store for every session, counts only established sessions, and
-ends sessions on idleness rather than an absolute lifetime; P17–P19 need
-each of these per session.
+Why not the SDK's ``StreamableHTTPSessionManager``: one server and event
+store for every session, established sessions only counted, idle (not
+absolute) lifetimes; P17–P19 need each of these per session.
 """
 
 from __future__ import annotations
@@ -286,7 +260,7 @@ class ProxyHttpApp:
         calls = live.proxy_session.calls
         lane = lane_headers(head) and not live.transport.is_terminated
         if last is None and lane and calls.admit(message):
-            await answer_lane(calls, message, sid, scope, send)  # ``_proxy_fast.py``
+            await answer_lane(calls, message, sid, scope, send)  # ``proxy/_lane.py``
             return
         if method == "POST":
             refusal = _not_a_message(message)

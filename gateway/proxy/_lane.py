@@ -1,33 +1,18 @@
 """A proxy session's fast lane: ``tools/call`` answered without the SDK session.
 
-Pattern: a per-session router over decoded JSON-RPC messages (plain dicts,
-         msgspec-decoded by the transport): ``admit`` picks a ``tools/call``
-         request with no progress token once the client has initialized,
-         ``answer`` runs it through ``ProxySession``'s one tool-call route and
-         returns the JSON-RPC response as a dict; ``saw`` watches every other
-         message on its way to the SDK's ``ServerSession`` (``initialized``
-         opens the lane, ``notifications/cancelled`` cancels a lane call).
-Role:    gateway layer; each ``ProxySession`` has one (``session.calls``); the
-         stdio transport (``_proxy_stdio.py``), the in-memory ``McpProxy.run``
-         and the HTTP app (``_proxy_http.py``) hand it their messages.
-Emits:   nothing of its own; the route emits telemetry, audit and rows.
+Pattern: a per-session router over decoded JSON-RPC dicts: ``admit`` takes a
+         lane call (``_routing.lane_call``) once the client is initialized,
+         ``answer`` runs the session's one tool route and returns the JSON-RPC
+         response; ``saw`` watches the rest (initialized, cancels).
+Role:    gateway layer; each ``ProxySession`` holds one (``session.calls``);
+         stdio, in-memory ``run`` and the HTTP app hand it their messages.
+Emits:   nothing of its own; the route records and tells.
 
-Laws: P25 (transparent: the response is what the SDK session would send —
-a result as ``CallToolResult`` dumps it, an ``McpError`` as its ``ErrorData``,
-any other failure as the session's handlers answer it (H4: a fixed message
-and an error id, the text only logged), malformed params as
-``INVALID_PARAMS``/"Invalid request parameters"; a client's cancel answers
-code 0 "Request cancelled" and cancels the upstream call, which relays the
-cancel upstream; a call carrying a ``progressToken`` stays on the SDK path,
-the only one that can send progress before the reply), P5, P8–P16, P20
-(the same route as the SDK path: ``ProxySession.tool_call``).
+Laws: P25 (the answer is the SDK session's, H4 errors included; a cancel
+answers code 0 and cancels upstream), P5, P8–P16, P20 (``_routing``'s I2).
 
-Why a lane beside the SDK session rather than a faster session: per call the
-SDK spends its time in memory streams, a task per request and pydantic
-validation and serialization of every envelope; a proxied ``tools/call``
-needs none of it when nothing asks for progress. Everything else (initialize,
-lists, resources, notifications, progress, malformed input) still goes
-through the SDK unchanged, so the protocol stays the SDK's.
+Why a lane beside the SDK session: the SDK spends a call's time on memory
+streams, a task per request and pydantic both ways; a plain call needs none.
 """
 
 from __future__ import annotations

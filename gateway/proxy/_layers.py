@@ -1,28 +1,16 @@
 """The proxy's middleware model: onion layers, ``compose``, the context, reasons.
 
-Pattern: the onion (mcpose's middleware model, seed 001): a layer is an async
-         callable ``(req, next, ctx)`` that may rewrite the request, call
-         ``next`` at most once, and rewrite the response on the way out.
-Role:    gateway layer; ``McpProxy`` composes its tool, resource and
-         list-tools pipelines with these; users write layers against
-         ``ProxyContext`` and compose them with ``compose``.
+Pattern: the onion: a layer is ``async (req, next, ctx)`` that may rewrite
+         the request, call ``next`` at most once, rewrite the response.
+Role:    gateway layer; the shared types of the proxy (``ProxyContext``,
+         ``RejectionReason``), imported by every other proxy module.
 Emits:   nothing.
 
-Laws: P1 (three kinds of layer, one shape), P2 (``compose`` is
-outermost-first; an empty list runs the terminal directly), P3 (option
-sequences are response-processing order: ``layers_of`` reverses them into
-``compose`` order and never mutates them), P4 (a second ``next`` returns an
-awaitable that raises ``RuntimeError("next() called multiple times")`` when
-awaited, never at call time), P5 (every layer of one invocation receives the
-same context; a run without one gets a fresh ``stdio`` context), P6 (errors
-propagate outward through every layer; a layer that returns without ``next``
-short-circuits), P7 (``ProxyContext``; credential headers never reach
-``headers``), P11 (``RejectionReason``), P13 (``mark_pass_through_observer``
-returns a new layer; the argument is not mutated).
+Laws: P1, P2, P3 (``layers_of`` reverses, never mutates), P4, P5, P6, P7
+(credential headers never reach ``headers``), P11, P13.
 
-Why ``next`` returns an awaitable that raises rather than raising itself:
-P4 pins the error to the await, so a layer that calls ``next`` twice and
-awaits only the first is unaffected, exactly as in the TypeScript reference.
+Why ``next`` returns an awaitable that raises: P4 pins the error to the
+await, so a layer calling ``next`` twice and awaiting once is unaffected.
 """
 
 from __future__ import annotations

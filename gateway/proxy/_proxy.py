@@ -1,31 +1,17 @@
 """The MCP governance proxy: cross-cutting rules in front of any MCP server.
 
-Pattern: a proxy (mcpose's, seed 001) whose options are compiled once into
-         three onion pipelines, routing sets and observers; each client
-         session gets its own ``ProxySession`` (server and pipelines) over
-         one upstream connection.
-Role:    gateway layer; ``McpProxy(upstream, ...)`` connects to the upstream
-         (``async with proxy`` or ``await proxy.start()``), then serves
-         clients over stdio (``serve_stdio``, ``run``) or Streamable HTTP
-         (``http_app``, ``serve_http``; ``_proxy_http.py``).
-Emits:   ``on_telemetry`` per tool call; with ``governance=`` its rows and
-         facts, with ``audit=`` the audit chain, both into one stream per
-         proxy session (``_proxy_audit.py``, ``_proxy_governance.py``).
+Pattern: a facade holding its parts, each owning its state: the upstream, the
+         observers, the ledger, governance, the routing (options compiled
+         once) and the accounting; each client session (``ProxySession``)
+         shares them over the one upstream connection.
+Role:    gateway layer; ``McpProxy(upstream, ...)``; ``async with proxy``, then
+         ``serve_stdio``/``run`` or ``http_app``/``http_server``/``serve_http``.
+Emits:   through its parts: telemetry, audit chain, governance rows.
 
-Laws: P3 (option sequences are response-processing order, compiled with
-``layers_of``; never mutated: they are copied to tuples here), P8 (hidden
-sets or predicates; pass-through sets), P13 (the marked layers of each
-option also form the pass-through observers, at their positions), P14
-(``governance`` is the innermost layer), P16 (an observer that raises is
-logged and changes nothing; H6: an async one is awaited, bounded by
-``observer_timeout_s``, in the order it was handed its values), P17/P24
-(session limits and their defaults),
-P25 (refuse to start against an upstream that does not initialize;
-list_changed fans out to every live session).
+Laws: P3, P8, P13, P14, P16, H6, P17, P18, P21, P24, P25 (see each part).
 
 Why one upstream connection for every session: the upstream is a server the
-operator runs once; sessions are the clients'. Requests are independent
-JSON-RPC calls on one client session, which the SDK multiplexes by id.
+operator runs once; requests are independent JSON-RPC calls multiplexed by id.
 """
 
 from __future__ import annotations
@@ -376,7 +362,7 @@ class McpProxy:
                 await self.close_session(session)
 
     def http_app(self, **kw: Any) -> Any:
-        """The Streamable HTTP proxy as an ASGI app (``_proxy_http.py``)."""
+        """The Streamable HTTP proxy as an ASGI app (``proxy/_http.py``)."""
         from ._http import ProxyHttpApp
 
         return ProxyHttpApp(self, **kw)

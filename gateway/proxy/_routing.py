@@ -1,31 +1,15 @@
 """The proxy's routes, and the one place that picks the SDK path or the fast path.
 
-Pattern: ``Routing`` holds what the options compile to (three onion
-         pipelines, pass-through observers, visibility, pass-through sets,
-         governance, the upstream) and runs the one tool route, in two forms:
-         ``tool`` on SDK models, ``tool_raw`` on decoded JSON. The functions
-         above it decide, per message, which path answers it.
-Role:    gateway layer; ``McpProxy`` builds one; ``ProxySession`` routes
-         through it, ``FastCalls`` admits with ``lane_call``, the HTTP app
-         picks its transport with ``wants_sse`` and ``lane_headers``.
+Pattern: ``Routing`` holds what the options compile to (onion pipelines,
+         pass-through observers, visibility, governance, the upstream) and
+         runs the one tool route in two forms, ``tool`` on SDK models and
+         ``tool_raw`` on decoded JSON; the functions above it pick a path.
+Role:    gateway layer; ``McpProxy`` builds one; sessions route through it,
+         ``FastCalls`` admits with ``lane_call``, the HTTP app picks its
+         transport with ``wants_sse``.
 Emits:   nothing; the caller's ``Accounting`` records and tells.
 
-Laws: P8 (hidden, then pass-through, then the pipeline; a raising visibility
-predicate hides: fail closed), P10 (the terminal re-checks the forwarded
-name), P12, P13 (pass-through: forwarded once, original params, raw outcome),
-P14 (governance is the innermost layer), P25 (progress only on the SDK path).
-
-The invariant both paths share, stated and checked here:
-  I1 a request whose params carry a ``progressToken`` is answered by the SDK
-     session (over HTTP, on the SSE transport), the only one that can send
-     progress before the reply: ``has_progress`` is the one test of it, and
-     ``lane_call`` and ``wants_sse`` both use it.
-  I2 the lane runs the SDK path's route (``tool``) and answers what the SDK
-     session would; ``tool_raw`` is that route with no layer (so no
-     pass-through observer, which is a marked layer) and no governance, on
-     simple params: ``raw_params`` decides, and ``tool_raw`` refuses to run
-     where it would differ. ``test_proxy_fast.py`` runs both paths and
-     compares their answers and audit rows.
+Laws: P8, P10, P12, P13, P14, P25; the paths' invariant I1/I2 (below).
 """
 
 from __future__ import annotations
@@ -55,7 +39,19 @@ from ._layers import (
 
 log = logging.getLogger("helmlog.proxy")
 
-# -- which path answers a message (I1) ---------------------------------------
+# -- which path answers a message ----------------------------------------------
+#
+# The invariant the SDK path and the fast path share, stated and checked here:
+#   I1 a request whose params carry a ``progressToken`` is answered by the SDK
+#      session (over HTTP on the SSE transport), the only one that can send
+#      progress before the reply: ``has_progress`` is the one test of it, and
+#      ``lane_call`` (the lane's admission) and ``wants_sse`` both use it.
+#   I2 the lane runs the SDK path's route (``Routing.tool``) and answers what
+#      the SDK session would; ``Routing.tool_raw`` is that route with no layer
+#      (hence no pass-through observer, a marked layer) and no governance, on
+#      simple params: ``raw_params`` decides and ``tool_raw`` refuses to run
+#      where it would differ. ``test_proxy_fast.py`` compares both paths'
+#      answers and audit rows; ``test_proxy_paths.py`` checks I1 and I2 here.
 
 
 def has_progress(params: Any) -> bool:

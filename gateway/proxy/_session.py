@@ -1,31 +1,16 @@
-"""One client session of the MCP proxy: its server, its pipelines, its routes.
+"""One client session of the MCP proxy: its server, its fast lane, its handlers.
 
-Pattern: a per-session adapter over the SDK's low-level ``Server`` whose raw
-         request handlers route each request (hidden, pass-through, or the
-         onion of middleware) and forward everything else unchanged.
-Role:    gateway layer; ``McpProxy`` makes one per stdio run and one per HTTP
-         session (P17: each has its own server and pipelines). Its fast lane
-         (``calls``, ``_proxy_fast.py``) answers plain ``tools/call``s
-         through ``call_tool_fast``: the same route on raw dicts, SDK models
-         built only when a layer or governance needs them.
-Emits:   telemetry per tool call (``on_telemetry``; the event and the
-         call's state are ``_proxy_calls.py``); audit events and governance
-         rows through the proxy's ``ProxyLedger``.
+Pattern: an adapter over the SDK's low-level ``Server`` whose request
+         handlers route the interceptable requests through the proxy's
+         ``Routing`` inside its ``Accounting``, and forward the rest unchanged.
+Role:    gateway layer; ``McpProxy.open_session`` makes one per stdio run and
+         per HTTP session (P17); it holds its server and its ``FastCalls``.
+Emits:   through the accounting: telemetry, audit events, governance rows.
 
-Laws: P1 (only ``tools/call``, ``resources/read`` and ``tools/list`` are
-interceptable; prompts and the rest pass unchanged; resource listing only
-loses hidden URIs), P5 (one context per request), P6, P8 (route on the exact
-requested name: hidden, then pass-through, then the pipeline), P9 (hidden is
-not found, with a reason; ``tools/list`` filtered before and after its
-middleware), P10 (the terminal re-checks the forwarded name), P12, P13
-(pass-through observers: the forward happens exactly once, with the original
-params, and the client gets the raw outcome), P15 (one telemetry event per
-tool call on every route), P16 (a failing observer is logged and changes
-nothing; a raising visibility predicate hides: governance fails closed), H4
-(a handler's failure answers a fixed message and an error id, never its
-text), P20
-(the ledger records every route, around everything), P25 (capabilities
-mirrored, progress relayed, ``_meta`` forwarded, list_changed fanned out).
+Laws: P1 (only tools/call, resources/read and tools/list intercepted), P5,
+P9 (tools/list filtered before and after its middleware), P17, H4 (a
+handler's failure answers a fixed message and an error id), P25 (capabilities
+mirrored, progress relayed, list_changed sent on the session's own stream).
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """The proxy's stdio transport: JSON-RPC lines on the event loop's own pipes.
 
-Pattern: an async context manager yielding the same pair of memory streams
-         the SDK's ``stdio_server`` yields (``SessionMessage`` in, out), so
-         the SDK's ``ServerSession`` runs on it unchanged; stdin and stdout
-         are read and written by the event loop (``connect_read_pipe``,
-         ``connect_write_pipe``), not by worker threads.
-Role:    gateway layer; ``McpProxy.serve_stdio`` uses it when stdin and
-         stdout are pipes (or sockets, or terminals) and the loop is
-         asyncio's, and the SDK's ``stdio_server`` otherwise (a regular
-         file cannot be watched by a selector).
-Emits:   nothing of its own; malformed lines go to the session as the
-         exception the SDK sends for them (the client gets a parse error).
+Pattern: an async context manager yielding the SDK ``stdio_server``'s stream
+         pair, reading and writing stdin/stdout on the event loop
+         (``connect_read_pipe``/``connect_write_pipe``), not worker threads;
+         lane calls are decoded with msgspec and answered with one line.
+Role:    gateway layer; ``McpProxy.serve_stdio`` when both are pipes,
+         sockets or terminals on asyncio (the SDK's transport otherwise).
+Emits:   nothing; a malformed line reaches the session as the SDK's error.
 
-Laws: P25 (transparent: each line is one JSON-RPC message, parsed and
-written exactly as the SDK's transport does, ``by_alias`` and without
-``None`` fields; a line the session's fast lane takes, ``_proxy_fast.py``,
-is decoded with msgspec and answered with one line, never reaching the SDK),
-issue 10 item 8 (latency).
+Laws: P25 (each line one message, written as the SDK writes it).
 
-Why not the SDK's ``stdio_server``: it reads stdin through
-``anyio.wrap_file``, one worker-thread round trip per line read and two per
-line written (``write`` and ``flush``); on a proxy, which adds a hop to every
-call, those six thread wake-ups were most of the hop's cost. The file
-descriptors are set back to blocking when the transport closes, since they
-are shared with whoever started the process.
+Why not the SDK's ``stdio_server``: six worker-thread wake-ups per call were
+most of the proxy hop's cost. The descriptors are set blocking again at close.
 """
 
 from __future__ import annotations

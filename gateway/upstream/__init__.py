@@ -3,7 +3,8 @@
 ``Upstream`` is the proxy's one connection to the MCP server it stands in
 front of (a command over stdio, a URL over Streamable HTTP, or a server in
 this process), with a raw ``tools/call`` lane beside the SDK session.
-``UpstreamError`` is what a start that failed raises (P25).
+``UpstreamError`` is what a start that failed raises (P25); its public
+namespace is ``helmlog.gateway``.
 
 Layout: ``_upstream`` (the connection), ``_raw`` (raw calls over SDK
 streams), ``_stdio`` (a child's pipes), ``_http`` and ``_http_raw`` (the

@@ -1,34 +1,17 @@
 """The proxy's Streamable HTTP link to its upstream: one kept-alive connection pool.
 
-Pattern: a client transport yielding the (read, write) memory-stream pair the
-         SDK's ``ClientSession`` takes: each message written is one POST
-         (answered by 202, a JSON body or an SSE stream, whose messages are
-         parsed onto the read stream); after ``notifications/initialized`` a
-         GET stream carries the server's own notifications; leaving the block
-         DELETEs the session.
-Role:    gateway layer; ``Upstream`` opens it for a URL upstream; raw calls
-         post on the same client (``_upstream_http_raw.py``).
-Emits:   nothing; transport failures reach the waiting request as a JSON-RPC
-         error, so the caller gets an MCP error and never hangs.
+Pattern: a client transport yielding the SDK ``ClientSession``'s stream pair:
+         each message written is one POST (202, JSON, or SSE parsed onto the
+         read stream); a GET stream carries the server's notifications; the
+         block's end DELETEs the session. Raw calls post beside it (``_http_raw``).
+Role:    gateway layer; ``Upstream`` opens it for a URL upstream.
+Emits:   nothing; a transport failure reaches its request as a JSON-RPC error.
 
-Laws: P25 (progress arrives on the POST's SSE stream ahead of the reply;
-list_changed on the GET stream; a cancel is one more POST; a stream cut
-before its reply resumes with ``Last-Event-ID``), issue 10 item 8 (latency),
-H4 (a failed request's caller hears neither the URL nor the cause).
+Laws: P25 (progress before the reply, list_changed on GET, cancel as a POST,
+``Last-Event-ID`` resumption), H4 (no URL or cause to the caller), issue 10.
 
-Why not the SDK's ``streamable_http_client``: it closes an SSE response as
-soon as the reply is parsed, before the server has ended the stream, so
-httpx cannot put the connection back in its pool: every upstream call paid a
-TCP connect and close (profiled: one ``connect`` per call). Here the stream
-is read to its end (briefly: the server ends it right after the reply), so
-one connection serves call after call.
-
-Why the POSTs of an ``http://`` upstream go over ``HttpWire``
-(``_http_wire.py``) and not httpx: each proxied call is one POST, and httpx's
-client layers, pure-Python parser and timeout scopes cost the proxy about ten
-times the CPU of a kept-alive connection parsed by httptools. The GET stream
-(one per session, long-lived), the DELETE and an ``https://`` upstream stay
-on httpx.
+Why not the SDK's client: it closes an SSE response before the server ends it,
+so every call paid a TCP connect; POSTs of ``http://`` go over ``HttpWire``.
 """
 
 from __future__ import annotations

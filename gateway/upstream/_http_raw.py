@@ -1,23 +1,17 @@
 """Raw calls over the proxy's Streamable HTTP link: one POST each, read in the caller.
 
-Pattern: the caller's own task posts its JSON-RPC request (msgspec-encoded,
-         an id of our own) on the link's kept-alive client and reads the
-         answer: a JSON body, or an SSE stream whose other messages
-         (notifications tied to the request, server requests) go on to the
-         ``ClientSession`` as the link's own posts deliver them.
-Role:    gateway layer; ``upstream_http`` hands it to ``Upstream.call_raw``.
+Pattern: the caller's task posts its request (msgspec, an id of our own) on
+         the link's kept-alive client and reads the answer, a JSON body or an
+         SSE stream whose other messages go on to the ``ClientSession``.
+Role:    gateway layer; ``upstream_http`` hands it to ``Upstream.call_raw``;
+         it uses the link through the narrow ``Link`` protocol.
 Emits:   nothing.
 
-Laws: P25 (progress for our token reaches the call's callback ahead of the
-reply; a cancelled call is one more POST, ``notifications/cancelled`` with
-our id; a stream cut before the reply resumes with ``Last-Event-ID``),
-issue 10 item 8 (the proxy's CPU per call).
+Laws: P25 (progress ahead of the reply; a cancel is one more POST; a cut
+stream resumes with ``Last-Event-ID``), issue 10 item 8.
 
-Why in the caller's task, with no pending table: on Streamable HTTP the
-reply to a POST comes on that POST's own response (or its resumed stream),
-so there is nothing to route and no task to switch to. An upstream that
-dies mid-call breaks that response, and the caller gets ``INTERNAL_ERROR``
-at once.
+Why in the caller's task with no pending table: on Streamable HTTP a POST's
+reply comes on its own response, so there is nothing to route.
 """
 
 from __future__ import annotations

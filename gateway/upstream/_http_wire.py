@@ -1,31 +1,18 @@
 """Kept-alive HTTP/1.1 connections to one origin, parsed by httptools.
 
-Pattern: a small connection pool over asyncio streams; each request writes
-         its head and body in one write and parses the response with
-         ``httptools.HttpResponseParser`` (the C parser uvicorn uses), handing
-         the body on as it arrives (dechunked), so an SSE reply can be read
-         event by event; a connection whose response was read to its end
-         goes back to the pool, any other is closed.
-Role:    gateway layer; the proxy's Streamable HTTP link to its upstream
-         (``_upstream_http.py``) posts its JSON-RPC messages through it.
+Pattern: a small pool over asyncio streams; a request is one write, its
+         response parsed by ``httptools`` and handed on as it arrives (SSE
+         event by event); a connection read to its end goes back to the pool.
+Role:    gateway layer; the upstream HTTP link posts its messages through it.
 Emits:   nothing; a connection failure is ``WireError``, a timeout
          ``TimeoutError``.
 
-Laws: issue 10 item 8 (the proxy's CPU per call: an httpx request with its
-SSE lines read cost the proxy ~1,400 µs of CPU per upstream call on the
-bench machine; this path ~150 µs), P25 (an SSE reply is handed on as it
-arrives, so progress ahead of the reply is relayed in order).
+Laws: issue 10 item 8 (~150 µs of proxy CPU per call against httpx's
+~1,400 µs), P25 (an SSE reply is handed on in order).
 
-Why not httpx for this: per request it runs its client, transport and
-connection-pool layers, h11's pure-Python parser and a dozen anyio timeout
-scopes; the link makes one request per proxied call on one origin, so the
-general client's work is all overhead.
-
-Why idle connections are dropped after ``IDLE_S`` and at EOF, and a POST is
-never retried: a server closes an idle kept-alive connection on its own
-clock (uvicorn after 5 s); reusing one it already closed fails before any
-reply, and a ``tools/call`` that may have been read must not be sent twice,
-so the pool never hands out a connection that old or one the server ended.
+Why idle connections are dropped after ``IDLE_S`` and a POST never retried:
+a server closes idle connections on its own clock, and a ``tools/call`` that
+may have been read must not be sent twice.
 """
 
 from __future__ import annotations

@@ -1,29 +1,18 @@
 """Raw JSON-RPC calls to the upstream, beside the SDK's ``ClientSession``, on its wire.
 
-Pattern: a table of pending calls keyed by ids of our own (the strings
-         ``hl-1``, ``hl-2``, …; the SDK numbers its requests with ints, so
-         the two can never collide); a reply whose id is ours resolves its
-         waiter, a progress notification whose token is ours goes to that
-         call's callback, and every other message goes on to the
-         ``ClientSession`` unchanged.
-Role:    gateway layer; ``Upstream.call_raw`` for the stdio and in-process
-         transports (the HTTP link posts its raw calls itself:
-         ``_upstream_http.py``). ``RoutedReads`` puts the table in front of a
-         transport that yields ``SessionMessage`` objects (in process).
+Pattern: a table of pending calls keyed by ids of our own (``hl-1``, ...; the
+         SDK's are ints, so they never collide): our replies resolve their
+         waiters, our progress goes to its call's callback, every other
+         message goes on to the ``ClientSession`` unchanged.
+Role:    gateway layer; ``Upstream.call_raw`` for stdio and in-process
+         upstreams; ``RoutedReads`` fronts an in-process transport.
 Emits:   nothing.
 
-Laws: P25 (a cancelled raw call sends ``notifications/cancelled`` with its
-id upstream; its progress reaches its own callback), issue 10 item 8 (the
-proxy's CPU per call: no pydantic, no memory stream, no response stream per
-request on this path), H4 (``went_away`` withholds the label and the cause).
+Laws: P25 (a cancelled raw call is cancelled upstream; its progress reaches
+its callback), issue 10 item 8, H4 (``went_away`` withholds label and cause).
 
-Why a waiter is one future and a list, not a memory stream: the reply is
-resolved from the transport's read callback without a task switch, and the
-caller's own task runs its progress callbacks in order before it returns.
-
-Why the SDK's error shapes are kept (``McpError`` with the upstream's own
-``ErrorData``; 408 on a timeout, as ``send_request`` says it): callers treat
-``request`` and ``call_raw`` alike.
+Why the SDK's error shapes are kept (``McpError``; 408 on a timeout): callers
+treat ``request`` and ``call_raw`` alike.
 """
 
 from __future__ import annotations

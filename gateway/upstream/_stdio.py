@@ -1,34 +1,18 @@
 """The proxy's stdio link to its upstream: the child's pipes, read and written directly.
 
-Pattern: an ``asyncio.SubprocessProtocol`` over the child's stdin and
-         stdout. Each line the child writes is taken by the raw calls'
-         table when it is ours (decoded with msgspec, the waiter resolved in
-         the read callback) or parsed into a ``SessionMessage`` for the
-         SDK's ``ClientSession``; the session's writes and the raw calls'
-         are whole lines on the one stdin pipe.
+Pattern: an ``asyncio.SubprocessProtocol`` over the child's pipes: a line
+         holding one of our ids (``"hl-``) is taken by the raw calls' table
+         (msgspec, resolved in the read callback); every other line is parsed
+         for the SDK's ``ClientSession``; all writes are whole stdin lines.
 Role:    gateway layer; ``Upstream`` opens it for a command upstream.
 Emits:   nothing; the child's stderr is passed through to ours.
 
-Laws: P25 (a command that does not start or does not answer is an
-``UpstreamError``; an upstream that exits fails every pending call at once,
-as an MCP error), issue 10 item 8 (the proxy's CPU per call).
+Laws: P25 (a command that does not start or answer is an ``UpstreamError``;
+an upstream that exits fails every pending call at once), issue 10 item 8.
 
-Why not the SDK's ``stdio_client``: it puts two anyio memory streams, two
-tasks and a pydantic parse of every line between the pipe and the caller;
-the proxy's ``tools/call`` paid for each of them. What it does that matters
-is kept: the same inherited environment (``get_default_environment``), the
-child in its own session (so its process group can be ended), stderr to
-ours, and its shutdown: stdin closed, then SIGTERM to the group after two
-seconds, then SIGKILL.
-
-Why the session's read stream is unbounded: lines are handed over from the
-pipe's read callback, which cannot wait; the session's receive loop only
-parses and dispatches, so the buffer holds what arrived in one burst.
-
-Why a line is decoded with msgspec only when it holds ``"hl-``: our ids and
-progress tokens are the strings ``hl-N``, which JSON writes only as
-``"hl-N"``; any other line goes to the SDK exactly as its own transport
-would parse it.
+Why not the SDK's ``stdio_client``: two memory streams, two tasks and a
+pydantic parse per line; its environment, process group, stderr and shutdown
+(close stdin, SIGTERM after 2 s, SIGKILL) are kept.
 """
 
 from __future__ import annotations
@@ -183,6 +167,8 @@ async def upstream_stdio(
         raise ValueError("an upstream command needs at least a program")
     to_session: MemoryObjectSendStream[SessionMessage | Exception]
     read: MemoryObjectReceiveStream[SessionMessage | Exception]
+    # Unbounded: lines are handed over from the pipe's read callback, which
+    # cannot wait; the session only parses and dispatches, so it holds a burst.
     to_session, read = anyio.create_memory_object_stream(math.inf)
     pipes: _Pipes | None = None
 

@@ -1,33 +1,19 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
 Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports: a command (stdio, the child's pipes read
-         directly: ``_upstream_stdio.py``), a URL (Streamable HTTP, our
-         own kept-alive link: ``_upstream_http.py``), or a
-         server object in this process (FastMCP, a low-level ``Server``, or an
-         ``mcp_serve`` result) over in-memory streams.
-Role:    gateway layer; ``McpProxy`` opens one ``Upstream`` for its life and
-         every client session forwards through it.
-Emits:   nothing; upstream notifications go to the ``on_notification``
-         callback (the proxy fans ``list_changed`` out to every session).
+         of three transports: a command (``_stdio``), a URL (``_http``), or a
+         server object in this process over memory streams; ``call_raw``
+         beside ``request`` sends a dict with an id of our own (``_raw``).
+Role:    gateway layer; ``McpProxy`` opens one for its life; every session
+         forwards through it.
+Emits:   nothing; notifications go to ``on_notification`` (list_changed).
 
-Laws: P25 (the proxy refuses to start against an upstream it cannot
-initialize, with a clear error naming it: ``UpstreamError``; cancellation is
-relayed upstream as ``notifications/cancelled``, progress back to the
-caller), S7's transports, H4 (a client told the upstream went away or is not
-connected hears neither its label nor the cause: those are logged under the
-error's id; ``UpstreamError`` at start is the operator's and names both).
+Laws: P25 (no start against an upstream that does not initialize:
+``UpstreamError``; cancel and progress relayed), S7, H4 (a client hears
+neither the label nor the cause; both are logged under the error id).
 
-Why requests are sent raw (``send_request``) rather than through
-``call_tool``: the SDK client validates structured output and rebuilds the
-request; a proxy forwards what the client sent, ``_meta`` included, and
-returns what the upstream answered.
-
-Why ``call_raw`` beside ``request``: the proxy's ``tools/call`` is its hot
-path, and ``send_request`` costs pydantic both ways and a response stream per
-call. ``call_raw`` sends a dict with an id of our own on the same connection
-and returns the reply's ``result`` as decoded JSON (``_upstream_raw.py``);
-the SDK session never sees it, and sees everything else as before.
+Why requests are sent raw (``send_request``, ``call_raw``): a proxy forwards
+what the client sent and returns what the upstream answered, and cheaply.
 """
 
 from __future__ import annotations

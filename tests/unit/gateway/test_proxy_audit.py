@@ -3,7 +3,7 @@
 Pattern: end to end with the real SDK client through ``McpProxy`` to a
          FastMCP upstream in process; the audit stream is read back from the
          store and verified with ``verify_chain`` under the derived key.
-Role:    unit tests for ``gateway/_proxy_audit.py``.
+Role:    unit tests for ``gateway/proxy/_audit.py``.
 Emits:   nothing.
 
 Laws: P18 (a manifest at every session end, after the calls in flight are

@@ -4,9 +4,9 @@ Pattern: the proxy served by uvicorn on a free loopback port in this
          process (``proxy.http_server()``), spoken to by the SDK's
          Streamable HTTP client and by raw HTTP requests; the stdio-style
          session in memory (``proxied``) where the transport does not matter.
-Role:    unit tests for ``gateway/_proxy_errors.py`` and the edge of
-         ``_proxy_http.py``, ``_proxy.py``, ``_proxy_audit.py``,
-         ``_proxy_calls.py`` and ``_proxy_governance.py``.
+Role:    unit tests for ``gateway/_withheld.py`` and the edge of
+         ``proxy/_http.py``, ``proxy/_proxy.py``, ``proxy/_audit.py``,
+         ``proxy/_calls.py`` and ``proxy/_governance.py``.
 Emits:   nothing.
 
 Laws: H4 (withheld errors), H6 (typed 400s, ``"id": null``, one path, the

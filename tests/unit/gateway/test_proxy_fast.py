@@ -4,8 +4,8 @@ Pattern: the same raw JSON-RPC exchange run twice against one proxy
          configuration, lane on and lane off (``proxy.fast_calls``), on each
          client transport (in memory, Streamable HTTP, stdio pipes of a real
          subprocess); the answers are compared whole.
-Role:    unit tests for ``gateway/_proxy_fast.py`` and the lane's hooks in
-         ``_proxy_stdio.py``, ``_proxy_http.py`` and ``McpProxy.run``.
+Role:    unit tests for ``gateway/proxy/_lane.py`` and the lane's hooks in
+         ``proxy/_stdio.py``, ``proxy/_http.py`` and ``McpProxy.run``.
 Emits:   nothing.
 
 Laws: P25 (transparency: results, tool errors, hidden tools, a rename by

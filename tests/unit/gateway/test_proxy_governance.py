@@ -3,7 +3,7 @@
 Pattern: end to end with the real SDK client through ``McpProxy`` to a
          FastMCP upstream in process; the rows are read from the proxy
          session's stream in its store.
-Role:    unit tests for ``gateway/_proxy_governance.py``.
+Role:    unit tests for ``gateway/proxy/_governance.py``.
 Emits:   nothing.
 
 Laws: P14 (S2–S4 in the proxy; ``_meta`` on a refusal; rows in the proxy

@@ -3,7 +3,7 @@
 Pattern: the proxy served by uvicorn on a free loopback port in this
          process (``proxy.http_server()``), spoken to by the SDK's
          Streamable HTTP client and by raw HTTP requests.
-Role:    unit tests for ``gateway/_proxy_http.py``.
+Role:    unit tests for ``gateway/proxy/_http.py``.
 Emits:   nothing.
 
 Laws: P7 (HTTP context), P11, P17, P18, P19, P24.

@@ -7,7 +7,7 @@ Pattern: one proxy served by uvicorn on a free loopback port, one raw HTTP
          batches), methods, content types, Accept headers, session ids,
          protocol versions, Host/Origin headers and chunked bodies. A
          session ended by a fuzzed DELETE is replaced by a new one.
-Role:    unit test for ``gateway/_proxy_http.py`` (and the SDK transports
+Role:    unit test for ``gateway/proxy/_http.py`` (and the SDK transports
          behind it).
 Emits:   nothing.
 

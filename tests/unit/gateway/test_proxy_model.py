@@ -3,7 +3,7 @@
 Pattern: the pure pipeline first (``compose`` over plain values), then the
          same laws end to end through ``McpProxy`` with the real SDK client
          and a FastMCP upstream in process.
-Role:    unit tests for ``gateway/_proxy_layers.py`` and the tool route.
+Role:    unit tests for ``gateway/proxy/_layers.py`` and the tool route.
 Emits:   nothing.
 
 Laws: P2, P3, P4, P5, P6, P7.

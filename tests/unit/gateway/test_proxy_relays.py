@@ -2,7 +2,7 @@
 
 Pattern: the in-process FastMCP upstream behind the proxy, real SDK client
          sessions in front of it (in memory and over Streamable HTTP).
-Role:    unit tests for ``gateway/_upstream.py``'s cancel relay and
+Role:    unit tests for ``gateway/upstream/_upstream.py``'s cancel relay and
          ``ProxySession.notify``.
 Emits:   nothing.
 

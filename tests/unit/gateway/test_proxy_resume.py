@@ -5,7 +5,7 @@ Pattern: the proxy's ASGI app served by uvicorn in this process (so the test
          connection would), the SDK's Streamable HTTP client in front, the
          in-process FastMCP upstream behind, and a raw GET for the foreign
          session.
-Role:    unit tests for ``gateway/_proxy_http.py``'s per-session event stores.
+Role:    unit tests for ``gateway/proxy/_http.py``'s per-session event stores.
 Emits:   nothing.
 
 Laws: P19 (the client reconnects with ``Last-Event-ID`` and receives the

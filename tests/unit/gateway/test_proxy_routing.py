@@ -2,7 +2,7 @@
 
 Pattern: end to end with the real SDK client through ``McpProxy`` to a
          FastMCP upstream in process; ``CALLS`` shows what the upstream ran.
-Role:    unit tests for the routes of ``gateway/_proxy_session.py``.
+Role:    unit tests for the routes of ``gateway/proxy/_session.py``.
 Emits:   nothing.
 
 Laws: P1, P8, P9, P10, P11, P12, P13, P15, P16.

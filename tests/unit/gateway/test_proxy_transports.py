@@ -3,7 +3,7 @@
 Pattern: real processes (the FastMCP upstream over stdio and over Streamable
          HTTP) behind the proxy, the SDK client in front of it; in-process
          upstreams for the notification laws.
-Role:    unit tests for ``gateway/_upstream.py`` and the proxy's relays.
+Role:    unit tests for ``gateway/upstream/_upstream.py`` and the proxy's relays.
 Emits:   nothing.
 
 Laws: P25 (capabilities mirrored, refusal to start naming the upstream,

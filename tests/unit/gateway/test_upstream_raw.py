@@ -3,8 +3,8 @@
 Pattern: one parametrized fixture opens an ``Upstream`` to the FastMCP test
          server as a stdio subprocess, as a Streamable HTTP subprocess and in
          process; each test runs on all three.
-Role:    unit tests for ``gateway/_upstream_raw.py``, ``_upstream_stdio.py``
-         and the raw path of ``_upstream_http.py``.
+Role:    unit tests for ``gateway/upstream/_raw.py``, ``upstream/_stdio.py``
+         and the raw path of ``upstream/_http.py``.
 Emits:   nothing.
 
 Laws: P25 (a cancelled raw call reaches the upstream as

@@ -1,0 +1,83 @@
+"""P25: the one decision between the SDK path and the fast lane, and its invariant.
+
+Pattern: the decision functions of ``gateway/proxy/_routing.py`` over plain
+         JSON-RPC dicts, and a ``McpProxy``'s ``Routing`` with and without
+         layers or governance (no upstream is started).
+Role:    unit tests for ``_routing.py``'s I1 and I2; ``test_proxy_fast.py``
+         compares the two paths' answers end to end.
+Emits:   nothing.
+
+Laws: P25 (progress stays on the SDK path; the lane is the same route).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from helmlog import ToolMiddleware, allow
+from helmlog.gateway import McpProxy, ProxyContext
+from helmlog.gateway.proxy._calls import CallState
+from helmlog.gateway.proxy._routing import has_progress, lane_call, wants_sse
+
+from .upstream_server import UPSTREAM
+
+ACCEPT = "application/json, text/event-stream"
+ALLOW = ToolMiddleware(name="allow-all", on_tool_call=lambda c: allow())
+
+
+def _call(params: Any, rid: Any = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+MESSAGES = [
+    _call({"name": "echo", "arguments": {"word": "x"}}),
+    _call({"name": "echo", "_meta": {"progressToken": 7}}),
+    _call({"name": "echo", "_meta": {"progressToken": None}}),
+    _call({"name": "echo", "_meta": "not an object"}),
+    _call({"name": "echo"}, rid=True),
+    _call(None),
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {}},
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_p25_i1_a_progress_token_keeps_a_request_on_the_sdk_path(
+    message: dict[str, Any],
+) -> None:
+    """I1: the lane never admits what asks for progress, and HTTP sends it to
+    SSE; what the lane admits goes to the JSON transport."""
+    progress = has_progress(message.get("params"))
+    if progress:
+        assert not lane_call(message)
+        assert wants_sse("POST", message, ACCEPT)
+    if lane_call(message):
+        assert not progress
+        assert not wants_sse("POST", message, ACCEPT)
+
+
+def test_p25_i2_the_raw_route_only_where_it_is_the_same_route() -> None:
+    """I2: with no layer and no governance the lane takes the raw route;
+    a layer or governance sends it to the SDK models, and the raw route
+    refuses to run there."""
+
+    async def layer(req: Any, next: Any, ctx: Any) -> Any:
+        return await next(req)
+
+    params = {"name": "echo", "arguments": {"word": "x"}, "_meta": None}
+    plain = McpProxy(UPSTREAM).routing
+    assert {"name": "echo", "arguments": {"word": "x"}} == plain.raw_params(params)
+    assert None is plain.raw_params({"name": 3})
+    for routing in (
+        McpProxy(UPSTREAM, tool_middleware=[layer]).routing,
+        McpProxy(UPSTREAM, governance=[ALLOW]).routing,
+    ):
+        assert None is routing.raw_params(params)
+        with pytest.raises(RuntimeError, match="I2"):
+            asyncio.run(
+                routing.tool_raw(params, ProxyContext(), CallState("echo", None))
+            )
