@@ -1,22 +1,14 @@
 """Benchmark the proxy's upstream hop: CPU per call of ``call_raw`` against ``request``.
 
-Pattern: one script, one run; the upstream is ``bench/proxy.py``'s FastMCP
-         server (``serve`` over stdio, ``serve-http`` over Streamable HTTP)
-         in its own process, and this process holds one ``Upstream`` to it,
-         as the proxy does; a human summary, then exactly one JSON line.
-Role:    bench; run as ``uv run python bench/upstream.py`` (``--quick`` for a
-         smoke run).
-Emits:   the summary on stdout, ending with ``{"bench": "upstream",
-         "cpu_us_raw_stdio", "cpu_us_request_stdio", "cpu_us_raw_http",
-         "cpu_us_request_http", "wall_ms_p50_*"}``.
+Pattern: one run; ``bench/proxy.py``'s FastMCP server in its own process (over
+         stdio and Streamable HTTP), one ``Upstream`` to it here, as the proxy
+         holds; ``CALLS`` calls after ``WARMUP``, the two paths alternating in
+         blocks; CPU is this process's ``time.process_time`` over the calls.
+Role:    bench; ``uv run python bench/upstream.py`` (``--quick`` to smoke).
+Emits:   a summary, then one JSON line ``{"bench": "upstream", "cpu_us_*",
+         "wall_ms_p50_*"}``.
 
 Laws: none; issue 10 item 8 (the proxy's added latency) is what it serves.
-
-Method: ``CALLS`` calls of the upstream's ``echo`` after ``WARMUP``, one at a
-time, alternating blocks of the two paths so a burst of load lands on both;
-the CPU figure is this process's user+system time (``time.process_time``)
-over the calls: the upstream's own work is in another process and not
-counted, so the figure is what the proxy pays for the hop.
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
 """The proxy's fast lane for ``tools/call`` answers exactly as the SDK path does.
 
-Pattern: the same raw JSON-RPC exchange run twice against one proxy
-         configuration, lane on and lane off (``proxy.fast_calls``), on each
-         client transport (in memory, Streamable HTTP, stdio pipes of a real
-         subprocess); the answers are compared whole.
-Role:    unit tests for ``gateway/proxy/_lane.py`` and the lane's hooks in
-         ``proxy/_stdio.py``, ``proxy/_http.py`` and ``McpProxy.run``.
+Pattern: the same raw JSON-RPC exchange run twice against one proxy, lane on
+         and lane off (``proxy.fast_calls``), in memory, over Streamable HTTP
+         and on a subprocess's stdio pipes; the answers are compared whole.
+Role:    differential tests of ``gateway/proxy/_lane.py`` against the SDK
+         path (``_routing.py``'s invariant I2).
 Emits:   nothing.
 
-Laws: P25 (transparency: results, tool errors, hidden tools, a rename by
-middleware, ``_meta`` forwarding, an upstream's own error and malformed
-params all answer the same on both paths, and so does an upstream result with
-a malformed content block; a client's cancel of a lane call
-reaches the upstream; a call with a progress token takes the SDK path and
-gets its progress), P20 (the audit rows are the same on both paths).
+Laws: P25 (results, tool errors, hidden tools, renames, ``_meta``, upstream
+errors, malformed params and blocks answer the same; a cancel reaches the
+upstream; a progress token takes the SDK path), P20 (the same audit rows).
 
-Why raw messages rather than the SDK client's results: the client would
-parse both answers into the same model and hide a difference; the raw
-response objects show it.
+Why raw messages: the SDK client would parse both answers into one model
+and hide a difference.
 """
 
 from __future__ import annotations
