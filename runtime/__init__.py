@@ -54,8 +54,8 @@ from ._redaction import RedactionPolicy, conversation_redaction
 from ._tools import Tool, tool
 from ._verbs import Allow, Ask, AskPayload, Deny, allow, ask, deny
 from ._watchers import Watcher
-from ._whatif_report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
 from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
+from .whatif._report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
 
 __all__ = [
     "ACT_KEYS",

@@ -1,33 +1,16 @@
 """Checkpoint bindings: whether a checkpoint may continue or resume a stream.
 
 Pattern: pure validators over a session's fold and an agent's configuration:
-         each returns what the caller goes on with (the base seq, the pending
-         pause, the paused call and its tool, the import event) or raises a
-         typed ``CheckpointError``; none appends anything.
-Role:    runtime layer; the run path (``_run.py``) checks a continuation
-         here and the resume path (``_resume.py``) checks a pause and an
-         import, all before anything is appended (the decision's type is the
-         resume path's own check, ``check_decision``).
-Emits:   nothing.
+         each returns what the caller goes on with (base seq, pending pause,
+         paused call, import event) or raises a typed ``CheckpointError``.
+Role:    runtime layer; the run path checks a continuation here, the resume
+         path a pause and an import, before anything is appended.
 
-Laws: R9 (a checkpoint is checked against the stream before anything is
-appended, and is single-use: ``stale``, ``replayed``, ``tampered``,
-``policy-changed``; a pause's MAC is recomputed from the stream's bindings
-under a key derived from the chain key, never stored; a pause checkpoint
-whose session the store lacks is imported, refused as ``unknown-session``
-when it cannot seed the stream faithfully), R20/R7 (a turn holding
-dispatched calls without results is refused continuation with
-``RecoveryRequiredError``), G59–G68 (a pending question blocks
-continuation), G91 (a stream is data, not an invariant: what it lacks is
-refused, never asserted).
-
-Why an import is checked on a scratch fold of its own event: the checks that
-bind a checkpoint to a stream are then the same code for a stream this store
-holds and for the one the import would seed, MAC included; only what a
-stream cannot say (the carried arguments against ``args_digest``) is checked
-beside them (``importable``). Without a chain key nothing can tell a forged
-checkpoint from a genuine one that is self-consistent; with one, the MAC
-covers the history and the paused call too.
+Laws: R9 (``stale``, ``replayed``, ``tampered``, ``policy-changed``,
+``unknown-session``; a pause's MAC recomputed under a derived key), R20/R7
+(``RecoveryRequiredError``), G59–G68, G91 (a stream's gaps are refused).
+Why an import is checked on a scratch fold of its own event: the checks are
+then the same code for a held stream and the one the import would seed.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """Walk a middleware chain: before-tool forwards, after-tool in reverse, messages.
 
 Pattern: chain of responsibility whose outcome union has no "result" arm.
-Role:    runtime layer; the only walker of chains (the agent loop, resume,
-         and later MCP serving and the proxy all call these three functions).
-Emits:   nothing itself; returns decision rows for the caller to record.
+Role:    runtime layer; the only walker of chains (the loop, resume, MCP
+         serving and the proxy call these functions); returns decision rows.
 
-Laws: G6 (the union is enforced at runtime: anything else is a denial naming
-the middleware), G94 (the walker judges the verb: an outcome that breaks its
-verb's rules, however it was built, is a denial), G93 (a rewrite's row
-carries the link's ``from`` declaration, and at before-tool the names of the
-arguments it changed), G7 (a throw is a denial), G8 (each hook gets its own deep
-copy), G12 (declaration order; each call-link runs once per dispatch), G14
-(the first non-allow answer wins), G15–G17, G19–G24 (the after-tool onion,
-no ask after the tool ran), G26–G32 (the message chain), G64 (one human
-question per call's chain).
-
-Why rows are returned, not written: several callers must record the same fact
-the same way, so one place (the caller's journal) records them, and nothing a
-walker does can skip the ledger.
+Laws: G6, G7 (a throw is a denial), G8 (each hook its own deep copy), G12,
+G14 (the first non-allow answer wins), G15–G17, G19–G24 (the after-tool
+onion), G26–G32 (the message chain), G64, G93, G94 (the walker judges the
+verb, however the outcome was built).
+Why rows are returned, not written: several callers record the same fact the
+same way, and nothing a walker does can skip the ledger.
 """
 
 from __future__ import annotations

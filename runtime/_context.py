@@ -1,22 +1,14 @@
 """What a hook receives: frozen contexts over one call, result or message.
 
-Pattern: immutable parameter objects, one per hook kind (Temporal-style
-         "one typed input per hook").
+Pattern: immutable parameter objects, one per hook kind (Temporal-style "one
+         typed input per hook").
 Role:    runtime layer; built by the walkers, handed to links.
-Emits:   nothing.
 
-Laws: G8 (contexts are frozen; each hook gets its own deep copy of ``args``,
-``result`` and ``detail``, and of the tool-call arguments in its ``history``
-and its ``identity``), G13 (the call context), G21 (the result context),
-G28 (the message context), issue 22 (``ToolCallContext.approvals``: the
-asks of this session a person approved, as its stream records them, so a
-rule such as ``helmlog.rules.approve_once`` remembers across eviction,
-failover and redaction; frozen structs holding no value, so shared, not
-copied; empty where a call has no session, e.g. over MCP).
-
-Why a hand-rolled clone: most values are JSON-shaped, and cloning those
-directly is several times cheaper than ``copy.deepcopy`` on every hook of
-every call; anything else falls back to ``deepcopy``.
+Laws: G8 (frozen; each hook its own deep copy of ``args``, ``result``,
+``detail``, history and identity), G13, G21, G28, issue 22
+(``ToolCallContext.approvals``: the asks a person approved, as recorded).
+Why a hand-rolled clone: JSON-shaped values clone several times cheaper
+than ``copy.deepcopy`` on every hook of every call; others fall back to it.
 """
 
 from __future__ import annotations

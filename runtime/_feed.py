@@ -1,28 +1,15 @@
 """One session's events as an async iterator: what ``Agent.stream`` yields.
 
-Pattern: a listener (``agent.on("*", feed.put)``) that keeps the events of
-         one session in a queue, drained by an async generator until the run
-         it watches is done.
-Role:    runtime layer; ``Agent.stream`` runs its turn through
-         ``stream_turn``, which subscribes one feed per call and unsubscribes
-         when the iteration ends.
-Emits:   nothing; it yields what the journal delivered.
+Pattern: a listener (``agent.on("*", feed.put)``) that keeps one session's
+         events in a queue, drained by an async generator until its run ends.
+Role:    runtime layer; ``Agent.stream`` runs its turn through ``stream_turn``.
 
-Laws: G82–G84 (it is an ordinary listener: the events come by the one
-delivery path the callbacks use, in stream order, as copies; it never steers
-the run), issue 12 item 2.
-
-Why a listener and not a second channel out of the loop: callbacks and the
-iterator must see the same events in the same order; one delivery path makes
-that true by construction.
-
-Why the run is cancelled when the iteration is closed early: the caller has
-said it no longer wants the turn. Python closes an async generator left by a
-``break`` only when it is collected, so callers that stop early close it with
-``contextlib.aclosing`` (as the docs show). The cancellation lands where the
-run next waits: between its steps (the loop yields there), or, on a store
-that waits, inside a call's record, where a call dispatched but not finished
-is left for recovery like any interrupted call (R7).
+Laws: G82–G84 (an ordinary listener: one delivery path, stream order,
+copies, never steers), issue 12 item 2, R7.
+Why a listener and not a second channel: callbacks and the iterator then see
+the same events in the same order by construction. Closing the iterator
+early (``contextlib.aclosing``) cancels the turn where it next waits; a call
+dispatched but unfinished is left for recovery (R7).
 """
 
 from __future__ import annotations

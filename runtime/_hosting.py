@@ -1,36 +1,17 @@
 """The sessions one agent hosts: caches of their streams, one operation each.
 
 Pattern: activation on first use (Orleans' grains): a session is folded from
-         its stream when an operation first names it, kept resident in a
-         bounded cache (``Residency``), and operated on under its own lock,
-         one operation at a time (R2); ``guard`` runs an operation's body
-         and records a raise once.
-Role:    runtime layer; ``Agent``'s run, resume and recovery paths
-         (``_run.py``, ``_resume.py``, ``_recovery.py``) find, create and
+         its stream when an operation first names it, kept in a bounded cache
+         (``Residency``), operated on under its own lock, one operation at a
+         time; ``guard`` runs an operation's body and records a raise once.
+Role:    runtime layer; the run, resume and recovery paths find, create and
          lock sessions here; nothing else builds a ``Session``.
-Emits:   ``error.fatal`` through the loop when a guarded body raises
-         (``Loop.fail``); activation reads (and verifies) the stream.
 
-Laws: R2 (one operation at a time per session), R6 (a session is activated
-from its stream on first use; a dropped one re-activates silently), R1/R5 (a
-broken cache is re-folded from the store, the store's stream being the
-truth), R19 (activation verifies what it reads, ``Journal.activate``), R21
-(an operation marks its session busy from start to end; a busy session is
-never dropped), G91 (a raise is recorded once), R20 (a body that lost a
-sequence conflict records nothing; the loss of a resume is the checkpoint's
-replay when the winner answered the pause, R9).
-
-Why sessions are re-folded from the store after a failed append: the cached
-fold then holds events the store never accepted; the store's stream is the
-truth (R1, R5).
-
-Why a session whose stream turns out empty is discarded: the cache must not
-pass for a session the store lacks; the caller then decides (a fresh run
-creates one, a resume imports one or refuses, R9).
-
-Why the activation holds the session's lock: a caller that finds this
-session cached meanwhile waits on that lock, so the stream is never folded
-twice into one cache (R9, R2).
+Laws: R1/R5 (a broken cache is re-folded from the store), R2, R6, R9, R19,
+R20, R21 (busy from start to end of an operation), G91.
+Why an empty stream's session is discarded: the cache must not pass for a
+session the store lacks. Why activation holds the session's lock: a caller
+finding it cached meanwhile waits, so a stream is never folded twice.
 """
 
 from __future__ import annotations

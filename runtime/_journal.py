@@ -1,60 +1,17 @@
 """The journal: the one place a session's state changes are recorded.
 
-Pattern: unit of work over an append-only stream: events are sealed and
-         folded as they are added, appended in atomic batches at the points
-         where an action would follow, then delivered to listeners.
-Role:    runtime layer; every state change of the loop goes through ``add``;
-         ``flush`` happens before every governed action (R5).
-Emits:   every event of the session, after it is appended; ``stream.token``
-         (transient) through ``token``.
+Pattern: unit of work over an append-only stream: events are sealed and folded
+         as they are added, appended in atomic batches before every governed
+         action (R5), then delivered to listeners (``stream.token`` never
+         appended, R12).
+Role:    runtime layer; every state change of the loop goes through ``add``.
 
-Laws: R1 (the live state is the fold of what was recorded — the folder applies
-the decoded stored bytes, not the live objects, so the two cannot drift), R2
-(appends carry the expected seq), R5 (an append that fails raises
-``LedgerAppendError`` and the action does not happen), R12 (tokens are never
-appended), R20 (an append that loses a sequence conflict raises
-``SequenceConflictError`` as itself and fences the journal: its run appends
-nothing more), G49 (facts are delivered after their rows are appended), R4
-(a row is stored once; listeners get its fact, ``fact_of``, with the row's
-seq, by the one rule of ``watched``; and whoever next touches a session
-publishes the facts its writers left unpublished: a journal's first
-activation and a broken one's re-activation call ``store.publish_facts``
-once, best-effort — a failure is logged, never raised, R5 — and an append
-whose outcome was unknown that landed after all is recognised there, logged
-with its seqs and kept in ``reconciled``), R24 (unknown is not failed: the
-store reads a lost reply back before it answers; ``LedgerAppendError`` means
-the append is not in the stream, ``LedgerOutcomeUnknownError`` that the
-store could not tell in time, and the journal passes that on as itself;
-an append that raised something other than the store's own typed verdict —
-a third-party store, a driver error — is read back here, by the session's
-head, before the run is told: landed is a success, absent is
-``LedgerAppendError``, and no answer within ``READ_BACK_S`` is unknown),
-G84, R19 (nothing acts on a stream it did
-not verify: ``activate`` checks every record it reads against its stored
-hash, under the chain key, and the chain, and a first activation checks the
-head record too; a failure raises ``StreamTamperedError`` and folds nothing),
-R26 (a first activation refuses a stream without its head on a store that
-writes heads, ``refuse_headless``).
-
-Why verification is incremental: the journal's ``(flushed_seq, last_hash)``
-is a position it verified (it read and checked it, or sealed it itself), so
-a catch-up verifies only the records after it against it; a host never
-re-verifies what it already verified. The head record is read on a first
-activation (before the stream, so a concurrent append can only make the
-stream longer than the head, never shorter): a cached session needs no head,
-since an append against a cut stream is a sequence conflict.
-
-Why fold at ``add`` and not at ``flush``: the loop reads the history it has
-just committed (the next request, a later call's context) before the next
-flush point. If a flush then fails, the cached state is marked broken and the
-session is re-activated from the store, which holds only what was appended:
-``activate`` on a broken journal folds the whole stream afresh.
-
+Laws: R1, R2, R4, R5, R12, R19, R20, R24, R26, G49, G84.
+Why fold at ``add``: the loop reads what it just committed before the next
+flush; a failed flush marks the cache broken and re-folds it from the store.
 Why a conflict is not a ``LedgerAppendError``: an outage says "retry", a
-conflict says "another writer owns this turn". The loser must not record its
-failure either (an ``error.fatal`` after the winner's batch would make the
-winner's next append conflict after its tool ran), so the caller needs to
-tell the two apart.
+conflict "another writer owns this turn"; the loser records nothing (R20).
+Verification is incremental: ``(flushed_seq, last_hash)`` is a verified spot.
 """
 
 from __future__ import annotations

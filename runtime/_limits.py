@@ -1,21 +1,15 @@
 """One operation's limits: model calls, tool calls, its time, deferred cancels.
 
-Pattern: a small budget object the loop consults at its step boundaries,
-         before each model call and before each call not yet started.
-Role:    runtime layer; ``Loop.drive`` makes one per run, resume or recovery.
-Emits:   nothing; it raises ``TurnLimitError`` (the loop records it as
-         ``error.fatal``, G91) or the ``CancelledError`` it deferred.
+Pattern: a small budget object the loop consults at its step boundaries.
+Role:    runtime layer; ``Loop.drive`` makes one per run, resume or recovery;
+         it raises ``TurnLimitError`` (recorded as ``error.fatal``) or the
+         ``CancelledError`` it deferred.
 
-Laws: R23 (a turn stops at ``max_model_calls``, ``max_tool_calls`` or
-``max_turn_s`` with ``TurnLimitError``; the session stays continuable), R7
-(a cancellation that arrives while a sync tool runs in its worker thread is
-deferred to the next step boundary, so the call's outcome is recorded and no
-recovery is needed; ``_tools.py`` notes it here).
-
-Why the counts come from the fold and the time from the operation: the fold
-holds the turn's model calls (``iteration``) and proposed tool calls
-(``tool_calls``), so a turn resumed on another host keeps counting where it
-stopped; a turn resumed after a person's answer is not charged for the wait.
+Laws: R23 (``max_model_calls``, ``max_tool_calls``, ``max_turn_s``; the session
+stays continuable), R7 (a cancel during a sync tool waits for the next step
+boundary, so the call's outcome is recorded).
+Why counts from the fold and time from the operation: a turn resumed on
+another host keeps counting; a person's wait is not charged.
 """
 
 from __future__ import annotations

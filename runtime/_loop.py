@@ -1,46 +1,16 @@
 """The governed loop of one session: admit, call the model, dispatch, answer.
 
-Pattern: a driver that always continues from the recorded state: whatever
-         calls of the last assistant turn lack a tool message are dispatched,
-         then the model is called, until an answer or a pause. A fresh run, a
-         resume and a failover activation all enter the same ``drive``. Each
-         call goes through the one tool-call pipeline (``_pipeline.py``,
-         under ``IN_AGENT``); the loop records what comes out of it.
-Role:    runtime layer; the run path (``_run.py``), the resume path
-         (``_resume.py``) and recovery (``_recovery.py``) hand their turns
-         here, for ``Agent`` (the facade).
-Emits:   through the session's journal: ``agent.turn_start``/``turn_end``,
-         ``message.committed``, ``stream.*``, ``decision.filed`` (whose
-         ``middleware.decision`` fact listeners get), ``tool.dispatched``
-         (``Session``, in ``_session.py``, is the pipeline's
-         ``CallRecorder``), ``pause.request`` (``record_pause``, in
-         ``_pause_record.py``), ``tool.outcome_unknown``,
-         ``window.compacted``, ``output.rejected``, and ``error.fatal`` (through
-         ``record_failure``, ``_session.py``).
+Pattern: a driver that always continues from the recorded state: calls of the
+         last assistant turn without a tool message are dispatched (through
+         the one pipeline, ``IN_AGENT``), then the model is called, until an
+         answer or a pause; a run, a resume and a failover share ``drive``.
+Role:    runtime layer; ``_run.py``, ``_resume.py`` and ``_recovery.py`` hand
+         their turns here. Records through the session's journal.
 
-Laws: G11 (no links, no walk, no row), G18 (after-tool only for a call that
-ran), G25, G33–G35 (input runs first; a refusal reaches no model), G39–G43
-(output admission and holding), G51 (steps 1, 11 and 12 — ``stream.tool_start``,
-``stream.tool_end``, the tool message — are recorded here; steps 2–10 are the
-pipeline's), G52 (batches), G59–G66 (a paused call ends the batch, its pause
-recorded by ``_pause_record.py``; one question per call; no dropped call),
-G80 (window records), G92 (an ``output_type`` answer is parsed after the
-output rules; a failure is ``output.rejected`` plus a retry prompt, its draft
-held, and retries are model calls, R23), G91 (one ``error.fatal``, its code
-and retryability read from the error classes, ``_session.fatal_code``), R5, R7
-(``recover_call``: an idempotent tool re-enters the pipeline at dispatch,
-anything else is recorded as ``tool.outcome_unknown``, which carries the
-turn's trace context so the recovering host's spans join the turn's trace:
-issue 8 item 8), R20 (a run that lost a sequence conflict records nothing
-more, not even its failure).
-
-Why the loop re-derives outstanding calls from history instead of keeping an
-iterator: a paused or crashed run continues on another host from its stream
-alone; an iterator would be state that no record holds.
-
-Why ``recover_call`` and not ``recover``: it settles one call left
-dispatched; ``Agent.recover`` is the operation on a whole session
-(``_recovery.py``, which also settles the calls a failed turn left).
+Laws: G11, G18, G25, G33–G35, G39–G43, G51 (steps 1, 11, 12), G52, G59–G66,
+G80, G91, G92, R5, R7 (``recover_call``), R20, R23.
+Why outstanding calls are re-derived from history, not kept in an iterator:
+a paused or crashed run continues on another host from its stream alone.
 """
 
 from __future__ import annotations

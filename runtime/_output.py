@@ -1,24 +1,16 @@
 """Typed output: the type an agent's answer must parse to, and the parse.
 
 Pattern: ``output_type`` compiled once, at build, into an ``OutputType``: a
-         check from answer text to a value or to an error the model can act
-         on, and the ``OutputSchema`` a provider with native structured output
-         is sent. Four kinds: a msgspec Struct, a dataclass (both decoded by
-         msgspec), a Pydantic model (``model_validate_json``) and a JSON Schema
-         dict (``jsonschema``, on the decoded JSON).
-Role:    runtime layer; the builder compiles it (a bad type is an
-         ``AgentBuildError``), ``Loop.finish`` checks each answer the output
-         rules accepted, the loop puts ``spec`` on every ``ProviderRequest``.
-Emits:   nothing; the loop records ``output.rejected`` and raises
-         ``OutputValidationError`` when the retries run out.
+         check from answer text to a value or an error the model can act on,
+         and the ``OutputSchema`` sent to providers with structured output.
+         Four kinds: msgspec Struct, dataclass, Pydantic model, JSON Schema.
+Role:    runtime layer; the builder compiles it, ``Loop.finish`` checks each
+         answer the output rules accepted.
 
-Laws: G92 (parsed and validated after the output rules; a failure goes back to
-the model with its error), G43 (an error names paths and expectations, never
-the draft or its values: it is recorded, and it may reach logs).
-
-Why Pydantic is looked up in ``sys.modules`` and never imported: a class that
-is a Pydantic model was built by an imported ``pydantic``; when none is
-loaded, no value can be one, and helmlog does not depend on it.
+Laws: G92 (parsed after the output rules; a failure goes back to the model),
+G43 (an error names paths and expectations, never the draft's values).
+Why Pydantic is looked up in ``sys.modules``: when none is loaded no value can
+be a Pydantic model, and helmlog does not depend on it.
 """
 
 from __future__ import annotations

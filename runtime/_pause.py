@@ -3,20 +3,13 @@
 Pattern: a value returned (not raised) for an ask, and a ``BaseException``
          signal for a tool that asks, so a tool's ``except Exception`` cannot
          swallow it.
-Role:    runtime layer; the loop builds ``AskPause`` from its journal's
-         checkpoint, ``resume`` takes a ``CheckInDecision`` or an answer.
-Emits:   nothing itself (the loop appends ``pause.request``/``pause.resume``).
+Role:    runtime layer; the loop builds ``AskPause`` from its checkpoint,
+         ``resume`` takes a ``CheckInDecision`` or an answer.
 
-Laws: G59 (``AskPause``; ``is_ask_pause``; a ``TurnResult`` carries a call's
-answer or pause with its session and checkpoint: issue 12 item 3; and the
-answer parsed to the agent's ``output_type``, ``output``: G92), G63
-(decisions: ``by`` non-empty, an empty note stored as ``None``, ``at`` = now in
-ms), G69 (``ask_human`` inside a running tool suspends it; anywhere else
-``RuntimeError``).
-
-Why ``ask_human`` uses a context variable: the tool is user code called by
-the pipeline; the variable marks "a tool is running here" without threading a
-handle through every tool signature.
+Laws: G59 (``AskPause``; ``TurnResult``: issue 12 item 3, G92), G63
+(decisions), G69 (``ask_human`` only inside a running tool).
+Why ``ask_human`` uses a context variable: it marks "a tool is running here"
+without threading a handle through every tool signature.
 """
 
 from __future__ import annotations

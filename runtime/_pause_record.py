@@ -1,30 +1,16 @@
 """The record of a call's pause, and the checkpoint a paused run hands back.
 
-Pattern: record, then hand back: a call the pipeline paused (an asking link,
-         a tool's check-in, ``ask_human``) is recorded as one
-         ``pause.request`` holding what a resume on any host needs, flushed,
-         and the checkpoint of the pause as the fold holds it is signed and
-         returned inside an ``AskPause``.
-Role:    runtime layer; ``Loop.paused`` (``_loop.py``) records every pause
-         here, for a fresh call, a resumed one (``_resume.py``) and one
-         re-dispatched by recovery alike.
-Emits:   ``pause.request`` (through the session's journal, flushed with
-         what was filed before it).
+Pattern: record, then hand back: a paused call (an asking link, a check-in,
+         ``ask_human``) is recorded as one ``pause.request`` holding what a
+         resume on any host needs, flushed, and the pause's checkpoint is
+         signed and returned inside an ``AskPause``.
+Role:    runtime layer; ``Loop.paused`` records every pause here.
 
-Laws: G59 (an ask pauses before anything executes; one ``pause.request``;
-the ``AskPause`` carries the checkpoint), G60 (the pause records the
-arguments as transformed up to the asking link, that link's position and
-name), G69 (``ask_human`` pauses its call as ``kind="ask-human"``), R9 (the
-stream stores the pause's content digest, never its MAC; with a chain key
-the checkpoint handed back gets its MAC over the bindings and that digest,
-``sign_checkpoint``; R19), issue 11 item 4 (an ask's deadline is recorded
-as ``timeout_ms``, so whoever enforces it reads it from the record).
-
-Why the MAC is computed here and not stored: a MAC on the stream would hand
-a valid checkpoint to anyone who can read the stream; computed from the
-bindings under a key derived from the chain key, it is not derivable from
-the stream, and it is checked the same way by a store that lacks the session
-(the checkpoint carries the paused call and verifies whole, ``_bindings.py``).
+Laws: G59, G60 (arguments as transformed up to the asking link), G69, R9 and
+R19 (the stream keeps the pause's digest, never its MAC), issue 11 item 4
+(an ask's deadline as ``timeout_ms``).
+Why the MAC is computed, not stored: a MAC on the stream would hand a valid
+checkpoint to anyone who can read the stream.
 """
 
 from __future__ import annotations

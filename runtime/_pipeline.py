@@ -1,47 +1,17 @@
 """The tool-call pipeline: one call's fixed steps, entered at any of them.
 
-Pattern: a resumable pipeline of typed steps (G51; the types are in
-         ``_steps.py``). A call goes in with an ``Entry`` (where it starts,
-         with what it carries) and comes out as one ``Outcome`` (``Ran``,
-         ``Refused`` or ``Paused``) that its caller records; a ``CallRules``
-         value the caller passes says what happens where a call needs a
-         person, so no step asks who is calling.
-Role:    runtime layer; the only walker of a call's steps. The agent loop
-         enters fresh calls at the gate, resume enters after the asking
-         link (or after check-in, or with an answer at the after-tool
-         walk), recovery enters at dispatch, and ``mcp_serve`` enters at the
-         gate under ``SERVED``. Exported through ``helmlog.runtime.lowlevel``
-         for the MCP proxy and other layers.
-Emits:   nothing itself: rows go to the caller's ``CallRecorder.file``, the
-         dispatch record to its ``dispatched`` (both before what follows from
-         them, R5); ``stream.tool_start``/``tool_end`` and the tool message
-         (G51's steps 1, 11 and 12) are the caller's record of the outcome.
+Pattern: a resumable pipeline of typed steps (``_steps.py``): a call goes in
+         with an ``Entry`` (where it starts, what it carries) and comes out as
+         one ``Outcome`` (``Ran``, ``Refused``, ``Paused``) its caller
+         records; ``CallRules`` say what happens where a person is needed.
+Role:    runtime layer; the only walker of a call's steps (the loop, resume,
+         recovery, ``mcp_serve`` under ``SERVED``; ``lowlevel``).
 
-Laws: G51 (the fixed order: unknown tool, permission gate, before-tool walk,
-validation, check-in, credentials, ``tool.dispatched``, ``execute``,
-after-tool walk; a step that refuses skips the rest), G53 (unknown tools
-first, no row), G54 (the gate: a raising or odd checker fails closed), G55
-(validation judges the chain's arguments), G56 (a raising check-in predicate
-trips), G57 (an unresolved credential refuses; secrets reach ``execute``
-only), G59 (an ask pauses before anything runs), G62 (approval walks on from
-the next link), G64 (one question per call; a decline is a denial), G65 (two
-gates are not one), G69–G70 (``ask_human``; the answer is the result), R7 (a
-re-dispatch after failover counts its attempt), S3–S5 (served: an ask is a
-denial the client reads as a tool error, ``check_in`` is refused,
-``ask_human`` is a tool error).
-
-Why entries and not flags: a resume or a recovery does not start over, it
-continues where the record says the call stopped. ``Entry`` names that place
-(``Step``) and carries what the record holds there (the arguments as the
-asking link saw them, the asker, the attempt, an answer); every step after
-it is the same code for every caller, so changing the order is one edit.
-
-Why keywords and credentials are derived again on every entry past
-validation: neither is recorded (a secret never is, G57), so a call entered
-after check-in or at dispatch validates its recorded arguments again, and a
-recorded set that no longer validates comes back as ``Refused`` at
-``Step.VALIDATE`` before anything is recorded (recovery then records the
-outcome as unknown, R7).
+Laws: G51, G53–G57, G59, G62, G64, G65, G69–G70, R7, S3–S5.
+Why entries and not flags: a resume or recovery continues where the record
+says the call stopped; every step after is the same code for every caller.
+Keywords and credentials are derived again past validation: neither is
+recorded (G57), so recorded arguments are validated again.
 """
 
 from __future__ import annotations

@@ -1,33 +1,16 @@
 """Recorded calls: serve a session's recorded executions to the pipeline.
 
-Pattern: a test double that is production code (Temporal's replayer serves
-         recorded activity results instead of running activities): a
+Pattern: a test double that is production code (Temporal's replayer): a
          ``CallRecorder`` that keeps what the pipeline files, checks each
          dispatch against the record, and tool copies whose ``execute`` hands
-         back the recorded result — or raises ``NotRecorded`` when the
-         pipeline asks for anything the record does not hold.
-Role:    runtime layer; what-if (``_whatif.py``) runs the one tool-call
-         pipeline (``ToolPipeline``) over a recorded session with these, so
-         its decisions are the new rules' and nothing runs. Exported through
-         ``helmlog.runtime.lowlevel``.
-Emits:   nothing: rows are kept for the caller, never recorded.
+         back the recorded result, or raises ``NotRecorded``.
+Role:    runtime layer; what-if (``whatif/``) runs the one pipeline over a
+         recorded session with these; exported through ``lowlevel``.
 
-Laws: G51 (the pipeline's steps run as in a live call; only ``execute`` is
-served), G18/G25 (a recorded raise is served as a raise, so the after-tool
-walk sees ``error=True`` and the recorded text), G69–G70 (a recorded
-``ask_human`` is served as the same question, so the call pauses where it
-paused), R7 (a call recorded as dispatched whose outcome is unknown serves
-nothing).
-
-Why ``NotRecorded`` is a ``BaseException``: the pipeline turns a tool's
-``Exception`` into the tool's result (G18), and a call the record cannot
-answer has no result; like ``ask_human``'s signal it must pass every
-``except Exception`` on its way out, so no step guesses one.
-
-Why the dispatch is checked in ``dispatched`` and not in ``execute``: the
-pipeline records the dispatch (R7) with the arguments the new rules produced,
-before ``execute``; a record of other arguments (or of no dispatch) cannot
-say what the tool would have returned, so nothing is served.
+Laws: G51 (only ``execute`` is served), G18/G25 (a recorded raise is served
+as a raise), G69–G70, R7 (an unknown outcome serves nothing).
+Why ``NotRecorded`` is a ``BaseException``: like ``ask_human``'s signal it
+must pass every ``except Exception`` (G18) so no step guesses a result.
 """
 
 from __future__ import annotations

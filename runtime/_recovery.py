@@ -1,31 +1,16 @@
 """Recovery: take over a session whose host stopped mid-turn, and settle it.
 
-Pattern: continue from the record: the session is activated from its stream
-         and what it was left holding decides what runs. An unfinished turn
-         with no pause pending is driven on by the loop (``Loop.drive``, whose
-         ``recover_call`` settles each call left dispatched); a turn ended by
-         ``error.fatal`` that left calls dispatched is settled here
-         (``settle``), running nothing.
-Role:    runtime layer; ``Agent.recover`` (the facade, ``_agent.py``)
-         delegates here; the cluster's failover (``actors``) and
-         ``helmlog recover`` call ``Agent.recover`` on the host that takes a
-         session over.
-Emits:   ``tool.outcome_unknown`` for each call a failed turn left dispatched
-         (with the turn's trace context); then, for an unfinished turn,
-         whatever the loop records.
+Pattern: continue from the record: the session is activated from its stream;
+         an unfinished turn with no pause pending is driven on by the loop
+         (``recover_call`` settles each call left dispatched); a turn ended by
+         ``error.fatal`` that left calls dispatched is settled here.
+Role:    runtime layer; ``Agent.recover`` delegates here (the cluster's
+         failover and ``helmlog recover`` call it).
 
-Laws: R7 (a call dispatched without a recorded result is not run again
-unless its tool is idempotent; its outcome is recorded as unknown), R20 (a
-turn holding dispatched calls without results blocks continuation until it
-is settled; a recovery that loses a sequence conflict appends nothing more,
-``Hosting.guard``), R2 (recovery is an operation like any other, under the
-session's lock), issue 8 item 8 (``tool.outcome_unknown`` carries the turn's
-trace context, so the recovering host's spans join the turn's trace).
-
-Why recovery settles a turn ended by ``error.fatal``: such a turn is
-finished (the open-turns index does not list it), but a call it left
-dispatched without a result would block the session forever; recovery records
-that call's outcome as unknown and runs nothing.
+Laws: R7 (no re-run unless idempotent; ``tool.outcome_unknown``), R20, R2,
+issue 8 item 8 (the outcome carries the turn's trace context).
+Why a turn ended by ``error.fatal`` is settled: a call it left dispatched
+without a result would block the session forever.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Redaction: rows survive, values do not.
 
-Pattern: one policy (a set of field names and a placeholder) applied by a
-         generic walk over frozen structs.
+Pattern: one policy (field names and a placeholder) applied by a generic walk
+         over frozen structs.
 Role:    runtime layer; the journal stores events in their stored form and
-         delivers them in their served form; ``last_snapshot`` is served form.
-Emits:   nothing.
+         delivers them served; ``last_snapshot`` is served form.
 
-Laws: G85 (``RedactionPolicy``; ``conversation_redaction``), G86 (every
-served record holds the placeholder for each named field; every other field
-intact), G87 (the stream keeps named values only where the session must
-compute on them: committed messages, the pending call's arguments and
-question, dispatch arguments for a failover re-run, checkpoint bindings),
-G88 (what the agent computes on or hands back stays real).
-
-Why by field name: a policy that enumerated event types would silently miss
-the next type added; a field named ``content`` is content wherever it sits.
+Laws: G85, G86 (every served record holds the placeholder for each named
+field), G87 (the stream keeps values the session computes on), G88.
+Why by field name: a policy enumerating event types would silently miss the
+next one added; a field named ``content`` is content wherever it sits.
 """
 
 from __future__ import annotations

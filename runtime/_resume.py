@@ -1,36 +1,17 @@
 """The resume path: answer a pause, then hand the call back to the pipeline.
 
-Pattern: check everything, then hand over: the checkpoint's bindings are
-         checked on the stream (``_bindings.py``) and the decision's type here
-         (``check_decision``), before anything is appended; then
-         ``pause.resumed`` is recorded and the paused call re-enters the one
-         tool-call pipeline (``ToolPipeline.resume``), and the loop drives the
-         turn on.
-Role:    runtime layer; ``Agent.resume`` (the facade) delegates here.
-Emits:   ``session.imported`` (a pause checkpoint of a session the store
-         lacks), ``pause.resumed``, then whatever the pipeline and the loop
-         record.
+Pattern: check everything, then hand over: the checkpoint's bindings
+         (``_bindings.py``) and the decision's type (``check_decision``) are
+         checked before anything is appended; then ``pause.resumed`` is
+         recorded, the paused call re-enters the one pipeline
+         (``ToolPipeline.resume``) and the loop drives the turn on.
+Role:    runtime layer; ``Agent.resume`` delegates here.
 
-Laws: G59–G70 (pause and resume, decisions: a gate needs a
-``CheckInDecision``, ``ask_human`` any answer but ``None``), R9 (checkpoints are checked
-before anything is appended, and single-use; a pause checkpoint whose session
-the store lacks is imported: the stream it seeds opens with
-``session.imported``, and the import is checked like any resume, on that
-stream, before anything is appended), R25 (only a store that never held the
-session imports it: one it remembers and no longer holds refuses the
-checkpoint as ``"session-deleted"``, ``activate_checkpointed``), R20 (a
-resume that loses a sequence conflict appends nothing more and raises
-``CheckpointError("replayed")`` when the winner answered the pause,
-``Hosting.guard``), issue 8 item 8 (a resume
-continues the turn's recorded trace context unless the caller gives one; an
-imported checkpoint carries none, so its session gets a fresh one).
-
-Why resume checks everything and then hands over: what a resume may append
-is decided here (the checkpoint's bindings, the decision's type, both before
-``pause.resumed``); what the call does next is the pipeline's (the asker's
-row, then the asking link's next link, credentials after a check-in, or the
-after-tool walk over an answer), the same steps a fresh call takes, so the
-order lives in one place.
+Laws: G59–G70 (pause, resume, decisions), R9 (checked, single-use; a pause
+checkpoint the store lacks is imported, ``session.imported``), R25
+(``session-deleted``), R20 (a lost conflict is ``replayed``), issue 8 item 8.
+Why check here and hand over: what a resume may append is decided here;
+what the call does next is the pipeline's, the same steps a fresh call takes.
 """
 
 from __future__ import annotations

@@ -1,41 +1,17 @@
 """The run path: open a turn on a session, then hand it to the loop.
 
 Pattern: check, admit, record, hand over: the session a run names is found
-         (or made), a continuation is checked on its stream (``_bindings.py``)
-         before anything is appended, the input walk admits the message, the
-         turn's opening events are recorded, and the loop drives the turn
-         (``Loop.drive``) under the session's operation guard
-         (``Hosting.guard``).
-Role:    runtime layer; ``Agent.run``/``turn``/``stream`` (the facade,
-         ``_agent.py``) delegate here, as ``Agent.resume`` delegates to
-         ``_resume.py``.
-Emits:   ``decision.filed`` (the input walk's rows), ``conversation.seeded``
-         (a conversation checkpoint of a session the store lacks),
-         ``agent.turn_start``, the user's ``message.committed``; then
-         whatever the loop records.
+         (or made), caught up with its stream, a continuation checked on it
+         (``_bindings.py``) before anything is appended, the input walk admits
+         the message, the turn's opening events are recorded, and the loop
+         drives the turn under the operation guard (``Hosting.guard``).
+Role:    runtime layer; ``Agent.run``/``turn``/``stream`` delegate here.
 
-Laws: G33–G38 (input runs first and a refusal reaches no model; a refused
-input is not a conversation, ``Cursor.refused``; the errors), R9
-(checkpoints are checked before anything is appended, ``_bindings.py``), R14
-(a checkpoint is given as a ``Checkpoint`` or its JSON, ``Checkpoint.coerce``),
-R20 (one writer per session: a run that loses a sequence conflict appends
-nothing more and raises the ``SequenceConflictError``, ``Hosting.guard``; a
-turn holding dispatched calls without results is refused continuation with
-``RecoveryRequiredError``), R1 (a session named by its id continues where its
-conversation stands), R19 (activation and every operation's catch-up verify
-what they read, ``Journal.activate``; a stream that fails is refused with
-``StreamTamperedError`` and nothing runs), issue 8 item 8 (a turn takes the
-caller's W3C trace context; without one it gets a minted context, recorded on
-``agent.turn_start``, see ``_trace.py``).
-
-Why a conversation checkpoint of a session the store lacks seeds a fresh
-stream (``conversation.seeded``) instead of being refused: a conversation
-checkpoint carries its whole history (R14), so it is portable by design; a
-pause checkpoint is imported on the resume path instead (``_resume.py``).
-
-Why the operation catches up with the stream before the binding checks: a
-session cached here may have been continued on another host meanwhile; the
-checks must read the stream as the store holds it (R9, R20).
+Laws: G33–G38 (input first; a refused input is not a conversation,
+``Cursor.refused``), R1, R9, R14, R19, R20, issue 8 item 8 (trace context).
+Why a conversation checkpoint the store lacks seeds a stream
+(``conversation.seeded``): it carries its whole history (R14), so it is
+portable; a pause checkpoint is imported on the resume path instead.
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """A hosted session, and what the loop and the agent both read of its record.
 
 Pattern: a plain holder (a session's journal, lock and in-flight count) that
-         is also the pipeline's ``CallRecorder``, beside the pure readers of a
-         session's history (which calls are outstanding, which call an id
-         names) and the record of a run that ends by raising (G91's
-         ``error.fatal``, its code read from the error classes).
+         is also the pipeline's ``CallRecorder``, beside pure readers of a
+         session's history (outstanding calls, ``find_call``) and the record
+         of a run that ends by raising (``record_failure``, ``fatal_code``).
 Role:    runtime layer; ``Loop`` drives a ``Session``, ``Hosting`` caches
-         them (``_hosting.py``), ``Residency`` bounds that cache, and the
-         checkpoint checks (``_bindings.py``) read ``find_call``.
-Emits:   through the journal: ``decision.filed`` rows and ``tool.dispatched``
-         for the pipeline (``file``/``dispatched``); ``message.committed``
-         and ``error.fatal`` for a failed run (``record_failure``).
+         them in a ``Residency``, ``_bindings.py`` reads ``find_call``.
 
-Laws: G37 (a refused message carries ``MessageDeniedError``), G51 (the
-pipeline records through ``CallRecorder``), G91 (``fatal_code``: the code and
-retryability read from the error classes), R4/R5 (rows are appended with what
-follows them), R7 (``tool.dispatched`` is flushed before the tool executes),
-R21 (``users``/``busy``: a session with an operation in flight is never
-dropped), R20 (``record_failure``: a fenced run records nothing more, not
-even its failure), G66 (tool messages for calls a failed run never
-dispatched).
-
-Why these live apart from the loop: the session cache, the residency bound
-and the checkpoint checks all need a session or its history without needing
-the loop that drives it; here none of them imports the driver.
+Laws: G37, G51, G66, G91, R4/R5, R7 (``tool.dispatched`` flushed before the
+tool runs), R20 (a fenced run records nothing more), R21 (``busy``).
+Why apart from the loop: the cache, the residency bound and the checkpoint
+checks need a session without the driver; none of them imports it.
 """
 
 from __future__ import annotations

@@ -4,25 +4,13 @@ Pattern: a reader of Python declarations (type hints, ``Annotated`` metadata,
          a Google-style docstring) that produces one ``Param`` per parameter
          and the JSON schema the model is shown.
 Role:    runtime layer; ``@tool`` (``_tools.py``) builds its schema and its
-         typed validation from what this module reads.
-Emits:   nothing.
+         typed validation from what this reads.
 
-Laws: G58 (``@tool`` is named for the function, described by its docstring,
-its signature is the input schema; parameters without defaults are
-required), issue 12 item 4 (Pydantic models and ``Annotated[...,
-Field(description=...)]`` parameters; descriptions from an ``Args:``
-section).
-
-Why Pydantic is reached through ``sys.modules`` rather than imported: helmlog
-does not depend on it, and an annotation can only name a Pydantic type that
-its module already imported, so an agent whose tools use none never pays for
-the import. A parameter that involves Pydantic (a model, a container of
-models, an ``Annotated`` with a ``FieldInfo``, a ``Field(...)`` default) is
-schemed and validated by Pydantic's own ``TypeAdapter``, so its constraints
-are the ones its author wrote; every other parameter stays on msgspec.
-
-Why the ``Args:`` section leaves the description: the schema now carries each
-parameter's text where the model looks for it; saying it twice costs tokens.
+Laws: G58, issue 12 item 4 (Pydantic models, ``Field`` descriptions, ``Args:``).
+Why Pydantic is reached through ``sys.modules``: helmlog does not depend on
+it, and an annotation can only name a Pydantic type already imported; such a
+parameter is validated by Pydantic's ``TypeAdapter``, the rest by msgspec.
+The ``Args:`` section leaves the description: saying it twice costs tokens.
 """
 
 from __future__ import annotations

@@ -1,30 +1,16 @@
 """The tool-call pipeline's vocabulary: its steps, entries, outcomes, rules.
 
 Pattern: typed values (Temporal's one typed input per hook): ``Step`` names
-         G51's steps in order, an ``Entry`` says where a call enters them and
-         what the record holds there, ``Ran``/``Refused``/``Paused`` are what
-         a call comes to, and ``CallRules`` is what a caller does where a
-         call needs a person (``IN_AGENT`` pauses; ``SERVED`` refuses).
-Role:    runtime layer; ``_pipeline.py`` walks the steps with these, its
-         callers (the loop, resume, recovery, ``mcp_serve``) build entries
-         and read outcomes. Exported through ``helmlog.runtime.lowlevel``.
-Emits:   nothing.
+         G51's steps in order, an ``Entry`` says where a call enters and what
+         the record holds there, ``Ran``/``Refused``/``Paused`` are outcomes,
+         ``CallRules`` what a caller does where a person is needed
+         (``IN_AGENT`` pauses; ``SERVED`` refuses).
+Role:    runtime layer; ``_pipeline.py`` walks with these; ``lowlevel``.
 
-Laws: G51 (the order of ``Step``), G56 (a check-in pause: no middleware, the
-arguments as detail), G59 (an ask pause), G62 (``Entry.approved_ask``), G69
-(an ``ask-human`` pause), R7 (``Entry.redispatch`` counts the attempt), S4
-(served, an ask is a denial: ``CallRules.asks``), S5 (served, check-in
-refuses and ``ask_human`` is a tool error).
-
-Why the rules are functions in a value and not an enum: the steps call
-``rules.check_in(...)`` and ``rules.ask_human(...)`` and never ask which
-caller they serve, so a new caller (the MCP proxy) is a new value, not a new
-branch in every step.
-
-Why the entry and outcome values are frozen ``msgspec.Struct`` and not
-dataclasses: one of each is made per call on the hot path, and a Struct is
-built several times faster than a frozen dataclass (``bench/turns.py``);
-they are never encoded.
+Laws: G51, G56, G59, G62, G69, R7 (``Entry.redispatch``), S4, S5.
+Why rules are functions in a value: a new caller (the MCP proxy) is a new
+value, not a branch in every step. Entries and outcomes are frozen msgspec
+Structs: one of each per call on the hot path (``bench/turns.py``).
 """
 
 from __future__ import annotations

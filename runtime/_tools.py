@@ -1,23 +1,14 @@
 """Tools: ``@tool`` from a typed signature, ``Tool`` from a JSON schema.
 
 Pattern: a value object plus a validator compiled once per tool.
-Role:    runtime layer; the dispatch pipeline validates arguments here after
-         the before-tool chain, then calls ``execute``.
-Emits:   nothing.
+Role:    runtime layer; the pipeline validates arguments here after the
+         before-tool chain, then calls ``execute``.
 
-Laws: G55 (validation judges the arguments the chain produced; one issue per
-line: ``'<field>' is required but missing``, ``arguments: expected an object,
-got <shape>``), G56 (``check_in``), G57 (declared credentials), G58 (``@tool``
-is named for the function, described by its docstring, its signature is the
-input schema), G25 (what the model reads of a result), issue 12 item 4
-(Pydantic and ``Annotated`` parameters, ``Args:`` descriptions — read in
-``_signature.py``; JSON Schema in full for ``Tool(...)`` and MCP tools, and
-texts naming the argument and the rule — ``_validation.py``).
-
-Why msgspec per field rather than one ``convert`` of the whole object: the
-model must read every problem at once to fix its call in one try; a single
-``convert`` stops at the first. A JSON schema is walked by ``jsonschema``'s
-``iter_errors`` for the same reason.
+Laws: G25, G55, G56 (``check_in``), G57 (credentials), G58 (``@tool``), issue
+12 item 4 (signatures read in ``_signature.py``; texts in ``_validation.py``),
+R7 (a cancel during a sync tool is deferred, ``_limits.py``).
+Why per-field validation, not one ``convert``: the model must read every
+problem at once to fix its call in one try; ``convert`` stops at the first.
 """
 
 from __future__ import annotations

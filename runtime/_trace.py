@@ -3,27 +3,15 @@
 Pattern: a value object kept as the two W3C header strings (``traceparent``,
          ``tracestate``), resolved once per operation and recorded in the
          event that opens or continues a turn.
-Role:    runtime layer; ``Agent.run``/``resume``/``recover`` resolve the
-         context, the loop records it; ``helmlog.sinks.OtelSink`` parents the
-         turn's spans on it, in whatever process reads the record.
-Emits:   nothing.
+Role:    runtime layer; ``Agent.run``/``resume``/``recover`` resolve it, the
+         loop records it, ``OtelSink`` parents the turn's spans on it.
 
-Laws: issue 8 item 8 (trace context travels in the events, so spans made on
-different hosts join one trace; a caller's context is the turn's parent; a
-resume or recovery with no caller context continues the turn's recorded one),
-R1 (the fold stays pure: minting happens here, at the edge, never in ``fold``).
-
-Why the runtime mints rather than leaving a turn without context: the turn's
-first span may be made by one host and its continuation by another, after a
-pause or a crash; only a context fixed in the record gives both the same
-trace id. A minted ``traceparent`` names a parent span no one emits (as an
-ingress that starts a trace would): its trace id is what joins the spans.
-
-Why a malformed caller value is ignored, not raised: W3C Trace Context says a
-receiver that cannot parse ``traceparent`` restarts the trace (and ignores
-``tracestate``); callers pass headers through, and a bad header must never
-stop a governed run. Nothing here imports OpenTelemetry: the runtime runs
-without it.
+Laws: issue 8 item 8 (context travels in the events; a resume or recovery
+without one continues the recorded one), R1 (minting at the edge, not in
+``fold``).
+Why mint: a turn's spans may come from several hosts; only a context fixed in
+the record gives them one trace id. A malformed caller value restarts the
+trace (W3C) rather than stopping a governed run. No OpenTelemetry import.
 """
 
 from __future__ import annotations

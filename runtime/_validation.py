@@ -1,27 +1,16 @@
 """Argument validation: the issues a model reads when its call does not fit.
 
-Pattern: validators compiled once per tool (a ``jsonschema`` validator for a
-         JSON schema; msgspec or a Pydantic ``TypeAdapter`` per typed
-         parameter), each turning its failures into one line per issue.
-Role:    runtime layer; ``Tool.validate`` (``_tools.py``) calls these after
-         the before-tool chain, for ``Tool(...)``, ``@tool`` and MCP tools.
-Emits:   nothing.
+Pattern: validators compiled once per tool (``jsonschema`` for a JSON schema;
+         msgspec or a Pydantic ``TypeAdapter`` per typed parameter), each
+         turning its failures into one line per issue.
+Role:    runtime layer; ``Tool.validate`` calls these after the before-tool
+         chain, for ``Tool(...)``, ``@tool`` and MCP tools.
 
-Laws: G55 (one issue per line; ``'<field>' is required but missing``, in the
-schema's order; ``arguments: expected an object, got <shape>``), issue 12
-item 4 (JSON Schema in full, through ``jsonschema``: ``minimum``,
-``pattern``, nested ``required``, ``items``, combinators, ``$ref``; every
-issue names the argument, by its path, and the rule it broke).
-
-Why the texts are written here rather than ``jsonschema``'s own: those quote
-the whole offending value (a long string, a large object) and name no rule;
-the model needs the path and the keyword to fix its call in one try, and
-nothing more. Keywords without a text of their own keep ``jsonschema``'s
-message, shortened, with the keyword beside it.
-
-Why formats are checked: a schema that says ``"format": "email"`` is the
-tool author asking for it; ``jsonschema``'s default checker tests the
-formats it can without extra packages and passes the rest.
+Laws: G55 (one issue per line, in the schema's order), issue 12 item 4 (JSON
+Schema in full; every issue names the argument's path and the rule broken).
+Why our own texts: ``jsonschema``'s quote the whole offending value and name
+no rule; the model needs the path and the keyword. Formats are checked: a
+``"format"`` is the tool author asking for it.
 """
 
 from __future__ import annotations

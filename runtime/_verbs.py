@@ -3,24 +3,13 @@
 Pattern: a closed outcome union with no "result" arm (G5): no spelling lets a
          rule hand the model a tool result that no tool produced.
 Role:    runtime layer; every hook returns one of these, every walker checks.
-Emits:   nothing.
 
-Laws: G1 (``allow()`` passes; ``allow(None, why)`` is a pass-through with a
-reason), G2 (a transform must say why; ``None`` is never a transform value),
-G3 (a refusal carries a reason), G4 (an ask carries a question; issue 11
-item 4: and may carry a deadline, ``timeout_s``), G5 (frozen,
-compared by value, checked when constructed directly), G93 (a rewrite may
-declare where its values came from: ``allow(value, why, from_={...})``),
-G94 (the walker judges every outcome with the same ``*_problem`` checks the
-constructors use, so a subclass that skips them proves nothing).
-
-Why plain slotted classes rather than dataclasses: the constructors normalize
-(``allow(None, "")`` is a plain ``Allow()``) and validate; doing that in one
-``__init__`` keeps direct construction and the verbs equally strict.
-
-Why the checks are functions beside the classes: the constructors are a
-convenience, not the guard (G94); the walker (``_chain.invoke``) asks the
-same functions about whatever a hook returned.
+Laws: G1–G5, G93 (``from_=`` provenance), G94 (the walker judges every
+outcome with the same ``*_problem`` checks the constructors use), issue 11
+item 4 (an ask's ``timeout_s``).
+Why plain slotted classes: the constructors normalize (``allow(None, "")`` is
+a plain ``Allow()``) and validate in one ``__init__``. Why the checks are
+functions beside them: the constructors are a convenience, not the guard.
 """
 
 from __future__ import annotations

@@ -1,57 +1,17 @@
 """Listeners and watchers: who hears about a session's events, and how.
 
 Pattern: observer registry with identity de-duplication and per-handler
-         ordered delivery; nothing a listener does flows back into the run.
+         ordered delivery (a queue per async handler, so none sees event 7
+         before event 6); nothing a listener does flows back into the run.
 Role:    runtime layer; the journal hands every recorded event (and each
          transient token) to ``Listeners.deliver``.
-Emits:   nothing itself; delivers what the journal recorded.
 
-Laws: G95 (watchers hear facts and the documented events, whatever
-attributes they have; only a ``RecordTaker`` is handed stored records),
-G82 (``.watch()``/``attach()``/``on()``; delivery in hand-over order;
-unsubscribe callables), G83 (one object handed over twice is one attachment;
-two different objects with one ``id`` are refused), G84 (watching never
-steers: a raise or a return value changes nothing, failures are logged under
-the ``helmlog`` logger; async handlers are not awaited by the run yet see
-events in stream order; so does a watcher that declares ``deferred = True``:
-its plain ``on_event`` runs on the same ordered queue, off the run's path,
-and has caught up by the time the run hands back its answer or its pause).
-
-Why a watcher may be deferred: a sink whose work is pure CPU (an OTel SDK
-span per model call) costs the run all of it when called inline; queued, it
-runs while the run waits on its store or its model, on the same thread, so
-on a remote store most of it overlaps the waits (``bench/sinks.py``). It
-still sees every event, in order, and what is left is handed to it when an
-event that ends the run's output is delivered (``agent.turn_end``,
-``pause.request``, ``error.fatal``), so a caller that closes its exporter
-right after ``run`` returns loses nothing.
-
-Why copies, and why a watcher may decline them: an event's containers (a
-tool's arguments, a message) are the folded session's own, so a watcher that
-changed one would change what the model reads next (G84); the journal hands
-a fresh decode of the stored bytes instead (``StoredEvent.detached``, only
-for events that hold a container). A sink that only reads (``OtelSink``,
-``OtelProcess``) declares ``readonly = True`` and is spared the copies; when
-every subscriber does, none is made.
-
-Why one kind of sink may take records, and only by its class: a sink that
-forwards what happened rather than reading it (``OtelProcess`` hands the
-bytes to a child process) needs neither the decoded events nor one call per
-event. An instance of ``RecordTaker`` (``helmlog.events.lowlevel``; the face
-does not export it) is handed each append's ``StoredEvent``s (frozen bytes
-the journal encoded to hash them: nothing to copy) in one inline call, and no
-``on_event`` for what was appended; the list is the append's own and the same
-for every taker, kept, never changed. It reads what a store reader reads,
-rows and all, ``before``/``after`` included, so what it shows of a row must
-be its fact (R4). Any other watcher hears facts and the documented events,
-whatever attributes it has: an ``on_records`` of its own is never called
-(G95, G49). A journal that serves a redacted form hands that form to
-everyone through ``on_event`` instead, since the stored bytes may keep
-values it hides (G86); transient tokens reach every watcher through
-``on_event``.
-
-Why a queue per async handler rather than a task per event: tasks per event
-would let a slow handler see event 7 before event 6.
+Laws: G82–G84 (attach, order, never steer), G83 (ids), G95 and G49/R4 (only
+a ``RecordTaker`` is handed stored records; others hear facts), G86.
+Why copies: an event's containers are the folded session's own; a watcher
+changing one would change what the model reads (``readonly`` sinks skip
+them). Why ``deferred``: a CPU-bound sink runs off the run's path, in order,
+and has caught up when the run hands back its answer or pause.
 """
 
 from __future__ import annotations

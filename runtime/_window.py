@@ -1,19 +1,13 @@
 """The window moment: what of the history the model is sent at each iteration.
 
 Pattern: strategy objects with a pure ``plan``; the loop records what they did.
-Role:    runtime layer; the loop calls ``plan`` at each iteration boundary,
-         before the model call, and files the record when it engaged.
-Emits:   nothing itself; returns a ``window.compacted`` record for the loop.
+Role:    runtime layer; the loop calls ``plan`` before each model call and
+         files the ``window.compacted`` record when it engaged.
 
-Laws: G79 (one strategy per agent; ``sliding_window`` argument checks), G80
-(the window files its own record, never a row), G81 (what a sliding window
-does: it engages only above N turns, changes only what the model is sent, and
-never removes the current request, anything in the keep window, or a tool
-call apart from its results).
-
-Why the window never files a ledger row: it is not a rule deciding about a
-value; it is a view. Its record says what left the view, and history, the
-stream and checkpoints keep every message.
+Laws: G79, G80 (its own record, never a row), G81 (what a sliding window
+keeps).
+Why no ledger row: the window is a view, not a rule deciding about a value;
+the stream and checkpoints keep every message.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """helmlog.runtime.lowlevel — the kernel that upper layers build on.
 
-Pattern: a public low-level namespace (trio's ``trio.lowlevel``): the pieces
-         of the governed loop that the actors and gateway layers, and
-         extension authors, compose — the walkers, the journal, the one
-         tool-call pipeline (``ToolPipeline``, its ``Entry``/``Step``, its
-         outcomes and the ``IN_AGENT``/``SERVED`` rules) — named and pinned
-         here, so no other layer reaches into a private module of
-         ``runtime``.
-Role:    runtime layer; imported by ``actors`` (PolicyActor, ToolExecutor) and
-         ``gateway`` (MCP serving and the client). Not for ordinary agent code:
-         ``helmlog`` and ``helmlog.runtime`` hold that API.
-Emits:   nothing itself.
+Pattern: a public low-level namespace (trio's ``trio.lowlevel``): the walkers,
+         the journal, the one tool-call pipeline (``ToolPipeline``, ``Entry``,
+         ``Step``, outcomes, ``IN_AGENT``/``SERVED``), the conversation
+         ``Cursor`` and the ``Residency`` cache, pinned by a test.
+Role:    runtime layer; imported by ``actors`` and ``gateway``, so no other
+         layer reaches into a private module of ``runtime``. Not for ordinary
+         agent code (``helmlog``, ``helmlog.runtime``).
 
-Why a namespace of re-exports and not the modules themselves: the private
-modules stay free to be split and renamed (issue 9 will); what is listed
-here is the contract, pinned by a test like every public ``__all__``.
+Why re-exports: the private modules stay free to be split and renamed.
 """
 
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
@@ -47,7 +41,7 @@ from ._tools import (
     with_credentials,
 )
 from ._watchers import Listeners
-from ._whatif import WhatIf
+from .whatif._whatif import WhatIf
 
 __all__ = [
     "IN_AGENT",

@@ -1,23 +1,15 @@
 """What-if reports: per decision, per session, and the summary of many.
 
-Pattern: frozen values (msgspec Structs) with one JSON document form;
-         facts only, like the decision channel (G49): which moment, which
-         link, which outcome then and now — never an argument, a result or
-         a message.
+Pattern: frozen values (msgspec Structs) with one JSON document form; facts
+         only, like the decision channel (G49): moment, link, outcome then
+         and now, never an argument, a result or a message.
 Role:    runtime layer; ``_whatif.py`` builds them, ``helmlog.whatif`` and
          ``helmlog whatif`` hand them out (``--json`` prints ``document()``).
-Emits:   nothing.
 
-Laws: issue 13 item 2 (each decision is unchanged, flipped — allow→deny,
-deny→allow, a new ask, an ask that no longer asks, a transform whose result
-differs — or not re-judgeable; the divergence point; a summary of sessions,
-decisions and flips by kind), G86 (a read view of a record carries no value
-a redaction policy hides: a report carries none at all).
-
-Why one more flip kind than the issue lists (``reason-differs``): two
-refusals with different reasons, or two asks with different questions, are
-the same verdict yet change what the model (or the person) reads, so they can
-be the divergence point; folding them into "unchanged" would hide it.
+Laws: issue 13 item 2 (the flip kinds; the divergence point; the summary),
+G86 (a report carries no value a redaction policy hides).
+Why ``reason-differs`` is a flip: two refusals with different reasons are
+one verdict yet change what the model or the person reads.
 """
 
 from __future__ import annotations

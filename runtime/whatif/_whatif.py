@@ -1,36 +1,17 @@
 """What-if: re-judge a recorded session under another agent's rules.
 
 Pattern: replay against a changed policy (Temporal's replayer, pointed at a
-         new posture instead of the same code): the recorded inputs, model
-         replies and tool results come from the stream; every decision comes
-         from the new agent's chains, permission gate, validation and window,
-         run by the one tool-call pipeline (``ToolPipeline`` under
-         ``IN_AGENT``) and the one message walker, exactly as a live run runs
-         them. ``RecordedCalls`` serves the recorded executions; nothing
-         calls a model or a tool.
-Role:    runtime layer (pure: no clock, no I/O); ``helmlog.whatif`` and
-         ``helmlog whatif`` verify the streams and hand them here.
-Emits:   nothing: rows the new rules file are compared, never recorded.
+         new posture): inputs, replies and tool results come from the stream
+         (``RecordedCalls``); every decision from the new agent's chains,
+         gate, validation and window, run by the one pipeline (``IN_AGENT``)
+         and the one message walker. Nothing calls a model or a tool.
+Role:    runtime layer (pure); ``helmlog.whatif`` verifies streams and hands
+         them here.
 
-Laws: issue 13 (per decision: unchanged, flipped, or not re-judgeable; the
-divergence point, past which a session is not re-judged), G51 (the steps of
-a call, in order, as live), G59–G64 (an ask the record also asked is
-resumed with the recorded person's decision; a new ask's answer is unknown),
-G70 (an ``ask_human`` answer is the recorded one), G33/G39 (input and output
-admission on the recorded text), G80/G81 (the window planned over the
-recorded history), G7/G54 (a link that raises, or a permission checker that
-fails, refuses live; here it is reported, not guessed at), G87 (a value the
-stream keeps only as a placeholder is not re-judged), R1 (the live state
-each decision stood on is the fold of the stream up to it).
-
-Why the divergence point stops a session: the recorded replies answered what
-the model read. Once a decision would change that — a different refusal, a
-result the record never holds, an answer a person never gave, a different
-window — every later reply is an answer to a conversation that did not
-happen, and judging it would be guessing.
-
-Why credentials are stood in for: a secret is not policy, and a what-if
-touches no secret store; the stand-in reaches no tool, since none runs.
+Laws: issue 13 (the verdicts; the divergence point), G51, G59–G64, G70,
+G33/G39, G80/G81, G7/G54, G87, R1 (each decision stands on the fold up to it).
+Why the divergence point stops a session: later replies answered a
+conversation that did not happen; judging them would be guessing.
 """
 
 from __future__ import annotations
@@ -48,15 +29,15 @@ from helmlog.events import (
     WindowCompacted,
 )
 
-from ._chain import CallSite, walk_messages
-from ._config import AgentConfig
-from ._pause import CheckInDecision
-from ._pipeline import PERMISSION_FAILED, ToolPipeline
-from ._recorded import NotRecorded, RecordedCalls
-from ._session import find_call
-from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
-from ._tools import Tool
-from ._whatif_record import (
+from .._chain import CallSite, walk_messages
+from .._config import AgentConfig
+from .._pause import CheckInDecision
+from .._pipeline import PERMISSION_FAILED, ToolPipeline
+from .._recorded import NotRecorded, RecordedCalls
+from .._session import find_call
+from .._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
+from .._tools import Tool
+from ._record import (
     Admission,
     CallRecord,
     Point,
@@ -65,8 +46,8 @@ from ._whatif_record import (
     read_points,
     result_trusted,
 )
-from ._whatif_report import Flip, Judgement, SessionWhatIf, Unjudgeable
-from ._whatif_verdicts import (
+from ._report import Flip, Judgement, SessionWhatIf, Unjudgeable
+from ._verdicts import (
     PASSES,
     STEP_NAMES,
     after_word,

@@ -25,10 +25,10 @@ import msgspec
 
 from helmlog.events import MiddlewareDecision, WindowCompacted
 
-from ._recorded import RecordedCall
-from ._steps import Step
-from ._whatif_record import Admission, CallRecord, Point, WindowVisit
-from ._whatif_report import Flip
+from .._recorded import RecordedCall
+from .._steps import Step
+from ._record import Admission, CallRecord, Point, WindowVisit
+from ._report import Flip
 
 PASSES = frozenset(("allow", "transform"))
 STEP_NAMES = {

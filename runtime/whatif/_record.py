@@ -1,31 +1,17 @@
 """What a recorded session decided, point by point: the what-if's reading.
 
 Pattern: one forward pass over a decoded stream that cuts it into decision
-         points — a turn's input admission, each window visit, each tool
-         call (its rows, pause, resume, dispatch, result and tool message),
-         a turn's output admission — each with the stream position a fold
-         must reach to stand where the live session stood.
-Role:    runtime layer; ``_whatif.py`` re-judges each point under a new
-         agent's rules. Pure: no clock, no I/O.
-Emits:   nothing.
+         points (input admission, each window visit, each tool call from
+         start to tool message, output admission), each with the stream
+         position a fold must reach to stand where the live session stood.
+Role:    runtime layer; ``_whatif.py`` re-judges each point. Pure: no I/O.
 
-Laws: G33/G35 (input rows come before ``agent.turn_start``; a refused input
-ends with ``error.fatal`` and starts no turn), G39/G43 (output rows follow
-the last ``stream.llm_end`` of a turn; a refused draft ends with
-``error.fatal``; a draft that failed the output type ends with
-``output.rejected``, G92, its text not recorded), G51 (a call's record
-runs from ``stream.tool_start`` to its tool message), G59/G62/G64 (pause,
-resume, resume-side row), G69–G70 (``ask_human``: dispatched, paused,
-answered), G80 (a window record sits
-right before its ``stream.llm_start``), R7 (``tool.outcome_unknown``), R9
-(``session.imported`` opens a paused call recorded on another stream), R10
-(unknown events are skipped), R20 (call ids are the turn's: a call is open
-from its start to its tool message).
-
-What the record cannot give back: a value the redaction policy replaced
-(G87), an input or a draft a rule refused before any rewrite kept it (G35,
-G43), a result never recorded (R7). ``raw_*`` return ``None`` for those, and
-the what-if reports the decision as not re-judgeable rather than guessing.
+Laws: G33/G35, G39/G43, G92 (admission rows and refusals), G51, G59–G64,
+G69–G70 (a call's record, pause and resume), G80 (window records), R7, R9,
+R10 (unknown events skipped), R20.
+Why ``raw_*`` may return ``None``: a value redaction replaced (G87), a text a
+rule refused before any rewrite, a result never recorded (R7) cannot be given
+back; the what-if reports such a decision as not re-judgeable, never guessed.
 """
 
 from __future__ import annotations
@@ -56,7 +42,7 @@ from helmlog.events import (
     WindowCompacted,
 )
 
-from ._tools import render_result
+from .._tools import render_result
 
 _DENIED = MessageDeniedError.code
 
