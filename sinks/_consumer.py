@@ -1,31 +1,16 @@
 """Consumer-group watchers: the facts streams delivered to a sink, acked after.
 
-Pattern: a competing consumer over the store's facts groups
-         (``create_facts_group``/``read_facts_group``/``ack_facts``/
-         ``claim_facts``): at-least-once delivery made effectively-once by
-         idempotent sinks.
-Role:    sinks layer; ``FactsConsumer(store, group, consumer, sink).run()``,
-         and ``helmlog watch``. Runs beside the agents, never inside a run.
-Emits:   each decision fact to its sink's ``on_event`` (the decoded
-         ``middleware.decision`` event, with its session id and seq); log
-         records on ``helmlog.sinks`` when a sink or the store fails.
+Pattern: a competing consumer over the store's facts groups: at-least-once
+         delivery made effectively-once by idempotent sinks.
+Role:    sinks layer; ``FactsConsumer(store, group, consumer, sink).run()``
+         and ``helmlog watch``; runs beside the agents, never inside a run.
 
-Laws: R4 (facts are read through a consumer group: each fact goes to one
-consumer of the group; a fact is acknowledged only after the sink returned,
-so a consumer that dies — SIGKILL — leaves it pending, and its restart (same
-name) or another consumer (by claim, after ``claim_idle_ms``) delivers it
-again; sinks are idempotent by ``(session_id, seq)``, so a redelivery has the
-effect of one), R16 (a sink never drives a run: a failing sink is retried
-with backoff and logged, its fact stays pending, and no run waits on it).
-
-Why a restart first re-reads its own pending facts: they were delivered and
-maybe written but never acknowledged; only the consumer's name finds them at
-once (a claim waits for them to go idle), and the group's position has moved
-past them, so reading new facts alone would leave them pending forever.
-
-Why a fact that cannot be decoded is logged and left pending, never acked:
-acknowledging would lose it silently; pending, it stays visible (XPENDING),
-and another reader with a newer decoder can claim it.
+Laws: R4 (acked only after the sink returned; a dead consumer's facts are
+re-read by its restart or claimed by another), R16 (a failing sink is retried
+with backoff and logged; no run waits on it).
+Why a restart first re-reads its own pending facts: only its name finds them
+at once. A fact that cannot be decoded is logged and left pending, never
+acked: acking would lose it; pending, a newer reader can claim it.
 """
 
 from __future__ import annotations

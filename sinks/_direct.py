@@ -1,34 +1,17 @@
 """Finished telemetry: spans and log records built once, as the SDK exports them.
 
-Pattern: an OpenTelemetry ``TracerProvider`` and ``LoggerProvider`` (the
-         API's own extension points) whose spans are built at their end as the
-         SDK's ``ReadableSpan`` and whose records are ``ReadableLogRecord``s,
-         handed to an ``ExportQueue`` that sends them in batches to the SDK's
-         exporters on a thread of its own.
-Role:    sinks layer; ``OtelProcess``'s child projects through it, into its
-         OTLP exporters (``OtlpExport(direct=True)``) or the exporters a
-         ``setup`` function gives.
-Emits:   through its exporters only.
+Pattern: an OpenTelemetry ``TracerProvider`` and ``LoggerProvider`` whose
+         spans are built at their end as ``ReadableSpan`` and records as
+         ``ReadableLogRecord``, handed to an ``ExportQueue`` that batches them
+         to the SDK's exporters on a thread of its own.
+Role:    sinks layer; ``OtelProcess``'s child projects through it.
 
-Laws: R6 (the spans and records are those an ``OtelSink`` on the SDK's own
-providers makes from the same events: names, kinds, parents, ids drawn the
-same way, attributes, events, status and the recorded times), R16 (an export
-failure is the exporters' to keep; nothing here raises into a projection).
-
-Why not the SDK's providers: their spans are live objects. Each start runs the
-sampler and validates every attribute twice (the sampler's and the span's
-``BoundedAttributes``), each record validates them again, and the batch
-processors take only those live types. The sink projects *recorded* events
-whose start and end times are in the record and whose attributes it builds
-from typed fields (strings, numbers, booleans and tuples of strings, always
-valid), so none of that work changes what is exported; it was most of a
-turn's telemetry cost (``bench/sinks.py``, ``sdk_floor_us_per_turn``).
-
-What is left out, deliberately: samplers (a span is sampled unless its parent
-context says it is not, as the SDK's default ``ParentBased(ALWAYS_ON)``),
-span processors' ``on_start``, and attribute limits (the sink's spans and
-records carry a dozen attributes, never a value over the limits unless
-``values=True``, and then as the collector receives it).
+Laws: R6 (the same spans and records an ``OtelSink`` on the SDK's providers
+makes), R16 (an export failure is the exporters' to keep).
+Why not the SDK's providers: their live spans run the sampler and validate
+attributes two or three times; a recorded event's times and typed attributes
+need none of it, and it was most of a turn's telemetry cost. Left out on
+purpose: samplers (parent-based always-on), ``on_start``, attribute limits.
 """
 
 from __future__ import annotations

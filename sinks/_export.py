@@ -1,31 +1,16 @@
 """Export a record to OTLP/HTTP or any sink, failing loudly: what a caller checks.
 
-Pattern: providers wired to OTLP/HTTP exporters that are watched (the first
-         failed batch is kept and ends the export), and a strict replay that
-         stops at a sink's first failure and raises it, typed.
-Role:    sinks layer; ``OtlpExport`` for live watching (``.watch(x.sink)``,
-         configured from the standard ``OTEL_EXPORTER_OTLP_*`` variables) and
-         for ``helmlog replay/demo --otlp``; ``export`` for ``--jsonl``/``--otlp``.
-Emits:   through its sinks only; raises ``ExportError``.
+Pattern: providers wired to watched OTLP/HTTP exporters, and a strict replay
+         that stops at a sink's first failure and raises it, typed.
+Role:    sinks layer; ``OtlpExport`` for live watching and ``helmlog
+         replay/demo --otlp``; ``export`` for ``--jsonl``/``--otlp``.
 
-Laws: R16 (a sink never drives the run it watches: ``OtlpExport`` only keeps
-its failure, it raises where a caller asked, at ``flush``/``close``), R6
-(``export`` delivers what ``replay`` does, marked replayed).
-
-Why a failed batch ends the export: the OTLP client retries each batch up to
-its timeout, so a collector that is down costs one timeout per batch; with
-per-span batches an unreachable endpoint held ``helmlog replay`` for minutes
-and then exited 0. Once one batch failed, the rest fail at once, and the
-caller learns of it.
-
-Why a live export goes on instead: a host watches its runs for weeks, and a
-collector restarts; ending the export at its first failure lost every span
-after it. Live, a failure costs the batches of its backoff (dropped, counted,
-raised at the next ``flush``), not the rest of the host's life.
-
-Why the base URL and the signal URL are both accepted: collectors document
-``http://host:4318`` and exporters want ``http://host:4318/v1/traces``;
-``otlp_endpoints`` maps either (or ``/v1/logs``) to both signal paths.
+Laws: R6 (``export`` delivers what ``replay`` does), R16 (a live export keeps
+its failure and raises it at ``flush``/``close``).
+Why a failed batch ends a replay's export: each batch would wait out its
+timeout, holding ``helmlog replay`` for minutes before exiting 0. A live
+export goes on: a collector restarts, and a host watches for weeks.
+``otlp_endpoints`` accepts the base URL or a signal URL.
 """
 
 from __future__ import annotations

@@ -1,54 +1,17 @@
 """The export child of ``OtelProcess``: its pipes, and what it runs.
 
-Pattern: a length-prefixed message stream on a pipe (written with one
-         ``writev``, read in bulk without blocking and split into messages),
-         a control socket for ``flush``/``close``, and the child's loop that
-         decodes each message and projects it through an ``OtelSink``.
-Role:    sinks layer; ``sinks/_offload.py`` (the watcher in the run) starts
-         ``python -P -c CHILD_ENTRY`` (``main`` here, the child's only entry)
-         and writes with ``write_all``; nothing else uses these.
-Emits:   through the child's exporters; answers each ask on the control
-         socket with the failure's reason, or ``None``.
+Pattern: a length-prefixed message stream on a pipe (one ``writev`` out, bulk
+         non-blocking reads in), a control socket for ``flush``/``close``, and
+         the child's loop that decodes each message and projects it through
+         an ``OtelSink`` onto ``FinishedTelemetry``.
+Role:    sinks layer; ``_offload.py`` starts ``python -P -c CHILD_ENTRY``
+         (``main`` here) and writes with ``write_all``.
 
-Laws: R28 (the child is helmlog's own program: it imports helmlog and, only
-if handed one, the ``setup``'s module by name, never the caller's
-``__main__``), R4 (the child projects each row as the fact it stands for,
-``OtelSink.on_recorded``; a journal hands each append once, and served
-events are de-duplicated by ``(session_id, seq)``), R6 (the spans are those
-an in-process ``OtelSink`` makes of the same run: the child decodes the
-bytes the fold decoded).
-
-Why not multiprocessing's spawn: its child re-imports the caller's
-``__main__`` (as ``__mp_main__``) to find what was pickled there, so a script
-with no ``if __name__ == "__main__":`` guard ran its own agent, tools and
-all, a second time in the child (issue 23). ``-P`` keeps the working
-directory off the child's path, so a file there cannot stand in for a module
-the child imports; ``-c``, not ``-m``, because the package imports this
-module before ``runpy`` would run it, which imports it twice.
-
-Why the child reads the pipe itself, not with ``Connection.recv_bytes``:
-that polls (a selector built per call) and reads twice per message, which
-cost the child more per turn than decoding the turn; one non-blocking
-``read`` takes all that is waiting.
-
-Why the child picks the records: the run hands over each append's records
-untouched (no code per record in the run, ``sinks/_offload.py``); the child
-keeps the types its projection reads and decodes their stored JSON, joined,
-in one call.
-
-Why the child collects garbage seldom: it only projects events into the
-SDK, whose objects form no cycles that outlive an export; collecting per the
-default 700 allocations walks the spans the batch processors still hold, a
-tenth or more of its time per turn.
-
-Why a busy child sleeps on the control pipe alone: the run's writes then
-wake no one (on a small VM a wake-up of a process sleeping on the other core
-costs the waker far more than the bytes), while ``flush`` and ``close``
-still wake it at once; only a child that found nothing for ``CHILD_IDLE_S``
-waits on both. Its tick is short (``CHILD_TICK_S``) because what it has not
-read is what a ``flush`` waits for: at 10 ms a flush found up to 10 ms of
-turns unread (bench/sinks.py: about 4 % of a sample); the ticks wake the
-child's own core only.
+Laws: R4, R6, R28 (helmlog's own program, never the caller's ``__main__``).
+Why not multiprocessing's spawn: it re-imports ``__main__``, running a script
+without a main guard twice (issue 23). A busy child sleeps on the control
+pipe alone, so the run's writes wake no one; it collects garbage seldom (the
+SDK's objects form no lasting cycles).
 """
 
 from __future__ import annotations

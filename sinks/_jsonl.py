@@ -1,34 +1,13 @@
 """JSON-lines and console sinks: the simplest watchers.
 
 Pattern: idempotent sinks keyed by ``(session_id, seq)``.
-Role:    sinks layer; attach live (``.watch(JsonlSink(path))``) or replay into.
-Emits:   nothing into helmlog; writes lines to a file or a console; raises
-         ``ExportError`` (typed, retryable) when the file or console cannot
-         be written.
+Role:    sinks layer; attach live (``.watch(JsonlSink(path))``) or replay
+         into; an unwritable file or console is an ``ExportError``.
 
-Laws: R4 (every sink is idempotent by ``(session_id, seq)``: a fact delivered
-twice has the effect of one), R16 (``JsonlSink(path)`` writes one JSON line
-per event, skipping a ``(session_id, seq)`` already written; ``ConsoleSink()``
-prints one line per event).
-
-Why a line spells out every field, defaults included: events are stored
-without their defaults (``omit_defaults``, events/_types.py), but a line is
-read by tools that know no schema, so each says all of its event (``replayed:
-false`` as well as ``true``), as lines always did.
-
-Why the JSONL sink re-reads its file on open: idempotency must survive a
-restart, and the file itself is the only record of what it already wrote. A
-last line cut short (its writer killed mid-write) is cut off on open: that
-event never counted as written, and its redelivery writes it whole.
-
-Where a failure is reported: ``JsonlSink(path)`` opens the file for appending
-when it is built, so a path that cannot be written (a missing folder, a
-directory, no permission) is an ``ExportError`` there, before any run. A write
-that fails later (the disk full, the file replaced) is an ``ExportError`` from
-``on_event``, and so is a console that cannot be written: the run's delivery
-logs it (G84), ``export`` raises it, a ``FactsConsumer`` retries the fact
-unacknowledged. The event does not count as written, so its redelivery writes
-it (R4): it is marked seen only after the write succeeded.
+Laws: R4 (idempotent; an event is marked seen only after its write), R16.
+Why a line spells out every field, defaults included: lines are read by
+tools that know no schema. Why the file is re-read on open: it is the only
+record of what was written; a last line cut short is cut off and rewritten.
 """
 
 from __future__ import annotations

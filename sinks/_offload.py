@@ -1,75 +1,18 @@
 """An OtelSink in a process of its own: the watched run hands over bytes only.
 
-Pattern: a ``RecordTaker`` (``helmlog.events.lowlevel``: the explicit,
-         internal opt-in to stored records, G95) that forwards each turn's
-         stored records, batched, down a pipe to a child process that runs
-         helmlog's own entry (``sinks/_export_child.py``), which decodes
-         them and runs ``OtelSink`` and the SDK's exporters there.
-Role:    sinks layer; ``.watch(OtelProcess(url))``: live OTLP export of a
-         run, the attached sink bench/sinks.py's headline measures (an
-         in-process ``OtlpExport`` beside it).
-Emits:   through the child's exporters; raises ``ExportError`` at
-         ``flush``/``close`` (one left open is closed at interpreter exit,
-         a failure then logged).
+Pattern: a ``RecordTaker`` (G95's explicit opt-in to stored records) that
+         seals each turn's stored records into one msgpack message and writes
+         them, batched, down a pipe to a child running helmlog's own entry
+         (``_export_child.py``), which projects them through ``OtelSink``.
+Role:    sinks layer; ``.watch(OtelProcess(url))``; raises ``ExportError``
+         at ``flush``/``close``, never in the run.
 
-Laws: R28 (the child is started as ``python -P -c`` helmlog's entry, never
-by multiprocessing's spawn, which re-imports the caller's ``__main__``: a
-script with no main guard ran its agent again in the child; it runs no user
-code but a ``setup`` it is handed, imported by its module's name), R16 (a
-sink never drives the run: ``on_records``/``on_event`` never
-raise; a failure is kept and raised where the caller asks, at ``flush`` or
-``close``: an export that failed since the last ask, after which the child
-exports on, or the child's death, which ends it), R4 (the child projects each row as
-the fact it stands for, ``OtelSink.on_recorded``; a journal hands each
-append once, and served events are de-duplicated by ``(session_id, seq)``),
-R6 (the spans are those an in-process ``OtelSink`` makes of the same
-run: the child decodes the bytes the fold decoded), G86 (a redacting agent
-hands it its served events instead, which it encodes, since the stored bytes
-may keep values the served form hides).
-
-Why a process and not a thread: the SDK's span and record handling is pure
-Python, so a thread holds the same GIL the loop needs; on a second core the
-projection costs the run only the hand-over.
-
-Why stored records, untouched: the journal encoded every event to hash it,
-so the run hands over an append's records in one call
-(``runtime/_watchers.py``), and this watcher keeps the list as it is handed
-until the turn's end, then has msgpack encode the turn's lists in one call.
-Nothing is encoded again, no fact is built, and no Python code runs per
-record in the run: the child picks the types its projection reads (a
-watcher called per event that did nothing cost a memory-store run about
-5 %; a record taker that does nothing costs it nothing measurable, and one
-that picked and joined each append's bytes in Python cost it about 3 %).
-
-Why the child projects onto ``FinishedTelemetry`` (``sinks/_direct.py``): it
-owns its exporters, so it needs no live spans; building the SDK's export
-types once, at each span's end, costs about half the SDK providers' path, and
-the child keeps up with a run on one core instead of becoming the bottleneck.
-
-Why nothing wakes anyone while a run is busy: on a small VM a wake-up of a
-process or thread that sleeps on the other core costs the waker far more
-than the bytes (a child woken per turn, only to read, cost a memory-store
-run more than the projection saves). So:
-
-- the run's thread seals a turn at its end (``agent.turn_end``, a pause, a
-  fatal error, or ``batch`` records) into one msgpack message, the records
-  as they are, and holds it; what is held goes to the data pipe in one
-  ``writev`` once ``WRITE_AT`` bytes are held, or ``linger_s`` after the
-  first, from a timer on the run's own event loop (``call_later``), or at
-  once when the seal ran outside one;
-- data and control go on two pipes, and a busy child sleeps on the control
-  pipe alone (``sinks/_export_child.py``), so the run's writes wake no one
-  while ``flush`` and ``close`` still wake it at once.
-
-Why a timer on the loop and not a thread: an earlier version had a thread
-write what a quiet run left every 20 ms; each of its ticks took the GIL from
-the run (about 3 % of a memory-store run, bench/sinks.py). A write per turn
-instead cost the run about 10 us a turn on this VM, the system call more
-than the bytes; a loop timer costs neither, and the run's loop turns over
-between turns anyway. A timer on a loop that stops first never fires
-(``asyncio.run`` per turn), so a sweeper thread, waking once per
-``SWEEP_S``, writes what such a timer left: a tick a second takes the GIL
-too seldom to show.
+Laws: R4, R6, R16 (a sink never drives the run), R28 (``python -P -c``, never
+multiprocessing's spawn), G86 (a redacting agent's served events instead).
+Why a process: the SDK is pure Python and would hold the loop's GIL. Why
+nothing wakes anyone while a run is busy: a cross-core wake-up costs more
+than the bytes, so writes go once ``WRITE_AT`` bytes or ``linger_s`` are
+held (a loop timer; a sweeper thread for loops that stop first).
 """
 
 from __future__ import annotations

@@ -1,34 +1,16 @@
 """Idempotency by ``(session_id, seq)``: what every sink shares, in bounded memory.
 
-Pattern: a seen-set keyed by an event's place in its stream, kept per
-         session: the seqs seen of each session's latest ``WINDOW`` events,
-         for the ``SESSIONS`` sessions touched last.
-Role:    sinks layer; each sink asks ``first(event)`` before acting.
-Emits:   nothing.
+Pattern: a seen-set keyed by an event's place in its stream, per session:
+         the seqs of each session's latest ``WINDOW`` events, for the
+         ``SESSIONS`` sessions touched last.
+Role:    sinks layer; each sink asks ``first(event)`` (or ``seen``/``done``
+         around a write that can fail) before acting.
 
-Laws: R4 (every sink is idempotent by ``(session_id, seq)``: a fact delivered
-twice — a redelivery, a second replay — has the effect of one).
-
-Why transient events always pass: a ``stream.token`` has no seq (R12), so it
-has no place to be seen at; it is delivered once by construction.
-
-Why a sink that can fail asks ``seen`` and marks ``done`` only after its write:
-an event whose write failed must not count as written, or its redelivery (a
-``FactsConsumer`` retry, a second replay) would be skipped and the event lost.
-
-Why memory is bounded, and why what is forgotten is delivered again rather
-than skipped: a sink lives as long as its host or its consumer, and one key
-per handled event (17 per governed turn) grew without end — about 1.5 KB per
-turn, gigabytes a day on a busy host. Redeliveries come close behind what was
-first delivered: a ``FactsConsumer`` reclaims entries that went unacknowledged
-for seconds, a resumed run repeats its last events, so each session keeps the
-seqs of its latest ``WINDOW`` (counted back from the highest seq seen), and
-the least recently touched sessions beyond ``SESSIONS`` are forgotten whole.
-An event older than that is treated as new: a sink may write it twice, never
-lose it. Skipping by a high-water mark instead would be smaller still, but a
-reclaimed fact older than one already handled would then be dropped from an
-audit export; a duplicate can be told apart by its ``(session_id, seq)``, a
-lost event cannot be recovered.
+Laws: R4 (a fact delivered twice has the effect of one), R12 (a transient
+token has no seq and always passes).
+Why bounded, and why the forgotten is delivered again, not skipped: one key
+per event grew without end on a busy host; redeliveries come close behind,
+and a duplicate can be told apart by its key, a lost event cannot be found.
 """
 
 from __future__ import annotations

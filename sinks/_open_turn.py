@@ -1,26 +1,15 @@
 """What an ``OtelSink`` holds for one session between a turn's events.
 
-Pattern: one ``__slots__`` object per session with an open turn: the turn's
-         parent context, its ``invoke_agent`` span and the context it sets,
-         a continuation span still due, and the open model call and tool
-         spans; ``close`` ends all of it at one recorded time.
-Role:    sinks layer; ``OtelSink`` (``sinks/_otel.py``) keeps one per session
-         in a dict, made at ``agent.turn_start`` (or at a continuation) and
-         dropped at the turn's end, pause or fatal error.
-Emits:   nothing itself; ``close`` ends the spans the sink started.
+Pattern: one ``__slots__`` object per session with an open turn: its parent
+         context, its ``invoke_agent`` span, a continuation span still due,
+         the open model call and tool spans; ``close`` ends them at one time.
+Role:    sinks layer; ``OtelSink`` keeps one per session, made at
+         ``agent.turn_start`` (or a continuation), dropped at the turn's end.
 
-Laws: R6 (spans end at the recorded time of what ended them, so a replay ends
-them where a watched run did), issue 8 item 8 (``parent`` is the recorded
-trace context the turn's spans go under).
-
-Why one slot object per session: a host holds many sessions, and the sink
-looks this up once per event; one dict entry holding slots costs less, and
-drops at once, compared with one dict per kind of open span.
-
-Why a continuation span can be due rather than open: a recovery that only
-settles calls (``tool.outcome_unknown`` and nothing after it) has no work to
-put under a span, so the span is opened by the first event that goes under
-it, and a closed turn with one still due emits nothing.
+Laws: R6 (spans end at recorded times), issue 8 item 8 (``parent``).
+Why one slot object: looked up once per event, dropped at once. A
+continuation span may be due rather than open: a recovery that only settles
+calls has nothing to put under it.
 """
 
 from __future__ import annotations

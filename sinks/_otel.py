@@ -1,64 +1,19 @@
 """OpenTelemetry sink: GenAI spans per turn, model call and tool call; facts as logs.
 
-Pattern: a projection of the record onto OTel's data model, following the
-         OpenTelemetry semantic conventions for generative AI, fed live as a
-         watcher or after the fact through ``replay``; one typed dispatch
-         table keyed by event class (as ``events/_fold.py`` keeps).
-Role:    sinks layer; ``.watch(OtelSink(...))``, ``otlp_sink()`` or
+Pattern: a projection of the record onto OTel's GenAI semantic conventions,
+         fed live as a (deferred) watcher or after the fact through
+         ``replay``; one typed dispatch table keyed by event class. Spans:
+         ``invoke_agent``, ``chat {model}``, ``execute_tool {name}``; a log
+         record ``helmlog.middleware.decision`` per decision fact.
+Role:    sinks layer; ``.watch(OtelSink(...))``, ``otlp_sink()``,
          ``helmlog replay --otlp``.
-Emits:   spans ``invoke_agent {agent}`` (one per turn, ``gen_ai.agent.name``;
-         one more for each continuation on a sink that did not see the turn
-         open), its children ``chat {model}`` (one per model call: request
-         model, token usage, finish reasons) and ``execute_tool {name}`` (one
-         per tool call: tool name and call id; opened at ``stream.tool_start``,
-         or at ``tool.dispatched`` on a sink that did not see the call start,
-         as after a resume on another host), and one log record named
-         ``helmlog.middleware.decision`` per decision fact.
 
-Laws: R16 (no argument, result or content attribute unless ``values=True``),
-R4 (idempotent by ``(session_id, seq)``), R6 (a replayed run yields the same
-spans as a watched one, timed by the recorded timestamps, in the same
-traces), issue 8 item 8 (trace context travels in the events).
-
-Where a turn's spans go: ``agent.turn_start`` records the turn's W3C trace
-context (the caller's, else one the runtime minted), and ``invoke_agent`` is
-parented on it with OTel's ``TraceContextTextMapPropagator``: a caller's span
-(a web request) is the turn's parent; a minted context names a parent no one
-emits, and its trace id joins the turn's spans. A pause ends the turn's span.
-The work after it is a continuation: ``pause.resume`` (or, after a crash, the
-recovering host's ``tool.outcome_unknown``) records the context it runs
-under — the resuming caller's when one was passed, else the turn's own — and
-the continuation's ``invoke_agent`` span (``helmlog.resumed`` or
-``helmlog.recovered``) is a child of that context. So two sinks in two
-processes, one seeing the turn start and the pause, the other the resume and
-the tool, emit spans of one trace, and a replay gives the same trace ids.
-
-A turn recorded without a trace context still traces deterministically: it
-gets one derived from the record (``sinks/_trace_context.py`` says how).
-
-Why the sink is a deferred watcher by default: the SDK's span and record
-handling is pure CPU (``bench/sinks.py`` times it alone as
-``sdk_floor_us_per_turn``); called inside the run it adds all of it to every
-turn, while queued (``runtime/_watchers.py``) it runs when the run awaits its
-store or its model, so on a remote store most of it overlaps those waits. The
-spans are the same either way: they are timed by the events.
-
-Why spans are timed from event timestamps, not from when the sink sees them:
-replaying last week's session must produce last week's spans.
-
-Why the model name is remembered from ``stream.llm_start``: the record keeps
-the requested model there and the usage, and the model that answered
-(``gen_ai.response.model``), on ``stream.llm_end``; one ``chat`` span carries
-both, so the sink holds the open call per session between them.
-
-What the sink costs, and why it is shaped so: the SDK's span and record
-construction (attribute validation in ``BoundedAttributes``, ids, the
-sampler, the processors' ``on_end``/``on_emit``) is most of it, and it is per
-object, not per attribute we could leave out; the sink adds one dict lookup
-per event, builds each attribute dict once (set in one call, never key by
-key), keeps each turn's span context built once, and holds per-session state
-in one slot object dropped at the turn's end (``OpenTurn``,
-``sinks/_open_turn.py``). ``bench/sinks.py`` measures it.
+Laws: R4 (idempotent by ``(session_id, seq)``), R6 (replay gives the same
+spans and trace ids, timed by the record), R16 (no values unless
+``values=True``), issue 8 item 8 (spans parented on the recorded context; a
+continuation's on the context it ran under).
+Why deferred by default: the SDK is pure CPU; queued, it overlaps the run's
+store and model waits (``bench/sinks.py``).
 """
 
 from __future__ import annotations

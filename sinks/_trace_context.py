@@ -1,29 +1,16 @@
 """The W3C trace context a recorded event names, read back as an OTel context.
 
-Pattern: two pure functions over the record's ``traceparent``/``tracestate``
-         strings: ``recorded_context`` reads one into an OTel ``Context`` (a
-         remote, non-recording parent), ``derived_traceparent`` makes one
-         from the record for a turn recorded without any.
-Role:    sinks layer; ``OtelSink`` (``sinks/_otel.py``) parents each turn's
-         ``invoke_agent`` span, and each continuation's, on what these give.
-Emits:   nothing.
+Pattern: two pure functions: ``recorded_context`` reads the record's strings
+         into an OTel ``Context`` (a remote parent), ``derived_traceparent``
+         makes one from the record for a turn recorded without any.
+Role:    sinks layer; ``OtelSink`` parents each turn's and continuation's
+         ``invoke_agent`` span on what these give.
 
-Laws: issue 8 item 8 (trace context travels in the events: a turn's spans go
-under the context its ``agent.turn_start`` recorded, a continuation's under
-the one ``pause.resume`` or ``tool.outcome_unknown`` recorded), R6 (a
-replayed run lands in the same traces as a watched one).
-
-Why streams without trace context still trace deterministically: a turn
-recorded before contexts were (its ``traceparent`` empty) gets one derived
-from the record, ``sha256("helmlog-trace", session id, turn)`` (a
-continuation with nothing to continue: its own seq instead of the turn), so
-each replay of it yields the same trace ids, one trace per turn.
-
-Why the runtime's own contexts skip the propagator: what the runtime mints
-(version ``00``, no ``tracestate``) is read by slicing the string, once per
-turn; anything else — a caller's context with vendor state, a later version
-— goes through OTel's ``TraceContextTextMapPropagator``, which knows the
-rules.
+Laws: issue 8 item 8, R6 (a replay lands in the same traces).
+Why a derived context: a turn recorded before contexts still traces
+deterministically (``sha256("helmlog-trace", session id, turn)``). The
+runtime's own ``00`` contexts are sliced; anything else goes through OTel's
+``TraceContextTextMapPropagator``.
 """
 
 from __future__ import annotations
