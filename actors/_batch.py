@@ -1,34 +1,17 @@
 """The client's line to one host: operations queued and sent in batches.
 
-Pattern: group commit on the client side — every operation queued for a host
+Pattern: group commit on the client side: every operation queued for a host
          during one turn of the event loop goes out as ONE actor call, whose
          results stream back in groups as the host finishes them.
 Role:    actors layer; each ``Cluster`` keeps one ``HostLink`` per host, and
          every ``ClusterAgent`` view submits through it.
-Emits:   nothing.
 
-Laws: R12 (a batch is one msgspec-encoded list of ``Op``s, its replies lists
-of ``Result``s), R22 (an operation cut by its host's death fails with
-``HostUnavailableError`` carrying that operation's session id, never another
-session's), R27 (a host that does not answer a ping for ``answer_s`` while
-operations wait on it — stopped, or hung — fails them with
-``HostUnavailableError``: Ray sees such a host alive and would never fail
-them; its lease lapses in the same time and another host finishes its turns).
-
-Why batch: one actor call costs about a millisecond of Ray's work on both
-sides, while a governed turn costs less than that in the host; sending 1,000
-sessions' operations as 1,000 calls spends more on Ray than on the turns. A
-batch pays the call once for everything that became ready together, and
-several batches may be in flight, so a slow session never holds back the
-next batch.
-
-Why a watchdog pings instead of a deadline per operation: an operation may
-rightly wait minutes on a tool or a person; only the host's silence says it
-is gone. The watchdog runs only while batches are out.
-
-Why the link binds to the running loop lazily: a client may run several
-``asyncio.run`` calls in one process (the CLI does); futures belong to one
-loop, so a link notices a new loop and starts a fresh queue on it.
+Laws: R12, R22 (a cut operation fails with its own session's id), R27 (a host
+silent to pings for ``answer_s`` fails its waiting operations).
+Why batch: an actor call costs about a millisecond of Ray, more than a
+governed turn costs the host. Why a watchdog and not a deadline per
+operation: an operation may rightly wait minutes on a tool or a person. The
+link binds to the running loop lazily: one process may run several loops.
 """
 
 from __future__ import annotations

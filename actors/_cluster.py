@@ -1,45 +1,17 @@
 """The cluster client: named, shared session hosts, reached in batches.
 
 Pattern: a client-side facade: ``agent()`` gives views with the in-process
-         agent's shape (``ClusterAgent``), so code written against ``Agent``
-         runs unchanged on a cluster; the hosts are named, detached Ray
-         actors that every client process of one cluster shares
-         (``_roster``); the approvals, usage and stopping calls reach them
-         all.
-Role:    actors layer; the CLI, an HTTP server and tests start here:
-         ``Cluster.local(store_url, name=...)`` or
-         ``Cluster.connect(address, store_url, name=...)``, then
-         ``cluster.agent(factory, watch=[...])``; each agent's watchers
-         hear its own sessions (``_cluster_watch``).
-Emits:   nothing itself; hosts append to the shared store.
+         agent's shape (``ClusterAgent``); the hosts are named, detached Ray
+         actors every client process of one cluster shares (``_roster``).
+Role:    actors layer; ``Cluster.local(store_url, name=...)`` or
+         ``Cluster.connect(...)``, then ``cluster.agent(factory, watch=...)``.
 
-Laws: R8 (a fixed number of hosts; placement by ``host_for``), R17 (the same
-event types, rows and facts in the same order as in process on the same
-store), R21 (hosts are named, detached actors shared by every client process;
-they keep at most ``max_resident`` sessions and drop those idle for
-``idle_s``), R22 (a host that starts or restarts finishes its shard's open
-turns; an error raised because a host died carries the session id, and
-``ClusterAgent.session_id`` never names another session), R27 (each host
-holds a lease of ``lease_s`` on its shard; a client waiting on a host that
-does not answer a ping for ``lease_s`` fails that host's operations with
-``HostUnavailableError`` naming their sessions, while another host takes
-the shard over and finishes its turns).
-
-Why one agent factory per cluster name: a host that Ray restarts is rebuilt
-from its constructor's arguments, and must finish the open turns of its shard
-with the agent that ran them (R22). A factory given to the constructor is
-always there after a restart; a registry filled by later calls would be
-empty. So the first ``agent(factory)`` creates the hosts with its factory, and
-later calls — in any process — with the same factory (by ``module:qualname``)
-get views of the same hosts; another factory is refused with
-``ClusterConfigError``: give that agent a cluster of its own name.
-
-Why the store must be shared (``redis://``): a session's stream is the truth
-and any host (or a client reading a snapshot) must reach it; a host's memory
-is a cache. A ``memory://`` store lives in one process and cannot be.
-
-Why a change of host count is refused while hosts run, and how the hosts,
-chains and executors are found and started by name: see ``_roster``.
+Laws: R8, R17, R21, R22, R27 (a host silent for ``lease_s`` fails its
+operations with ``HostUnavailableError`` naming their sessions).
+Why one agent factory per cluster name: a host Ray restarts is rebuilt from
+its constructor's arguments and must finish its turns with the agent that
+ran them. Why a shared store (``redis://``): the stream is the truth any
+host must reach; a host's memory is a cache.
 """
 
 from __future__ import annotations

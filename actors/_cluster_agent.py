@@ -1,36 +1,17 @@
 """The cluster's agent: a client view with the in-process agent's shape.
 
-Pattern: a client-side proxy — each call becomes one ``Op`` routed to the
-         session's host by ``host_for`` and queued on that host's
-         ``HostLink`` (which batches it with whatever else became ready); the
-         ``Result`` is turned back into what ``Agent`` returns or raises.
-Role:    actors layer; ``Cluster.agent(factory)`` returns one, and
-         ``client()`` gives more views of the same hosts. Code written against
-         ``Agent`` (``run``, ``follow_up``, ``resume``, ``recover``,
-         ``snapshot``, ``checkpoint``, ``last_snapshot``, and the watchers:
-         ``on``, ``attach``, ``watch``, ``idle``) runs unchanged on it.
-Emits:   nothing itself; hosts append to the shared store. Its watchers hear
-         its own sessions' events (``_cluster_watch``), rows as facts (G95).
+Pattern: a client-side proxy: each call becomes one ``Op`` routed to the
+         session's host (``host_for``) and queued on that host's ``HostLink``;
+         the ``Result`` is turned back into what ``Agent`` returns or raises.
+         Each view keeps its own last call in the runtime's conversation
+         cursor (``lowlevel.Cursor``): views serve many callers at once.
+Role:    actors layer; ``Cluster.agent(factory)`` returns one, ``client()``
+         gives more views of the same hosts and watchers.
 
-Laws: R17 (the same answers, pauses and typed errors as in process, and the
-same ``follow_up`` refusals: ``never-run``, ``last-input-refused``,
-``pending-question``, G36, G38), R8 (a session's operations go to the host
-``host_for`` names), R22 (an error raised because a host died carries the
-session id, and ``session_id`` never names another session: it is set before
-the call is sent), R9 (a resume is single-use, so resending one to a
-restarting host is safe: a second attempt of one that ran is ``replayed``),
-G82–G84 and G95 (watchers: a program that moves from ``Agent`` to
-``Cluster.agent`` keeps them; every view of one agent shares them).
-
-Why each view keeps its own last call: views of one agent are used by many
-callers at once (one per request, one per task); the "last call" is the
-caller's, as an ``Agent``'s is its caller's, and must not be another caller's
-session.
-
-Why only reads, recovers and resumes are resent to a restarting host: each is
-safe to send twice (a read changes nothing, a recover finds nothing left, a
-resume is single-use); a ``run`` is not — a turn that started before the host
-died is finished by failover (R22), and sending it again would start a second.
+Laws: R17 (the same answers, pauses, errors and ``follow_up`` refusals as in
+process, G36, G38), R8 (routing), R22 (``session_id`` is set before the call
+is sent), R9 (only reads, recovers and single-use resumes are resent to a
+restarting host; a ``run`` is not), G82–G84 and G95 (watchers).
 """
 
 from __future__ import annotations
@@ -38,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Protocol, Self
 
 import msgspec
 
@@ -46,10 +27,10 @@ from helmlog.events import (
     Checkpoint,
     HostUnavailableError,
     MessageDeniedError,
-    NoConversationError,
     SessionState,
 )
 from helmlog.runtime import AskPause
+from helmlog.runtime.lowlevel import Cursor
 
 from ._batch import HostLink
 from ._cluster_watch import ClusterWatch
@@ -64,14 +45,18 @@ from ._wire import (
     output_of,
 )
 
-if TYPE_CHECKING:
-    from ._cluster import Cluster
-
 # How long a retried call (a read, a recover, a resume) waits for a
 # restarting host before it gives up and raises HostUnavailableError.
 RESTART_WAIT_S: Final = 60.0
 # The operations that append to a session: its watchers follow it.
 _APPENDING: Final = frozenset({"run", "resume", "recover"})
+
+
+class WatchSource(Protocol):
+    """Where a view's watchers read: the cluster's store (``Cluster``)."""
+
+    store_url: str
+    chain_key: bytes | None
 
 
 class ClusterAgent:
@@ -84,21 +69,16 @@ class ClusterAgent:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: WatchSource,
         links: list[HostLink],
         watch: ClusterWatch | None = None,
     ) -> None:
         self._cluster = cluster
         self._links = links
         self._watching = watch  # made on first use: most views never watch
-        self._session_id: str | None = None
-        self._checkpoint: Checkpoint | None = None
+        # This view's last call, as ``Agent`` keeps its own (R17).
+        self._cursor = Cursor()
         self._state: SessionState | msgspec.Raw | None = None
-        # What ``follow_up`` says when there is no checkpoint, as ``Agent``
-        # says it: whether a run of this view passed input admission, and
-        # whether the last run's input was refused.
-        self._admitted_once = False
-        self._last_input_refused = False
 
     def client(self) -> ClusterAgent:
         """Another client view of the same hosts, with its own last call; it
@@ -150,14 +130,14 @@ class ClusterAgent:
     @property
     def session_id(self) -> str | None:
         """The id of the last call's session (set before the call is sent)."""
-        return self._session_id
+        return self._cursor.session_id
 
     async def _op(
         self, kind: OpKind, session_id: str, *, retry: bool = False, **fields: Any
     ) -> str | AskPause | None:
         """Send one operation to the session's host; keep what it left; hand
         the watchers what it appended before handing back."""
-        self._session_id = session_id
+        self._cursor.session_id = session_id
         watched = False
         watch = self._watching
         if kind in _APPENDING and watch is not None and watch.listeners:
@@ -201,13 +181,11 @@ class ClusterAgent:
         ):
             # As in process: a refused input starts no conversation, so
             # there is none to follow up (G38, "last-input-refused").
-            self._checkpoint = None
-            self._last_input_refused = True
+            self._cursor.refused()
         elif error is None or result.checkpoint is not None:
-            self._checkpoint = result.checkpoint
+            self._cursor.checkpoint = result.checkpoint
             if kind == "run":
-                self._admitted_once = True
-                self._last_input_refused = False
+                self._cursor.admitted()
         if result.state != NIL:
             self._state = result.state
 
@@ -263,12 +241,7 @@ class ClusterAgent:
             NoConversationError: ``"never-run"``, ``"last-input-refused"`` or
                 ``"pending-question"``, as ``Agent.follow_up`` does.
         """
-        cp = self._checkpoint
-        if cp is None:
-            refused = self._last_input_refused and self._admitted_once
-            raise NoConversationError("last-input-refused" if refused else "never-run")
-        if cp.kind == "pause":
-            raise NoConversationError("pending-question")
+        cp = self._cursor.continuation()
         return await self.run(
             message, continue_from=cp, traceparent=traceparent, tracestate=tracestate
         )
@@ -315,7 +288,7 @@ class ClusterAgent:
 
     def checkpoint(self) -> Checkpoint | None:
         """The checkpoint the last call left."""
-        return self._checkpoint
+        return self._cursor.checkpoint
 
     def last_snapshot(self) -> SessionState:
         """The state of the last call's session, as its host served it."""

@@ -1,36 +1,16 @@
 """A cluster agent's live watchers, fed from its own sessions' streams.
 
-Pattern: a per-session catch-up reader (a cursor per session: the seq
-         delivered up to) projected through ``watched``, woken by the facts
-         streams (one blocking read of the shards), by the agent's own calls
-         and, for a turn no call of this agent is running, by a poll.
+Pattern: a per-session catch-up reader (a cursor per session) projected
+         through ``watched``, woken by the facts streams, by the agent's own
+         calls and, for a turn no call of this agent runs, by a poll.
 Role:    actors layer; every ``ClusterAgent`` view of one ``Cluster.agent``
-         shares one ``ClusterWatch``: its ``on``/``attach``/``watch`` land
-         here, and its calls tell it which sessions are its own.
-Emits:   each event of its sessions' streams to the watchers, rows as their
-         ``middleware.decision`` facts (runtime's ``Listeners``: G82–G84).
+         shares one ``ClusterWatch`` (runtime's ``Listeners``).
 
-Laws: G95 (watchers hear facts and the documented events, never a row: the
-stream is read and shown by ``watched``'s rule, in the served form of the
-factory's agent, G86), R17 (a program that moves from ``Agent`` to
-``Cluster.agent`` keeps its watchers: the same events, in the same order, but
-the transient ``stream.token``), G84 (a watcher that raises changes nothing;
-a store that fails is logged and read again later, never raised into a call).
-
-Why the session streams and not the facts streams as the source: the facts
-streams hold decision facts only, and a fact may be published twice or late
-(the outbox, R4), so they cannot give the other documented events nor, alone,
-order and exactly-once; a session's stream has all of them, each seq once.
-A cursor per session makes delivery ordered and exactly-once; the facts are
-only what wakes the reader while a call runs.
-
-Which sessions are its own: those its views ran, continued, resumed or
-recovered while it had a watcher, from where the call started (a fresh
-session from its start, a continued or resumed one after its checkpoint, a
-recovered one after its head); it keeps the latest ``max_sessions`` of them.
-Their events are delivered by the time the call returns (or raises), as soon
-as one of their facts is published, and, for a turn no call of this agent is
-running (failover finishes one), within ``poll_s``.
+Laws: G82–G84, G86, G95, R4, R17.
+Why the session streams and not the facts streams: facts may come twice or
+late (R4) and hold no other events; a cursor per stream makes delivery
+ordered and exactly-once. Its own sessions are those its views ran,
+continued, resumed or recovered while watched (the latest ``max_sessions``).
 """
 
 from __future__ import annotations

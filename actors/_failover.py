@@ -2,49 +2,16 @@
 
 Pattern: a start-up sweep over a projection (the store's open-turns index),
          each item handed to the loop's own recovery (``agent.recover``), with
-         a bound on how many run at once.
-Role:    actors layer; ``SessionHost`` calls ``finish_open_turns`` when it
-         starts and each time Ray restarts it, and for another host's shard
-         whose lease expired (R27, ``_lease.py``); ``helmlog recover``
-         reaches the same recovery from the shell.
-Emits:   nothing itself; each recovered turn appends, through its session's
-         agent, what R7 says (``tool.outcome_unknown`` or a new dispatch, the
-         rest of the batch, the model's answer).
+         a bound on how many run at once; a periodic facts sweep beside it.
+Role:    actors layer; ``SessionHost`` runs it at (re)start and for a shard
+         whose lease it took over (R27); ``helmlog recover`` reaches the same.
 
-Laws: R22 (a host that starts or restarts finishes, per R7, the unfinished
-turns of its sessions, found through the open-turns index, never a scan of
-every session), R4 (``publish_open_facts``: every ``facts_sweep_s`` a host
-publishes the facts its shard's open-turn sessions left unpublished; a
-session in an operation is left to it), R7 (a dispatched call without a
-result is not run again unless its tool is idempotent; the turn goes on),
-R8 (a host's shard is the sessions ``host_for`` places on it), R1 (the
-stream decides, not the index).
-
-Why a pending ask alone does not leave a session out: the index is a
-projection, updated after the append, so an ask can outlive its resume (the
-host died between the two, perhaps mid-tool after it). A session is left
-alone unread only when its stream's head is the very ``pause.request`` the
-ask names — nothing happened after the pause. Every other candidate goes
-through ``recover``, which folds the stream: it finishes an open turn with no
-pending pause and returns ``None``, appending nothing, for a paused, finished
-or unknown session.
-
-Why ``reindex`` follows every candidate, whether its recovery worked or not:
-a mark whose turn ended (the host died between the append and the index
-update) must go, or every restart would fold that session again; repairing
-from the stream is idempotent and keeps a mark whose turn is still open.
-
-Why the facts sweep reads the open-turns index and nothing else: a turn's
-close is sent only after every earlier fact of its session is on the facts
-stream (the store withholds it otherwise), so a session with an unpublished
-fact keeps its open mark; the sweep therefore never scans every session, and
-``publish_facts`` reads each candidate's stream only after its cursor.
-
-Why one session's failure is logged and the sweep goes on: the sessions of a
-shard are independent; a tool that raises, a stream that fails verification
-(``StreamTamperedError``) or a writer that got there first
-(``SequenceConflictError``) concerns that session alone. Cancellation is not
-a failure and propagates.
+Laws: R1 (the stream decides, not the index), R4 (``publish_open_facts``),
+R7, R8, R22 (through the open-turns index, never a scan).
+Why a pending ask alone does not skip a session: the index may lag the
+stream; only a head that is the ask's own ``pause.request`` is skipped.
+``reindex`` follows every candidate; one session's failure is logged and the
+sweep goes on (cancellation propagates).
 """
 
 from __future__ import annotations

@@ -1,48 +1,17 @@
 """The session host: one async Ray actor hosting many sessions.
 
-Pattern: a host process that only hosts — the loop lives in ``runtime``,
-         state is a fold in ``events``, persistence is the store. Operations
-         arrive in batches (one actor call each) and their results leave in
-         groups as they finish (a streaming generator).
-Role:    actors layer; the ``Cluster`` names a fixed number of these
-         (detached, shared by every client process) and routes each session to
-         one by ``host_for`` (R8).
-Emits:   through each session's agent, into the shared event store.
+Pattern: a host process that only hosts: the loop lives in ``runtime``, state
+         is a fold in ``events``, persistence is the store. Operations arrive
+         in batches (one actor call each); results leave in groups as they
+         finish (a streaming generator), so no session waits on another.
+Role:    actors layer; the ``Cluster`` names a fixed number of these and
+         routes each session to one by ``host_for`` (R8).
 
-Laws: R8 (one host holds many sessions; never one actor per session; a
-session is activated from its stream on first use), R17 (the cluster changes
-where, not what: a session run here appends what the same agent run in
-process appends), R6 (activation is silent), R21 (at most ``max_resident``
-sessions stay resident; a session idle longer than ``idle_s`` is dropped; a
-session in the middle of an operation never is: its ``Residents`` table keeps
-them), R22 (a host that starts or
-restarts finishes its shard's open turns, per R7, by itself), R27 (a host
-renews a lease on its shard every third of ``lease_s``, default 30 s, takes
-over a shard whose lease expired and finishes its open turns per R7; a host
-that finds its own lease lost drops its idle sessions; ``ping`` answers a
-client that waits on it, so a stopped host is found out), R4 (every
-``facts_sweep_s``, default 30 s, a host publishes the facts its shard's
-open-turn sessions left unpublished, skipping sessions it is operating on),
-R19 (every session it activates is verified by its agent's journal, and a
-snapshot it serves is folded from a verified stream, its pause checkpoint
-signed as the agent signs it; a refusal reaches the client as
-``StreamTamperedError``).
-
-Why an agent object per session inside one host: an agent holds per-run
-conversation state and its provider (a scripted model's script, a client's
-connection); sessions must not share those. Agent objects are cheap; actors
-(processes) are not — so sessions share the host, not the agent. Dropping a
-session drops its agent; the next operation builds a new one and activates
-the session from its stream.
-
-Why results stream back in groups: a batch holds many sessions' operations
-and one of them may wait minutes on a tool or a model; each group carries
-whatever finished since the last, so no session's reply waits on another's.
-
-Why failover starts from ``__init__``: Ray runs an async actor's constructor
-on the actor's running event loop, and runs it again on every restart, so a
-task created there is the one thing that runs on (re)start with nobody
-calling; the caller whose call was cut may be gone (R22).
+Laws: R4, R6, R8, R17, R19, R21 (``Residents``), R22, R27 (leases; a lost
+lease drops idle sessions).
+Why an agent object per session: an agent holds per-run state and its
+provider; agents are cheap, actors are not. Failover starts from
+``__init__``: Ray runs it again on every restart, with nobody calling.
 """
 
 from __future__ import annotations

@@ -3,30 +3,15 @@
 Pattern: stable identities computed from values, never from a process's
          memory: an actor's Ray name from its cluster's name, a factory's key
          from its ``module:qualname``, a chain key's fingerprint from its hash.
-Role:    actors layer; the ``Cluster`` names its hosts, chains and executors
-         with these, a ``SessionHost`` reports them in its ``HostInfo``, and a
-         client joining running hosts compares them (``_join``).
-Emits:   nothing.
+Role:    actors layer; the ``Cluster`` names its actors with these, a
+         ``SessionHost`` reports them in ``HostInfo``, a joining client
+         compares them.
 
-Laws: R21 (hosts are named, detached actors that every client process of one
-cluster reaches by name: ``<name>.host.<i>`` in namespace ``helmlog``), R22
-(a host Ray restarts is rebuilt from its constructor's arguments, so its agent
-factory must be something another process can rebuild), R12 (what crosses is
-what Ray's cloudpickle ships; a factory that cannot be shipped is refused
-here, with the reason, before any host starts).
-
-Why a factory is keyed by ``module:qualname`` and not by identity: two client
-processes import the same function as two objects; only its name says they
-mean the same agent. A ``functools.partial`` adds a digest of its arguments,
-so a partial with other arguments is another factory.
-
-Why a chain key travels as a digest: clients compare keys without the hosts
-sending the key back; sixteen hex digits of SHA-256 tell keys apart and say
-nothing about them.
-
-Why a store URL loses its credentials in messages: a ``ClusterConfigError``
-is shown to people and logged; the password in ``redis://:pw@host`` is not
-theirs to read.
+Laws: R12 (a factory that cannot be shipped is refused before any host
+starts), R21, R22.
+Why ``module:qualname``: two processes import one function as two objects. A
+chain key travels as a digest; a store URL loses its credentials in messages
+shown to people.
 """
 
 from __future__ import annotations

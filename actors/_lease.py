@@ -1,38 +1,16 @@
 """A host's leases on the shards of open turns: its own renewed, expired ones taken.
 
-Pattern: leader leases per shard (as Bigtable's tablet servers hold Chubby
-         locks): every third of ``lease_s`` a host renews the lease of its
-         own shard and claims any other shard's lease that has expired;
-         a claim it wins starts a takeover, which finishes that shard's
-         open turns (R7) and gives the lease back.
-Role:    actors layer; each ``SessionHost`` runs one ``ShardLeases`` from its
-         constructor (beside its start-up failover); the store keeps the
-         leases (``helmlog.events.lowlevel.LeaseStore``).
-Emits:   nothing itself; a takeover recovers each open turn of the shard
-         through the taker's agent, which appends what R7 says.
+Pattern: leader leases per shard (Bigtable's tablet servers on Chubby): every
+         third of ``lease_s`` a host renews its own shard's lease and claims
+         any expired one; a won claim finishes that shard's open turns (R7).
+Role:    actors layer; each ``SessionHost`` runs one ``ShardLeases``; the
+         store keeps the leases (``events.lowlevel.LeaseStore``).
 
-Laws: R27 (a host owns its shard of open turns through a lease it renews; a
-lease that expires is taken over; the sequence guard fences the old owner),
-R22 (a restarted host still finishes its own shard at start; its lease's
-owner is its name, so it renews what its previous process held), R7 (a
-taken turn is finished as failover finishes it: an idempotent tool runs
-again, a non-idempotent one is recorded as ``tool.outcome_unknown``), R20
-(the old owner, woken, loses its next append's seq check and appends nothing
-more), R8 (a shard is the sessions ``host_for`` places on a host).
-
+Laws: R7, R8, R20, R22, R27.
 Why the lease is not the fence: a stopped process cannot know it lost its
-lease until it runs again, and then it may already be mid-append. The store's
-seq check is what stops it; the lease only decides who should be working, so
-that a hung host's turns do not wait for a person to run ``recover``.
-
-Why a host that finds it lost its lease drops its idle sessions: their
-cached state may be behind what the taker appended; activating them again
-from their streams costs one read, and a busy session is left to the seq
-check.
-
-Why a host takes no shard until it has held its own for one ``lease_s``:
-hosts start at nearly the same time, and a shard whose host has not yet
-claimed it is not a dead host's shard.
+lease; the store's seq check stops it. A host that lost its lease drops its
+idle sessions (their caches may be behind); it takes no other shard until it
+held its own for one ``lease_s`` (hosts start together).
 """
 
 from __future__ import annotations

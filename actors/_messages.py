@@ -1,39 +1,17 @@
 """What crosses a policy or executor boundary: typed, msgspec-encoded messages.
 
 Pattern: one frozen, tagged Struct per hook input and per answer (Temporal's
-         "one typed input per hook"), encoded once per hop as msgpack bytes.
-Role:    actors layer; ``PolicyLink`` and the isolated-tool proxy encode
-         their calls here, ``PolicyActor`` and ``ToolExecutor`` decode them,
-         and the answers come back the same way.
-Emits:   nothing.
+         "one typed input per hook"), encoded once per hop as msgpack:
+         ``HookCall``/``HookReply`` (PolicyActor), ``ExecuteIn``/
+         ``ExecuteReply`` (ToolExecutor), ``ChainInfo``.
+Role:    actors layer; ``PolicyLink`` and the isolated-tool proxy encode here,
+         ``PolicyActor`` and ``ToolExecutor`` decode.
 
-Laws: R12 (actors exchange msgspec-encoded typed values, never pickled
-helmlog objects or ad-hoc dicts), R17 (a hosted link or tool answers what it
-would inline, so the walker files the same rows), G6 (a hook that returned
-something other than an outcome reads as it would inline: the caller's walker
-judges a stand-in of the same type name), G7 (a hook or tool that raised
-comes back as ``Raised`` with ``str(exc) or type(exc).__name__``, and is
-raised again here as ``RemoteRaised`` with exactly that text, so the denial
-reads ``middleware '<name>' threw: <text>`` wherever the rule ran).
-
-The messages::
-
-    HookCall    = ToolCallIn | ToolResultIn | MessageIn      caller -> PolicyActor
-    HookReply   = AllowOut | DenyOut | AskOut | NotAnOutcome | Raised
-    ExecuteIn                                                caller -> ToolExecutor
-    ExecuteReply = Returned | AskedHuman | Raised
-    ChainInfo (LinkInfo, ...)                                PolicyActor -> Cluster
-
-Why values must be msgspec-encodable: arguments, results, transform values
-and ask details are what a JSON model and a JSON ledger carry anyway. A value
-that cannot be encoded fails closed: on the way in, the hook "threw" (a
-denial); on the way back, the actor answers ``Raised`` naming the encoding
-error. Tuples arrive as lists, as they would after a round trip through the
-ledger.
-
-Why outcomes are rebuilt through ``allow``/``deny``/``ask``: the verbs check
-what they are given (G2–G5), so a value that came over the wire is held to the
-same rules as one built in process.
+Laws: R12, R17, G6 (a non-outcome reads as inline), G7 (``Raised`` comes back
+as ``RemoteRaised`` with the same text).
+Why msgspec-encodable values: a value that cannot be encoded fails closed.
+Outcomes are rebuilt through ``allow``/``deny``/``ask`` so the verbs' checks
+(G2–G5) hold for values from the wire.
 """
 
 from __future__ import annotations

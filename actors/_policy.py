@@ -1,43 +1,17 @@
 """Shared chains and isolated tools: ``PolicyActor`` and ``ToolExecutor``.
 
-Pattern: remote proxies with the local shape — a proxy link is a link, a
-         proxy tool is a ``Tool`` — so the walker and the pipeline cannot tell
-         them apart and record exactly what they would inline. Everything
-         that crosses is a typed message of ``_messages.py``.
-Role:    actors layer; ``Cluster.policy(factory)`` hosts a whole chain (its
-         links, in order, sharing state: remembered approvals, rate limits,
-         budgets) that every session on every host attaches;
-         ``Cluster.isolated(tool)`` runs a tool in an executor.
-Emits:   nothing; decisions are filed by the session's journal as always.
+Pattern: remote proxies with the local shape (a proxy link is a link, a proxy
+         tool a ``Tool``), so the walker and the pipeline record exactly what
+         they would inline; what crosses is a typed message (``_messages.py``).
+Role:    actors layer; ``Cluster.policy(factory)`` hosts a chain whose state
+         every session shares; ``Cluster.isolated(tool)`` runs a tool apart.
 
-Laws: R17 (a chain hosted by a PolicyActor shares its state across sessions
-and hosts, and a tool run by a ToolExecutor returns what it would inline;
-neither adds, removes or reorders a decision: the walker still walks each
-link itself, in its place), R12 (contexts, outcomes, arguments and results
-cross as msgspec-encoded Structs, never pickled helmlog objects), G6/G7 (a
-hook that returns a non-outcome or raises in the actor reads exactly as if it
-did so inline), G69 (``ask_human`` inside an isolated tool still pauses).
-
-Why one proxy per hosted link, rather than one link for the chain: the walker
-files a row per link, stops at the first non-allow and runs after-tool hooks
-in reverse, interleaved with inline links; only links it walks itself keep
-all of that true by construction. One actor hosts them all so their state is
-shared, and it serves one hook at a time (``max_concurrency=1``), so a rule
-reads and updates its state without racing another session.
-
-Why the factories are picklable callables: Ray ships the chain factory to the
-PolicyActor and the agent factory to every session host (cloudpickle, so a
-module-level function or a ``functools.partial`` of one). The links and
-tools the cluster returns hold only their actor's name (``ActorRef``) and
-their own name and hooks, so an agent factory may close over them, and two
-client processes attaching the same chain pickle the same factory.
-
-Why the actors are named and detached (``<cluster>.policy.<factory>``,
-``<cluster>.tools.<names>``): the hosts are shared by every client process
-and outlive the one that created them; so must the chain whose state they
-share. They are not restarted when they die: a restarted chain would forget
-its state (a budget would be refilled), so a dead one fails closed (every
-hook it hosted denies, G7) until the cluster is destroyed and built again.
+Laws: R12, R17, G6/G7, G69.
+Why one proxy per hosted link: the walker files a row per link, stops at the
+first non-allow and unwinds after-tool hooks itself. One actor, one hook at a
+time, so a rule updates its state without racing. Named and detached, never
+restarted: a restarted chain would forget its state, so a dead one fails
+closed (G7).
 """
 
 from __future__ import annotations

@@ -1,37 +1,16 @@
 """The roster of a cluster's named actors in Ray: found, checked, started, stopped.
 
-Pattern: a registry by name — a cluster's hosts (``<name>.host.<i>``), chains
+Pattern: a registry by name: hosts (``<name>.host.<i>``), chains
          (``<name>.policy.<factory>``) and executors (``<name>.tools.<a,b>``)
          are detached Ray actors in namespace ``helmlog``, created with
-         ``get_if_exists`` so creating and joining are one call; a client
-         joining running hosts reads what they are (``HostInfo``) and refuses
-         to use them with other settings.
-Role:    actors layer; the ``Cluster`` facade calls these to find its hosts
-         (``agent()``, the approvals and usage calls), to start hosts, chains
-         and executors, and to destroy them all.
-Emits:   nothing.
+         ``get_if_exists``; a joining client reads ``HostInfo`` and refuses
+         other settings.
+Role:    actors layer; the ``Cluster`` facade finds, starts and destroys here.
 
-Laws: R21 (hosts are named, detached actors shared by every client process of
-one cluster), R22 (Ray restarts a dead host with its constructor's arguments
-— ``max_restarts=-1`` — and its failover finishes its shard's open turns),
-R27 (a host that stops answering is not restarted by Ray, which sees it
-alive: its lease expires and another host takes its shard over),
-R8 (a fixed number of hosts; a client with another count is refused), R12 (a
-host describes itself as a msgspec ``HostInfo``, or, when its factory or
-store fails, as the typed error it raised).
-
+Laws: R8, R12, R21, R22 (``max_restarts=-1``), R27.
 Why a change of host count is refused while hosts run: placement is
-``sha256(id) % n_hosts``; with another count most sessions live elsewhere.
-Destroy the hosts (``Cluster.destroy()``) and start the new count: each
-session re-activates from its stream on its new host on first use, and a
-turn still running on an old host is fenced by the store's seq check (its
-next append conflicts and appends nothing, R2, R20).
-
-Why a chain's actor is never restarted and runs one hook at a time: its rules
-keep state every session shares (a budget, a counter); a restarted actor
-would run on forgotten state, so a dead one makes its hooks deny (fail
-closed), and one hook at a time lets a rule update its state without racing
-another session's call.
+``sha256(id) % n_hosts``. Why a chain's actor is never restarted: a restart
+would run its shared rules on forgotten state; a dead one denies.
 """
 
 from __future__ import annotations

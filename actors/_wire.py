@@ -1,34 +1,17 @@
 """What hosts and clients exchange: typed, msgspec-encoded batches of operations.
 
-Pattern: a small wire protocol of frozen Structs; a batch of operations goes
-         to a host as ONE actor call, and its results come back in groups as
-         they finish, each encoded once.
-Role:    actors layer; the ``ClusterAgent`` encodes ``Op``s, the
-         ``SessionHost`` answers each with a ``Result`` (an answer, a pause, a
-         typed error, or nothing), and the client decodes them back into what
-         the in-process agent would have returned or raised; a host
-         describes itself (``HostInfo``) and what it holds (``HostUsage``)
-         in the same encoding.
-Emits:   nothing.
+Pattern: a small wire protocol of frozen Structs: ``Op``s go to a host as ONE
+         actor call; each comes back as a ``Result`` (an answer, a pause, a
+         typed error, or nothing) in groups as they finish; ``HostInfo`` and
+         ``HostUsage`` describe a host.
+Role:    actors layer; the ``ClusterAgent`` encodes, the ``SessionHost``
+         answers, the client rebuilds what the agent would return or raise.
 
-Laws: R12 (actors exchange msgspec-encoded typed values, never ad-hoc dicts
-and never pickled helmlog objects — errors included: a ``WireError`` carries
-the error's class, ``code`` and data, and the client rebuilds the same typed
-error), R17 (a rebuilt error is the error the host raised, so a caller's
-``except`` works on a cluster as it does in process).
-
-Why a result carries the session's state as ``msgspec.Raw``: most callers
-never read ``last_snapshot()``, so the client keeps the state's bytes as they
-arrived and decodes them only when asked; the host encodes the state once,
-into the batch's own message (no second encoding on the reply path). An
-operation can also skip the state (``Op.state=False``) and a later
-``snapshot`` operation fetch it.
-
-Why only ``HelmlogError`` subclasses, ``ValueError`` and ``TypeError`` are
-rebuilt by class: they are the errors a caller can act on; a class is looked
-up by ``module:qualname`` and must be one of these, so the wire never imports
-or builds an arbitrary type. Anything else a host raises arrives as
-``HostError`` with the original type's name.
+Laws: R12 (never pickled helmlog objects: a ``WireError`` carries class,
+``code`` and data), R17 (the rebuilt error is the one the host raised).
+Why the state is ``msgspec.Raw``: most callers never read it, so it is
+decoded on first use. Only ``HelmlogError``, ``ValueError`` and ``TypeError``
+are rebuilt by class; the wire never builds an arbitrary type.
 """
 
 from __future__ import annotations
