@@ -40,7 +40,12 @@ from ._moments import (
     LoopMoment,
     act_key_for,
 )
-from ._pause import (
+from ._redaction import RedactionPolicy, conversation_redaction
+from ._tools import Tool, tool
+from ._verbs import Allow, Ask, AskPayload, Deny, allow, ask, deny
+from ._watchers import Watcher
+from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
+from .pause._pause import (
     AskPause,
     CheckInDecision,
     MiddlewareAsk,
@@ -50,11 +55,6 @@ from ._pause import (
     check_in_declined,
     is_ask_pause,
 )
-from ._redaction import RedactionPolicy, conversation_redaction
-from ._tools import Tool, tool
-from ._verbs import Allow, Ask, AskPayload, Deny, allow, ask, deny
-from ._watchers import Watcher
-from ._window import SlidingWindow, WindowPlan, WindowStrategy, sliding_window
 from .whatif._report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
 
 __all__ = [

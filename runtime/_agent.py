@@ -4,7 +4,7 @@ Pattern: two facades. ``Agent`` holds the parts that do its jobs, each owning
          its state: the loop (``_loop.py``), the "last run" cursor
          (``_cursor.py``), the session cache and operation guard
          (``_hosting.py``), the run, resume and recovery paths (``_run.py``,
-         ``_resume.py``, ``_recovery.py``) and the listeners (``_watchers.py``).
+         ``pause/_resume.py``, ``_recovery.py``) and the listeners (``_watchers.py``).
          ``AgentBuilder`` holds the checked parts of ``_builder.py``.
 Role:    runtime layer; ``helmlog.Agent`` and ``helmlog.AgentBuilder``.
 
@@ -29,13 +29,13 @@ from ._cursor import LastRun
 from ._feed import stream_turn
 from ._hosting import Hosting
 from ._loop import Loop
-from ._pause import AskPause, TurnResult
 from ._recovery import Recovery
-from ._resume import Resume
 from ._run import Run
 from ._tools import Tool
 from ._watchers import Listeners
 from ._window import WindowStrategy
+from .pause._pause import AskPause, TurnResult
+from .pause._resume import Resume
 from .providers import Provider
 
 

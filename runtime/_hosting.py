@@ -27,10 +27,10 @@ from ._config import AgentConfig
 from ._cursor import LastRun
 from ._journal import Journal
 from ._loop import Loop
-from ._pause import AskPause, TurnResult
 from ._residency import Residency
 from ._session import MessageRefused, Session
 from ._watchers import Listeners
+from .pause._pause import AskPause, TurnResult
 
 log = logging.getLogger("helmlog")
 

@@ -4,7 +4,7 @@ Pattern: a driver that always continues from the recorded state: calls of the
          last assistant turn without a tool message are dispatched (through
          the one pipeline, ``IN_AGENT``), then the model is called, until an
          answer or a pause; a run, a resume and a failover share ``drive``.
-Role:    runtime layer; ``_run.py``, ``_resume.py`` and ``_recovery.py`` hand
+Role:    runtime layer; ``_run.py``, ``pause/_resume.py``, ``_recovery.py`` hand
          their turns here. Records through the session's journal.
 
 Laws: G11, G18, G25, G33–G35, G39–G43, G51 (steps 1, 11, 12), G52, G59–G66,
@@ -36,13 +36,13 @@ from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
 from ._limits import TurnBudget
 from ._output import retry_prompt
-from ._pause import AskPause
-from ._pause_record import record_pause
 from ._pipeline import ToolPipeline
 from ._session import MessageRefused, Session, outstanding_calls, record_failure
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
 from ._tools import Tool
 from ._trace import resolve
+from .pause._pause import AskPause
+from .pause._record import record_pause
 from .providers import ProviderRequest
 
 OUTCOME_UNKNOWN = (

@@ -32,8 +32,6 @@ from helmlog.events import (
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._context import ToolCallContext, clone
 from ._links import Link
-from ._pause import AskHumanSignal, CheckInDecision, MiddlewareAsk
-from ._pause import decision_why as _decision_why
 from ._steps import (
     CallRecorder,
     CallRules,
@@ -54,6 +52,8 @@ from ._tools import (
     with_credentials,
 )
 from ._verbs import Allow, Deny
+from .pause._pause import AskHumanSignal, CheckInDecision, MiddlewareAsk
+from .pause._pause import decision_why as _decision_why
 
 log = logging.getLogger("helmlog")
 

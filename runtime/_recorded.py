@@ -23,8 +23,8 @@ import msgspec
 
 from helmlog.events import MiddlewareDecision
 
-from ._pause import AskHumanSignal, running_tool
 from ._tools import Tool
+from .pause._pause import AskHumanSignal, running_tool
 
 NotRecordedReason = Literal["not-dispatched", "other-arguments", "outcome-unknown"]
 

@@ -20,9 +20,9 @@ from helmlog.events import ToolOutcomeUnknown
 from ._config import AgentConfig
 from ._hosting import Hosting
 from ._loop import Loop
-from ._pause import AskPause
 from ._session import Session
 from ._trace import resolve
+from .pause._pause import AskPause
 
 
 class Recovery:

@@ -2,7 +2,7 @@
 
 Pattern: check, admit, record, hand over: the session a run names is found
          (or made), caught up with its stream, a continuation checked on it
-         (``_bindings.py``) before anything is appended, the input walk admits
+         (``pause/_bindings.py``) before anything is appended, the input walk admits
          the message, the turn's opening events are recorded, and the loop
          drives the turn under the operation guard (``Hosting.guard``).
 Role:    runtime layer; ``Agent.run``/``turn``/``stream`` delegate here.
@@ -28,16 +28,16 @@ from helmlog.events import (
     shape,
 )
 
-from ._bindings import check_continuation, continuation_by_id
 from ._chain import walk_messages
 from ._config import AgentConfig
 from ._cursor import LastRun
 from ._hosting import Hosting
 from ._loop import Loop
-from ._pause import AskPause, TurnResult
-from ._resume import activate_checkpointed
 from ._session import MessageRefused, Session
 from ._trace import NO_TRACE, Trace, resolve
+from .pause._bindings import check_continuation, continuation_by_id
+from .pause._pause import AskPause, TurnResult
+from .pause._resume import activate_checkpointed
 
 
 class Run:

@@ -5,7 +5,7 @@ Pattern: a plain holder (a session's journal, lock and in-flight count) that
          session's history (outstanding calls, ``find_call``) and the record
          of a run that ends by raising (``record_failure``, ``fatal_code``).
 Role:    runtime layer; ``Loop`` drives a ``Session``, ``Hosting`` caches
-         them in a ``Residency``, ``_bindings.py`` reads ``find_call``.
+         them in a ``Residency``, ``pause/_bindings.py`` reads ``find_call``.
 
 Laws: G37, G51, G66, G91, R4/R5, R7 (``tool.dispatched`` flushed before the
 tool runs), R20 (a fenced run records nothing more), R21 (``busy``).

@@ -25,8 +25,8 @@ import msgspec
 from helmlog.events import MiddlewareDecision
 
 from ._context import clone
-from ._pause import AskHumanSignal, MiddlewareAsk, PauseKind
 from ._tools import Tool
+from .pause._pause import AskHumanSignal, MiddlewareAsk, PauseKind
 
 NO_CHECK_IN_HERE = (
     "Tool '{tool}' was not executed: it declares a check-in consent gate, which "

@@ -24,7 +24,6 @@ import msgspec
 
 from helmlog.events import compact_json, shape
 
-from ._pause import running_tool
 from ._signature import Param, read_params, schema_for
 from ._validation import (
     compile_schema,
@@ -32,6 +31,7 @@ from ._validation import (
     pydantic_issues,
     schema_issues,
 )
+from .pause._pause import running_tool
 
 log = logging.getLogger("helmlog")
 

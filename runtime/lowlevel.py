@@ -15,7 +15,6 @@ from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._cursor import Cursor
 from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
-from ._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
 from ._pipeline import ToolPipeline
 from ._recorded import NotRecorded, RecordedCall, RecordedCalls
 from ._residency import Residency
@@ -41,6 +40,7 @@ from ._tools import (
     with_credentials,
 )
 from ._watchers import Listeners
+from .pause._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
 from .whatif._whatif import WhatIf
 
 __all__ = [

@@ -31,12 +31,12 @@ from helmlog.events import (
 
 from .._chain import CallSite, walk_messages
 from .._config import AgentConfig
-from .._pause import CheckInDecision
 from .._pipeline import PERMISSION_FAILED, ToolPipeline
 from .._recorded import NotRecorded, RecordedCalls
 from .._session import find_call
 from .._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
 from .._tools import Tool
+from ..pause._pause import CheckInDecision
 from ._record import (
     Admission,
     CallRecord,

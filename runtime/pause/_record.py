@@ -27,10 +27,10 @@ from helmlog.events import (
     sign_checkpoint,
 )
 
-from ._chain import CallSite
-from ._config import AgentConfig
+from .._chain import CallSite
+from .._config import AgentConfig
+from .._session import Session
 from ._pause import AskPause, MiddlewareAsk, PauseKind
-from ._session import Session
 
 
 async def record_pause(

@@ -20,8 +20,8 @@ from typing import Any, Literal, NoReturn, TypeGuard, TypeVar
 
 from helmlog.events import Checkpoint
 
-from ._clock import wall_clock_ms
-from ._verbs import AskPayload
+from .._clock import wall_clock_ms
+from .._verbs import AskPayload
 
 OutputT = TypeVar("OutputT")
 

@@ -31,9 +31,9 @@ from helmlog.events import (
     digest,
 )
 
-from ._config import AgentConfig
-from ._session import find_call
-from ._tools import Tool
+from .._config import AgentConfig
+from .._session import find_call
+from .._tools import Tool
 
 
 def check_continuation(f: Folder, cp: Checkpoint) -> int:

@@ -32,15 +32,15 @@ from helmlog.events import (
     shape,
 )
 
+from .._chain import CallSite
+from .._config import AgentConfig
+from .._hosting import Hosting
+from .._loop import Loop
+from .._session import Session
+from .._tools import Tool
+from .._trace import Trace, given, resolve
 from ._bindings import check_pause, importable, paused_call
-from ._chain import CallSite
-from ._config import AgentConfig
-from ._hosting import Hosting
-from ._loop import Loop
 from ._pause import AskPause, CheckInDecision, TurnResult
-from ._session import Session
-from ._tools import Tool
-from ._trace import Trace, given, resolve
 
 
 class Resume:
