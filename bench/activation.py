@@ -2,24 +2,16 @@
 
 Pattern: one script, one run, its own ``redis-server`` on a free port; a human
          summary, then exactly one JSON line for machines.
-Role:    bench; run as ``uv run python bench/activation.py`` (``--events N``,
-         ``--quick`` for a smoke run). Decides whether snapshots (R15) are
-         needed: activation of a 10,000-event stream should take under ~50 ms.
-Emits:   the summary on stdout, ending with ``{"bench": "activation",
-         "events", "memory_ms", "redis_ms", "redis_read_ms", "fold_ms"}``.
+Role:    bench; ``uv run python bench/activation.py`` (``--events N``,
+         ``--quick``). Decides whether snapshots (R15) are needed: activating
+         10,000 events should take under ~50 ms.
+Emits:   the summary, ending with ``{"bench": "activation", "events",
+         "memory_ms", "redis_ms", "redis_read_ms", "fold_ms"}``.
 
-Laws: R6 (activation reads and folds, appends nothing), R21 (a dropped session
-pays this on its next use), R15 (snapshots would only be a cache of this).
+Laws: R6 (activation reads and folds, appends nothing), R21, R15.
 
-What is measured: a governed session recorded by a real agent (each turn a
-user message, a model call proposing one tool call, a before-tool rule's row
-and fact, the dispatch and result, a second model call, the answer), its
-bytes copied as they are into Redis. ``memory_ms``/``redis_ms`` are a fresh
-agent's first use of the session (``agent.recover(session_id)``, which finds
-the turn finished: activation plus the catch-up read under the session's
-lock). ``redis_read_ms`` is ``store.read`` alone; ``fold_ms`` is decoding and
-folding the records already in memory. Each figure is the best of several
-runs (the machine's noise only ever slows a run).
+What is measured (a real agent's governed session, a fresh agent's first
+use of it, each figure the best of several runs): docs/design.md.
 """
 
 from __future__ import annotations

@@ -2,37 +2,16 @@
 
 Pattern: one script, one run, its own ``redis-server`` on a free port and its
          own local Ray; a human summary, then exactly one JSON line.
-Role:    bench; run as ``uv run python bench/cluster.py`` (``--quick`` for a
-         smoke run). Measures, in the same run and on the same Redis:
-         governed turns/s in one process, the same turns through a cluster of
-         2 hosts, bare host round trips, a burst of new sessions, host memory
-         per idle resident session, and what idle eviction leaves resident.
-Emits:   the summary on stdout, ending with ``{"bench": "cluster", ...}``.
+Role:    bench; ``uv run python bench/cluster.py`` (``--quick``). Measures, on
+         the same Redis: turns/s in one process and through 2 hosts, bare
+         round trips, a burst of new sessions, memory per idle session, and
+         what idle eviction leaves resident.
+Emits:   the summary, ending with ``{"bench": "cluster", ...}``.
 
-Laws: R8 (2 hosts hold every session), R17 (the cluster runs the same
-governed turns), R21 (eviction bounds what a host keeps), issue 7 item 4 (the
-cluster is not slower than one process).
+Laws: R8, R17, R21, issue 7 item 4 (not slower than one process).
 
-The turn: the refund desk's (``helmlog._demo``): five rules at every moment,
-a four-eyes pause resumed by a second person, three turns per session. The
-model is the demo's script answered from the request (``DemoModel``, which
-``demo_agent`` uses) rather than popped from a list, so a session that a host
-dropped and re-activated from its stream still gets its next reply. Both
-sides of the comparison run ``demo_agent``.
-
-Fields of the JSON line:
-    turns_per_s_cluster: governed turns/s through the cluster, at
-        ``concurrency`` concurrent sessions (best of interleaved rounds).
-    turns_per_s_single_process: the same sessions in this process, on the
-        same Redis, at the same concurrency (best of the same rounds).
-    ratio: cluster / single process (target >= 0.8).
-    bare_roundtrips_per_s: ``ping`` operations/s through the batched links.
-    burst_sessions, failed_turns: a burst of new sessions started at once on
-        the cluster, and how many of their turns raised (target 0).
-    bytes_per_idle_session: traced bytes a host frees when it drops its idle
-        sessions, per session (target <= 20,000).
-    resident_after_eviction: the most sessions any host keeps after the burst
-        and an idle sweep (target <= max_resident).
+The turn is the refund desk's (``demo_agent`` on both sides, its model
+answered from the request); the JSON fields and targets: docs/design.md.
 """
 
 from __future__ import annotations

@@ -2,71 +2,16 @@
 
 Pattern: one script, one run, its own ``redis-server`` on a free port; a human
          summary, then exactly one JSON line for machines.
-Role:    bench; run as ``uv run python bench/ledger.py`` (``--quick`` for a
-         smoke run). Measures ``RedisEventStore.append``, ``store.read`` +
-         decode and ``fold``.
-Emits:   the summary on stdout, ending with
-         ``{"bench": "ledger", "append_rows_per_s": ..., ...}``.
+Role:    bench; ``uv run python bench/ledger.py`` (``--quick``). Measures
+         ``RedisEventStore.append``, ``store.read`` + decode and ``fold``.
+Emits:   the summary, ending with ``{"bench": "ledger", ...}``.
 
-Laws: R2 (every measured append goes through the atomic script with its
-sequence check), R4 (the appends publish their facts), R1 (``fold`` over a
-realistic decoded stream), R19 (what verification and the head record cost).
+Laws: R2 (appends go through the atomic script), R4, R1, R19 (the cost of
+verification and the head record).
 
-What R19 costs (issue 8 item 4): ``verify_cost`` is the time of a first
-activation of a long keyed stream (``Journal.activate``: the head record,
-the read, every record's HMAC and chain link checked, the fold) over the
-same read and fold unverified, the best of interleaved runs; 1.0 would be
-free. ``head_write_ratio`` is the append script with its head-record ``SET``
-over the same script without it (redis-py primitives, group-committed the
-same way), so the head write's own cost is read apart from the machine's
-noise; ``append_ratio`` before and after the change says the same thing
-against the raw baseline.
-
-Targets (issue 7): store appends ≥ 70 % of raw pipelined ``XADD`` of the
-same payloads; fold ≥ 300k events/s; ``read`` + decode ≥ 80 % of raw
-``XRANGE``. Issue 8: at most ``BYTES_PER_TURN_TARGET`` (4,000) bytes of
-stored ``data`` per governed one-tool turn (``bytes_per_turn``).
-
-Bytes per turn: the governed one-tool turn of ``bench/turns.py`` (three
-``allow()`` links at before-tool, one ``allow(value, why)`` transform at
-after-tool), run once on a ``MemoryEventStore``, summing ``len(record.data)``
-over its stream (``events_per_turn`` events). Before issue 8 each decision
-was stored twice (``decision.filed`` and its ``middleware.decision`` fact)
-with every default field and the session id in every event: 21 events,
-``BYTES_PER_TURN_BEFORE`` = 6,721 bytes, measured on 2026-12-01; that writer
-is gone, so the figure is a constant, not re-created.
-
-Why it also measures the store's work done with redis-py's own primitives
-(a ``Script`` in ``pipeline(transaction=False)`` for the appends, ``xrange``
-for the reads): the store packs RESP itself (``Wire``, events/redis/wire.py)
-only where that beats the driver, and this run is what decides.
-``wire_vs_redispy_append`` and ``wire_vs_redispy_read`` above 1.0 keep ``Wire``.
-
-Units: every ``*_rows_per_s`` and ``raw_xadd_per_s`` counts rows, a row being
-the one stored entry of a decision (``decision.filed``; its fact is a
-projection, published, never stored — before issue 8 a row was two entries,
-the row and its stored fact, so append figures from before are not
-comparable). The raw baseline XADDs exactly the payloads the store writes —
-each row's entry to its session's stream and the row's fact to a facts
-stream — in redis-py pipelines of 1,000 commands, and nothing else; the store
-also runs its sequence check in its script, projects each row's fact and
-publishes it to its shard ``helmlog:facts:{<n>}``. (Before issue 8 the
-baseline XADDed the row and its stored fact to the session's stream.) Raw
-``XRANGE`` reads the same stream and decodes nothing; it keeps the entries it
-reads, as ``store.read`` returns the whole stream (``raw_xrange_per_s``, the
-read target's yardstick).
-The same read dropping each page (``paged_xrange_per_s``, the yardstick
-before issue 7) is printed beside it: holding 50,000 decoded events costs
-garbage collection that a reader keeping nothing never pays — on this
-machine about 15 % of the store's read — so it compares different work.
-Each figure is the best of interleaved runs (the machine's noise only ever
-slows a run).
-
-Why the store is measured with many sessions at once: a host holds many
-sessions and serializes only the operations of one (R2), so appends from
-different sessions overlap; the store group-commits them into pipelines, the
-way the raw baseline pipelines its ``XADD``. One session appending alone is
-bound by one round trip per batch; the summary prints it too.
+Targets (issue 7): appends >= 70 % of raw pipelined ``XADD``, fold >= 300k
+events/s, read + decode >= 80 % of raw ``XRANGE``; issue 8: <= 4,000 bytes
+per governed one-tool turn. Units, baselines and method: docs/design.md.
 """
 
 from __future__ import annotations

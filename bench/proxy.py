@@ -1,35 +1,17 @@
 """Benchmark the MCP proxy: latency it adds to a tools/call, stdio and HTTP.
 
-Pattern: one script, one run; the upstream (a FastMCP server, this file
-         with ``serve``/``serve-http``) and ``helmlog mcp-proxy`` run as their
-         own processes, so the client, the proxy and the upstream do not share
-         an interpreter; a human summary, then exactly one JSON line.
-Role:    bench; run as ``uv run python bench/proxy.py`` (``--quick`` for a
-         smoke run).
-Emits:   the summary on stdout, ending with ``{"bench": "proxy",
-         "added_ms_p50_stdio", "added_ms_p99_stdio", "added_ms_p50_http",
-         "added_ms_p99_http", ...}`` (the headline figures with the audit
-         off; ``*_audit`` with it on).
+Pattern: one script, one run; the upstream (this file, ``serve``/
+         ``serve-http``) and ``helmlog mcp-proxy`` run as their own processes;
+         a human summary, then exactly one JSON line.
+Role:    bench; ``uv run python bench/proxy.py`` (``--quick``).
+Emits:   the summary, ending with ``{"bench": "proxy", "added_ms_p50_stdio",
+         ...}`` (audit off; ``*_audit`` with it on).
 
-Laws: P20 (the audited runs append ``proxy.call_started`` and
-``proxy.call_finished`` around every call), P21 (keyed), P23 (the default
-tier, high: payloads sealed with AES-256-GCM).
+Laws: P20, P21, P23 (the audited runs: keyed, payloads sealed).
 
-Method: the same SDK client calls the upstream's ``echo`` directly and
-through the proxy, alternating one call of each so a burst of load lands on
-both alike; ``added`` is the proxied percentile minus the direct one, over
-``CALLS`` calls after ``WARMUP``. Targets (issue 10): at most 1 ms added at
-p50 with the audit off, at most 2 ms with it on.
-
-Why separate processes: a proxy is a hop; measured in the client's process
-its work would compete with the client's for one interpreter, and the figure
-would not be the one an operator sees.
-
-Why the proxy's CPU per call is reported too (``proxy_cpu_us_*``, from
-``/proc/<pid>/stat``, Linux only): on a shared two-core machine the wall
-figures are mostly scheduling (a pipe or socket write that wakes the next
-process often hands it the core), while the proxy's own CPU time per call is
-what its code costs and moves only with that code.
+Method: one call direct and one through the proxy, alternating; ``added`` is
+the difference of percentiles. Targets (issue 10): <= 1 ms at p50 audit off,
+<= 2 ms on. Why separate processes and CPU per call: docs/design.md.
 """
 
 from __future__ import annotations

@@ -1,74 +1,16 @@
 """Benchmark an attached OtelSink's cost on governed turns per second.
 
-Pattern: a micro-benchmark in one process, in one run: the same governed
-         one-tool turn on two long-lived agents, one with no watcher and one
-         watched by an ``OtelSink`` on the SDK's own batch processors; the
-         cases take turns within every repetition, each watched sample next
-         to a no-sink sample of its own, and a case's cost is the median over
-         repetitions of its sample against that neighbour, so a slow spell
-         of the machine (on this VM, stretches of 100-300 ms at about 1.6
-         times a turn's usual time) mostly lands on both sides of a ratio.
-Role:    bench; run as ``uv run python bench/sinks.py`` (``--quick`` for a
-         smoke run). Not part of the test suite: it prints a short summary
-         and ends with one JSON line.
-Emits:   nothing of helmlog's; stdout only.
+Pattern: a micro-benchmark in one process: the same governed one-tool turn on
+         agents with no watcher and with sinks; cases take turns in every
+         repetition, and a cost is the median of each sample against its
+         no-sink neighbour, so the machine's slow spells land on both sides.
+Role:    bench; ``uv run python bench/sinks.py`` (``--quick``, ``--no-redis``).
+Emits:   nothing of helmlog's; a summary and one JSON line on stdout.
 
-Measures: governed turns per second (3 ``allow()`` links at before-tool, one
-``allow(value, why)`` transform at after-tool, two model calls) with no sink,
-with a watcher that does nothing (what delivering to any watcher costs the
-runtime), with ``OtelProcess`` (the headline, ``otel_cost``), and in process
-with an ``OtelSink`` attached as it comes (a deferred watcher: its work runs
-while the run waits, ``runtime/_watchers.py``; ``otel_in_process_cost``),
-with one projecting inside the run (``OtelSink(deferred=False)``,
-``otel_inline_cost``) and with one on ``FinishedTelemetry`` (what
-``OtlpExport`` attaches, ``otel_direct_cost``); a sink's cost is
-``1 - sink / no_sink`` (each against its neighbour), of which
-``1 - sink / noop_watcher`` is its own (``otel_in_process_own_cost``).
-Every sample ends with ``agent.idle()``, so a deferred sink's work is inside
-the timing.
-Each watched turn makes 4 spans (``invoke_agent``, 2 ``chat``, 1
-``execute_tool``) and one log record per decision fact (4).
-
-The same six cases run again on a Redis store (a ``redis-server`` the
-bench starts on a free port; ``--no-redis`` skips it), where a turn waits on
-its appends as a production one does, reported under ``"redis"``.
-
-Target (issue 8 item 8): the attached sink costs at most 15 % of the turns/s.
-The headline (``turns_per_s_otel``, ``otel_cost``, ``met``, and the same
-under ``"redis"`` with ``met_redis``) is the sink as helmlog attaches it for
-live export: ``OtelProcess``, an ``OtelSink`` in a child process, configured
-from the ``OTEL_EXPORTER_OTLP_*`` variables in production. The in-process
-forms are reported beside it (``otel_in_process_cost``, ``met_in_process``,
-``met_in_process_redis``; ``otel_inline_cost``, ``otel_direct_cost``), with
-the SDK's own floor that explains why the memory store's in-process figure
-cannot meet the target.
-
-Why the child is the headline: a live OTLP export in process also encodes
-every batch into protobuf on the exporter's thread, under the same GIL as
-the run (the bench's exporter discards, so it shows none of that); in its
-child the run pays the hand-over alone, on any store.
-
-Why ``OtelProcess`` is the memory store's answer: the watcher only encodes
-(it is ``readonly``, so the run makes no copies for it) and writes one pipe
-message per some dozen turns (``WRITE_AT`` bytes, or ``linger_s``); its
-child projects onto ``FinishedTelemetry``, which builds the SDK's export
-types directly and keeps up on the second core, so the run
-pays the hand-over alone. The timing waits for the child to finish
-(``flush``), so a child that fell behind would show.
-
-Why the memory-store figure cannot meet it in process: the SDK's own work for
-one turn's telemetry — 4 spans and a record per fact, built and ended with
-the attributes the sink sets, on the same batch processors, with no helmlog
-code at all — is timed as ``sdk_floor_us_per_turn``; ``sdk_floor_cost`` is
-that floor as a share of a memory-store turn (``1 - 1 / (1 + floor / turn)``),
-the least any in-process sink built on the SDK can cost. A Redis-recorded
-turn waits on its appends, so the same floor is a far smaller share of it,
-and a deferred sink spends those waits.
-
-Why the exporters discard: the bench measures what the sink costs the run —
-its projection and the SDK's span and record handling, batch thread included
-— not a collector's network; an OTLP exporter does its I/O on the batch
-processor's thread, off the loop.
+Target (issue 8 item 8): the attached sink costs at most 15 % of turns/s.
+The headline is ``OtelProcess`` (the sink in a child process, as helmlog
+attaches it for live export); the in-process forms and the SDK's own floor
+are reported beside it. What each case measures and why: docs/design.md.
 """
 
 from __future__ import annotations

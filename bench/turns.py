@@ -1,28 +1,18 @@
 """Benchmark the in-process governed loop: turns per second, cost per call.
 
-Pattern: a micro-benchmark in one process: warm up, then the median of several
-         timed repetitions (``time.perf_counter``), each turn a fresh
-         ``agent.run`` on one long-lived agent whose in-memory store grows, as
-         a real one does. The configurations take turns within every
-         repetition, so a burst of load elsewhere on the machine lands on all
-         of them alike.
-Role:    bench; run as ``uv run python bench/turns.py``. Not part of the test
-         suite: it prints a short summary and ends with one JSON line.
+Pattern: a micro-benchmark in one process: warm up, then the median of timed
+         repetitions, each turn a fresh ``agent.run`` on one long-lived agent;
+         configurations take turns in every repetition.
+Role:    bench; ``uv run python bench/turns.py``; a summary and one JSON line.
 Emits:   nothing of helmlog's; stdout only.
 
-Measures: (a) a governed one-tool-call turn: 3 ``allow()`` links at
-before-tool and 1 ``allow(value, why)`` transform at after-tool; (b) the same
-turn with no links (G11: nothing walked, no row); (c) microseconds per call of
-one governed turn whose reply proposes N = 1, 10 or 100 calls.
+Measures: (a) a governed one-tool turn (3 ``allow()`` before-tool, 1
+transform after-tool); (b) the same with no links (G11); (c) µs per call
+when a reply proposes 1, 10 or 100 calls. Targets: <= 500 µs per governed
+turn; per-call cost at N=100 within 1.3x of N=10.
 
-Targets: at most 500 µs per governed one-tool turn; the per-call cost at N=100
-within 1.3x of N=10, so the loop's work per call does not grow with the batch.
-
-Why a ``respond=`` provider: it never runs out, and it answers from the
-request alone (the tool calls for a fresh user message, a final answer once
-the tool messages are in), so every run is exactly one turn of two model
-calls. Its deep copies of each request (G89) are part of every number here;
-the summary reports their share.
+Why a ``respond=`` provider: it never runs out and answers from the request,
+so every run is one turn of two model calls (its G89 copies are reported).
 """
 
 from __future__ import annotations

@@ -1,32 +1,18 @@
 """Benchmark what-if: recorded governed turns re-judged per second, from memory.
 
 Pattern: a micro-benchmark in one process: record once, then the median of
-         several timed repetitions (``time.perf_counter``) of re-judging the
-         whole record under a changed policy.
-Role:    bench; run as ``uv run python bench/whatif.py`` (``--quick`` for a
-         smoke run). Not part of the test suite: it prints a short summary
-         and ends with one JSON line.
-Emits:   nothing of helmlog's; stdout only.
+         timed repetitions of re-judging the whole record under a changed
+         policy (a fourth before-tool link, so every turn is walked in full).
+Role:    bench; ``uv run python bench/whatif.py`` (``--quick``).
+Emits:   nothing of helmlog's; a summary and one JSON line on stdout.
 
-Measures: ``SESSIONS`` sessions of ``TURNS`` governed one-tool turns each
-(the turn of ``bench/turns.py``: three ``allow()`` pass-throughs at
-before-tool, one ``allow(value, why)`` transform at after-tool, and an input
-and output pass-through), recorded live on the in-memory store. The changed
-policy adds a fourth before-tool link, so every turn is walked in full and
-none diverges. ``turns_per_s`` is the re-judging from memory: each session's
-decoded stream folded and every decision (input, window, before-tool,
-after-tool, output) walked by the new rules (``WhatIf.session``).
-``verified_turns_per_s`` is end to end through ``helmlog.whatif`` from the
-stored records: each stream's chain verified and decoded first (R19), which
-is the events layer's cost and about as much again. Each figure is also
-given in CPU time of this process (``cpu_*``), which a loaded machine
-disturbs less than the wall clock.
-
+Measures: ``turns_per_s`` (``WhatIf.session`` over decoded streams),
+``verified_turns_per_s`` (end to end through ``helmlog.whatif``, chains
+verified, R19), and the same in CPU time (``cpu_*``).
 Target: ``turns_per_s`` >= 10,000 (issue 13).
 
-Why turns and not decisions: a turn is what a team records and what a policy
-change is asked about; each holds five decisions here (input, before-tool,
-after-tool, output, and the window's visits that engage, none here).
+Why turns and not decisions: a turn is what a policy change is asked about;
+each holds five decisions here. Details: docs/design.md.
 """
 
 from __future__ import annotations

@@ -2,49 +2,16 @@
 
 Pattern: a hash-linked log; each record carries the hash of the one before,
          and a head record names where the stream ends.
-Role:    events layer; every store seals through ``seal`` so the chain is
-         computed one way, and one walker (``_walk``) verifies any stored
-         stream: ``verify_chain`` reports the first broken position,
-         ``verify_records`` raises ``StreamTamperedError`` for the runtime and
-         verifies incrementally, after a ``(seq, hash)`` already verified.
+Role:    events layer; every store seals through ``seal``; one walker
+         (``_walk``) verifies any stream: ``verify_chain`` reports the first
+         broken position, ``verify_records`` raises ``StreamTamperedError``.
 Emits:   nothing.
 
-Laws: R3 (SHA-256, or HMAC-SHA-256 with a chain key, over the stored encoding,
-which includes ``seq`` and ``prev_hash`` and excludes only ``replayed``;
-``verify_chain`` names the first broken position: the seq it should hold,
-never the one a misplaced record claims), R10 (unknown types verify too),
-R19 (nothing acts on a stream it did not verify; the head record — last seq
-and hash, with a chain key an HMAC over ``(session_id, seq, hash)`` — makes a
-cut tail or a deleted stream visible).
+Laws: R3 (SHA-256, or HMAC with a chain key, over the stored encoding; the
+first broken position is the seq it should hold), R10, R19 (the head record).
 
-Why hashes are computed over the stored bytes, not a re-encoding: stored bytes
-are never re-encoded (R10), so a reader with an older or newer schema verifies
-the same bytes the writer hashed.
-
-Why the stored encoding leaves ``session_id`` out after seq 1: the stream's
-key names its session, so repeating the id in every event is about a fifth of
-a stream's bytes. Seq 1 keeps it, and every later event chains to seq 1's
-hash, so the chain stays bound to its session (a stream copied under another
-key still names its own). A ``StoredEvent`` carries the session id its store
-read it under, and ``decode`` stamps it back, so every decoded event has the
-whole envelope (R12). ``stored_encoding`` is the one definition of those
-bytes; ``seal``, the runtime's journal and ``verify_chain`` (over decoded
-events) all encode through it.
-
-Why ``StoredEvent`` carries its ``type``: adapters route a record (the index,
-the facts projection) by its type, and must not each sniff bytes for it;
-``seal`` and the journal know it, and a store reading records sets it through
-the codec's ``event_type``.
-
-Why a head record beside the chain: a chain proves each record follows the
-one before; it cannot prove nothing followed the last. The head is written by
-the append's own atomic step, so a stream shorter than its head lost its tail.
-A stream with no head (written before heads existed) verifies by its chain
-alone. The head's MAC uses a key derived from the chain key (``_derived``),
-so no stored hash can pass for a head's MAC, nor a head's for a pause's.
-What a head cannot catch: an attacker who deletes the tail and restores an
-older head value of the same session (a replayed head verifies); and, without
-a chain key, one who rewrites the head too.
+Why over the stored bytes: they are never re-encoded (R10), so any schema
+version verifies what the writer hashed. More: docs/design.md.
 """
 
 from __future__ import annotations

@@ -2,50 +2,16 @@
 
 Pattern: a versioned, frozen value with a JSON round trip.
 Role:    events layer; ``fold`` derives the current checkpoint from a stream,
-         the runtime hands it out and checks it on the way back in.
+         the runtime hands it out and checks it on the way back in;
+         ``Checkpoint.coerce`` is the one rule for "a checkpoint or its JSON".
 Emits:   nothing.
 
 Laws: R14 (fields, ``from_json(c.to_json()) == c``, malformed text is
 ``CheckpointError(reason="malformed")``), R9 (what a pause checkpoint binds;
-``binding_mac``; ``pause_mac``: a pause MAC is never derivable from what the
-stream stores), R1 (with a chain key, the keyed exception below).
+a pause MAC is never derivable from what the stream stores), R1.
 
-Why a pause's MAC is not stored and uses a derived key: anyone who can read a
-stream could copy a MAC stored in its ``pause.request`` into a checkpoint of
-their making. So new pauses store none (``mac`` stays, default ``None``, for
-old streams); the agent, which has the chain key, computes the MAC from the
-stream's bindings when it hands a checkpoint out (``sign_checkpoint``) and
-when it checks one. The key is derived from the chain key for checkpoints
-(``pause_mac``), so no stored hash — an HMAC under the chain key itself — can
-serve as a MAC. The keyed exception to R1: ``fold`` is pure and keyless, so
-under a chain key the fold's pause checkpoint has ``mac=None``, and equals by
-``to_json()`` what the agent returned once ``sign_checkpoint`` adds the MAC.
-A stream written before this change stored its pauses' MACs: its fold's
-checkpoint carries the stored MAC (made by ``binding_mac`` under the chain key
-itself), and the old checkpoints that hold it still resume.
-
-Why ``Checkpoint.coerce`` lives here: every entry that takes "a checkpoint or
-its JSON" (``Agent.run(continue_from=...)``, ``resume``, the cluster's views)
-must accept and refuse the same things, so one rule does it for all of them.
-
-Why every field is written, defaults included: a reader of a later format
-version must see which version wrote the text; an omitted ``version`` would
-read as its own.
-
-Why the checkpoint carries history although the stream has it too: a caller
-may continue a conversation on a machine whose store lacks the session (R14
-seeds a new one); the bindings and the MAC keep that from being a way around
-the record.
-
-Why a pause checkpoint carries ``call`` (a ``PausedCall``): a store that lacks
-the session imports it (R9), and resuming needs what only the stream held —
-the arguments as they stood after before-tool transforms (the history has
-them only as the model proposed them), the asking link, the pause's kind.
-``call.args`` is bound by ``args_digest``; the rest, with the history, by
-``content_digest``, which a keyed pause's MAC covers, so an edit of the link
-to resume after, or of the kind of pause, is refused like a forged binding.
-``call`` is ``UNSET`` (omitted from the JSON) on conversation checkpoints and
-on pause checkpoints written before it existed, so their text is unchanged.
+Why no pause MAC is stored: a reader of the stream could copy it into a
+checkpoint of their making. More (the keyed R1 exception): docs/design.md.
 """
 
 from __future__ import annotations

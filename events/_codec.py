@@ -5,32 +5,12 @@ Role:    events layer; stores, the hash chain, checkpoints and the runtime's
          rendering of tool results all encode through here.
 Emits:   nothing.
 
-Laws: R10 (an unknown ``type`` decodes to ``UnknownEvent``, never a crash),
-R12 (JSON and msgpack decode into the union), the SPEC conventions for
-canonical JSON, digests and shapes; issue 8 item 7 (bad bytes raise the typed
-``EventDecodeError``, never ``RecursionError`` or a bare msgspec error).
+Laws: R10 (an unknown ``type`` decodes to ``UnknownEvent``), R12, the SPEC
+conventions for canonical JSON, digests and shapes; issue 8 item 7 (bad bytes
+raise ``EventDecodeError``, never ``RecursionError``).
 
-Why decoding is depth-bounded (``MAX_DEPTH``): msgspec recurses once per
-nesting level and raises ``RecursionError`` near the interpreter's limit, and
-a value that did decode deeply would still overflow later walks of it (a
-digest, a hook's copy). Text nested deeper than ``MAX_DEPTH`` is refused
-before it is decoded. The check costs two ``bytes.count`` calls for the usual
-event; only text holding more than ``MAX_DEPTH`` containers is scanned (its
-strings dropped, then one pass of ``bytes.replace`` per nesting level), and
-a ``RecursionError`` that still escapes msgspec (msgpack, which cannot be
-scanned) becomes the same typed error.
-256 is twice serde_json's default limit and far beyond any recorded value.
-
-Why ``event_type`` reads a prefix: stores tell a record's type without
-decoding it (the index, the facts projection), on every record they read.
-msgspec writes the tag first, so ``{"type":"<name>"`` opens every record this
-package stored, and a known name is looked up, not decoded; bytes another
-writer shaped otherwise fall back to decoding the envelope.
-
-Why an ``enc_hook`` that falls back to ``str``: a tool may return any Python
-object. The model reads it as JSON (G25) and the stream must keep a record of
-it; a value msgspec cannot encode is recorded as its text rather than losing
-the whole event, which would stop the run (R5) over a rendering detail.
+Why decoding is depth-bounded (``MAX_DEPTH``): msgspec recurses per nesting
+level, so deep text is refused before it is decoded. More: docs/design.md.
 """
 
 from __future__ import annotations

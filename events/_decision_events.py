@@ -2,26 +2,16 @@
 
 Pattern: two tagged event Structs on the shared envelope, and the one
          projection from a ledger row to its value-free fact (``fact_for``).
-Role:    events layer; the runtime files rows as ``decision.filed``, the
+Role:    events layer; the runtime files rows as ``decision.filed``; the
          facts projection (``events/_facts.py``) turns each into a
          ``middleware.decision`` for watchers and the facts streams.
 Emits:   nothing; these are the emissions.
 
-Laws: G49 (the decision fact carries no value field at all, by schema), R4 (a
-fact is a projection of its row), R10 (fields added later get defaults), G93
-(a row's ``from`` and ``changed_keys`` hold no value, so they are facts too).
+Laws: G49 (the fact has no value field, by schema), R4 (a fact is a
+projection of its row), R10, G93 (``from`` and ``changed_keys`` hold no value).
 
-Why two decision events, one of them stored: the stream must keep the
-ledger's values (a row's ``before``/``after``) so that ``fold`` can rebuild
-the ledger, while watchers must get facts that cannot carry a value.
-``decision.filed`` holds the row and is the only one stored; the fact
-(``middleware.decision``) is a projection of it, computed at delivery by
-``fact_of`` and carrying the row's envelope (its seq among them), so the
-record holds each decision once (R4). Watchers receive the fact, never the
-filing: ``watched`` (events/_facts.py) is the one rule that turns a stream
-into what they see. Streams written before that change also hold a stored
-fact right after each row; they still decode and fold (``fold`` reads rows
-only), and ``watched`` delivers their stored facts as stored.
+Why two events, one stored: ``fold`` needs the row's values to rebuild the
+ledger, watchers must get facts that cannot carry one. More: docs/design.md.
 """
 
 from __future__ import annotations

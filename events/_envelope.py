@@ -1,30 +1,17 @@
 """The envelope every event carries, and the record of a type this reader lacks.
 
-Pattern: one msgspec base Struct (``tag_field="type"``) that every event type
-         subclasses, so each shares the same envelope fields and encoding
-         options; ``UnknownEvent`` mirrors the envelope without being an event.
-Role:    events layer; the event families (``_turn_events.py``,
-         ``_pause_events.py``, ``_decision_events.py``, ``_proxy_events.py``)
-         build on ``Event``, and ``_types.py`` gathers them into the union.
+Pattern: one msgspec base Struct (``tag_field="type"``) every event type
+         subclasses; ``UnknownEvent`` mirrors the envelope without being one.
+Role:    events layer; the event families build on ``Event``, and
+         ``_types.py`` gathers them into the union.
 Emits:   nothing; these are the emissions.
 
-Laws: R12 (the envelope: ``session_id``, ``seq``, ``timestamp``,
-``prev_hash``, ``replayed``), R10 (every field added later gets a default;
-unknown fields are ignored, never ``forbid_unknown_fields``; an event whose
-``type`` this reader does not know decodes to ``UnknownEvent``, is reported
-and skipped).
+Laws: R12 (the envelope fields), R10 (every later field has a default;
+unknown fields are ignored; an unknown ``type`` decodes to ``UnknownEvent``).
 
-Why ``gc=False``: a stream is read as tens of thousands of small immutable
-records; untracked by the cycle collector, they decode without triggering
-collections. They cannot form cycles: they are frozen and hold only values.
-
-Why ``omit_defaults``: a field at its default is not written, so the stored
-encoding holds what an event says and no more (``replayed: false``, an empty
-``usage``, ``prev_hash: ""`` at seq 1); a reader fills the defaults back in
-(R10: every field has one), and the bytes hashed are the bytes stored (R3).
-Stores also leave ``session_id`` out of every event after seq 1 (the stream
-key names the session; seq 1 keeps it, so the chain is bound to its session)
-and readers stamp it back (``StoredEvent.decode``).
+Why ``gc=False`` and ``omit_defaults``: streams are many small frozen
+records that form no cycles, and the bytes stored (and hashed, R3) hold what
+an event says and no more. More: docs/design.md.
 """
 
 from __future__ import annotations

@@ -1,51 +1,12 @@
 """The helmlog exception tree: one root, errors that carry data, never values.
 
 Pattern: a drawn exception tree (httpx-style); every error has a ``code`` and
-         says whether retrying can help.
-Role:    events layer, so every layer above can raise and catch the same types.
+         says whether retrying can help. The tree, each leaf with its code,
+         is drawn in docs/design.md ("The exception tree").
+Role:    events layer: the root ``HelmlogError`` and the record's own errors
+         (store, checkpoint, decode, tamper); every layer's errors derive
+         from the root, so a caller catches one type.
 Emits:   nothing.
-
-The tree::
-
-    HelmlogError (code, retryable)
-    ├── MessageDeniedError        ERR_MESSAGE_DENIED     a message chain refused
-    ├── NoConversationError       ERR_NO_CONVERSATION    nothing to continue
-    ├── DecisionRequiredError     ERR_DECISION_REQUIRED  resume without a decision
-    ├── CheckpointError           ERR_CHECKPOINT         a checkpoint was refused
-    ├── EventDecodeError          ERR_EVENT_DECODE       bytes are not an event (also
-    │                                                    a msgspec.DecodeError)
-    ├── RecoveryRequiredError     ERR_RECOVERY_REQUIRED  a turn left dispatched calls
-    │                                                    without results: recover it
-    ├── StreamTamperedError       ERR_STREAM_TAMPERED    a stream failed verification:
-    │                                                    nothing ran on it
-    ├── StoreError                ERR_STORE              a store failed (retryable)
-    │   ├── SequenceConflictError ERR_SEQUENCE_CONFLICT  another writer got there
-    │   └── LedgerAppendError     ERR_LEDGER_APPEND      an append failed: the
-    │       │                                            governed action did not happen
-    │       └── LedgerOutcomeUnknownError                whether it landed is unknown
-    │                                 ERR_LEDGER_OUTCOME_UNKNOWN (R24); not acted on
-    ├── ProviderError             ERR_PROVIDER           the model call failed
-    ├── TurnLimitError            ERR_TURN_LIMIT         a turn reached a limit (*)
-    ├── OutputValidationError     ERR_OUTPUT_INVALID     no answer fit the output
-    │                                                    type, retries spent (*)
-    ├── UnknownSessionError       ERR_UNKNOWN_SESSION    a store holds no such session
-    ├── AgentFactoryError         ERR_AGENT_FACTORY      (also a ValueError) a
-    │                                                    module:function that gives
-    │                                                    no agent
-    ├── DivergenceError           ERR_DIVERGENCE         a what-if found a session the
-    │                                                    changed rules would have
-    │                                                    taken another way
-    ├── AgentBuildError           ERR_AGENT_BUILD        (also a ValueError)
-    └── ClusterError              ERR_CLUSTER            the cluster could not serve
-        ├── ClusterConfigError    ERR_CLUSTER_CONFIG     (also a ValueError) a name
-        │                                                that exists otherwise, a
-        │                                                factory hosts cannot use
-        ├── HostUnavailableError  ERR_HOST_UNAVAILABLE   a session's host died or
-        │                                                is restarting (retryable)
-        └── HostError             ERR_HOST               a host raised an error
-                                                         that is not helmlog's
-
-(*) In ``events/_turn_errors.py``: a turn its agent's bounds stopped.
 
 Why no refused value rides on an error: errors travel to logs, traces and
 callers that were never cleared to read the refused content. Errors carry who,

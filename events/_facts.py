@@ -1,27 +1,17 @@
 """Decision facts as projections of their rows: what watchers see of a stream.
 
-Pattern: a projection (eventsourcing's notification: the stored event seen
-         through a view), computed at delivery and never stored beside its
-         source.
-Role:    events layer; the one rule every producer of facts applies: the
-         journal's delivery to listeners, ``replay``, the memory store's facts
-         list, the Redis store's facts streams, ``helmlog replay``/``tail``.
+Pattern: a projection (eventsourcing's notification), computed at delivery
+         and never stored beside its source.
+Role:    events layer; the one rule every producer of facts applies (the
+         journal's delivery, ``replay``, the stores' facts, ``tail``).
 Emits:   nothing; it computes what others deliver.
 
-Laws: R4 (a fact is a projection of its row, computed at delivery, published
-with the row's ``session_id`` and ``seq``; new streams store the row once,
-and streams that also hold stored ``middleware.decision`` events still decode
-and fold), G49 (a fact carries no value: ``fact_of`` copies the row's
-value-free fields into a type that has no value field).
+Laws: R4 (a fact is its row's projection, published with the row's
+``session_id`` and ``seq``), G49 (``fact_of`` copies value-free fields only).
 
-The rule, in one place: watchers see every event of a stream except
-``decision.filed``, which is replaced by its fact (``fact_of``, with the
-row's envelope: its session id, seq, timestamp and prev_hash). A stream
-written before facts became projections stores each fact right after its row;
-there the stored fact is delivered as stored and the row adds nothing, so a
-row never has two facts. The check is local (the event after a row), so it
-holds for a whole stream, for one appended batch (a row and its stored fact
-were always appended in one batch), and for a stream mixing both writers.
+The rule: watchers see every event except ``decision.filed``, replaced by its
+fact; an older stream's stored fact is delivered as stored, so a row never
+has two facts. More: docs/design.md.
 """
 
 from __future__ import annotations

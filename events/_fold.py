@@ -1,51 +1,18 @@
 """Fold a session stream into its state: the stream is the truth.
 
 Pattern: a left fold with one handler per event type; the live session and
-         ``fold`` use the same ``Folder``, so live state equals the fold by
-         construction rather than by care.
-Role:    events layer; ``agent.last_snapshot()``, activation on another host,
-         checkpoint validation and replay all read state through here.
+         ``fold`` use the same ``Folder``, so live state equals the fold.
+Role:    events layer; snapshots, activation, checkpoint validation and
+         replay read state through here; what it yields is
+         ``events/_session_state.py``.
 Emits:   nothing. Pure: no clock, no randomness, no I/O.
 
-Laws: R1 (history, ledger, window records, the pending pause and the
-checkpoint, exact), R10 (unknown events are listed and skipped), R15 (a prefix
-folds to the state as of its last seq), R20 (a turn's dispatch bookkeeping is
-its own: ``agent.turn_start`` resets it, so a call id reused by a later turn
-is a new call; G92's ``output_rejections`` too), R7/R22 (``Folder.unfinished``:
-the one notion of a turn that recovery finishes), R9 (``session.imported``
-seeds a session from a pause checkpoint, its pending pause at the
-checkpoint's seq), issue 8
-item 8 (``Folder.trace``: the W3C trace context the open turn runs under, as
-last recorded, so a resume or recovery with no caller context continues it),
-issue 22 (``Folder.approvals``: every ask of the session a person approved,
-in order, for ``ToolCallContext.approvals``).
-What the fold yields — ``SessionState``, ``PendingPause``, a pause's
-checkpoint and ``sign_checkpoint`` — is ``events/_session_state.py``.
+Laws: R1, R10, R15, R20 (a turn's dispatch bookkeeping is its own), R7/R22
+(``Folder.unfinished``), R9 (``session.imported``), issue 8 item 8
+(``Folder.trace``), issue 22 (``Folder.approvals``).
 
-What "unfinished" means: a turn started (``agent.turn_start``), ended neither
-by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending. That is
-what ``agent.recover`` continues and what the store's open-turns index lists.
-A turn ended by ``error.fatal`` is finished (it stays continuable from the
-last accepted checkpoint, R23), but any call it left dispatched without a
-result still blocks continuing the session until recovery records its outcome
-(``Folder.dispatched`` is non-empty). ``SessionState.in_turn`` keeps its
-recorded meaning (no ``agent.turn_end`` yet), so golden states fold unchanged.
-
-Why approvals are session-wide, not per conversation line: an approval is a
-fact about the session ("approved earlier this session by dana"), so a turn
-continued from an earlier checkpoint keeps it (``approval_of`` says what one is).
-
-Why ``history_at``: a turn may continue from any accepted checkpoint of the
-session, not only the latest (G36). ``agent.turn_start.base_seq`` names it,
-and the fold restores the history that checkpoint held.
-
-Why checkpoints are kept as lines, not copies: each accepted checkpoint's
-history is its base checkpoint's plus the messages its turn committed, so the
-folder keeps ``(base seq, those messages)`` per checkpoint and builds a
-history only when asked. A copy per checkpoint made a session of n turns hold
-O(n²) message references (8 MB resident for 10,000 events) and made folding
-it quadratic; a turn that continues from the latest checkpoint, the usual
-case, copies nothing.
+Why checkpoints are kept as lines, not copies: a copy per checkpoint made
+folding quadratic. "Unfinished" and the rest: docs/design.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """Indexes that span sessions: open turns and pending asks, sharded.
 
-Pattern: a projection of the session streams (CQRS read model), computed
-         from each appended batch by a pure scan (``delta_of``) and applied
-         with order-insensitive, seq-guarded rules, so it can be replayed and
-         repaired from the streams at any time.
-Role:    events layer; both stores maintain it right after an append, hosts
-         read ``open_turns()`` to finish unfinished turns (R7) and the CLI
-         reads ``pending_asks()`` (R18) without folding every session.
+Pattern: a projection of the session streams (CQRS read model), computed per
+         appended batch by a pure scan (``delta_of``) and applied with
+         order-insensitive, seq-guarded rules, so it can be rebuilt any time.
+Role:    events layer; both stores maintain it after an append; hosts read
+         ``open_turns()`` (R7), the CLI ``pending_asks()`` (R18).
 Emits:   nothing.
 
-Laws: R7 (an open turn is never missed: the open mark is written *before*
-the append that starts the turn, so the index is a superset), R11 (an index
-key spanning sessions is sharded into N keys with their own hash tags,
-``shard_of`` is sha256 of the session id mod N, like R8's placement, never
-Python's ``hash``), R18 (a pending ask carries what ``helmlog asks`` lists;
-issue 11 item 4: and its deadline, so it survives a restart of whoever
-enforces it).
+Laws: R7 (the open mark is written before the append: a superset), R11
+(sharded keys, ``shard_of`` is sha256 mod N), R18, issue 11 item 4.
 
-Why every rule is guarded by a seq: the index is written in a round trip
-after the append, and on a Redis Cluster by another node than the stream, so
-a late write of an earlier batch (or the open mark of a writer that lost its
-seq check) may land after a later one. A close at seq c removes only a mark
-set by a turn that started before c; an ask at seq p replaces only an older
-ask; a resume at r removes only an ask from before r. So a stale write can
-leave an extra mark (harmless: recovery finds nothing to do, ``reindex``
-removes it) but can never erase the mark of a turn that is still open.
+Why every rule is guarded by a seq: a late write of an earlier batch may land
+after a later one; it can leave an extra mark, never erase an open one.
+More: docs/design.md.
 """
 
 from __future__ import annotations

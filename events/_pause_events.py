@@ -1,27 +1,18 @@
 """Pauses for a person, their answers, and sessions seeded from a checkpoint.
 
-Pattern: frozen, tagged msgspec Structs on the shared envelope (``Event``,
-         ``events/_envelope.py``), plus ``PausedCall``, the paused call a
-         pause checkpoint carries (a plain Struct, not an event).
+Pattern: frozen, tagged msgspec Structs on the shared envelope, plus
+         ``PausedCall``, the paused call a pause checkpoint carries.
 Role:    events layer; the pipeline records a pause and its resume, the
-         runtime records an import or a seeding first in a new stream;
-         ``fold`` turns them into the pending pause and its checkpoint.
+         runtime an import or a seeding; ``fold`` turns them into the
+         pending pause and its checkpoint.
 Emits:   nothing; these are the emissions.
 
-Laws: R13 (the types), R9 (``session.imported`` records that a session was
-seeded from a pause checkpoint, with the checkpoint's digest, and a pause
-checkpoint carries its ``PausedCall`` so a store without its session can
-resume it), R14 (the paused call's arguments as they stood), issue 8 item 8
-(``pause.resume`` and ``session.imported`` record the W3C trace context the
-work after them runs under), issue 11 item 4 (an ask's deadline), G87/G88 (an
-ask's ``detail`` is not carried by the checkpoint), issue 22 (a pause
-records its tool's ``tool_source``, so the approval it folds to names the
-tool whole), R10 (every field added later gets a default).
+Laws: R13, R9 (``session.imported``; a checkpoint carries its
+``PausedCall``), R14, issue 8 item 8 (trace context), issue 11 item 4 (an
+ask's deadline), G87/G88, issue 22 (``tool_source``), R10.
 
 Why one family: a pause, its answer and an import of its checkpoint are the
-three records of one person-in-the-loop wait, and the fold reads them
-together into ``SessionState.pending``; the union that decodes them is
-``events/_types.py``.
+three records of one person-in-the-loop wait, read together by the fold.
 """
 
 from __future__ import annotations

@@ -1,22 +1,17 @@
 """The MCP proxy's audit events: a call received, what it came to, the close.
 
-Pattern: frozen, tagged msgspec Structs on the shared envelope (``Event``,
-         ``events/_envelope.py``), in a proxy session's own stream.
+Pattern: frozen, tagged msgspec Structs on the shared envelope, in a proxy
+         session's own stream.
 Role:    events layer; ``gateway``'s MCP proxy records these for every call
-         it routes; ``helmlog`` renders them (``helmlog/_record.py``).
+         it routes; ``helmlog`` renders them.
 Emits:   nothing; these are the emissions.
 
-Laws: R13 (the proxy's audit types, P20–P22), P20 (a call is recorded when
-received and when finished, before its response leaves), P23 (what a
-finished call stores per sensitivity tier: the digests always, raw values for
-the low and medium tiers, sealed ones for the high tier), P18/P22 (the
-session's signed manifest at close), R10 (every field added later gets a
-default).
+Laws: R13 (P20–P22), P20 (recorded when received and when finished), P23
+(what a finished call stores per sensitivity tier), P18/P22 (the signed
+manifest at close), R10.
 
-Why a family of their own: a proxy session records no turns, model calls or
-pauses, only these; they share the envelope and the union
-(``events/_types.py``) so one store, chain and decoder serve both kinds of
-session.
+Why a family of their own: a proxy session records only these; sharing the
+envelope and union lets one store, chain and decoder serve both kinds.
 """
 
 from __future__ import annotations

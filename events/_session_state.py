@@ -1,39 +1,17 @@
 """What a fold yields: a session's frozen state and the pause it waits on.
 
 Pattern: frozen msgspec Structs (``SessionState``, ``PendingPause``,
-         ``Approval``) and pure functions: ``pause_of`` builds a pending
-         pause and its checkpoint from a pause record, ``approval_of`` the
-         approval a resume gives it, ``sign_checkpoint`` MACs that
-         checkpoint as it is handed out.
-Role:    events layer; ``Folder`` (``events/_fold.py``) builds these, the
-         runtime reads them (``agent.last_snapshot()``, resume, recovery),
+         ``Approval``) and pure functions (``pause_of``, ``approval_of``,
+         ``sign_checkpoint``).
+Role:    events layer; ``Folder`` builds these, the runtime reads them,
          replay compares them.
 Emits:   nothing. Pure: no clock, no randomness, no I/O.
 
-Laws: R1 (the state is exact: history, ledger, window records, the pending
-pause and the checkpoint), R9 (an imported pause is pending at the seq it had
-where it was taken), R9/R19 (``sign_checkpoint``: the fold is keyless, so a
-pending pause's checkpoint folds with ``mac=None`` under a chain key; whoever
-holds the key signs it as it is handed out).
+Laws: R1 (the state is exact), R9 (an imported pause is pending at its seq),
+R9/R19 (``sign_checkpoint``: the fold is keyless; the key holder signs).
 
-Why ``sign_checkpoint`` lives here, beside what it signs: it reads only a
-fold's ``checkpoint`` and ``pending``, so the checkpoint module
-(``events/_checkpoint.py``) needs nothing of the fold, and the fold needs no
-key.
-
-Why ``Approval`` is here: a person's approval of an ask is something the
-stream says happened (a ``pause.request`` of kind ``ask`` and the
-``pause.resume`` that approved it), so the session's approvals are a
-projection of its own record like its ledger: rebuilt by any host that
-folds the stream, unchanged by redaction (they hold a digest of the
-arguments, never the arguments), and read by ``helmlog.rules.approve_once``
-through ``ToolCallContext.approvals`` (issue 22).
-
-Why a pause's state is built here, not in the folder: ``pause.request`` and
-``session.imported`` fold to the same pending pause and checkpoint, so one
-function builds both from either record, beside the types it builds; the
-folder only keeps what it returns (and a resume checks the checkpoint it is
-handed against that one).
+Why here: ``sign_checkpoint`` reads only a fold's result, so neither the
+checkpoint module nor the fold needs a key. More: docs/design.md.
 """
 
 from __future__ import annotations

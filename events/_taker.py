@@ -1,27 +1,17 @@
 """The record taker: the one kind of watcher a run hands its stored records.
 
-Pattern: a nominal opt-in (an abstract base class, not a protocol): only an
-         instance of ``RecordTaker`` is handed an append's ``StoredEvent``s;
-         no watcher is switched to records by the attributes it happens to
-         have.
-Role:    events layer, so that the runtime (whose listeners look for it) and
-         the sinks (``OtelProcess`` derives from it) both name it; exported
-         from ``helmlog.events.lowlevel`` only, never from the face.
+Pattern: a nominal opt-in (an abstract base class, not a protocol): only a
+         ``RecordTaker`` instance is handed an append's ``StoredEvent``s.
+Role:    events layer, so the runtime and the sinks (``OtelProcess``) both
+         name it; exported from ``helmlog.events.lowlevel`` only.
 Emits:   nothing.
 
-Laws: G95 (a watcher given to ``.watch()``/``.attach()``/``.on()`` hears facts
-and the documented events only, whatever attributes it has; taking records is
-an internal, explicit opt-in of the sinks layer), G49 (a record holds the row,
-``before``/``after`` values included, so a taker must show each row as its
-fact, R4), G84 (a taker's raise changes nothing).
+Laws: G95 (a watcher hears facts and documented events only, whatever
+attributes it has), G49 (a taker must show each row as its fact, R4), G84.
 
-Why a class and not an attribute: an attribute is duck-typed, so a user's
-watcher that happened to answer ``on_records`` was handed raw rows (values
-included) and no facts. Deriving from a class no guide tells users about is a
-decision nobody makes by accident.
-
-Why in ``events`` and not ``runtime``: sinks import ``events`` only (R16), and
-a sink must be able to derive from it.
+Why a class and not an attribute: duck typing once handed a user's watcher
+raw rows; deriving from an undocumented class is never an accident. It
+lives in ``events`` because sinks import ``events`` only (R16).
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """What happens inside a turn: its bounds, model calls, tool calls, messages, window.
 
-Pattern: frozen, tagged msgspec Structs on the shared envelope (``Event``,
-         ``events/_envelope.py``), one per fact the loop records.
-Role:    events layer; the runtime's loop and pipeline append these through
-         the journal, ``fold`` reads them, sinks project them (an ``OtelSink``
-         span per turn, model call and tool call).
+Pattern: frozen, tagged msgspec Structs on the shared envelope, one per fact
+         the loop records.
+Role:    events layer; the loop appends these, ``fold`` reads them, sinks
+         project them (an ``OtelSink`` span per turn, model and tool call).
 Emits:   nothing; these are the emissions.
 
-Laws: R13 (the types), R12 (``stream.token`` is the one transient type: never
-appended), R7 (``tool.dispatched`` is recorded immediately before a tool
-executes; ``tool.outcome_unknown`` settles one whose result never was), G80
-and G81 (``window.compacted`` and the messages it refused to remove), G91
-(``error.fatal`` is content-free by construction), G92 (``output.rejected``:
-an answer that failed the output type, its error without the draft), issue 8
-item 8 (the W3C trace context of a turn — ``traceparent``, ``tracestate`` — is
-recorded on the event that opens it and on a recovery's
-``tool.outcome_unknown``), R10 (every field added later gets a default).
+Laws: R13, R12 (``stream.token`` is never appended), R7 (``tool.dispatched``
+right before execution; ``tool.outcome_unknown``), G80/G81, G91, G92
+(``output.rejected``), issue 8 item 8 (trace context), R10.
 
-Why a turn's facts are one family: their order inside a turn is what the
-fold, recovery and the sinks read (a dispatch without its result, a model
-call without its end), so they are read together here; the union that
-decodes them is ``events/_types.py``.
+Why one family: their order inside a turn is what the fold, recovery and
+the sinks read; the union that decodes them is ``events/_types.py``.
 """
 
 from __future__ import annotations

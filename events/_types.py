@@ -1,27 +1,17 @@
 """The event vocabulary: every state change of a session, as one tagged union.
 
-Pattern: frozen, tagged msgspec Structs (``tag_field="type"``) sharing one
-         envelope, gathered here into the one union (``AnyEvent``) that the
-         module-level decoders of ``events/_codec.py`` decode into.
-Role:    events layer; the runtime appends these through its journal, stores
-         keep them, ``fold`` reads them, sinks watch them.
+Pattern: frozen, tagged msgspec Structs sharing one envelope, gathered here
+         into the one union (``AnyEvent``) the decoders of ``_codec.py`` use.
+Role:    events layer; the runtime appends these, stores keep them, ``fold``
+         reads them, sinks watch them.
 Emits:   nothing; these are the emissions.
 
-Laws: R12 (the envelope, ``events/_envelope.py``; ``stream.token`` is the one
-transient type), R13 (the types, by family: a turn's in
-``events/_turn_events.py``, pauses and imports in ``events/_pause_events.py``,
-decisions in ``events/_decision_events.py``, the proxy's audit types, P20–P22,
-in ``events/_proxy_events.py``), R10 (every field added later gets a default;
-unknown fields are ignored, never ``forbid_unknown_fields``), R4 (watchers
-get a filed row's fact, never the filing).
+Laws: R12, R13 (the types, by family: ``_turn_events``, ``_pause_events``,
+``_decision_events``, ``_proxy_events``), R10, R4.
 
-Why the types live by family and the union lives here: each family reads as
-one story (a turn, a pause, a decision, a proxied call) and its module stays
-small, but a stream holds them all interleaved, so there is exactly one union
-and one decoder per format, and every list of "all the types" (the union,
-``EVENT_CLASSES``, ``EVENT_TYPES``) is written in this one place. A type
-added to a family and not here would be recorded and read back as unknown;
-``tests/unit/events/test_event_union.py`` fails on it.
+Why the union lives here: a stream interleaves every family, so there is one
+union and one decoder per format, and every list of all the types is written
+here; a type missing here reads back as unknown (test_event_union.py).
 """
 
 from __future__ import annotations

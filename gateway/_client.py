@@ -1,25 +1,17 @@
 """Connect to an MCP server and hand its tools to an agent, stamped with provenance.
 
 Pattern: an async context manager over the SDK's ``ClientSession``, with one
-         of three transports (Streamable HTTP, stdio, or an in-memory pair
-         running an ``mcp_serve`` result in this process).
+         of three transports (Streamable HTTP, stdio, or an in-memory pair).
 Role:    gateway layer; ``mcp_client(name, url=... | command=... | server=...)``
-         yields helmlog ``Tool`` objects whose ``execute`` calls the remote tool.
+         yields ``Tool`` objects whose ``execute`` calls the remote tool.
 Emits:   nothing; the agent that calls the tools records what happens.
 
-Laws: S7 (the server's ``name``, ``description`` and ``input_schema``;
-``source`` is the client's ``name``, so ``tool_source`` tells two servers'
-same-named tools apart, G78), S8 (a server's tool error is raised as
-``MCP tool '<tool>' (server '<name>') returned an error: <text>``; a transport
-failure as ``MCP tool '<tool>' (server '<name>') failed: <message>``, so the
-agent's after-tool walk sees ``error=True`` — G18), issue 10 item 4 (the
-agent's ``tool_call_id`` rides in the request's ``_meta`` under
-``helmlog/tool_call_id``, so a proxy's audit can be correlated with it).
+Laws: S7 (``source`` is the client's ``name``, G78), S8 (a tool error or a
+transport failure is raised, naming tool and server, so after-tool sees
+``error=True``, G18), issue 10 item 4 (``tool_call_id`` in ``_meta``).
 
 Why the remote error is raised rather than returned: to the agent a remote
-tool that failed is a tool that raised, and the pipeline already knows what
-that means (the after-tool walk with ``error=True``); returning the text would
-make a failure read as a success.
+tool that failed is a tool that raised; returned text would read as success.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """Serve governed tools over MCP: the chain goes to the served surface.
 
 Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
-         runtime's one tool-call pipeline under the ``SERVED`` rules and the
-         same journal: serving is governance, not a second copy of it.
+         runtime's one tool-call pipeline under the ``SERVED`` rules.
 Role:    gateway layer; ``mcp_serve(tools, ...)`` returns a ``ServedTools``
-         served over stdio, Streamable HTTP (the SDK's session manager, on
-         the gateway's uvicorn helper) or any pair of MCP streams (``run``).
+         served over stdio, Streamable HTTP or any pair of MCP streams.
 Emits:   ``middleware.decision`` rows and facts, one stream per MCP session.
 
-Laws: S1, S2, S3 (the pipeline's order; ``tool.dispatched`` before
-``execute``, R7), S4, S5, S6 (a failed append refuses with
-LEDGER_UNAVAILABLE), G7, G24, G25, G55, G57, R4, R5.
+Laws: S1, S2, S3 (``tool.dispatched`` before ``execute``, R7), S4, S5, S6
+(a failed append refuses with LEDGER_UNAVAILABLE), G7, G24, G25, G55, G57,
+R4, R5.
 
-Why the call handler is registered raw, not with ``@server.call_tool``: the
-SDK validates before the handler and turns every exception into a tool
-error; S3 validates after the before-tool walk, S6 needs an MCP error.
+Why the handler is registered raw, not with ``@server.call_tool``: the SDK
+validates before it; S3 validates after before-tool, S6 needs an MCP error.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """``helmlog mcp-proxy``: the MCP governance proxy from the shell.
 
-Pattern: a thin runner: parse the upstream, import the policy (a mapping of
-         ``McpProxy`` options), open the store, start the proxy on stdio or
-         on Streamable HTTP.
-Role:    the face; ``helmlog.cli`` calls ``run_proxy`` and prints its errors
-         as one line.
+Pattern: a thin runner: parse the upstream, import the policy (``McpProxy``
+         options), open the store, start the proxy on stdio or HTTP.
+Role:    the face; ``helmlog.cli`` calls ``run_proxy``, prints errors as one line.
 Emits:   what the proxy records (its sessions' streams in ``--store``).
 
-Laws: R18 (``mcp-proxy`` starts the proxy), P24 (``--http`` binds what it is
-told, loopback by default), P25 (an upstream that does not start is a clean
-error naming it), issue 10 item 6 (``module:attr`` is importable from the
-current directory; an unknown option, a policy that does not import and an
-upstream that does not start are one-line errors).
+Laws: R18, P24 (``--http`` binds loopback by default), P25 (an upstream
+that does not start is a clean error), issue 10 item 6 (one-line errors).
 
-Why uvloop where it is installed (``run``): the proxy is a hop on every
-call, and most of its remaining time per call is the event loop's own
-(callbacks, selector, transports); uvloop's are in C. anyio and the SDK run
-on it unchanged (it is an asyncio loop).
-
-Why the current directory goes on the import path here: a policy file sits
-beside the operator, not in an installed package; the ``helmlog`` script's
-own directory is what Python puts first, which is never where the policy is.
+Why uvloop where installed: most of a hop's time is the event loop's own.
+Why the current directory goes on the import path: a policy file sits beside
+the operator, never beside the ``helmlog`` script.
 """
 
 from __future__ import annotations

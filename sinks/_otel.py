@@ -1,17 +1,14 @@
 """OpenTelemetry sink: GenAI spans per turn, model call and tool call; facts as logs.
 
-Pattern: a projection of the record onto OTel's GenAI semantic conventions,
-         fed live as a (deferred) watcher or after the fact through
-         ``replay``; one typed dispatch table keyed by event class. Spans:
-         ``invoke_agent``, ``chat {model}``, ``execute_tool {name}``; a log
-         record ``helmlog.middleware.decision`` per decision fact.
+Pattern: a projection of the record onto OTel's GenAI conventions, fed live
+         as a (deferred) watcher or through ``replay``; one typed dispatch
+         table keyed by event class.
 Role:    sinks layer; ``.watch(OtelSink(...))``, ``otlp_sink()``,
          ``helmlog replay --otlp``.
 
-Laws: R4 (idempotent by ``(session_id, seq)``), R6 (replay gives the same
-spans and trace ids, timed by the record), R16 (no values unless
-``values=True``), issue 8 item 8 (spans parented on the recorded context; a
-continuation's on the context it ran under).
+Laws: R4 (idempotent by ``(session_id, seq)``), R6, R16 (no values unless
+``values=True``), issue 8 item 8 (spans parented on the recorded context).
+
 Why deferred by default: the SDK is pure CPU; queued, it overlaps the run's
 store and model waits (``bench/sinks.py``).
 """

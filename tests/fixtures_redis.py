@@ -2,23 +2,15 @@
 
 Pattern: a session-scoped server process, a per-test clean database, and a
          ``RedisServer`` handle that can stop and start the server mid-test.
-Role:    test support for ``tests/contracts`` and ``tests/integration``
-         (a standalone server, and a 3-master Redis Cluster); the
-         benchmark (``bench/ledger.py``) starts its server with the same class.
+Role:    test support for ``tests/contracts``, ``tests/integration`` (and a
+         3-master Cluster) and ``bench/ledger.py``.
 Emits:   nothing.
 
-Laws: R11 (the Redis store is tested on a real server, never a fake), R5 (a
-test stops Redis mid-run to prove the ledger fails closed and loses nothing
-it recorded).
+Laws: R11 (a real server, never a fake), R5 (Redis stopped mid-run).
 
-Why a missing ``redis-server`` fails instead of skipping: a skipped contract
-suite reads as a green one, and the Redis adapter would ship untested.
-
-Why ``stop()`` saves and ``start()`` reloads although the server runs with
-``--save ""``: automatic snapshots only slow tests down, but a test that stops
-Redis mid-run must find afterwards everything that was acknowledged before.
-``SHUTDOWN SAVE`` writes one snapshot into the server's own temp dir, and the
-restart on the same port loads it. ``kill()`` is the crash: nothing is saved.
+Why a missing ``redis-server`` fails: a skipped suite reads as green. Why
+``stop()`` saves although the server runs ``--save ""``: a restarted server
+must hold all it acknowledged (``SHUTDOWN SAVE``); ``kill()`` saves nothing.
 """
 
 from __future__ import annotations

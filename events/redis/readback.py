@@ -1,19 +1,16 @@
 """Appends whose reply was lost: asked again until the store says (R24).
 
-Pattern: read-back by idempotent resend: an append sent whose reply did not
-         come is held, its caller told nothing, and the same script call (same
-         token) is sent again, with backoff, until the store answers or
-         ``resolve_timeout`` has passed; the script takes a batch the stream
-         already ends with, token and all, as landed. Runs as tasks of its
-         own, so a node that went away holds up no other session.
-Role:    events layer, ``events/redis``; held by the appender, which hands it
-         lost items and gets them back through ``settle``.
+Pattern: read-back by idempotent resend: a held append is sent again (same
+         token, with backoff) until the store answers or ``resolve_timeout``
+         passes; the script takes a batch the stream already ends with as
+         landed. Runs as tasks of its own.
+Role:    events layer, ``events/redis``; held by the appender (``settle``).
 
-Laws: R24 ("failed" only for an append not in the stream; "unknown" only when
-the store did not answer in time), R2/R20 (the resend is seq-guarded and
-carries the token), R7 (an open-turn mark is sent again first), R4. Resend
-rather than only read: a command written may still run after a read on
-another connection; whichever runs second finds the batch with its token.
+Laws: R24 ("failed" only when not in the stream; "unknown" only when the
+store did not answer in time), R2/R20, R7 (the open-turn mark first), R4.
+
+Why resend rather than only read: a command written may still run after a
+read on another connection; whichever runs second finds the batch's token.
 """
 
 from __future__ import annotations

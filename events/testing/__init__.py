@@ -1,24 +1,17 @@
 """helmlog.events.testing — the store ports' contract suites, shipped.
 
 Pattern: one contract module per port (``stream_recorder``, ``facts_log``,
-         ``session_index``): module-level pytest tests taking a ``store`` /
-         ``make_store`` fixture, collected by whatever test module
-         star-imports them (this package: all three; one module: one port).
+         ``session_index``): module-level pytest tests on a ``store`` /
+         ``make_store`` fixture, collected by a star-import.
 Role:    events layer, shipped tests; run here on memory, Redis and Redis
-         Cluster (``tests/contracts``); a third-party adapter runs the same.
+         Cluster (``tests/contracts``); a third-party adapter runs the same:
+         ``from helmlog.events.testing import *`` and a ``make_store``
+         fixture yielding ``make(*, chain_key=None)`` (``erase`` overridable).
 
-Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19, R25, R26 (each test is named
-for its law). An adapter's test module needs only (pytest-asyncio)::
+Laws: R2, R3, R4, R7, R10, R11, R12, R18, R19, R25, R26 (one test per law).
 
-    from helmlog.events.testing import *  # noqa: F403
-
-    @pytest_asyncio.fixture(loop_scope="session")
-    async def make_store():   # yields make(*, chain_key=None) -> a clean store,
-        ...                   # and closes every store it made afterwards
-
-``store`` comes from ``make_store``; ``erase`` (R25/R26) is overridden by an
-adapter of another kind. Module-level tests, not a base class: the functions
-this repository runs are the ones an adapter runs.
+Why module-level tests, not a base class: the functions this repository runs
+are the ones an adapter runs.
 """
 
 from __future__ import annotations

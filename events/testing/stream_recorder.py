@@ -1,18 +1,14 @@
 """The stream recorder's contract: appends, records, the chain, what a store keeps.
 
-Pattern: a contract suite (eventsourcing-style) for the ``StreamRecorder``
-         port: module-level tests taking a ``store``/``make_store`` fixture
-         (and ``erase``: an operator's hand deleting a session's stream and
-         head behind the port's back; an adapter of another kind overrides it).
-Role:    events layer, shipped tests; run on memory, Redis and Redis Cluster
-         (``tests/contracts``); ``helmlog.events.testing``'s header says how.
+Pattern: a contract suite for the ``StreamRecorder`` port: module-level tests
+         on ``store``/``make_store`` (and ``erase``, an operator deleting a
+         stream and head behind the port's back).
+Role:    events layer, shipped tests; see ``helmlog.events.testing``.
 
-Laws: R2 (seq, atomic appends, conflicts), R3 (the chain names its first
-broken seq; a chain key catches recomputed hashes), R10 (unknown types), R12
-(a record carries its type and session id), R19 (head records), R25 (a store
-remembers the sessions it created), R26 (a stream without its head is refused
-on a store that writes heads; ``upgrade_head`` is the explicit way back).
-Tampering tests work on copies of what ``read`` returned: the store must hand
+Laws: R2, R3 (first broken seq; a chain key catches recomputed hashes), R10,
+R12, R19, R25, R26 (a stream without its head is refused; ``upgrade_head``).
+
+Why tampering works on copies of what ``read`` returned: a store must hand
 back exactly what it keeps, so no store-specific back door is needed.
 """
 

@@ -6,11 +6,9 @@ Role:    gateway layer (http), for ``helmlog serve``; routes only decode,
          authorize and encode.
 Emits:   through the agent it drives; nothing itself.
 
-Laws: R1, R19 (a session continues from its verified, folded stream), R9
-(of two decisions on one ask exactly one proceeds; the other is a 409), R18
-(asks from the pending-asks index), G86 (views under the redaction policy),
-issue 11 item 4 (``declined by timeout``), H2 (a session belongs to the app
-of its first turn; out of scope is 404, as unknown).
+Laws: R1, R19, R9 (of two decisions on one ask one proceeds; the other is a
+409), R18, G86, issue 11 item 4, H2 (a session belongs to the app of its
+first turn; out of scope is 404).
 
 Why the owner is read from the stream, only cached: every replica must
 enforce the same ownership, and an owner never changes once recorded.

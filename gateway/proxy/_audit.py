@@ -2,12 +2,9 @@
 
 Pattern: a write-ahead ledger outside every layer: ``proxy.call_started``
          before routing, ``proxy.call_finished`` before the response leaves,
-         ``proxy.session_closed`` with a signed Merkle manifest at each end;
-         governance rows share the stream (one chain per session).
-Role:    gateway layer; ``McpProxy`` holds one ``ProxyLedger``; the
-         accounting and governance append through it, by audit session id.
-Emits:   the three ``proxy.*`` events, rows and ``tool.dispatched``; every
-         recorded event to the observers' ``on_event``.
+         ``proxy.session_closed`` with a signed Merkle manifest at each end.
+Role:    gateway layer; ``McpProxy`` holds one ``ProxyLedger``.
+Emits:   the three ``proxy.*`` events, rows and ``tool.dispatched``.
 
 Laws: P18, P20, P21, P22, P23, S6, R5, R7.
 

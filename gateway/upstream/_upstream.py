@@ -1,11 +1,9 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
 Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports: a command (``_stdio``), a URL (``_http``), or a
-         server object in this process over memory streams; ``call_raw``
-         beside ``request`` sends a dict with an id of our own (``_raw``).
-Role:    gateway layer; ``McpProxy`` opens one for its life; every session
-         forwards through it.
+         of three transports (a command, a URL, or an in-process server);
+         ``call_raw`` sends a dict with an id of our own (``_raw``).
+Role:    gateway layer; ``McpProxy`` opens one for its life.
 Emits:   nothing; notifications go to ``on_notification`` (list_changed).
 
 Laws: P25 (no start against an upstream that does not initialize:

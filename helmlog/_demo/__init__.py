@@ -2,30 +2,17 @@
 
 Pattern: a worked example — five rules, one at each moment of the loop, and
          a three-turn conversation written in advance that trips every one.
-Role:    the face; the first governed agent a new user reads: the rules,
-         the tool and the agent (``_desk``), the conversation and the model
-         that plays it (``_script``), running it (``_run``) and showing it
-         (``_show``). The model is the script (``DemoModel``), so it needs no
-         network, no key and no server.
-Emits:   through the agent, into the event store it is given;
-         ``decision_table`` and ``render_transcript`` draw the result.
+Role:    the face; rules, tool and agent (``_desk``), the script and its model
+         (``_script``), running (``_run``) and showing it (``_show``). No
+         network, key or server.
+Emits:   through the agent, into the store it is given.
 
-Laws it shows: G71 (every moment: input, before-tool, after-tool, window,
-output), G14 (the ceiling's deny stops the before-tool walk before four-eyes
-runs), G15 (a denial is data: the model reads the reason and the turn goes
-on), G59–G62 (four-eyes pauses the run; ``dana@ops`` approves and the call
-runs), G22 (the PII strip rewrites what the model reads), G32–G34 (the SSN
-scrub rewrites the message before anything is committed, on every turn),
-G39 (the codename scrub's verdict is the answer), G80 (the window files its
-own records, never rows).
+Laws it shows: G71, G14, G15, G59–G62, G22, G32–G34, G39, G80 (each rule's
+law is told in ``_desk``).
 
 Why the script checks itself: a demo that silently stops tripping a rule
-would still exit 0 and teach the wrong thing, so a turn that ends otherwise
-than written, or a moment that never spoke, raises ``DemoError`` and the CLI
-exits non-zero.
-
-Why the thresholds are not re-exported here: the rules read them from
-``_desk`` when they run, so that is where a test moves one.
+would still exit 0, so a turn that ends otherwise raises ``DemoError``.
+Thresholds live in ``_desk``, where the rules read them.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
 """The refund desk's rules, its tool and its agent: one rule at each moment.
 
-Pattern: five plain functions wrapped as links, each the smallest rule that
-         shows its moment; ``build_agent`` attaches each at its moment with
-         ``.act()``, on any provider.
-Role:    the face; the scenario ``helmlog demo`` runs (``_script`` supplies
-         the model, ``_run`` the sessions). A new user reads this first.
+Pattern: five plain functions wrapped as links; ``build_agent`` attaches each
+         at its moment with ``.act()``, on any provider.
+Role:    the face; the scenario ``helmlog demo`` runs. A new user reads this.
 Emits:   nothing itself; the agent records into the store it is given.
 
-Laws it shows: G71 (every moment: input, before-tool, after-tool, window,
-output), G14 (the ceiling's deny stops the before-tool walk before four-eyes
-runs), G15 (a denial is data: the model reads the reason), G59 (four-eyes
-asks, and the run pauses before the call runs), G22 (the PII strip rewrites
-what the model reads), G32–G34 (the SSN scrub rewrites the message before
-anything is committed), G39 (the codename scrub's verdict is the answer),
-G80 (the window files its own records, never rows).
+Laws it shows: G71 (every moment), G14 (the ceiling's deny stops the walk
+before four-eyes), G15 (a denial is data), G59 (four-eyes pauses before the
+call), G22 (the PII strip), G32–G34 (the SSN scrub before commit), G39 (the
+codename scrub's verdict is the answer), G80 (the window's own records).
 
-Why the thresholds are module constants: a rule reads them when it runs, so
-a test can move one (four-eyes above $1,000, a window too wide to engage)
-and watch the demo refuse to pretend it still shows what it claims.
+Why thresholds are module constants: a rule reads them when it runs, so a
+test can move one and watch the demo refuse to pretend.
 """
 
 from __future__ import annotations

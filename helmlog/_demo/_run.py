@@ -1,17 +1,13 @@
 """Running the refund desk: one whole conversation, or N at once.
 
-Pattern: ``run_session`` plays the script's turns on an agent (in process,
-         or a cluster's client view), approves the pause, and checks that
-         each turn ended as written and every moment spoke; ``run_sessions``
-         runs N of them on one store with bounded concurrency.
-Role:    the face; ``helmlog demo`` calls ``run_sessions``, the cluster tests
-         and ``bench/cluster.py`` call ``run_session``.
+Pattern: ``run_session`` plays the script's turns on an agent, approves the
+         pause, and checks each turn ended as written; ``run_sessions`` runs
+         N of them on one store with bounded concurrency.
+Role:    the face; ``helmlog demo``, the cluster tests and ``bench/cluster.py``.
 Emits:   through the agent, into the event store it is given.
 
-Laws: R1 (each session's state is the fold of its stream; the timeline is
-read back from the stored records), R17 (the same conversation runs on a
-cluster's hosts, recording the same rows), G71 (a demo in which a moment
-stays silent fails, naming it).
+Laws: R1 (the timeline is read back from the stored records), R17 (the same
+conversation on a cluster records the same rows), G71 (a silent moment fails).
 
 Why only the first session is kept whole: its table is the one shown, so
 ``--sessions 5000`` holds 5000 ids and totals, not 5000 folded states.

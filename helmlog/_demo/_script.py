@@ -1,24 +1,17 @@
 """The refund desk's conversation, written in advance, and the model that plays it.
 
-Pattern: a script: three ``Turn``s (what the customer says, what the model
-         replies, whether the turn pauses), the approval a second person
-         gives, and ``DemoModel``, a provider that answers each request from
-         the script by what it is sent.
-Role:    the face; ``demo_agent`` is the refund desk on the script, the
-         agent ``helmlog demo``, the cluster tests and ``bench/cluster.py``
-         run.
+Pattern: a script: three ``Turn``s, the approval a second person gives, and
+         ``DemoModel``, a provider answering each request from the script.
+Role:    the face; ``demo_agent`` is the agent ``helmlog demo``, the cluster
+         tests and ``bench/cluster.py`` run.
 Emits:   nothing itself.
 
-Laws it shows: G59–G62 (turn 3 pauses at four-eyes; ``dana@ops`` approves
-and the call runs from the next link), G14/G15 (turn 2's refund is over the
-ceiling: denied, and the model explains), R21/R22 (the model keeps nothing
-between calls, so a session a host dropped or lost hears the script where it
-left off).
+Laws it shows: G59–G62 (turn 3 pauses; ``dana@ops`` approves), G14/G15 (turn
+2 is over the ceiling), R21/R22 (the model keeps nothing between calls, so a
+session a host dropped hears the script where it left off).
 
-Why the script checks itself: a demo that silently stops tripping a rule
-would still exit 0 and teach the wrong thing, so a request the script has
-no turn for raises ``DemoError``, as does a turn that ends otherwise than
-written (``_run``).
+Why the script checks itself: a silent demo would still exit 0, so a request
+with no turn for it raises ``DemoError``, as does a turn that ends otherwise.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The bounds a call is judged against alone: which tools, how high an argument.
 
-Pattern: stateless links with a before-tool hook: ``ToolAllowList`` checks
-         the call's ``tool_source`` and name against a table,
-         ``ArgumentCeiling`` one numeric argument against a maximum.
-Role:    the face layer, behind ``helmlog.rules``; built on the public names
-         of ``helmlog.runtime`` only.
+Pattern: stateless before-tool links: ``ToolAllowList`` checks
+         ``tool_source`` and name, ``ArgumentCeiling`` one numeric argument.
+Role:    the face, behind ``helmlog.rules``; public ``helmlog.runtime`` only.
 Emits:   nothing itself; each verdict is a row and a fact.
 
-Laws: G78 (``ToolAllowList`` judges ``tool_source``: an agent's own tools and
-each MCP server's are listed apart), G5 (they allow, deny or ask; they never
-answer for a tool), G7 (a value that cannot be checked is denied: fail
-closed), G55 (a missing argument is validation's to judge, so the ceiling
-lets it pass), G49 (a reason quotes no argument's value).
+Laws: G78 (judges ``tool_source``), G5, G7 (unchecked is denied), G55 (a
+missing argument is validation's to judge), G49.
 
 Why a bound keeps no state: what it decides depends on the call alone, so
 inline, on a policy actor or in the MCP proxy it decides the same.

@@ -1,26 +1,16 @@
 """The limits that count: ``RateLimit`` (calls per window) and ``Budget``.
 
-Pattern: links with a before-tool hook that keep their counters in the link
-         itself, keyed by a function of the call (the tool's name by
-         default, or a user, or one key for all).
-Role:    the face layer, behind ``helmlog.rules``; built on the public names
-         of ``helmlog.runtime`` only.
+Pattern: before-tool links that keep their counters in the link, keyed by a
+         function of the call (tool name by default).
+Role:    the face, behind ``helmlog.rules``; public ``helmlog.runtime`` only.
 Emits:   nothing itself; each admission and denial is a row and a fact.
 
-Laws: G7 (a key or cost function that raises, or a cost that is not a
-number >= 0, is a denial: the limits fail closed), G14 (a limit's denial
-stops the walk), G49 (a reason quotes no argument), R17 (the state lives in
-the link, so one hosted by a ``PolicyActor`` is shared by every session on
-every host).
+Laws: G7 (a raising key/cost function or a bad cost is a denial), G14, G49,
+R17 (state in the link: shared by every session on a ``PolicyActor``).
 
-Why the limits count at before-tool: the walk cannot know whether a later
-link or validation will refuse the call, and counting later would let a
-burst through while the first calls are still running; a call the limit let
-through is counted even if something after it refused the call.
-
-Why the reasons say what to do next: the model reads a denial as the tool's
-message (G15); "try again in 12 s" lets it recover in one turn, where a bare
-"denied" invites the same call again.
+Why they count at before-tool: counting later would let a burst through
+while the first calls run; a call let through counts even if later refused.
+Reasons say what to do next ("try again in 12 s"), so the model recovers.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """The PII scrub: rewrite personal data out of the text a run carries.
 
-Pattern: a link (a ``name`` and hooks) over a pluggable detector, a function
-         from text to ``PiiMatch`` spans; ``regex_detector`` builds one from
-         patterns, ``default_detector`` is the one ``PiiScrub`` uses unless
-         given another.
-Role:    the face layer, behind ``helmlog.rules``; built on the public names
-         of ``helmlog.runtime`` only.
-Emits:   nothing itself; each rewrite is a row and a fact, as for any link.
+Pattern: a link over a pluggable detector (text to ``PiiMatch`` spans);
+         ``regex_detector`` builds one, ``default_detector`` is the default.
+Role:    the face, behind ``helmlog.rules``; public ``helmlog.runtime`` only.
+Emits:   nothing itself; each rewrite is a row and a fact.
 
-Laws: G2 (every rewrite says why: the count of each kind scrubbed, never a
-value), G5 (it rewrites; it never answers for a tool), G7 (a detector that
-raises, or returns a span outside the text, is a denial: the scrub fails
-closed), G49 (the reason is a fact watchers see, so it quotes no match).
+Laws: G2 (each rewrite counts what it scrubbed, never a value), G5, G7 (a
+detector that raises or returns a span outside the text is a denial), G49.
 
 Why arguments are off by default: a tool that must send an e-mail needs the
-address; scrubbing what the model reads (messages, results) protects the
-record without breaking the tools.
+address; scrubbing what the model reads protects the record.
 """
 
 from __future__ import annotations

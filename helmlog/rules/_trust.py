@@ -1,32 +1,17 @@
 """Session trust: ask a person once per distinct call, then remember.
 
-Pattern: a before-tool link with no memory of its own. What it remembers is
-         the session's record: ``ToolCallContext.approvals``, the asks a
-         person approved, folded from the session's stream (a
-         ``pause.request`` of kind ``ask`` and the ``pause.resume`` that
-         approved it, ``helmlog.events.Approval``).
-Role:    the face layer, behind ``helmlog.rules``; built on the public names
-         of ``helmlog.runtime`` and ``helmlog.events`` only.
-Emits:   nothing itself; each ask and each remembered pass is a row and a fact.
+Pattern: a before-tool link with no memory of its own: it remembers through
+         ``ToolCallContext.approvals``, folded from the session's stream.
+Role:    the face, behind ``helmlog.rules``; public ``helmlog.runtime`` and
+         ``helmlog.events`` only.
+Emits:   nothing itself; each ask and remembered pass is a row and a fact.
 
-Laws: G17 (a remembered call is a pass-through with a reason: ``allow``,
-``changed=False``, ``why="approved earlier this session by <by>"``), G62
-(the approval itself files ``approved by <by>`` and the walk goes on at the
-next link, so the approved call passes without asking twice), G66 (a second
-identical call later in the same batch is judged after the approval is
-folded, so it passes remembered), G5 (it never answers for a tool), G7 (a
-key that cannot be computed raises, which is a denial), G49 (the question
-quotes no argument: the arguments ride the ask's ``detail``), R21/R22/G86
-(the memory survives eviction, failover and redaction; see below).
+Laws: G17 (a remembered call passes with a reason), G62, G66, G5, G7, G49
+(the question quotes no argument), R21/R22/G86 (the memory survives).
 
-Why the memory is the stream: a session rebuilt on another host (failover),
-re-activated after its host dropped it (eviction) or read under
-``conversation_redaction()`` folds the same approvals, because they are made
-of what the stream keeps unredacted: the asking link's name, the tool, its
-source, the digest of the arguments at the asking link, and who approved.
-A link that kept its own map, or learnt from rows' ``why`` (redacted), would
-forget. And only the library records a ``pause.resume``, so a rule cannot
-approve on a person's behalf by writing the same words in a row.
+Why the memory is the stream: failover, eviction and redaction fold the same
+approvals, and only the library records a ``pause.resume``, so a rule cannot
+approve for a person. More: docs/design.md.
 """
 
 from __future__ import annotations

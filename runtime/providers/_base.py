@@ -1,20 +1,16 @@
 """The provider port: what the loop sends a model and what comes back.
 
-Pattern: a port with one method; adapters are ``scripted`` (the embedded
-         default and the test double), ``openai_chat``, ``openai_responses``
-         and ``anthropic_messages``.
-Role:    runtime layer; the loop builds a ``ProviderRequest`` per model call
-         and awaits ``Provider.call``.
+Pattern: a port with one method; adapters are ``scripted``, ``openai_chat``,
+         ``openai_responses`` and ``anthropic_messages``.
+Role:    runtime layer; the loop builds a ``ProviderRequest`` per model call.
 Emits:   nothing itself; the loop turns chunks into ``stream.token`` events.
 
-Laws: G89 (a request is ``.system`` plus ``.messages``, no system entry),
-G92 (``.output``: the answer's schema, for native structured output),
-G41 (a streaming provider reports chunks through ``on_token``; the loop
-passes ``None`` while drafts are held, so both kinds behave alike).
+Laws: G89 (``.system`` plus ``.messages``), G92 (``.output`` schema), G41 (a
+streaming provider reports chunks through ``on_token``; ``None`` while drafts
+are held).
 
-Why one ``call`` with an optional token callback rather than two methods:
-the loop's holding rule (G41) is then one ``if`` in one place, and an
-adapter that cannot stream simply never calls the callback.
+Why one ``call`` with an optional token callback: the holding rule (G41) is
+one ``if`` in one place; an adapter that cannot stream never calls it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """What-if's verdicts: the words a decision is judged in, and how two compare.
 
-Pattern: pure functions over the record's and the new rules' outcomes: the
-         verdict word (``allow``, ``transform``, ``deny``, ``ask``) of each
-         side, the flip between them, and who decided.
-Role:    runtime layer; ``_whatif.py`` judges with these.
+Pattern: pure functions over the record's and the new rules' outcomes: each
+         side's verdict word, the flip between them, and who decided.
+Role:    runtime layer; what-if judges with these.
 Emits:   nothing.
 
-Laws: issue 13 item 2 (the flip kinds: allow→deny, deny→allow, a new ask,
-an ask that no longer asks, a transform whose result differs, and a refusal
-or ask whose reason differs), G7 (a link that raised is named by its
-reason), G14 (the first non-allow answer decides: its row names the link),
-G80 (a window record, compared without its envelope).
+Laws: issue 13 item 2 (the flip kinds), G7 (a raising link is named by its
+reason), G14 (the first non-allow answer decides), G80.
 
 Why a transform that lets the same value through is unchanged: what flows on
 is what the model reads; the verb that produced it is the ledger's concern.

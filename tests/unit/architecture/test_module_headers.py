@@ -1,4 +1,4 @@
-"""Every module opens with a docstring that says what it is (STYLE.md)."""
+"""Every module opens with a short docstring that says what it is (STYLE.md)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,11 @@ def test_module_opens_with_a_docstring(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))
     doc = ast.get_docstring(tree)
     assert doc, f"{path.relative_to(ROOT)} has no module docstring"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_header_is_short(path: Path) -> None:
+    """A module header is about ten lines, at most 20 (issue 25 item 6)."""
+    doc = ast.get_docstring(ast.parse(path.read_text(), filename=str(path))) or ""
+    lines = len(doc.splitlines())
+    assert lines <= 20, f"{path.relative_to(ROOT)}: header of {lines} lines"
