@@ -9,7 +9,7 @@ Role:    gateway layer; each ``ProxySession`` holds one (``session.calls``);
 Emits:   nothing of its own; the route records and tells.
 
 Laws: P25 (the answer is the SDK session's, H4 errors included; a cancel
-answers code 0 and cancels upstream), P5, P8–P16, P20 (``_routing``'s I2).
+answers code 0 and cancels upstream), P5, P8–P16, P20 (``_routing``'s same-route rule).
 
 Why a lane beside the SDK session: the SDK spends a call's time on memory
 streams, a task per request and pydantic both ways; a plain call needs none.
@@ -129,7 +129,8 @@ class FastCalls:
         """
         if not (self.enabled and self.ready and not self.closed):
             return False
-        if not lane_call(message):  # I1 (``_routing.py``): progress stays on SDK
+        # the progress rule (``_routing.py``): progress stays on SDK
+        if not lane_call(message):
             return False
         self.in_flight[message["id"]] = anyio.CancelScope()
         return True

@@ -9,7 +9,8 @@ Role:    gateway layer; ``McpProxy`` builds one; sessions route through it,
          transport with ``wants_sse``.
 Emits:   nothing; the caller's ``Accounting`` records and tells.
 
-Laws: P8, P10, P12, P13, P14, P25; the paths' invariant I1/I2 (below).
+Laws: P8, P10, P12, P13, P14, P25; the paths' two rules (below): the
+progress rule and the same-route rule.
 """
 
 from __future__ import annotations
@@ -41,27 +42,30 @@ log = logging.getLogger("helmlog.proxy")
 
 # -- which path answers a message ----------------------------------------------
 #
-# The invariant the SDK path and the fast path share, stated and checked here:
-#   I1 a request whose params carry a ``progressToken`` is answered by the SDK
-#      session (over HTTP on the SSE transport), the only one that can send
-#      progress before the reply: ``has_progress`` is the one test of it, and
-#      ``lane_call`` (the lane's admission) and ``wants_sse`` both use it.
-#   I2 the lane runs the SDK path's route (``Routing.tool``) and answers what
-#      the SDK session would; ``Routing.tool_raw`` is that route with no layer
+# The two rules the SDK path and the fast path share, stated and checked here:
+#   The progress rule: a request whose params carry a ``progressToken`` is
+#      answered by the SDK session (over HTTP on the SSE transport), the only
+#      one that can send progress before the reply: ``has_progress`` is the
+#      one test of it; ``lane_call`` (the lane's admission) and ``wants_sse``
+#      both use it.
+#   The same-route rule: the lane runs the SDK path's route (``Routing.tool``)
+#      and answers what the SDK session would; ``Routing.tool_raw`` is that
+#      route with no layer
 #      (hence no pass-through observer, a marked layer) and no governance, on
 #      simple params: ``raw_params`` decides and ``tool_raw`` refuses to run
 #      where it would differ. ``test_proxy_fast.py`` compares both paths'
-#      answers and audit rows; ``test_proxy_paths.py`` checks I1 and I2 here.
+#      answers and audit rows; ``test_proxy_paths.py`` checks both rules here.
 
 
 def has_progress(params: Any) -> bool:
-    """I1: whether a request's params ask for progress (a ``progressToken``)."""
+    """The progress rule: whether a request's params ask for progress (a
+    ``progressToken``)."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and meta.get("progressToken") is not None
 
 
 def lane_call(message: Any) -> bool:
-    """A JSON-RPC ``tools/call`` request the fast lane may answer (I1: no
+    """A JSON-RPC ``tools/call`` request the fast lane may answer (the progress rule: no
     progress token); everything else goes to the SDK session."""
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return False
@@ -75,7 +79,8 @@ def lane_call(message: Any) -> bool:
 
 def wants_sse(method: str, message: Any, accept: str) -> bool:
     """Whether this POST (its body decoded, ``None`` if not JSON) needs the
-    SSE transport (I1: a progress token does); else the JSON transport."""
+    SSE transport (the progress rule: a progress token does); else the JSON
+    transport."""
     if method != "POST" or "application/json" not in accept:
         return True
     if not isinstance(message, dict) or "id" not in message or "method" not in message:
@@ -156,7 +161,8 @@ class Routing:
         self.tool_pipeline = compose(tools)
         self.resource_pipeline = compose(resources)
         self.list_tools_pipeline = compose(lists)
-        # P13: the marked layers, at their positions (I2: a subset of the layers)
+        # P13: the marked layers, at their positions (the same-route rule: a
+        # subset of the layers)
         self.tool_observers = compose(x for x in tools if is_pass_through_observer(x))
         self.resource_observers = compose(
             x for x in resources if is_pass_through_observer(x)
@@ -175,11 +181,12 @@ class Routing:
         """P8: the same on the exact URI."""
         return _decide(self._hidden_resources, uri, ctx, "hidden_resources")
 
-    # -- the path of one tools/call (I2) --------------------------------------
+    # -- the path of one tools/call (the same-route rule) -------------------
 
     def raw_params(self, params: Any) -> dict[str, Any] | None:
-        """I2: ``params`` (simplified) if ``tool_raw`` is the route for them,
-        ``None`` if the call must take ``tool`` on the SDK's models."""
+        """The same-route rule: ``params`` (simplified) if ``tool_raw`` is the
+        route for them, ``None`` if the call must take ``tool`` on the SDK's
+        models."""
         if self.tool_pipeline.layers or self.governance is not None:
             return None
         return simple_params(params)
@@ -226,12 +233,12 @@ class Routing:
     async def tool_raw(
         self, params: dict[str, Any], ctx: ProxyContext, state: CallState
     ) -> Any:
-        """``tool`` with no layer and no governance, on raw dicts (I2).
+        """``tool`` with no layer and no governance, on raw dicts (the same-route rule).
 
         Returns the upstream's raw ``result`` (the caller checks it).
         """
         if self.tool_pipeline.layers or self.governance is not None:
-            raise RuntimeError("I2: the raw route runs only with no layer")
+            raise RuntimeError("same-route rule: the raw route runs only with no layer")
         requested = params["name"]
         if self.is_hidden_tool(requested, ctx):
             state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN

@@ -205,9 +205,9 @@ class ProxySession:
     ) -> dict[str, Any]:
         """One ``tools/call`` of the fast lane: its JSON-RPC ``result`` (P25).
 
-        The same route as the SDK path's (I2, ``_routing.py``); SDK models are
-        built only when a layer or governance needs them (or the params need
-        validating).
+        The same route as the SDK path's (the same-route rule, ``_routing.py``);
+        SDK models are built only when a layer or governance needs them (or
+        the params need validating).
 
         Raises:
             McpError: what the SDK path answers (malformed params included).

@@ -4,7 +4,7 @@ Pattern: the same raw JSON-RPC exchange run twice against one proxy, lane on
          and lane off (``proxy.fast_calls``), in memory, over Streamable HTTP
          and on a subprocess's stdio pipes; the answers are compared whole.
 Role:    differential tests of ``gateway/proxy/_lane.py`` against the SDK
-         path (``_routing.py``'s invariant I2).
+         path (``_routing.py``'s same-route rule).
 Emits:   nothing.
 
 Laws: P25 (results, tool errors, hidden tools, renames, ``_meta``, upstream

@@ -1,10 +1,10 @@
-"""P25: the one decision between the SDK path and the fast lane, and its invariant.
+"""P25: the one decision between the SDK path and the fast lane, and its two rules.
 
 Pattern: the decision functions of ``gateway/proxy/_routing.py`` over plain
          JSON-RPC dicts, and a ``McpProxy``'s ``Routing`` with and without
          layers or governance (no upstream is started).
-Role:    unit tests for ``_routing.py``'s I1 and I2; ``test_proxy_fast.py``
-         compares the two paths' answers end to end.
+Role:    unit tests for ``_routing.py``'s progress rule and same-route
+         rule; ``test_proxy_fast.py`` compares the two paths' answers end to end.
 Emits:   nothing.
 
 Laws: P25 (progress stays on the SDK path; the lane is the same route).
@@ -46,11 +46,11 @@ MESSAGES = [
 
 
 @pytest.mark.parametrize("message", MESSAGES)
-def test_p25_i1_a_progress_token_keeps_a_request_on_the_sdk_path(
+def test_p25_progress_rule_a_progress_token_keeps_a_request_on_the_sdk_path(
     message: dict[str, Any],
 ) -> None:
-    """I1: the lane never admits what asks for progress, and HTTP sends it to
-    SSE; what the lane admits goes to the JSON transport."""
+    """The progress rule: the lane never admits what asks for progress, and
+    HTTP sends it to SSE; what the lane admits goes to the JSON transport."""
     progress = has_progress(message.get("params"))
     if progress:
         assert not lane_call(message)
@@ -60,9 +60,9 @@ def test_p25_i1_a_progress_token_keeps_a_request_on_the_sdk_path(
         assert not wants_sse("POST", message, ACCEPT)
 
 
-def test_p25_i2_the_raw_route_only_where_it_is_the_same_route() -> None:
-    """I2: with no layer and no governance the lane takes the raw route;
-    a layer or governance sends it to the SDK models, and the raw route
+def test_p25_same_route_rule_the_raw_route_only_where_it_is_the_same_route() -> None:
+    """The same-route rule: with no layer and no governance the lane takes
+    the raw route; a layer or governance sends it to the SDK models, and the raw route
     refuses to run there."""
 
     async def layer(req: Any, next: Any, ctx: Any) -> Any:
@@ -77,7 +77,7 @@ def test_p25_i2_the_raw_route_only_where_it_is_the_same_route() -> None:
         McpProxy(UPSTREAM, governance=[ALLOW]).routing,
     ):
         assert None is routing.raw_params(params)
-        with pytest.raises(RuntimeError, match="I2"):
+        with pytest.raises(RuntimeError, match="same-route rule"):
             asyncio.run(
                 routing.tool_raw(params, ProxyContext(), CallState("echo", None))
             )
