@@ -9,13 +9,9 @@ Emits:   through the agents they build; the tools write ``failover:*`` keys.
 Laws: R7 (a tool dispatched when its host died is not run again unless it is
 idempotent), R22 (nothing but the host's own start-up finishes the turn).
 
-Why the tool blocks on its first run and records its pid: the test kills the
-host only once the tool is really running (its run is counted), so "ran
-exactly once" means once, never zero times; the pid is the process to
-SIGKILL. The held tool of the two-node test records the node it runs on by
-order, so the test knows which sessions were on the node it kills. Why the
-model echoes the tool message: the turn's final answer then proves what the
-model read after the host died.
+Why the tool blocks on its first run and records its pid (and node, by
+order): the test kills the host only once the tool really runs, so "ran
+exactly once" is never zero times; the model echoes the tool message.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """Agents for the lease test (R27), importable by Ray workers.
 
 Pattern: a picklable module-level factory (``factory(store) -> Agent``)
-         whose tools count their runs in Redis, per tool and order, the one
-         place the stopped host, the taker and the test all see.
+         whose tools count their runs in Redis, per tool and order.
 Role:    test support for ``test_lease.py``.
 Emits:   through the agents it builds; the tools write ``lease:*`` keys.
 
 Laws: R27 (a stopped host's shard is taken over when its lease expires),
-R7 (the taker runs an idempotent tool again and records a non-idempotent
-one as ``tool.outcome_unknown``), R20 (the woken host appends nothing).
+R7 (the taker re-runs an idempotent tool, records a non-idempotent one as
+``tool.outcome_unknown``), R20 (the woken host appends nothing).
 
-Why the first run of each call holds until the test lets it go: the test
-stops the host only once every tool of its sessions is really running
-(counted), and lets the held runs finish only after the takeover and after
-waking the host, so the woken host really tries to append their results.
-Later runs (the taker's re-run of the idempotent tool) never hold. Why the
-pid: it is the host's worker process, the one the test stops.
+Why each call's first run holds until the test lets it go: the host is
+stopped only once its tools really run, and the held runs finish only after
+the takeover and the wake-up, so the woken host really tries to append.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """One client process of the resume race: resume checkpoints when told to go.
 
-Pattern: a separate driver process (``python -m tests.integration.actors.resume_race
-         URL CHECKPOINTS GO_KEY [RAY_ADDRESS CLUSTER_NAME]``), started twice
-         by ``test_failover.py``. Without a Ray address each checkpoint is
-         resumed by an agent of this process on the shared Redis store; with
-         one, through the named hosts of that cluster (``Cluster.connect``).
+Pattern: a separate driver process (``python -m
+         tests.integration.actors.resume_race URL CHECKPOINTS GO_KEY
+         [RAY_ADDRESS CLUSTER_NAME]``), started twice by ``test_failover.py``;
+         with a Ray address it resumes through that cluster's named hosts.
 Role:    test support; prints one JSON line: each session's outcome.
 Emits:   through its agents (or the hosts), into the shared store.
 
-Laws: R9 (of two concurrent resumes of one checkpoint exactly one proceeds;
-the other gets ``CheckpointError("replayed")`` and appends nothing), R20 (a
-run that loses a sequence conflict appends nothing more to that session), R21
-(every client process of one cluster reaches the same hosts).
+Laws: R9 (of two concurrent resumes exactly one proceeds; the other gets
+``CheckpointError("replayed")``), R20, R21.
 
-Why both processes wait on one Redis key before resuming: the race is only a
-race if the two resumes overlap; each process signals that it is ready, and
-the test releases both at once.
+Why both processes wait on one Redis key: the race is only a race if the two
+resumes overlap, so the test releases both at once.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Pattern: a picklable module-level factory (``factory(store) -> Agent``) that
          guards ``refund`` with ``helmlog.rules.approve_once()``; the tool
-         answers with the pid of the process that ran it and the model echoes
-         it, so the answer proves which host process served the turn.
+         answers its process's pid and the model echoes it.
 Role:    test support for ``test_approve_once_cluster.py``.
 Emits:   through the agent it builds.
 
@@ -11,9 +10,8 @@ Laws: issue 22 (session trust is folded from the session's own stream, so a
 session a host dropped (R21) or rebuilt after a kill (R22) remembers it).
 
 Why the model derives its calls from what it is sent: each activation builds
-a fresh agent with a fresh provider, so a script by position would restart
-with every re-activation; a reply computed from the request is the same on
-every host.
+a fresh provider, so a reply computed from the request is the same on every
+host, where a script by position would restart.
 """
 
 from __future__ import annotations

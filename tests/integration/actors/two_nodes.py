@@ -1,24 +1,18 @@
 """The two-node driver: kill a node mid-tool and see its sessions move (R22).
 
 Pattern: a separate Ray driver (``python -m tests.integration.actors.two_nodes
-         REDIS_URL``) that starts its own two-node local cluster
-         (``ray.cluster_utils.Cluster``: a head and one worker node), runs
+         REDIS_URL``) that starts its own head-and-worker local cluster, runs
          held sessions on a named helmlog cluster there, kills the worker
-         node (its raylet and every process on it), and reports.
-Role:    test support for ``test_two_nodes.py``, which needs a Ray of its own
-         (the test session already holds one); prints one JSON line, prefixed
-         with ``REPORT``, and stops every Ray process it started.
+         node and reports one ``REPORT`` JSON line.
+Role:    test support for ``test_two_nodes.py``, which needs a Ray of its own.
 Emits:   through the hosts' agents, into the shared Redis store.
 
-Laws: R22 (the host of the dead node restarts on the other node and finishes
-its sessions' open turns; the error a cut call raises names its session), R7
-(the tool that was running there is not run again), R8 (sessions keep their
-host index: new sessions of that index are served on the other node now).
+Laws: R22 (the dead node's host restarts on the other and finishes its open
+turns), R7 (the running tool is not run again), R8 (sessions keep their host).
 
-Why the sessions are started until a host of the worker node holds one: Ray
-places actors that need no resources on a random node, so which host lives
-where is learnt from the tool, which records the node it runs on; a cluster
-name whose hosts all landed on the head is destroyed and another is tried.
+Why sessions are started until a worker-node host holds one: Ray places
+actors on a random node, so the tool records its node; a cluster whose hosts
+all landed on the head is destroyed and another is tried.
 """
 
 from __future__ import annotations
