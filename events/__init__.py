@@ -112,6 +112,7 @@ from ._types import (
     UNWATCHED_TYPES,
     AnyEvent,
 )
+from ._verification import SessionVerdict, upgrade_heads, verify_session
 from .memory import MemoryEventStore
 
 if TYPE_CHECKING:
@@ -186,6 +187,7 @@ __all__ = [
     "SessionImported",
     "SessionIndex",
     "SessionState",
+    "SessionVerdict",
     "StoreError",
     "StoredEvent",
     "StreamHead",
@@ -226,7 +228,9 @@ __all__ = [
     "shape",
     "sign_checkpoint",
     "stored_encoding",
+    "upgrade_heads",
     "verify_chain",
     "verify_records",
+    "verify_session",
     "watched",
 ]

@@ -1,17 +1,14 @@
-"""Reading the record from the command line: replay, verify, tail, upgrade-heads.
+"""Reading the record from the command line: replay, verify, tail.
 
-Pattern: read-only views over an event store, each returning data a test can
-         check (a ``Verdict``, rows) and renderers (a Rich table, JSON, lines).
+Pattern: renderers over the record: a session's timeline as a Rich table,
+         its records as JSON, decision facts as lines; the chain key from
+         the environment. The checks are ``helmlog.events``' (``verify_session``,
+         ``upgrade_heads``); following facts is ``helmlog.sinks.follow_facts``.
 Role:    the face; ``helmlog replay|verify|tail|upgrade-heads`` call these.
-         Following the facts stream is ``helmlog.sinks.follow_facts``.
-Emits:   nothing into a session.
 
-Laws: R18 (``verify`` exits 0 intact, 1 naming the first broken seq), R3,
-R4, R19 (a cut tail or a deleted stream is named), R26 (a stream without its
-head on a store that writes heads is broken; ``upgrade_heads`` is explicit).
-
-Why the timeline shows facts built from events, not the fold: an auditor
-reads what a watcher sees, in the order things happened.
+Laws: R18 (the chain key from ``$HELMLOG_CHAIN_KEY``), G93 (a fact's honesty
+fields, names only). Why the timeline shows facts built from events, not
+the fold: an auditor reads what a watcher sees, in the order things happened.
 """
 
 from __future__ import annotations
@@ -31,12 +28,8 @@ from helmlog.events import (
     EventStore,
     FactRecord,
     StoredEvent,
-    StreamHead,
-    StreamTamperedError,
     UnknownEvent,
     decode_event,
-    refuse_headless,
-    verify_records,
     watched,
 )
 from helmlog.sinks import follow_facts
@@ -203,114 +196,6 @@ def records_json(records: list[StoredEvent]) -> list[Any]:
             body["session_id"] = record.session_id
         out.append(body)
     return out
-
-
-class Verdict(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``verify`` found: how many events, the head, and the first break."""
-
-    count: int
-    head: StreamHead | None
-    broken: int | None = None
-    reason: str | None = None
-    hint: str | None = None
-
-    def text(self, session_id: str) -> str:
-        """The line ``helmlog verify`` prints."""
-        if self.broken is None:
-            chain = "" if self.head is not None else " (no head record: chain only)"
-            return f"intact: session {session_id} — {self.count} events verify{chain}"
-        said = self.head.seq if self.head is not None else "?"
-        if self.reason == "truncated":
-            what = f"truncated after seq {self.count} (head says {said})"
-        elif self.reason == "deleted" and self.head is None:
-            what = "deleted: its stream and head record are gone (R25)"
-        elif self.reason == "deleted":
-            what = f"deleted: its stream is gone (head says {said})"
-        elif self.reason == "head":
-            what = f"its head record does not verify (head says {said})"
-        elif self.reason == "no-head":
-            what = f"its head record is missing ({self.count} events, no head)"
-        else:
-            what = f"the chain breaks at seq {self.broken} ({self.reason})"
-        hint = f"; {self.hint}" if self.hint else ""
-        return f"broken: session {session_id} — {what}{hint}"
-
-
-async def verify(store: EventStore, session_id: str, key: bytes | None) -> Verdict:
-    """The chain and the head record of one session, checked (R3, R19)."""
-    head: StreamHead | None = None
-    try:
-        head = await store.read_head(session_id)
-    except StreamTamperedError as exc:  # a head no append wrote
-        records = await store.read(session_id)
-        return Verdict(count=len(records), head=None, broken=exc.seq, reason="head")
-    records = await store.read(session_id)
-    if not records and head is None and await store.remembers(session_id):
-        # R25: the store created it, and its stream and head are gone.
-        return Verdict(count=0, head=None, broken=1, reason="deleted")
-    try:
-        verify_records(session_id, records, key, head=head)
-        await refuse_headless(store, session_id, records, head)
-    except StreamTamperedError as exc:
-        hint = _key_hint(session_id, records, key) if exc.seq == 1 else None
-        if exc.reason == "no-head":
-            hint = (
-                "this store writes head records, so a stream without one lost it; "
-                "`helmlog upgrade-heads` is only for streams written before heads"
-            )
-        return Verdict(
-            count=len(records), head=head, broken=exc.seq, reason=exc.reason, hint=hint
-        )
-    return Verdict(count=len(records), head=head)
-
-
-async def upgrade_heads(
-    store: EventStore, sessions: list[str] | None = None
-) -> list[tuple[str, bool, str]]:
-    """Give streams written before head records their heads (R26).
-
-    The explicit upgrade: each session (every one the store holds when
-    ``sessions`` is ``None``) is verified by its chain under the store's
-    chain key and given the head of its last record; a session with its head
-    is only remembered (R25). Returns ``(session, ok, line)`` per session;
-    a stream that fails its chain is not upgraded (``ok`` false).
-    """
-    out: list[tuple[str, bool, str]] = []
-    for session_id in sessions if sessions is not None else await store.sessions():
-        try:
-            head = await store.upgrade_head(session_id)
-        except StreamTamperedError as exc:
-            why = f"the chain breaks at seq {exc.seq} ({exc.reason})"
-            line = f"broken: session {session_id} — {why}; not upgraded"
-            out.append((session_id, False, line))
-            continue
-        if head is not None:
-            line = f"upgraded: session {session_id} — head at seq {head.seq}"
-        else:
-            line = f"kept: session {session_id} — it has its head record"
-        out.append((session_id, True, line))
-    return out
-
-
-def _key_hint(
-    session_id: str, records: list[StoredEvent], key: bytes | None
-) -> str | None:
-    """Why the very first hash may fail: the chain key, not an edit.
-
-    A first record that fails on its hash fails for one edit as for a key
-    the writer did not use; the hint says which key would verify it, when
-    that is knowable: none (the stream was written without one), or some
-    other (a wrong ``$HELMLOG_CHAIN_KEY``, or none set for a keyed stream).
-    """
-    if not records:
-        return None
-    if key is not None:
-        try:
-            verify_records(session_id, records[:1], None)
-        except StreamTamperedError:
-            return "the chain key may be wrong ($HELMLOG_CHAIN_KEY)"
-        return "the stream was written without a chain key: unset $HELMLOG_CHAIN_KEY"
-    return "the stream may be keyed: set $HELMLOG_CHAIN_KEY to its chain key"
 
 
 def honesty(fact: Any) -> str:

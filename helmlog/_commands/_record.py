@@ -1,12 +1,12 @@
 """The commands that read the record: ``replay``, ``verify``, ``tail``, ``watch``.
 
-Pattern: thin commands over ``helmlog._record`` (timeline, chain check, fact
-         lines) and ``helmlog._watch`` (the sink spec); the followers are
+Pattern: thin commands over ``helmlog._record`` (timeline, fact lines),
+         ``helmlog.events``' chain check (``verify_session``) and
+         ``helmlog._watch`` (the sink spec); the followers are
          ``helmlog.sinks``' (``follow_facts``, ``FactsConsumer``).
 Role:    the face; registers ``replay``, ``verify``, ``tail``, ``watch`` and
          ``upgrade-heads``.
-Emits:   nothing to the record; ``replay --jsonl/--otlp`` and ``watch``
-         deliver to a sink.
+Emits:   nothing to the record; ``replay --jsonl/--otlp``, ``watch`` to a sink.
 
 Laws: R18, R3/R19/R26 (``verify`` names what broke), R6 (replayed), R4
 (``watch`` acknowledges after its sink took it), G49 (facts, never values).
@@ -29,11 +29,10 @@ from rich.markup import escape
 from helmlog import HelmlogError
 from helmlog._record import chain_key_from_env, records_json, timeline_table
 from helmlog._record import tail as follow_facts
-from helmlog._record import upgrade_heads as upgrade_session_heads
-from helmlog._record import verify as verify_session
 from helmlog._watch import SINK_HELP, default_consumer, open_sink
 from helmlog._watch import watch as run_watch
-from helmlog.events import EventStore, StoredEvent
+from helmlog.events import EventStore, StoredEvent, verify_session
+from helmlog.events import upgrade_heads as upgrade_session_heads
 from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export
 
 from ._app import (

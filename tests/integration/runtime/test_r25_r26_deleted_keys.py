@@ -42,7 +42,6 @@ from helmlog import (
     ask,
     check_in_approved,
 )
-from helmlog._record import upgrade_heads
 from helmlog.cli import app
 from helmlog.events import (
     EventStore,
@@ -52,6 +51,7 @@ from helmlog.events import (
     fold,
     open_event_store,
     read_verified,
+    upgrade_heads,
     verify_chain,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of

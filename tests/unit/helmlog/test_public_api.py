@@ -159,6 +159,7 @@ EVENTS = [
     "SessionImported",
     "SessionIndex",
     "SessionState",
+    "SessionVerdict",
     "StoreError",
     "StoredEvent",
     "StreamHead",
@@ -199,8 +200,10 @@ EVENTS = [
     "shape",
     "sign_checkpoint",
     "stored_encoding",
+    "upgrade_heads",
     "verify_chain",
     "verify_records",
+    "verify_session",
     "watched",
 ]
 
