@@ -73,9 +73,8 @@ from helmlog.runtime import (
     is_ask_pause,
     sliding_window,
     tool,
+    whatif,
 )
-
-from ._whatif import whatif
 
 __version__ = "0.1.0"
 

@@ -1,15 +1,12 @@
-"""What-if from the face: verified records in, a report out; its tables.
+"""What-if from the command line: the changed agent, ``--since``, the tables.
 
-Pattern: a thin adapter over the runtime's ``WhatIf``: read (or take) a
-         session's records, verify them, decode once, re-judge; render the
-         report as Rich tables or one JSON document.
-Role:    the face; ``helmlog.whatif`` and ``helmlog whatif`` are these.
-Emits:   nothing: a what-if appends to no stream, calls no model or tool.
+Pattern: load the changed agent by ``module:function`` on the store, parse
+         ``--since``, render the runtime's ``WhatIfReport`` as Rich tables;
+         the re-judging is ``helmlog.runtime``'s (``whatif``, ``whatif_store``).
+Role:    the face; ``helmlog whatif`` uses these.
 
-Laws: issue 13 (typed errors for an unknown session, a factory that does not
-import, a tampered stream), R19 (each session verified before a single
-decision is re-judged), R18 (stores by URL, ``$HELMLOG_CHAIN_KEY``).
-
+Laws: issue 13 (a factory that does not import is a typed error), R18
+(stores by URL, ``$HELMLOG_CHAIN_KEY``).
 Why ``--agent`` takes the store, as ``approve`` does: the factory that runs
 the sessions builds the changed agent that judges them.
 """
@@ -20,130 +17,13 @@ import datetime
 import importlib
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from helmlog.events import (
-    AgentFactoryError,
-    Event,
-    EventStore,
-    StoredEvent,
-    UnknownEvent,
-    UnknownSessionError,
-    verify_records,
-)
+from helmlog.events import AgentFactoryError, EventStore
 from helmlog.runtime import FLIPS, Agent, WhatIfReport
-from helmlog.runtime.lowlevel import WhatIf
-
-Records = Iterable[StoredEvent] | Mapping[str, Sequence[StoredEvent]]
-
-
-async def whatif(
-    records: Records, agent: Agent, *, key: bytes | None = None
-) -> WhatIfReport:
-    """Re-judge recorded sessions under ``agent``'s rules; nothing runs.
-
-    Args:
-        records: stored records (``await store.read(session_id)``) of one or
-            more sessions, in order, or a mapping of session id to records.
-        agent: the changed agent. Its chains, permission gate, tools'
-            validation and check-ins, and window decide; its provider and
-            tools' ``execute`` are never called.
-        key: the chain key the records were hashed under (default: the
-            agent's store's).
-
-    Raises:
-        StreamTamperedError: a session's records fail verification (R19);
-            nothing of any session is re-judged.
-    """
-    chain_key = key if key is not None else agent.config.store.chain_key
-    sessions = _grouped(records)
-    verified = [(sid, _verified(sid, recs, chain_key)) for sid, recs in sessions]
-    engine = WhatIf(agent.config)
-    return WhatIfReport(
-        sessions=tuple([await engine.session(sid, ev) for sid, ev in verified])
-    )
-
-
-def _verified(
-    session_id: str,
-    records: Sequence[StoredEvent],
-    key: bytes | None,
-    head: Any = None,
-) -> list[Event | UnknownEvent]:
-    decoded: list[Event | UnknownEvent] = []
-    verify_records(session_id, records, key, head=head, decoded=decoded)
-    return decoded
-
-
-def _grouped(records: Records) -> list[tuple[str, list[StoredEvent]]]:
-    """Records by session, in order of first appearance; seq 1 opens one."""
-    if isinstance(records, Mapping):
-        return [(sid, list(recs)) for sid, recs in records.items()]
-    groups: dict[str, list[StoredEvent]] = {}
-    current: list[StoredEvent] | None = None
-    for record in records:
-        sid = record.session_id
-        if not sid and (record.seq == 1 or current is None):
-            sid = record.decode().session_id
-        if sid:
-            current = groups.setdefault(sid, [])
-        assert current is not None
-        current.append(record)
-    return list(groups.items())
-
-
-# -- from a store (the command line) -----------------------------------------
-
-
-async def whatif_store(
-    store: EventStore,
-    session_ids: Sequence[str],
-    agent: Agent,
-    *,
-    key: bytes | None = None,
-    where: str = "",
-    advance: Callable[[], None] | None = None,
-) -> WhatIfReport:
-    """Re-judge sessions read from ``store``, each verified with its head.
-
-    Raises:
-        UnknownSessionError: the store holds no such session.
-        StreamTamperedError: a stream fails verification (R19).
-    """
-    chain_key = key if key is not None else store.chain_key
-    engine = WhatIf(agent.config)
-    judged = []
-    for sid in session_ids:
-        head = await store.read_head(sid)
-        records = await store.read(sid)
-        if not records and head is None:
-            raise UnknownSessionError(session_id=sid, store=where)
-        judged.append(
-            await engine.session(sid, _verified(sid, records, chain_key, head))
-        )
-        if advance is not None:
-            advance()
-    return WhatIfReport(sessions=tuple(judged))
-
-
-async def sessions_since(store: EventStore, since_ms: int | None) -> list[str]:
-    """Every session of the store (``--all``), or those active since a time:
-    whose last event's timestamp is at or after ``since_ms``."""
-    ids = sorted(await store.sessions())
-    if since_ms is None:
-        return ids
-    kept = []
-    for sid in ids:
-        tail = await store.read(sid)
-        if tail and (tail[-1].decode().timestamp or 0) >= since_ms:
-            kept.append(sid)
-    return kept
-
 
 _AGO = re.compile(r"^(\d+)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -56,6 +56,7 @@ from .pause._pause import (
     is_ask_pause,
 )
 from .whatif._report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
+from .whatif._sessions import whatif
 
 __all__ = [
     "ACT_KEYS",
@@ -117,4 +118,5 @@ __all__ = [
     "sliding_window",
     "tool",
     "wall_clock_ms",
+    "whatif",
 ]

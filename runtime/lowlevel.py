@@ -41,6 +41,7 @@ from ._tools import (
 )
 from ._watchers import Listeners
 from .pause._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
+from .whatif._sessions import sessions_since, whatif_store
 from .whatif._whatif import WhatIf
 
 __all__ = [
@@ -75,9 +76,11 @@ __all__ = [
     "pause_kind",
     "render_result",
     "running_tool",
+    "sessions_since",
     "tool_link_problem",
     "unknown_tool_text",
     "walk_tool_calls",
     "walk_tool_results",
+    "whatif_store",
     "with_credentials",
 ]

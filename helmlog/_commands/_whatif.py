@@ -1,6 +1,6 @@
 """``helmlog whatif``: re-judge recorded sessions under a changed agent.
 
-Pattern: one thin command over ``helmlog._whatif``: load the changed agent,
+Pattern: one thin command over the runtime's ``whatif_store``: load the agent,
          pick the sessions (named, or ``--all`` since a time), re-judge them
          behind a progress bar on stderr, print a table or one JSON document.
 Role:    the face; registers ``whatif`` on the one app.
@@ -30,14 +30,9 @@ from rich.progress import (
 
 from helmlog import HelmlogError
 from helmlog._record import chain_key_from_env
-from helmlog._whatif import (
-    load_agent,
-    parse_since,
-    render,
-    sessions_since,
-    whatif_store,
-)
+from helmlog._whatif import load_agent, parse_since, render
 from helmlog.events import EventStore
+from helmlog.runtime.lowlevel import sessions_since, whatif_store
 
 from ._app import READ_STORE_HELP, STORE_ENV, app, fail, on_store
 

@@ -1,12 +1,14 @@
 """What-if: re-judge recorded sessions under another agent's rules.
 
-Pattern: a private subpackage of the runtime, one concept in four modules:
+Pattern: a private subpackage of the runtime, one concept in five modules:
          the record read as decision points (``_record.py``), the re-judging
          replay (``_whatif.py``, ``WhatIf``), the verdict words and flips
-         (``_verdicts.py``) and the reports (``_report.py``).
+         (``_verdicts.py``), the reports (``_report.py``) and the entry over
+         verified records or a store (``_sessions.py``).
 Role:    runtime layer; its public names are re-exported by
-         ``helmlog.runtime`` (reports) and ``helmlog.runtime.lowlevel``
-         (``WhatIf``); ``helmlog.whatif`` and ``helmlog whatif`` use them.
+         ``helmlog.runtime`` (``whatif``, reports; the face re-exports
+         ``whatif``) and ``helmlog.runtime.lowlevel`` (``WhatIf``,
+         ``whatif_store``, ``sessions_since``, for ``helmlog whatif``).
 
 Laws: issue 13 (unchanged, flipped or not re-judgeable; the divergence point).
 """

@@ -267,6 +267,7 @@ RUNTIME = [
     "sliding_window",
     "tool",
     "wall_clock_ms",
+    "whatif",
 ]
 
 PROVIDERS = [
@@ -382,10 +383,12 @@ LOWLEVEL = [
     "pause_kind",
     "render_result",
     "running_tool",
+    "sessions_since",
     "tool_link_problem",
     "unknown_tool_text",
     "walk_tool_calls",
     "walk_tool_results",
+    "whatif_store",
     "with_credentials",
 ]
 

@@ -24,8 +24,9 @@ from helmlog import (
     allow,
     conversation_redaction,
 )
-from helmlog._whatif import load_agent, parse_since, whatif_store
+from helmlog._whatif import load_agent, parse_since
 from helmlog.events import MemoryEventStore, StoredEvent
+from helmlog.runtime.lowlevel import whatif_store
 
 from .whatif_agents import TOUCHED, desk, record, records_of
 
