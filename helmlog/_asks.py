@@ -1,17 +1,13 @@
 """Pending questions from the command line: list them, approve or decline one.
 
-Pattern: read the pending-asks index to find what waits on a person; resolve
-         it through the same ``Agent.resume`` a program would call.
+Pattern: ``asks`` reads the pending-asks index; ``approve``/``decline`` go
+         through the runtime's ``decide_pending`` and resume the agent
+         that paused, built by the ``--agent module:function`` on the store.
 Role:    the face; ``helmlog asks|approve|decline`` call these.
-Emits:   through the resuming agent: ``pause.resume``, its row, the run.
 
 Laws: R18 (asks from the index, not a scan), issue 11 item 2 (only an ask
-the index lists), R1/R19 (the pause is read from the verified fold), R9 (the
-checkpoint is signed with the store's chain key), issue 8 item 8
-(``TRACEPARENT``/``TRACESTATE`` join the caller's trace).
-
-Why ``--agent module:function``: resuming runs the rest of the turn, so the
-command needs the agent that paused, built on the store it is given.
+the index lists), issue 8 item 8 (``TRACEPARENT``/``TRACESTATE`` join the
+caller's trace).
 """
 
 from __future__ import annotations
@@ -24,8 +20,9 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import EventStore, fold, read_verified, sign_checkpoint
-from helmlog.runtime import Agent, AskPause, check_in_approved, check_in_declined
+from helmlog.events import Checkpoint, EventStore
+from helmlog.runtime import Agent, AskPause, CheckInDecision
+from helmlog.runtime.lowlevel import decide_pending
 
 
 class PendingQuestion(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,43 +92,30 @@ async def decide(
 ) -> str | AskPause:
     """Resolve the session's pending ask or check-in as a person would.
 
-    The ask must be in the store's pending-asks index (and be ``call_id``'s
-    when given): a session the index does not list waits on no one, whatever
-    its stream's tail looks like.
+    The runtime's ``decide_pending`` checks the index and the verified
+    pause; only then is the agent built on ``store`` and resumed.
     """
-    listed = [
-        a
-        for a in await store.pending_asks()
-        if a.session_id == session_id and call_id in (None, a.tool_call_id)
-    ]
-    if not listed:
-        which = f" for call '{call_id}'" if call_id else ""
-        raise ValueError(
-            f"session '{session_id}' has no pending question{which} in the asks index"
+
+    async def resume(checkpoint: Checkpoint, decision: CheckInDecision) -> Any:
+        agent = factory(store)
+        if agent.store is not store:
+            raise ValueError(
+                "the --agent function must build its agent on the store it is given"
+            )
+        return await agent.resume(
+            checkpoint,
+            decision,
+            traceparent=os.environ.get("TRACEPARENT"),
+            tracestate=os.environ.get("TRACESTATE"),
         )
-    state = fold(r.decode() for r in await read_verified(store, session_id))
-    checkpoint = sign_checkpoint(state.checkpoint, state.pending, store.chain_key)
-    if state.pending is None or checkpoint is None:
-        raise ValueError(f"session '{session_id}' has no pending question")
-    if call_id is not None and state.pending.tool_call_id != call_id:
-        raise ValueError(
-            f"session '{session_id}' waits on call '{state.pending.tool_call_id}'"
-        )
-    if state.pending.kind == "ask-human":
-        raise ValueError(
-            f"session '{session_id}' waits on an answer to a tool's question "
-            "(ask_human), not on an approval: resume it with the answer"
-        )
-    agent = factory(store)
-    if agent.store is not store:
-        raise ValueError(
-            "the --agent function must build its agent on the store it is given"
-        )
-    decision = (check_in_approved if approved else check_in_declined)(by, note)
-    out: Any = await agent.resume(
-        checkpoint,
-        decision,
-        traceparent=os.environ.get("TRACEPARENT"),
-        tracestate=os.environ.get("TRACESTATE"),
+
+    out: Any = await decide_pending(
+        store,
+        session_id,
+        resume,
+        approved=approved,
+        by=by,
+        note=note,
+        call_id=call_id,
     )
     return out  # type: ignore[no-any-return]

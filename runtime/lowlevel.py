@@ -40,6 +40,7 @@ from ._tools import (
     with_credentials,
 )
 from ._watchers import Listeners
+from .pause._decide import NoPendingAsk, decide_pending
 from .pause._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
 from .whatif._sessions import sessions_since, whatif_store
 from .whatif._whatif import WhatIf
@@ -57,6 +58,7 @@ __all__ = [
     "Journal",
     "Link",
     "Listeners",
+    "NoPendingAsk",
     "NotRecorded",
     "Outcome",
     "PauseKind",
@@ -72,6 +74,7 @@ __all__ = [
     "as_tool_link",
     "ask_human_text",
     "call_execute",
+    "decide_pending",
     "invalid_arguments_text",
     "pause_kind",
     "render_result",

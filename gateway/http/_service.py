@@ -34,17 +34,15 @@ from helmlog.events import (
     encode_event,
     fold,
     read_verified,
-    sign_checkpoint,
     watched,
 )
 from helmlog.runtime import (
     AskPause,
     Checkpoint,
     RedactionPolicy,
-    check_in_approved,
-    check_in_declined,
     wall_clock_ms,
 )
+from helmlog.runtime.lowlevel import NoPendingAsk, decide_pending
 
 from ._auth import ALL_APPS, Principal
 from ._metrics import Metrics
@@ -336,36 +334,39 @@ class Service:
             scope, session_id, scope.decides_for
         ):
             raise _unknown(session_id)
-        with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
-            indexed = [
-                a
-                for a in await self.store.pending_asks()
-                if a.session_id == session_id and a.tool_call_id == call_id
-            ]
-        if not indexed:
-            if not await self.exists(session_id):
-                raise _unknown(session_id)
-            raise _resolved(session_id, call_id)
-        state = await self._state(session_id)
-        pause = state.pending
-        if pause is None or pause.tool_call_id != call_id:
-            raise _resolved(session_id, call_id)
-        if pause.kind == "ask-human":
-            raise HttpProblem(
-                409,
-                ERR_NOT_AN_APPROVAL,
-                f"tool '{pause.tool_name}' asked a question (ask_human): it waits "
-                "on an answer, not on an approval",
-                session_id=session_id,
+        try:
+            out = await decide_pending(
+                self.store,
+                session_id,
+                lambda cp, decision: self._turn(self.runner.resume(cp, decision)),
+                approved=approved,
+                by=by,
+                note=note,
+                call_id=call_id,
+                timed=lambda op: self.metrics.timed("helmlog_store_seconds", op=op),
             )
-        cp = sign_checkpoint(state.checkpoint, pause, self.store.chain_key)
-        if cp is None:
-            raise _resolved(session_id, call_id)
-        decision = (check_in_approved if approved else check_in_declined)(by, note)
-        out = await self._turn(self.runner.resume(cp, decision))
+        except NoPendingAsk as exc:
+            raise await self._not_pending(exc) from None
         verdict = "approved" if approved else "declined"
         self.metrics.inc("helmlog_decisions_total", decision=verdict)
         return self._outcome(session_id, out)
+
+    async def _not_pending(self, exc: NoPendingAsk) -> HttpProblem:
+        """What a decision on no pending ask answers: 404 or 409."""
+        session_id, call_id = exc.session_id, exc.call_id or ""
+        if exc.reason == "unknown" or (
+            exc.reason == "unlisted" and not await self.exists(session_id)
+        ):
+            return _unknown(session_id)
+        if exc.reason == "ask-human":
+            return HttpProblem(
+                409,
+                ERR_NOT_AN_APPROVAL,
+                f"tool '{exc.tool_name}' asked a question (ask_human): it waits "
+                "on an answer, not on an approval",
+                session_id=session_id,
+            )
+        return _resolved(session_id, call_id)
 
     async def expire(self, now_ms: int | None = None) -> int:
         """Decline, as ``timeout``, every pending ask past its deadline.
