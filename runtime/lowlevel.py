@@ -31,6 +31,7 @@ from ._steps import (
     Step,
     ask_human_text,
 )
+from ._sweep import Recovered, recover_sessions
 from ._tools import (
     CredentialResolver,
     call_execute,
@@ -66,6 +67,7 @@ __all__ = [
     "Ran",
     "RecordedCall",
     "RecordedCalls",
+    "Recovered",
     "Refused",
     "Residency",
     "Step",
@@ -77,6 +79,7 @@ __all__ = [
     "decide_pending",
     "invalid_arguments_text",
     "pause_kind",
+    "recover_sessions",
     "render_result",
     "running_tool",
     "sessions_since",

@@ -2,8 +2,8 @@
 
 Pattern: thin commands; each loads what it serves (an agent factory, an auth
          file, a proxy policy), hands it to ``helmlog.gateway.http.serve``,
-         ``helmlog._recover`` or ``helmlog._proxy_cli``, and turns its errors
-         into one line and an exit code.
+         the runtime's ``recover_sessions`` or ``helmlog._proxy_cli``, and
+         turns its errors into one line and an exit code.
 Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy``.
 Emits:   nothing itself; the agents they run record their sessions.
 
@@ -24,7 +24,7 @@ from rich.console import Console
 from helmlog import HelmlogError
 from helmlog._asks import load_factory
 from helmlog._record import chain_key_from_env
-from helmlog._recover import recover_sessions
+from helmlog.runtime.lowlevel import recover_sessions
 
 from ._app import READ_STORE_HELP, STORE_ENV, app, fail, on_store
 

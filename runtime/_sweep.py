@@ -1,15 +1,13 @@
-"""Unfinished turns from the command line: ``helmlog recover``.
+"""The recovery sweep: finish the unfinished turns the open-turns index names.
 
-Pattern: the failover sweep run by hand: candidates from the open-turns
-         index (or the one session named), each handed to the agent's own
-         ``recover``, then reindexed.
-Role:    the face; ``helmlog recover --store URL [SESSION] --agent m:f``.
-Emits:   through each recovering agent, what R7 says.
+Pattern: candidates from the open-turns index (or the one session named),
+         each handed to a fresh agent's own ``recover``, then reindexed;
+         at most ``concurrency`` at once; one session's failure is reported.
+Role:    runtime layer, exported by ``helmlog.runtime.lowlevel``; ``helmlog
+         recover`` runs it (the hosts' failover sweeps their shards instead).
 
 Laws: R22 (candidates from the open-turns index, never a scan), R7 (a
 dispatched call is not run again unless idempotent), R1 (the stream decides).
-
-Why one agent per session: an agent holds per-run state and its provider.
 Why ``reindex`` after every candidate: the index is a projection that can be
 stale; repairing it from the stream keeps the next sweep from folding again.
 """
@@ -22,7 +20,9 @@ from collections.abc import Callable
 from typing import Final
 
 from helmlog.events import EventStore, HelmlogError
-from helmlog.runtime import Agent, AskPause
+
+from ._agent import Agent
+from .pause._pause import AskPause
 
 CONCURRENCY: Final = 16
 
