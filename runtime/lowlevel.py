@@ -3,7 +3,8 @@
 Pattern: a public low-level namespace (trio's ``trio.lowlevel``): the walkers,
          the journal, the one tool-call pipeline (``ToolPipeline``, ``Entry``,
          ``Step``, outcomes, ``IN_AGENT``/``SERVED``), the conversation
-         ``Cursor`` and the ``Residency`` cache, pinned by a test.
+         ``Cursor``, the ``Residency`` cache, ``decide_pending``, the
+         recovery sweep and what-if over a store, pinned by a test.
 Role:    runtime layer; imported by ``actors`` and ``gateway``, so no other
          layer reaches into a private module of ``runtime``. Not for ordinary
          agent code (``helmlog``, ``helmlog.runtime``).
