@@ -13,6 +13,7 @@ session shares; ``Cluster.isolated`` runs tools in a ``ToolExecutor``.
 
 from ._cluster import Cluster
 from ._cluster_agent import ClusterAgent
+from ._errors import ClusterConfigError, ClusterError, HostError, HostUnavailableError
 from ._host import AgentFactory, SessionHost
 from ._placement import host_for
 from ._policy import PolicyActor, PolicyLink, ToolExecutor
@@ -21,6 +22,10 @@ __all__ = [
     "AgentFactory",
     "Cluster",
     "ClusterAgent",
+    "ClusterConfigError",
+    "ClusterError",
+    "HostError",
+    "HostUnavailableError",
     "PolicyActor",
     "PolicyLink",
     "SessionHost",

@@ -23,8 +23,7 @@ from typing import Any
 
 from ray.exceptions import RayActorError, RayTaskError
 
-from helmlog.events import HostError, HostUnavailableError
-
+from ._errors import HostError, HostUnavailableError
 from ._wire import Op, Result, decode_results, encode_ops
 
 log = logging.getLogger("helmlog.actors")

@@ -23,17 +23,13 @@ from typing import Any, Final, Protocol, Self
 
 import msgspec
 
-from helmlog.events import (
-    Checkpoint,
-    HostUnavailableError,
-    MessageDeniedError,
-    SessionState,
-)
-from helmlog.runtime import AskPause
+from helmlog.events import Checkpoint, SessionState
+from helmlog.runtime import AskPause, MessageDeniedError
 from helmlog.runtime.lowlevel import Cursor
 
 from ._batch import HostLink
 from ._cluster_watch import ClusterWatch
+from ._errors import HostUnavailableError
 from ._placement import host_for
 from ._wire import (
     NIL,

@@ -25,17 +25,17 @@ from typing import Any, Final
 import msgspec
 
 from helmlog.events import (
-    ClusterConfigError,
     EventStore,
     SessionState,
     StoreError,
     fold,
     open_event_store,
     read_verified,
-    sign_checkpoint,
 )
+from helmlog.events.lowlevel import sign_checkpoint
 from helmlog.runtime import Agent
 
+from ._errors import ClusterConfigError
 from ._failover import DEFAULT_FACTS_SWEEP_S, finish_open_turns, publish_open_facts
 from ._identity import key_digest
 from ._lease import DEFAULT_LEASE_S, ShardLeases

@@ -22,7 +22,7 @@ import pickle
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from helmlog.events import ClusterConfigError
+from ._errors import ClusterConfigError
 
 NAMESPACE: Final = "helmlog"
 DEFAULT_NAME: Final = "desk"

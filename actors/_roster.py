@@ -22,9 +22,9 @@ from typing import Any, Final, Protocol
 import msgspec
 import ray
 
-from helmlog.events import ClusterConfigError
 from helmlog.runtime import Tool
 
+from ._errors import ClusterConfigError
 from ._host import AgentFactory, SessionHost
 from ._identity import NAMESPACE, host_name, key_digest, public_store_url
 from ._policy import ActorRef, PolicyActor, ToolExecutor

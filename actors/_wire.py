@@ -21,10 +21,11 @@ from typing import Any, Literal
 
 import msgspec
 
-from helmlog.events import Checkpoint, HelmlogError, HostError, SessionState
+from helmlog.events import Checkpoint, HelmlogError, SessionState
 from helmlog.runtime import AskPause, CheckInDecision, MiddlewareAsk
 from helmlog.runtime.lowlevel import pause_kind
 
+from ._errors import HostError
 from ._failover import DEFAULT_FACTS_SWEEP_S
 
 OpKind = Literal["run", "resume", "recover", "snapshot", "ping"]

@@ -49,10 +49,10 @@ from helmlog.events import (
     encode_event,
     fact_of,
     fold,
-    seal,
 )
 from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS
+from helmlog.events.lowlevel import seal
 from helmlog.events.redis import (
     RedisEventStore,
     head_key,

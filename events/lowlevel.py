@@ -13,7 +13,34 @@ opt-in; every other watcher hears facts), R27 (``LeaseStore``: the lease
 port session hosts hold their shards of open turns by).
 """
 
+from ._chain import hash_bytes, seal, stored_encoding
+from ._checkpoint import binding_mac, pause_content_digest, pause_mac
+from ._codec import (
+    canonical_json,
+    compact_json,
+    decode_msgpack,
+    digest,
+    encode_msgpack,
+)
+from ._decision_events import fact_for
 from ._lease import LeaseStore
+from ._session_state import sign_checkpoint
 from ._taker import RecordTaker
 
-__all__ = ["LeaseStore", "RecordTaker"]
+__all__ = [
+    "LeaseStore",
+    "RecordTaker",
+    "binding_mac",
+    "canonical_json",
+    "compact_json",
+    "decode_msgpack",
+    "digest",
+    "encode_msgpack",
+    "fact_for",
+    "hash_bytes",
+    "pause_content_digest",
+    "pause_mac",
+    "seal",
+    "sign_checkpoint",
+    "stored_encoding",
+]

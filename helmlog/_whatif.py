@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from helmlog.events import AgentFactoryError, EventStore
-from helmlog.runtime import FLIPS, Agent, WhatIfReport
+from helmlog.events import EventStore
+from helmlog.runtime import FLIPS, Agent, AgentFactoryError, WhatIfReport
 
 _AGO = re.compile(r"^(\d+)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

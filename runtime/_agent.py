@@ -21,11 +21,12 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Self
 
-from helmlog.events import AgentBuildError, Checkpoint, SessionState
+from helmlog.events import Checkpoint, SessionState
 
 from ._builder import Options, Rules, Toolset, freeze
 from ._config import AgentConfig
 from ._cursor import LastRun
+from ._errors import AgentBuildError
 from ._feed import stream_turn
 from ._hosting import Hosting
 from ._loop import Loop

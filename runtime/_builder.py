@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from helmlog.events import AgentBuildError, EventStore, MemoryEventStore
+from helmlog.events import EventStore, MemoryEventStore
 
 from ._clock import wall_clock_ms
 from ._config import (
@@ -30,6 +30,7 @@ from ._config import (
     DEFAULT_MAX_TOOL_CALLS,
     AgentConfig,
 )
+from ._errors import AgentBuildError
 from ._links import (
     Link,
     as_message_link,

@@ -20,7 +20,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from helmlog.events import EventStore, digest
+from helmlog.events import EventStore
+from helmlog.events.lowlevel import digest
 
 from ._links import Link
 from ._output import DEFAULT_MAX_OUTPUT_RETRIES, OutputType

@@ -19,15 +19,11 @@ from collections.abc import Callable
 
 import msgspec
 
-from helmlog.events import (
-    Checkpoint,
-    Folder,
-    NoConversationError,
-    SessionState,
-    sign_checkpoint,
-)
+from helmlog.events import Checkpoint, Folder, SessionState
+from helmlog.events.lowlevel import sign_checkpoint
 
 from ._config import AgentConfig
+from ._errors import NoConversationError
 from ._session import Session
 
 

@@ -21,7 +21,8 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
 
-from helmlog.events import CheckpointError, HelmlogError, sign_checkpoint
+from helmlog.events import CheckpointError, HelmlogError
+from helmlog.events.lowlevel import sign_checkpoint
 
 from ._config import AgentConfig
 from ._cursor import LastRun

@@ -37,11 +37,10 @@ from helmlog.events import (
     StreamToken,
     UnknownEvent,
     fact_of,
-    hash_bytes,
     refuse_headless,
-    stored_encoding,
     verify_records,
 )
+from helmlog.events.lowlevel import hash_bytes, stored_encoding
 
 from ._watchers import Listeners
 

@@ -19,9 +19,10 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from helmlog.events import Folder, TurnLimitError
+from helmlog.events import Folder
 
 from ._config import AgentConfig
+from ._errors import TurnLimitError
 from ._tools import deferred_cancels
 
 YIELD_EVERY_S = 0.001  # the longest a run of steps goes without yielding

@@ -24,7 +24,6 @@ from helmlog.events import (
     Message,
     MessageCommitted,
     OutputRejected,
-    OutputValidationError,
     ToolCallRequest,
     ToolEnded,
     ToolOutcomeUnknown,
@@ -34,6 +33,7 @@ from helmlog.events import (
 
 from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
+from ._errors import OutputValidationError
 from ._limits import TurnBudget
 from ._output import retry_prompt
 from ._pipeline import ToolPipeline

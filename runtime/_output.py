@@ -23,8 +23,7 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import AgentBuildError
-
+from ._errors import AgentBuildError
 from ._validation import (
     _extra_fields,
     _join,

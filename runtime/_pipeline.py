@@ -21,16 +21,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from helmlog.events import (
-    CheckpointError,
-    DecisionRequiredError,
-    MiddlewareDecision,
-    PendingPause,
-    shape,
-)
+from helmlog.events import CheckpointError, MiddlewareDecision, PendingPause, shape
 
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._context import ToolCallContext, clone
+from ._errors import DecisionRequiredError
 from ._links import Link
 from ._steps import (
     CallRecorder,

@@ -25,17 +25,19 @@ from helmlog.events import (
     LedgerAppendError,
     Message,
     MessageCommitted,
-    MessageDeniedError,
     MiddlewareDecision,
-    OutputValidationError,
-    ProviderError,
     StoreError,
     ToolCallRequest,
     ToolDispatched,
-    TurnLimitError,
 )
 
 from ._chain import MessageVerdict
+from ._errors import (
+    MessageDeniedError,
+    OutputValidationError,
+    ProviderError,
+    TurnLimitError,
+)
 from ._journal import Journal
 from ._tools import Tool
 

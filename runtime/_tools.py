@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import compact_json, shape
+from helmlog.events import shape
+from helmlog.events.lowlevel import compact_json
 
 from ._signature import Param, read_params, schema_for
 from ._validation import (

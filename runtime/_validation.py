@@ -24,7 +24,8 @@ import msgspec
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
-from helmlog.events import compact_json, shape
+from helmlog.events import shape
+from helmlog.events.lowlevel import compact_json
 
 _MESSAGE_LIMIT = 160
 _AT_PATH = re.compile(r"^(.*) - at `\$(.*)`$", re.DOTALL)

@@ -23,8 +23,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from helmlog.events import AgentBuildError, StoredEvent
+from helmlog.events import StoredEvent
 from helmlog.events.lowlevel import RecordTaker
+
+from ._errors import AgentBuildError
 
 log = logging.getLogger("helmlog")
 

@@ -20,17 +20,12 @@ from helmlog.events import Event, fold
 
 from ._agent import Agent
 from ._builder import counter_ids
-from .providers import Reply, ScriptedProvider, ToolCallRequest, scripted
 
 __all__ = [
     "FakeClock",
     "Recorder",
-    "Reply",
-    "ScriptedProvider",
-    "ToolCallRequest",
     "counter_ids",
     "fold_of_last_session",
-    "scripted",
 ]
 
 

@@ -36,8 +36,8 @@ from helmlog.events import (
     TurnEnded,
     TurnStarted,
     decode_event,
-    fact_for,
 )
+from helmlog.events.lowlevel import fact_for
 
 from .._facts import fact_records
 from .support import (

@@ -35,13 +35,12 @@ from helmlog.events import (
     TurnStarted,
     UnknownEvent,
     fold,
-    hash_bytes,
     read_verified,
-    seal,
     verify_chain,
     verify_records,
 )
 from helmlog.events._chain import head_of
+from helmlog.events.lowlevel import hash_bytes, seal
 from helmlog.events.redis.keys import head_key, stream_key
 
 from .support import (

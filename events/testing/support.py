@@ -35,9 +35,8 @@ from helmlog.events import (
     StoredEvent,
     TurnEnded,
     TurnStarted,
-    fact_for,
-    hash_bytes,
 )
+from helmlog.events.lowlevel import fact_for, hash_bytes
 
 StoreFactory = Callable[..., EventStore]
 """Opens a fresh store of the adapter under test: ``make(*, chain_key=None)``."""

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from helmlog.events import (
+    Checkpoint,
     CheckpointError,
     EventStore,
     MiddlewareDecisionEvent,
-    NoConversationError,
     PauseRequested,
     PauseResumed,
     SessionImported,
@@ -38,7 +38,7 @@ from helmlog.events import (
 )
 from helmlog.runtime import (
     AskPause,
-    Checkpoint,
+    NoConversationError,
     RedactionPolicy,
     wall_clock_ms,
 )

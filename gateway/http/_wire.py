@@ -20,17 +20,19 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from helmlog.actors import HostUnavailableError
 from helmlog.events import (
     CheckpointError,
-    DecisionRequiredError,
     HelmlogError,
-    HostUnavailableError,
-    MessageDeniedError,
-    NoConversationError,
-    RecoveryRequiredError,
     SequenceConflictError,
     StoreError,
     StreamTamperedError,
+)
+from helmlog.runtime import (
+    DecisionRequiredError,
+    MessageDeniedError,
+    NoConversationError,
+    RecoveryRequiredError,
 )
 
 PROBLEM_TYPE: Final = "application/problem+json"

@@ -38,9 +38,8 @@ from helmlog.events import (
     ProxyCallStarted,
     ProxySessionClosed,
     ToolDispatched,
-    canonical_json,
-    digest,
 )
+from helmlog.events.lowlevel import canonical_json, digest
 from helmlog.runtime import wall_clock_ms
 from helmlog.runtime.lowlevel import Journal, Listeners
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Literal
 
-from helmlog.events import Approval, digest
+from helmlog.events import Approval
+from helmlog.events.lowlevel import digest
 from helmlog.runtime import Allow, Ask, ToolCallContext, allow, ask
 
 TrustKey = Literal["call", "tool"]

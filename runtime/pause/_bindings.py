@@ -23,15 +23,14 @@ from helmlog.events import (
     Checkpoint,
     CheckpointError,
     Folder,
-    NoConversationError,
     PendingPause,
-    RecoveryRequiredError,
     SessionImported,
     ToolCallRequest,
-    digest,
 )
+from helmlog.events.lowlevel import digest
 
 from .._config import AgentConfig
+from .._errors import NoConversationError, RecoveryRequiredError
 from .._session import find_call
 from .._tools import Tool
 

@@ -17,15 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helmlog.events import (
-    CheckpointError,
-    PausedCall,
-    PauseRequested,
-    ToolCallRequest,
-    digest,
-    pause_content_digest,
-    sign_checkpoint,
-)
+from helmlog.events import CheckpointError, PausedCall, PauseRequested, ToolCallRequest
+from helmlog.events.lowlevel import digest, pause_content_digest, sign_checkpoint
 
 from .._chain import CallSite
 from .._config import AgentConfig

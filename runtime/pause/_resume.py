@@ -23,7 +23,6 @@ import msgspec
 from helmlog.events import (
     Checkpoint,
     CheckpointError,
-    DecisionRequiredError,
     Folder,
     PauseResumed,
     PendingPause,
@@ -34,6 +33,7 @@ from helmlog.events import (
 
 from .._chain import CallSite
 from .._config import AgentConfig
+from .._errors import DecisionRequiredError
 from .._hosting import Hosting
 from .._loop import Loop
 from .._session import Session

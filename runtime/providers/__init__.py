@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from helmlog.events import ToolCallRequest
+# API.md's import (``from helmlog.runtime.providers import ToolCallRequest``)
+# keeps working; its one home is ``helmlog.events``.
+from helmlog.events import ToolCallRequest as ToolCallRequest
 
 from ._base import (
     OutputSchema,
@@ -60,7 +62,6 @@ __all__ = [
     "Reply",
     "ScriptedProvider",
     "TokenSink",
-    "ToolCallRequest",
     "ToolSpec",
     "anthropic_messages",
     "openai_chat",

@@ -23,8 +23,9 @@ import anthropic
 import msgspec
 from anthropic.types import Message as AnthropicMessage
 
-from helmlog.events import Message, ProviderError, ToolCallRequest
+from helmlog.events import Message, ToolCallRequest
 
+from .._errors import ProviderError
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
 from ._sdk import SdkProvider
 from ._wire import (

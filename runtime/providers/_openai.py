@@ -24,8 +24,10 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from helmlog.events import Message, ProviderError, ToolCallRequest, compact_json
+from helmlog.events import Message, ToolCallRequest
+from helmlog.events.lowlevel import compact_json
 
+from .._errors import ProviderError
 from ._base import OutputSchema, ProviderRequest, Reply, TokenSink, ToolSpec
 from ._sdk import SdkProvider
 from ._wire import call_id as _call_id

@@ -22,8 +22,9 @@ from typing import Any
 import openai
 from openai.types.responses import Response
 
-from helmlog.events import Message, ProviderError, ToolCallRequest
+from helmlog.events import Message, ToolCallRequest
 
+from .._errors import ProviderError
 from ._base import ProviderRequest, Reply, TokenSink, ToolSpec
 from ._openai import (
     DEFAULT_MAX_RETRIES,

@@ -20,8 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from types import ModuleType
 from typing import Any, Self, TypeVar, cast
 
-from helmlog.events import ProviderError
-
+from .._errors import ProviderError
 from ._base import ProviderRequest, Reply, TokenSink
 from ._wire import SHAPE_ERRORS, endpoint_of, misshapen, sdk_failure
 

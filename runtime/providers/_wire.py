@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from helmlog.events import ProviderError
+from .._errors import ProviderError
 
 # Invariant: a 4xx other than these says the request itself is wrong, and
 # sending it again cannot help.

@@ -27,7 +27,6 @@ from helmlog.events import (
     LlmEnded,
     LlmStarted,
     MessageCommitted,
-    MessageDeniedError,
     MiddlewareDecision,
     OutputRejected,
     PauseRequested,
@@ -42,6 +41,7 @@ from helmlog.events import (
     WindowCompacted,
 )
 
+from .._errors import MessageDeniedError
 from .._tools import render_result
 
 _DENIED = MessageDeniedError.code

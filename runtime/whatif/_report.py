@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from helmlog.events import DivergenceError
+from .._errors import DivergenceError
 
 Status = Literal["unchanged", "flipped", "not-rejudgeable"]
 Flip = Literal[

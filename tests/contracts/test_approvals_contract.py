@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from helmlog import Agent, AskPause, Tool, check_in_approved
-from helmlog.events import Approval, EventStore, Folder, digest, open_event_store
+from helmlog.events import Approval, EventStore, Folder, open_event_store
+from helmlog.events.lowlevel import digest
 from helmlog.rules import approve_once
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest, scripted
 

@@ -36,15 +36,13 @@ from helmlog.events import (
     TurnEnded,
     TurnStarted,
     decode_event,
-    fact_for,
     fact_of,
-    hash_bytes,
     open_event_store,
-    seal,
     verify_chain,
 )
 from helmlog.events._chain import encode_head, head_of
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
+from helmlog.events.lowlevel import fact_for, hash_bytes, seal
 from helmlog.events.redis import (
     RedisEventStore,
     head_key,

@@ -30,10 +30,10 @@ from helmlog.events import (
     StoreError,
     TurnStarted,
     open_event_store,
-    seal,
     verify_chain,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
+from helmlog.events.lowlevel import seal
 from helmlog.events.redis import (
     RedisEventStore,
     head_key,

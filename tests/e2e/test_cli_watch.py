@@ -20,9 +20,9 @@ from helmlog.events import (
     DecisionFiled,
     EventStore,
     MiddlewareDecision,
-    fact_for,
     open_event_store,
 )
+from helmlog.events.lowlevel import fact_for
 from helmlog.sinks import FactsConsumer, OtlpFactsSink
 from tests.otlp_receiver import otlp_receiver
 

@@ -20,14 +20,8 @@ from typing import Any
 
 import msgspec
 
-from helmlog.events import (
-    Event,
-    SessionState,
-    StoredEvent,
-    decode_event,
-    event_type,
-    hash_bytes,
-)
+from helmlog.events import Event, SessionState, StoredEvent, decode_event, event_type
+from helmlog.events.lowlevel import hash_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 
@@ -128,8 +122,8 @@ async def _record_scenarios() -> dict[str, list[StoredEvent]]:
         sliding_window,
         tool,
     )
-    from helmlog.runtime import counter_ids
     from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+    from helmlog.runtime.testing import counter_ids
 
     ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
 
@@ -221,8 +215,8 @@ def imported_agent(
     a fixture's pause builds the same agent, so its policy version matches.
     """
     from helmlog import Agent, ToolMiddleware, allow, ask, tool
-    from helmlog.runtime import counter_ids
     from helmlog.runtime.providers import scripted
+    from helmlog.runtime.testing import counter_ids
 
     @tool
     def refund(order: int, amount: float) -> str:
@@ -294,8 +288,8 @@ async def _record_typed() -> dict[str, list[StoredEvent]]:
     back (``output.rejected``, a retry prompt), then a turn whose answers run
     out of retries (``error.fatal``, ``ERR_OUTPUT_INVALID``)."""
     from helmlog import Agent, OutputValidationError
-    from helmlog.runtime import counter_ids
     from helmlog.runtime.providers import scripted
+    from helmlog.runtime.testing import counter_ids
 
     ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
     schema = {

@@ -19,13 +19,8 @@ import pytest
 
 from helmlog import DecisionRequiredError, StreamTamperedError, is_ask_pause
 from helmlog._demo import demo_agent, run_session
-from helmlog.actors import Cluster, ClusterAgent, host_for
-from helmlog.events import (
-    EventStore,
-    HostUnavailableError,
-    open_event_store,
-    verify_chain,
-)
+from helmlog.actors import Cluster, ClusterAgent, HostUnavailableError, host_for
+from helmlog.events import EventStore, open_event_store, verify_chain
 
 pytestmark = [
     pytest.mark.redis,

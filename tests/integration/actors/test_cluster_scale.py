@@ -21,13 +21,8 @@ import pytest
 
 from helmlog import check_in_approved, is_ask_pause
 from helmlog._demo import demo_agent, run_session
-from helmlog.actors import Cluster, host_for
-from helmlog.events import (
-    ClusterConfigError,
-    EventStore,
-    StoreError,
-    open_event_store,
-)
+from helmlog.actors import Cluster, ClusterConfigError, host_for
+from helmlog.events import EventStore, StoreError, open_event_store
 
 from .cluster_agents import asking_agent, desk_agent, off_store_agent
 

@@ -272,8 +272,7 @@ async def test_g95_r22_a_turn_failover_finishes_is_heard_in_order_once(
     polls a turn no call runs), every seq of the session once, in order."""
     import ray
 
-    from helmlog.actors import host_for
-    from helmlog.events import HostUnavailableError
+    from helmlog.actors import HostUnavailableError, host_for
 
     from .cluster_agents import desk_agent
 

@@ -25,11 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from helmlog import is_ask_pause
-from helmlog.events import (
-    EventStore,
-    HostUnavailableError,
-    verify_chain,
-)
+from helmlog.actors import HostUnavailableError
+from helmlog.events import EventStore, verify_chain
 
 if TYPE_CHECKING:
     from helmlog.actors import Cluster

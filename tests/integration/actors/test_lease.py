@@ -21,11 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from helmlog.events import (
-    EventStore,
-    HostUnavailableError,
-    verify_chain,
-)
+from helmlog.actors import HostUnavailableError
+from helmlog.events import EventStore, verify_chain
 
 from ...polling import until as _until
 from .lease_agents import (

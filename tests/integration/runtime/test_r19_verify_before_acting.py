@@ -54,8 +54,8 @@ from helmlog.events import (
     verify_chain,
 )
 from helmlog.events.redis import head_key, stream_key
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 from tests.replay.streams import FIXTURES, chain_key_of, imported_agent, load_records
 
 # Invariant: tests and async fixtures share one loop, so a store opened in a

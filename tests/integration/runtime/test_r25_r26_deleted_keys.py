@@ -56,8 +56,8 @@ from helmlog.events import (
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events.redis.keys import head_key, known_key, registry_key, stream_key
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 from tests.replay.streams import FIXTURES, chain_key_of, imported_agent, load_records
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

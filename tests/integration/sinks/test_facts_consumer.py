@@ -29,9 +29,9 @@ from helmlog.events import (
     EventStore,
     MemoryEventStore,
     MiddlewareDecision,
-    fact_for,
     open_event_store,
 )
+from helmlog.events.lowlevel import fact_for
 from helmlog.events.redis import shard_keys
 from helmlog.sinks import FactsConsumer, JsonlSink
 from tests.contracts.test_event_store import eventually as poll

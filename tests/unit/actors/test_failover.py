@@ -18,9 +18,9 @@ import pytest
 from helmlog import Agent, Tool, ask_human, is_ask_pause, tool
 from helmlog.actors import host_for
 from helmlog.actors._failover import finish_open_turns
-from helmlog.events import MemoryEventStore
+from helmlog.events import MemoryEventStore, ToolCallRequest
 from helmlog.events._index import IndexDelta, MemoryIndex
-from helmlog.runtime.testing import Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import Reply, scripted
 
 UNKNOWN = (
     "The outcome of tool 'refund' (call c1) is unknown: it was dispatched, but the "

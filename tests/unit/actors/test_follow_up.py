@@ -13,12 +13,8 @@ import pytest
 
 from helmlog.actors import ClusterAgent
 from helmlog.actors._wire import Result, wire_error
-from helmlog.events import (
-    Checkpoint,
-    LedgerAppendError,
-    MessageDeniedError,
-    NoConversationError,
-)
+from helmlog.events import Checkpoint, LedgerAppendError
+from helmlog.runtime import MessageDeniedError, NoConversationError
 
 CONVERSATION = Checkpoint(kind="conversation", session_id="s1", seq=4)
 REFUSED = wire_error(

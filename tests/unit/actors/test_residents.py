@@ -9,7 +9,7 @@ from __future__ import annotations
 from helmlog import Agent
 from helmlog.actors._residents import Residents
 from helmlog.events import MemoryEventStore
-from helmlog.runtime.testing import scripted
+from helmlog.runtime.providers import scripted
 
 
 def _residents(*, max_resident: int = 2, idle_s: float = 600.0) -> Residents:

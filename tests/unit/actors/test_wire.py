@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from helmlog import check_in_approved
+from helmlog.actors import HostError, HostUnavailableError
 from helmlog.actors._wire import (
     Op,
     Result,
@@ -27,13 +28,11 @@ from helmlog.actors._wire import (
 from helmlog.events import (
     Checkpoint,
     CheckpointError,
-    HostError,
-    HostUnavailableError,
     Message,
-    RecoveryRequiredError,
     SessionState,
     StreamTamperedError,
 )
+from helmlog.runtime import RecoveryRequiredError
 
 
 def _raised(exc: Exception) -> Exception:

@@ -19,13 +19,11 @@ from helmlog.events import (
     Event,
     MiddlewareDecisionEvent,
     decode_event,
-    decode_msgpack,
     encode_event,
-    encode_msgpack,
     fold,
-    seal,
     verify_chain,
 )
+from helmlog.events.lowlevel import decode_msgpack, encode_msgpack, seal
 
 _text = st.text(max_size=12)
 _json = st.recursive(

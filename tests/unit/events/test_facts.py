@@ -27,14 +27,12 @@ from helmlog.events import (
     StoredEvent,
     TurnStarted,
     decode_event,
-    fact_for,
     fact_of,
-    seal,
-    stored_encoding,
     verify_chain,
     watched,
 )
 from helmlog.events._facts import fact_records
+from helmlog.events.lowlevel import fact_for, seal, stored_encoding
 
 
 def row(n: int, *, valued: bool = False) -> MiddlewareDecision:

@@ -25,7 +25,6 @@ from helmlog.events import (
     TurnEnded,
     TurnStarted,
     event_type,
-    seal,
 )
 from helmlog.events._index import (
     IndexDelta,
@@ -35,6 +34,7 @@ from helmlog.events._index import (
     encode_ask,
     shard_of,
 )
+from helmlog.events.lowlevel import seal
 
 
 def test_r11_shard_of_is_sha256_mod_n_and_pinned() -> None:

@@ -38,12 +38,11 @@ from helmlog.events import (
     ToolDispatched,
     UnknownEvent,
     decode_event,
-    decode_msgpack,
     encode_event,
-    encode_msgpack,
     fold,
 )
 from helmlog.events._codec import MAX_DEPTH, decode_envelope, too_deep
+from helmlog.events.lowlevel import decode_msgpack, encode_msgpack
 
 DEEP = 1_000
 

@@ -38,13 +38,15 @@ from helmlog.events import (
     Message,
     MessageCommitted,
     TurnStarted,
-    binding_mac,
     fold,
+    verify_records,
+)
+from helmlog.events.lowlevel import (
+    binding_mac,
     hash_bytes,
     pause_mac,
     seal,
     sign_checkpoint,
-    verify_records,
 )
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 

@@ -25,8 +25,8 @@ from typing import Any
 from helmlog import Agent, Tool, ToolMiddleware, allow, deny, tool
 from helmlog.events import MemoryEventStore, Message, StoredEvent
 from helmlog.gateway import mcp_client, mcp_serve
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from .helpers import rows
 

@@ -34,9 +34,9 @@ from helmlog.events import (
     MemoryEventStore,
     ProxyCallFinished,
     StoredEvent,
-    canonical_json,
     verify_chain,
 )
+from helmlog.events.lowlevel import canonical_json
 from helmlog.gateway import (
     McpProxy,
     ProxyAudit,

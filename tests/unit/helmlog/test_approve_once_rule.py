@@ -36,7 +36,8 @@ from helmlog import (
     conversation_redaction,
     tool,
 )
-from helmlog.events import Approval, MemoryEventStore, digest, fold
+from helmlog.events import Approval, MemoryEventStore, fold
+from helmlog.events.lowlevel import digest
 from helmlog.rules import ApproveOnce, approve_once
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest
 from helmlog.runtime.providers import scripted as scripted_provider

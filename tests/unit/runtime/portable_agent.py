@@ -34,8 +34,8 @@ from helmlog import (
     check_in_approved,
 )
 from helmlog.events import MemoryEventStore, fold, verify_chain
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 SCHEMA = {
     "type": "object",

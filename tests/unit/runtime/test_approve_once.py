@@ -42,8 +42,8 @@ from helmlog import (
     tool,
 )
 from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "approve_once.py"
 QUESTION = (

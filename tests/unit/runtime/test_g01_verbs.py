@@ -38,8 +38,8 @@ from helmlog import (
     is_ask_pause,
     tool,
 )
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from .helpers import assert_fold_matches
 

@@ -32,8 +32,8 @@ from helmlog import (
     tool,
 )
 from helmlog.events import HelmlogError
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from .helpers import Recorder, stored_types
 

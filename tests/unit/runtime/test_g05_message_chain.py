@@ -34,8 +34,8 @@ from helmlog import (
     deny,
     tool,
 )
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 
 @tool

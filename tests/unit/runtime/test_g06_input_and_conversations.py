@@ -35,8 +35,8 @@ from helmlog import (
     deny,
 )
 from helmlog.events import MemoryEventStore, encode_event
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import scripted
+from helmlog.runtime.testing import counter_ids
 
 RAW = "my ssn is 123-45-6789"
 SCRUBBED = "my ssn is [ssn]"

@@ -48,8 +48,8 @@ from helmlog.events import (
     MiddlewareDecisionEvent,
     StoredEvent,
 )
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from .helpers import Recorder
 

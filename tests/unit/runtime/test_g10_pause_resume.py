@@ -50,8 +50,8 @@ from helmlog import (
     is_ask_pause,
 )
 from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from . import helpers
 

@@ -36,8 +36,8 @@ from helmlog import (
     sliding_window,
     tool,
 )
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from . import helpers
 

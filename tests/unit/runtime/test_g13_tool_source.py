@@ -34,8 +34,8 @@ from helmlog import (
     tool,
 )
 from helmlog.events import MiddlewareDecision, MiddlewareDecisionEvent
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ScriptedProvider, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 from .helpers import Recorder
 

@@ -35,8 +35,8 @@ from helmlog import (
     tool,
 )
 from helmlog.events import MemoryEventStore, WindowCompacted, WindowRefusal
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 
 @tool

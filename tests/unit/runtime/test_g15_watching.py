@@ -34,8 +34,8 @@ from helmlog import (
     tool,
 )
 from helmlog.events import encode_event
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import scripted
+from helmlog.runtime.testing import counter_ids
 
 from . import helpers
 from .helpers import Recorder, assert_fold_matches, call, calls

@@ -42,8 +42,8 @@ from helmlog import (
     is_ask_pause,
 )
 from helmlog.events import MemoryEventStore
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 SSN = "123-45-6789"  # pre-scrub input: survives in no kept record
 RESULT_SECRET = "VAULT-CODE-8841"  # real result behind an after-tool refusal

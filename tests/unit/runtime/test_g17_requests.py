@@ -51,8 +51,8 @@ from helmlog.events import (
     ToolCallRequest,
     encode_event,
 )
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import ProviderRequest, Reply, scripted
+from helmlog.runtime.testing import counter_ids
 
 from .helpers import Recorder, assert_fold_matches, call, calls, of_type, stored
 

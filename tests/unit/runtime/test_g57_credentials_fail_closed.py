@@ -7,7 +7,8 @@ import logging
 import pytest
 
 from helmlog import Agent, tool
-from helmlog.runtime.testing import Reply, ToolCallRequest, scripted
+from helmlog.events import ToolCallRequest
+from helmlog.runtime.providers import Reply, scripted
 
 
 async def test_g57_a_raising_resolver_refuses_the_call_and_the_run_goes_on(

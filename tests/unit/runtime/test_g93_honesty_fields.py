@@ -25,7 +25,8 @@ from opentelemetry.sdk._logs.export import (
 )
 
 from helmlog import Agent, MessageMiddleware, ToolMiddleware, allow, tool
-from helmlog.events import MiddlewareDecision, decode_event, fact_for
+from helmlog.events import MiddlewareDecision, decode_event
+from helmlog.events.lowlevel import fact_for
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 from helmlog.sinks import OtelSink
 

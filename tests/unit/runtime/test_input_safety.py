@@ -40,9 +40,10 @@ from helmlog import (
     ask,
     check_in_approved,
 )
-from helmlog.events import MemoryEventStore, StoredEvent, fold, hash_bytes
-from helmlog.runtime import counter_ids
+from helmlog.events import MemoryEventStore, StoredEvent, fold
+from helmlog.events.lowlevel import hash_bytes
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 SCHEMA = {
     "type": "object",

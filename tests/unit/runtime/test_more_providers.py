@@ -27,7 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from helmlog import Agent, tool
-from helmlog.events import Message, ProviderError, ToolCallRequest
+from helmlog.events import Message, ToolCallRequest
+from helmlog.runtime import ProviderError
 from helmlog.runtime.providers import (
     Provider,
     ProviderRequest,

@@ -23,7 +23,8 @@ import openai
 import pytest
 
 from helmlog import Agent, tool
-from helmlog.events import Message, ProviderError
+from helmlog.events import Message
+from helmlog.runtime import ProviderError
 from helmlog.runtime.providers import (
     OpenAIChatProvider,
     Provider,

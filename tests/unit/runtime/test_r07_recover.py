@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from helmlog import Agent, CheckpointError, Tool, tool
-from helmlog.events import MemoryEventStore
-from helmlog.runtime.testing import Reply, ToolCallRequest, scripted
+from helmlog.events import MemoryEventStore, ToolCallRequest
+from helmlog.runtime.providers import Reply, scripted
 
 
 class HostStopped(BaseException):

@@ -42,9 +42,10 @@ from helmlog import (
     check_in_approved,
     sliding_window,
 )
-from helmlog.events import MemoryEventStore, pause_mac
-from helmlog.runtime import counter_ids
+from helmlog.events import MemoryEventStore
+from helmlog.events.lowlevel import pause_mac
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 KEY = b"operator-secret-key"
 SCHEMA = {

@@ -37,13 +37,8 @@ from helmlog import (
     DecisionRequiredError,
     check_in_approved,
 )
-from helmlog.events import (
-    MemoryEventStore,
-    PausedCall,
-    SessionImported,
-    binding_mac,
-    digest,
-)
+from helmlog.events import MemoryEventStore, PausedCall, SessionImported
+from helmlog.events.lowlevel import binding_mac, digest
 
 from .helpers import assert_fold_matches, stored
 from .portable_agent import CAP, build, pause, resume

@@ -35,8 +35,8 @@ from helmlog import (
     check_in_approved,
 )
 from helmlog.events import MemoryEventStore, StoredEvent
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 KEY = b"audit-chain-key"
 SCHEMA = {

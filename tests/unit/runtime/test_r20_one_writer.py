@@ -31,11 +31,11 @@ from helmlog.events import (
     HelmlogError,
     MemoryEventStore,
     StoredEvent,
+    ToolCallRequest,
     fold,
     verify_chain,
 )
 from helmlog.runtime.providers import ProviderRequest, Reply, scripted
-from helmlog.runtime.testing import ToolCallRequest
 
 from .helpers import stored_types
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from helmlog import Agent, AgentBuildError, is_ask_pause, tool
-from helmlog.events import MemoryEventStore, fold
+from helmlog.events import MemoryEventStore, ToolCallRequest, fold
 from helmlog.runtime import ToolMiddleware, ask, check_in_approved
 from helmlog.runtime.providers import ProviderRequest, Reply, scripted
-from helmlog.runtime.testing import FakeClock, ToolCallRequest
+from helmlog.runtime.testing import FakeClock
 
 MINUTE_MS = 60_000
 

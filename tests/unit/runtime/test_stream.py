@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from helmlog import Agent, ToolMiddleware, TurnResult, allow, ask, tool
-from helmlog.events import MiddlewareDecisionEvent, ProviderError, StreamToken
+from helmlog.events import MiddlewareDecisionEvent, StreamToken
+from helmlog.runtime import ProviderError
 from helmlog.runtime.providers import scripted
 
 from .helpers import call, calls

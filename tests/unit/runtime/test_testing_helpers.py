@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from helmlog import Agent, ToolMiddleware, allow, tool
+from helmlog.events import ToolCallRequest
+from helmlog.runtime.providers import Reply, scripted
 from helmlog.runtime.testing import (
     FakeClock,
     Recorder,
-    Reply,
-    ToolCallRequest,
     counter_ids,
     fold_of_last_session,
-    scripted,
 )
 
 

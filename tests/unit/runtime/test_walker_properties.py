@@ -45,9 +45,10 @@ from helmlog import (
     deny,
     is_ask_pause,
 )
-from helmlog.events import MiddlewareDecisionEvent, compact_json, shape
-from helmlog.runtime import counter_ids
+from helmlog.events import MiddlewareDecisionEvent, shape
+from helmlog.events.lowlevel import compact_json
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 ORIGINAL = {"n": 1}
 REAL = "REAL-OUTPUT"

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from helmlog import Agent, ToolMiddleware, allow, conversation_redaction, tool
-from helmlog.events import AgentBuildError, DecisionFiled, StoredEvent, fact_of
+from helmlog.events import DecisionFiled, StoredEvent, fact_of
 from helmlog.events.lowlevel import RecordTaker
+from helmlog.runtime import AgentBuildError
 from helmlog.runtime.providers import scripted
 
 from .helpers import call, calls

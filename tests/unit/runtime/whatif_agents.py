@@ -35,8 +35,8 @@ from helmlog import (
     tool,
 )
 from helmlog.events import EventStore, MemoryEventStore, StoredEvent
-from helmlog.runtime import counter_ids
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import counter_ids
 
 TOUCHED: list[str] = []
 _RECORDED = itertools.count(1)

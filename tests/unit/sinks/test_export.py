@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from helmlog import Agent, tool
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.events import ToolCallRequest
+from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export, otlp_endpoints
 from tests.otlp_receiver import Receiver, otlp_receiver
 

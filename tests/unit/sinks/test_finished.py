@@ -39,10 +39,12 @@ from helmlog import (
 from helmlog.events import (
     FatalError,
     LlmStarted,
+    ToolCallRequest,
     ToolStarted,
     TurnStarted,
 )
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import FinishedTelemetry, OtelSink, replay
 from helmlog.sinks._direct import ExportQueue
 

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from helmlog import Agent, ToolMiddleware, allow, conversation_redaction
-from helmlog.events import DecisionFiled, StoredEvent
+from helmlog.events import DecisionFiled, StoredEvent, ToolCallRequest
 from helmlog.events.lowlevel import RecordTaker
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import (
     ExportError,
     FinishedTelemetry,
@@ -166,7 +167,8 @@ import asyncio, sys
 from pathlib import Path
 
 from helmlog import Agent, tool
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import OtelProcess
 
 out = Path(sys.argv[1])

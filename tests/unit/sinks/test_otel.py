@@ -24,12 +24,14 @@ from helmlog.events import (
     LlmStarted,
     PauseRequested,
     PauseResumed,
+    ToolCallRequest,
     ToolStarted,
     TurnEnded,
     TurnStarted,
     UnknownEvent,
 )
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import OtelSink, replay
 
 SECRET_ARG = "order-7734"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from helmlog import Agent, conversation_redaction
-from helmlog.runtime.testing import Recorder, scripted
+from helmlog.runtime.providers import scripted
+from helmlog.runtime.testing import Recorder
 from helmlog.sinks import replay
 
 

@@ -37,8 +37,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from helmlog import Agent, ToolMiddleware, allow, conversation_redaction, tool
-from helmlog.events import MemoryEventStore
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.events import MemoryEventStore, ToolCallRequest
+from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import (
     ConsoleSink,
     ExportError,

@@ -27,10 +27,12 @@ from helmlog.events import (
     Folder,
     MemoryEventStore,
     PauseResumed,
+    ToolCallRequest,
     ToolOutcomeUnknown,
     TurnStarted,
 )
-from helmlog.runtime.testing import FakeClock, Reply, ToolCallRequest, scripted
+from helmlog.runtime.providers import Reply, scripted
+from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import OtelSink, replay
 from tests.replay.streams import FIXTURES, load_records
 
