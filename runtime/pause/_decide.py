@@ -19,7 +19,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import Literal, TypeVar
 
-from helmlog.events import Checkpoint, EventStore, fold, read_verified, sign_checkpoint
+from helmlog.events import Checkpoint, EventStore, fold, read_verified
+from helmlog.events.lowlevel import sign_checkpoint
 
 from ._pause import CheckInDecision, check_in_approved, check_in_declined
 

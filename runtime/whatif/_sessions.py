@@ -16,16 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from helmlog.events import (
-    Event,
-    EventStore,
-    StoredEvent,
-    UnknownEvent,
-    UnknownSessionError,
-    verify_records,
-)
+from helmlog.events import Event, EventStore, StoredEvent, UnknownEvent, verify_records
 
 from .._agent import Agent
+from .._errors import UnknownSessionError
 from ._report import WhatIfReport
 from ._whatif import WhatIf
 
