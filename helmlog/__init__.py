@@ -73,8 +73,8 @@ from helmlog.runtime import (
     is_ask_pause,
     sliding_window,
     tool,
-    whatif,
 )
+from helmlog.runtime.lowlevel import whatif
 
 __version__ = "0.1.0"
 

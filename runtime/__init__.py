@@ -53,7 +53,6 @@ from .pause._pause import (
     is_ask_pause,
 )
 from .whatif._report import FLIPS, Judgement, SessionWhatIf, WhatIfReport
-from .whatif._sessions import whatif
 
 __all__ = [
     "ACT_KEYS",
@@ -112,5 +111,4 @@ __all__ = [
     "sliding_window",
     "tool",
     "wall_clock_ms",
-    "whatif",
 ]

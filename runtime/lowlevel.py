@@ -44,7 +44,7 @@ from ._tools import (
 from ._watchers import Listeners
 from .pause._decide import NoPendingAsk, decide_pending
 from .pause._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
-from .whatif._sessions import sessions_since, whatif_store
+from .whatif._sessions import sessions_since, whatif, whatif_store
 from .whatif._whatif import WhatIf
 
 __all__ = [
@@ -88,6 +88,7 @@ __all__ = [
     "unknown_tool_text",
     "walk_tool_calls",
     "walk_tool_results",
+    "whatif",
     "whatif_store",
     "with_credentials",
 ]

@@ -3,9 +3,9 @@
 Pattern: read (or take) each session's records, verify them with the chain
          key (and the head, from a store), decode once, and re-judge them
          with ``WhatIf``; ``sessions_since`` picks sessions by activity.
-Role:    runtime layer; ``whatif`` is exported by ``helmlog.runtime`` (and the
-         face), ``whatif_store`` and ``sessions_since`` by ``lowlevel``
-         for ``helmlog whatif``.
+Role:    runtime layer, exported by ``helmlog.runtime.lowlevel``; the face
+         re-exports ``whatif`` (``helmlog.whatif``); ``helmlog whatif``
+         runs ``whatif_store`` over ``sessions_since``.
 
 Laws: issue 13 (a typed error for an unknown session), R19 (every session
 verified before a single decision is re-judged; nothing runs or appends).

@@ -236,7 +236,6 @@ RUNTIME = [
     "sliding_window",
     "tool",
     "wall_clock_ms",
-    "whatif",
 ]
 
 PROVIDERS = [
@@ -377,6 +376,7 @@ LOWLEVEL = [
     "unknown_tool_text",
     "walk_tool_calls",
     "walk_tool_results",
+    "whatif",
     "whatif_store",
     "with_credentials",
 ]
