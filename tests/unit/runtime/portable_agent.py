@@ -4,7 +4,7 @@ Pattern: a test program: ``python -m tests.unit.runtime.portable_agent``
          reads a pause checkpoint's JSON on stdin, resumes it with an approval
          on a fresh default (in-memory) store, and prints one JSON line: the
          answer or the refusal, what the tool ran with, and the stream.
-Role:    test helper for ``test_r09_portable_checkpoints.py`` (R9, issue 8
+Role:    test helper for ``test_portable_checkpoints.py`` (R9, issue 8
          item 6): the second process of "another process on the default
          in-memory store".
 Emits:   one JSON line on stdout when run as a program.

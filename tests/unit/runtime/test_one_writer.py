@@ -4,7 +4,7 @@ A run that loses a sequence conflict appends nothing more; a turn holding a
 dispatched call without its result is not continued until it is recovered;
 a turn's dispatch bookkeeping is its own, so call ids reused across turns are
 new calls. (The same race on a real Redis, in process and across processes,
-is in ``tests/integration/runtime/test_r20_one_writer.py``.)
+is in ``tests/integration/runtime/test_one_writer.py``.)
 """
 
 from __future__ import annotations

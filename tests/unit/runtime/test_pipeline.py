@@ -5,8 +5,8 @@ Pattern: the pipeline driven directly (``helmlog.runtime.lowlevel``) with a
          and tool that write to one log, so where an entry starts and which
          steps it runs is observed, not assumed.
 Role:    unit tests for ``runtime/_pipeline.py``; the agent-level behaviour
-         of the same steps is defended by ``test_g09_dispatch.py``,
-         ``test_g10_pause_resume.py``, ``test_r07_recover.py`` and
+         of the same steps is defended by ``test_dispatch.py``,
+         ``test_pause_resume.py``, ``test_recover.py`` and
          ``tests/unit/gateway/test_serve.py``.
 Emits:   nothing.
 

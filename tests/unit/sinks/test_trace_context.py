@@ -252,7 +252,7 @@ async def test_a_golden_stream_without_trace_fields_replays_deterministically() 
 async def test_a_recovery_on_another_host_continues_the_turns_trace() -> None:
     """R7: the recovering host's ``tool.outcome_unknown`` carries the turn's
     context, and its spans (a ``helmlog.recovered`` continuation) join it."""
-    from tests.unit.runtime.test_r07_recover import DyingStore, HostStopped, _crash
+    from tests.unit.runtime.test_recover import DyingStore, HostStopped, _crash
 
     runs: list[int] = []
 

@@ -3,7 +3,7 @@
 Pattern: law-named unit tests of ``gateway/http/_logins.py`` on a fake clock
          (a number the test moves), so expiry is exact and nothing waits.
 Role:    unit tests for ``Logins``; the e2e tests in
-         ``tests/e2e/http/test_h5_login.py`` drive it through a real server.
+         ``tests/e2e/http/test_login.py`` drive it through a real server.
 Emits:   nothing.
 
 Laws: H5 (a login id is random and stands for its principal until it

@@ -4,7 +4,7 @@ Pattern: law-named unit tests of ``gateway/http/_auth.py`` (the auth file's
          ``app`` and ``apps``, ``Principal.owns/decides_for/sees``) and of
          ``owner_of`` in ``gateway/http/_service.py`` (the owner read from
          a session's events), with no server and no store.
-Role:    unit tests; ``tests/e2e/http/test_h2_tenancy.py`` drives every route
+Role:    unit tests; ``tests/e2e/http/test_tenancy.py`` drives every route
          through a real server on a real Redis.
 Emits:   nothing.
 
