@@ -20,11 +20,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.polling import until_sync
 
 REDIS_SERVER = "redis-server"
 _USUAL_PATHS = ("/usr/bin/redis-server", "/usr/local/bin/redis-server")
@@ -130,17 +131,24 @@ class RedisServer:
                 stderr=subprocess.STDOUT,
                 cwd=self.dir,
             )
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+        proc = self._proc
+
+        def answers() -> bool:
+            if proc.poll() is not None:
                 self._proc = None
                 tail = (self.dir / "redis.log").read_text(errors="replace")[-500:]
                 raise RuntimeError(f"redis-server exited at start: {tail}")
-            if self.ping():
-                return
-            time.sleep(0.01)
-        self.kill()
-        raise RuntimeError(f"redis-server did not answer PING in {_START_TIMEOUT_S}s")
+            return self.ping()
+
+        try:
+            until_sync(
+                "redis-server answers PING", answers, _START_TIMEOUT_S, every=0.01
+            )
+        except AssertionError:
+            self.kill()  # the caller retries on another port
+            raise RuntimeError(
+                f"redis-server did not answer PING in {_START_TIMEOUT_S}s"
+            ) from None
 
     def ping(self) -> bool:
         """Whether the server answers PING now."""
@@ -243,14 +251,13 @@ class RedisClusterServers:
                 f"redis-cli --cluster create failed: {done.stdout[-500:]!r} "
                 f"{done.stderr[-500:]!r}"
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if all(
+        until_sync(
+            "the redis cluster reaches cluster_state:ok",
+            lambda: all(
                 b"cluster_state:ok" in n.command("CLUSTER", "INFO") for n in self.nodes
-            ):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("the redis cluster did not reach cluster_state:ok in 30 s")
+            ),
+            30,
+        )
 
     def flushall(self) -> None:
         """Empty every master (``FLUSHALL``)."""

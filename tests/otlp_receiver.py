@@ -13,7 +13,6 @@ reach a collector, and that a refusing or absent one is reported.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +23,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
+
+from tests.polling import until_sync
 
 
 class Receiver:
@@ -71,11 +72,7 @@ class Receiver:
 
     def wait_for(self, path: str, deadline_s: float = 10.0) -> None:
         """Poll until ``path`` received a POST, or fail at the deadline."""
-        end = time.monotonic() + deadline_s
-        while path not in self.posts:
-            if time.monotonic() > end:
-                raise AssertionError(f"no POST to {path} in {deadline_s}s")
-            time.sleep(0.02)
+        until_sync(f"a POST to {path}", lambda: path in self.posts, deadline_s)
 
 
 @contextmanager

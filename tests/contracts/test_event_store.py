@@ -63,6 +63,7 @@ from helmlog.events.testing.support import (
     turn,
 )
 from tests.fixtures_redis import RedisServer
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -125,6 +126,15 @@ async def test_r2_r3_any_batches_read_back_equal_and_verify(
     assert [hash_bytes(r.data) for r in records] == [r.hash for r in records]
 
 
+async def blocked_reads(redis_url: str) -> int:
+    """How many clients of the server are blocked in a read (``CLIENT LIST``)."""
+    probe = aioredis.from_url(redis_url)
+    try:
+        return sum("b" in c.get("flags", "") for c in await probe.client_list())
+    finally:
+        await probe.aclose()
+
+
 @pytest.mark.redis
 async def test_r4_blocking_read_wakes_on_a_new_fact(redis_url: str) -> None:
     """R4: read_facts(block_ms=...) returns as soon as a fact is published."""
@@ -132,8 +142,14 @@ async def test_r4_blocking_read_wakes_on_a_new_fact(redis_url: str) -> None:
     try:
         sid = new_session()
         assert [] == await store.read_facts(block_ms=50)
+        before = await blocked_reads(redis_url)
         waiting = asyncio.ensure_future(store.read_facts("0-0", block_ms=5_000))
-        await asyncio.sleep(0.05)
+        await until(
+            "the read blocks",
+            lambda: blocked_reads(redis_url),
+            10,
+            ok=lambda n: n > before,
+        )
         assert not waiting.done()
         await store.append(sid, decision(1), 0)
         facts = await asyncio.wait_for(waiting, timeout=5)

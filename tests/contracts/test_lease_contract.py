@@ -7,12 +7,11 @@ store's clock, so the test polls for it with a deadline.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from helmlog.events import EventStore
 from helmlog.events.lowlevel import LeaseStore
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -20,11 +19,11 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def _claimed_within(
     store: LeaseStore, name: str, owner: str, ttl_s: float, within: float = 10.0
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await store.claim_lease(name, owner, ttl_s):
-        assert loop.time() < deadline, f"{owner} never got {name}"
-        await asyncio.sleep(0.02)
+    await until(
+        f"{owner} gets {name}",
+        lambda: store.claim_lease(name, owner, ttl_s),
+        within,
+    )
 
 
 def _leases(store: EventStore) -> LeaseStore:

@@ -43,8 +43,15 @@ from helmlog.events.redis import (
 from helmlog.events.redis import reader as redis_reads
 from helmlog.events.redis.keys import known_key
 from helmlog.events.redis.options import split_url
-from tests.contracts.test_event_store import decision, eventually, new_session, turn
+from tests.contracts.test_event_store import (
+    blocked_reads,
+    decision,
+    eventually,
+    new_session,
+    turn,
+)
 from tests.fixtures_redis import RedisClusterServers, free_port
+from tests.polling import until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.redis]
 
@@ -107,8 +114,14 @@ async def test_r5_pool_timeout_is_a_retryable_store_error_naming_the_pool(
     try:
         await store.append(new_session(), decision(1), 0)
         # A blocking facts read holds the only connection for its slice.
+        before = await blocked_reads(redis_url)
         holder = asyncio.ensure_future(store.read_facts("$", block_ms=1_500))
-        await asyncio.sleep(0.1)
+        await until(
+            "the read blocks",
+            lambda: blocked_reads(redis_url),
+            10,
+            ok=lambda n: n > before,
+        )
         with pytest.raises(StoreError) as info:
             await store.read(new_session())
         assert type(info.value) is StoreError

@@ -20,7 +20,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -29,6 +28,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
+
+from tests.polling import until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -142,14 +143,16 @@ async def test_mcp_proxy_over_http_records_a_session_verify_and_replay_read(
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.05)
+                assert proc.poll() is None, "helmlog mcp-proxy exited"
+                return False
+            return True
+
+        until_sync("helmlog mcp-proxy listens", listening, 60)
         async with (
             httpx.AsyncClient(timeout=30) as http,
             streamable_http_client(url, http_client=http) as (read, write, sid_of),

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -20,6 +19,7 @@ from typer.testing import CliRunner
 
 from helmlog.cli import app
 from tests.fixtures_redis import free_port
+from tests.polling import until_sync
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -67,16 +67,18 @@ def test_serve_imports_the_agent_from_the_current_directory_and_serves(
     )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
+
+        def healthy() -> bool:
             try:
                 if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
+                    return True
             except httpx.TransportError:
                 pass  # not listening yet
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None:
                 raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
-            time.sleep(0.05)
+            return False
+
+        until_sync("helmlog serve answers /healthz", healthy, 30)
         reply = httpx.post(
             url + "/sessions",
             json={"message": "hi"},

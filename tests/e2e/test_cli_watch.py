@@ -25,6 +25,7 @@ from helmlog.events import (
 from helmlog.events.lowlevel import fact_for
 from helmlog.sinks import FactsConsumer, OtlpFactsSink
 from tests.otlp_receiver import otlp_receiver
+from tests.polling import until
 
 runner = CliRunner()
 
@@ -47,11 +48,12 @@ async def _produce(
             f"{prefix}-{i}", [DecisionFiled(row=row), fact_for(row)], 0
         )
         keys.add((f"{prefix}-{i}", seq))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while not keys <= {(f.session_id, f.seq) for f in await store.read_facts()}:
-        assert loop.time() < deadline, "facts were not published"
-        await asyncio.sleep(0.02)
+    await until(
+        "the facts published",
+        store.read_facts,
+        10,
+        ok=lambda facts: keys <= {(f.session_id, f.seq) for f in facts},
+    )
     return keys
 
 
@@ -144,16 +146,14 @@ def test_r4_r16_a_refusing_collector_keeps_facts_pending_until_it_takes_them(
             try:
                 expected = await _produce(store, "r", 3)
                 running = asyncio.ensure_future(consumer.run())
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + 30
-                while consumer.failures < 3:
-                    assert loop.time() < deadline, "the sink was not retried"
-                    await asyncio.sleep(0.02)
+                await until("the sink retried", lambda: consumer.failures >= 3, 30)
                 acked_while_refused = consumer.acked
                 receiver.status = 200
-                while consumer.acked < len(expected):
-                    assert loop.time() < deadline, "facts were not acked"
-                    await asyncio.sleep(0.02)
+                await until(
+                    "the facts acked",
+                    lambda: consumer.acked >= len(expected),
+                    30,
+                )
                 consumer.stop()
                 await asyncio.wait_for(running, timeout=30)
                 return acked_while_refused, consumer.acked, len(expected)

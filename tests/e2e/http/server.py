@@ -8,7 +8,6 @@ would. ``stop()`` ends its event streams and waits for its thread.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +16,7 @@ import httpx
 
 from helmlog.gateway.http import Authenticator, ServeConfig, Server
 from tests.fixtures_redis import free_port
+from tests.polling import until_sync
 
 SESSION_TOKEN = "s-token-alice"
 APPROVER_TOKEN = "a-token-dana"
@@ -96,28 +96,14 @@ def running(
     thread = threading.Thread(target=server.run, name="helmlog-serve", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("helmlog serve did not start")
-        time.sleep(0.02)
+    until_sync("helmlog serve started", lambda: server.started or not thread.is_alive())
+    if not server.started:
+        raise RuntimeError("helmlog serve did not start")
     handle = Running(server, thread, url)
     try:
         yield handle
     finally:
         handle.stop()
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``check`` until it returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
 
 
 def client(url: str, token: str | None = None) -> httpx.Client:

@@ -9,7 +9,6 @@ like any other (``declined by timeout``) and the model reads G64's text.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from helmlog.gateway.http._service import LocalRunner, Service
 from helmlog.runtime import wall_clock_ms
 from tests.e2e.http import agents
 from tests.e2e.http.server import APPROVER_TOKEN, SESSION_TOKEN, client, running
+from tests.polling import until_sync
 
 pytestmark = pytest.mark.redis
 
@@ -49,14 +49,12 @@ def _deadlines(store_url: str) -> list[tuple[str, int | None, int]]:
 
 
 def _wait_declined(store_url: str, sid: str, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        state = _state(store_url, sid)
-        if state.pending is None and not state.in_turn:
-            return state
-        if time.monotonic() > deadline:
-            raise AssertionError(f"session {sid} was not declined in time")
-        time.sleep(0.05)
+    return until_sync(
+        f"session {sid} declined",
+        lambda: _state(store_url, sid),
+        timeout,
+        ok=lambda state: state.pending is None and not state.in_turn,
+    )
 
 
 def test_an_unanswered_ask_is_declined_by_timeout_after_a_restart(

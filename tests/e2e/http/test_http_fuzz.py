@@ -32,6 +32,7 @@ import httpx
 import pytest
 
 from helmlog.gateway.http._auth import COOKIE
+from tests.polling import until_sync
 
 from . import agents
 from .server import (
@@ -41,7 +42,6 @@ from .server import (
     Running,
     client,
     running,
-    wait_for,
 )
 
 pytestmark = pytest.mark.redis
@@ -592,5 +592,5 @@ def test_a_client_that_leaves_before_its_body_is_not_a_server_error(
             text = c.get("/metrics").text
         return 'method="POST",route="/sessions",status="400"' in text
 
-    wait_for(counted)
+    until_sync("the 400 counted in /metrics", counted, 10)
     assert [] == errors.records

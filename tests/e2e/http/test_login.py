@@ -28,9 +28,10 @@ from playwright.sync_api import Browser, expect, sync_playwright
 from typer.testing import CliRunner
 
 from helmlog.cli import app
+from tests.polling import until_sync
 
 from . import agents
-from .server import APPROVER_TOKEN, SESSION_TOKEN, Running, running, wait_for
+from .server import APPROVER_TOKEN, SESSION_TOKEN, Running, running
 
 CHROMIUM = "/usr/bin/chromium"
 COOKIE = "helmlog_login"
@@ -276,9 +277,10 @@ def test_h5_an_expired_login_no_longer_authenticates(redis_url: str) -> None:
     with running(agents.build, redis_url, login_ttl_s=0.5) as server:
         reply = sign_in(server.url)
         kept = login_id(reply)
-        wait_for(
+        until_sync(
+            "the login expires",
             lambda: with_cookie(server.url, "/asks", kept).status_code == 401,
-            timeout=15,
+            15,
         )
         page = with_cookie(server.url, "/", kept).text
     assert "1" == set_cookie(reply)[COOKIE]["max-age"]

@@ -24,8 +24,10 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.polling import until_sync
+
 from . import agents
-from .server import APPROVER_TOKEN, SESSION_TOKEN, client, running, wait_for
+from .server import APPROVER_TOKEN, SESSION_TOKEN, client, running
 
 pytestmark = pytest.mark.redis
 
@@ -82,12 +84,12 @@ def closed_by_server(socks: list[socket.socket], within: float) -> list[bytes]:
     """Poll until the server closed every socket; what each was sent."""
     got = [bytearray() for _ in socks]
     open_ = set(range(len(socks)))
-    deadline = time.monotonic() + within
-    while open_:
-        open_ = {i for i in open_ if not drain(socks[i], got[i])}
-        if open_ and time.monotonic() > deadline:
-            raise AssertionError(f"{len(open_)} of {len(socks)} still open")
-        time.sleep(0.05)
+
+    def all_closed() -> bool:
+        open_.difference_update({i for i in open_ if drain(socks[i], got[i])})
+        return not open_
+
+    until_sync(f"the server closes all {len(socks)} sockets", all_closed, within)
     return [bytes(g) for g in got]
 
 
@@ -145,8 +147,8 @@ def test_h3_a_dribbled_head_does_not_extend_its_deadline(redis_url: str) -> None
                 except OSError:
                     break
                 sent += 1
-                time.sleep(0.05)
-            wait_for(lambda: drain(sock, got))
+                time.sleep(0.05)  # not a wait: the head dribbles in, a byte a tick
+            until_sync("the server closes", lambda: drain(sock, got), 10)
         finally:
             sock.close()
     assert sent < len(head) // 2, f"closed only after {sent} bytes"
@@ -227,7 +229,7 @@ def test_h3_past_the_connection_ceiling_the_answer_is_a_retryable_problem(
             with client(server.url) as c:
                 return c.get("/healthz").status_code == 200
 
-        wait_for(served)
+        until_sync("the server serves again", served, 10)
     head, _, body = bytes(sent).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 503 "), sent
     assert b"retry-after: 1" in head.lower()

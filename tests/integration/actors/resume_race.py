@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from helmlog import CheckpointError, HelmlogError
 from helmlog.events import open_event_store
 
+from ...polling import until
 from .failover_agents import card_agent
 
 READY_SUFFIX = ":ready"
@@ -52,11 +53,9 @@ async def _race(url: str, texts: list[str], go_key: str, resume: Resume) -> None
     client = aioredis.from_url(url)
     try:
         await client.incr(go_key + READY_SUFFIX)
-        deadline = asyncio.get_running_loop().time() + DEADLINE_S
-        while not await client.exists(go_key):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError("the test never said go")
-            await asyncio.sleep(0.005)
+        await until(
+            "the test says go", lambda: client.exists(go_key), DEADLINE_S, every=0.005
+        )
         results = await asyncio.gather(*(_outcome(resume, cp) for cp in texts))
     finally:
         await client.aclose()

@@ -22,6 +22,8 @@ from helmlog._demo import demo_agent, run_session
 from helmlog.actors import Cluster, ClusterAgent, HostUnavailableError, host_for
 from helmlog.events import EventStore, open_event_store, verify_chain
 
+from ...polling import until
+
 pytestmark = [
     pytest.mark.redis,
     pytest.mark.slow,
@@ -336,28 +338,30 @@ async def test_r22_a_fresh_run_whose_host_died_raises_with_its_session_id(
 
 async def _until_dispatched(store: EventStore, *, exclude: str | None) -> str:
     """The session that has recorded a tool.dispatched (polled, 60 s)."""
-    import asyncio
 
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
-        assert asyncio.get_running_loop().time() < deadline, "no dispatch recorded"
+    async def dispatched() -> str | None:
         for candidate in await store.sessions():
             if candidate == exclude:
                 continue
             types = [r.decode().type for r in await store.read(candidate)]
             if "tool.dispatched" in types:
                 return candidate
-        await asyncio.sleep(0.05)
+        return None
+
+    found = await until("a dispatch recorded", dispatched, 60)
+    assert found is not None
+    return found
 
 
 async def _until_finished(store: EventStore, sid: str) -> list[Any]:
     """The session's events once its turn has ended (polled, 60 s)."""
-    import asyncio
 
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
-        events = [r.decode() for r in await store.read(sid)]
-        if events and events[-1].type == "agent.turn_end":
-            return events
-        assert asyncio.get_running_loop().time() < deadline, "turn never finished"
-        await asyncio.sleep(0.1)
+    async def events() -> list[Any]:
+        return [r.decode() for r in await store.read(sid)]
+
+    return await until(
+        "the turn finishes",
+        events,
+        60,
+        ok=lambda found: bool(found) and found[-1].type == "agent.turn_end",
+    )

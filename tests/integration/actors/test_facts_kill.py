@@ -21,6 +21,8 @@ from helmlog._demo import demo_agent, run_session
 from helmlog.events import EventStore, open_event_store
 from helmlog.events.redis import _fact_ops
 
+from ...polling import until
+
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(300)]
 _on_session_loop = pytest.mark.asyncio(loop_scope="session")
 
@@ -44,14 +46,6 @@ async def owed_and_published(
     for sid in await store.sessions():
         owed |= {(sid, op[2]) for op in _fact_ops(sid, await store.read(sid))}
     return owed, {(f.session_id, f.seq) for f in await store.read_facts()}
-
-
-async def _until(what: str, check: object, within: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():  # type: ignore[operator]
-        assert loop.time() < deadline, f"{what}: not within {within} s"
-        await asyncio.sleep(0.05)
 
 
 @_on_session_loop
@@ -87,7 +81,7 @@ async def test_r4_hosts_killed_mid_burst_lose_no_fact(
                     return True
                 return len(await store.read_facts()) >= floor
 
-            await _until("the burst publishes facts", more_facts, within=60.0)
+            await until("the burst publishes facts", more_facts, 60.0)
             seen = len(await store.read_facts())
             name = f"{cluster.name}.host.{host}"
             ray.kill(ray.get_actor(name, namespace="helmlog"), no_restart=False)
@@ -99,7 +93,7 @@ async def test_r4_hosts_killed_mid_burst_lose_no_fact(
             owed, published = await owed_and_published(store)
             return owed <= published
 
-        await _until("every fact is published", nothing_missing, SETTLE_WITHIN_S)
+        await until("every fact is published", nothing_missing, SETTLE_WITHIN_S)
         owed, published = await owed_and_published(store)
         assert set() == owed - published
         assert set() == published - owed

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 
 from helmlog.events import EventStore, open_event_store, verify_chain
 
+from ...polling import until
 from .failover_agents import ANSWER
 
 pytestmark = [
@@ -108,7 +108,9 @@ async def test_r22_killing_a_node_moves_its_sessions_to_the_other_node(
     assert {str(s["host"]): head for s in moved} == report["dead_hosts_now_on"]
     assert [] == await store.open_turns()
 
-    deadline = time.monotonic() + 30
-    while _processes_of(report["gcs_address"]):
-        assert time.monotonic() < deadline, _processes_of(report["gcs_address"])
-        time.sleep(0.1)
+    await until(
+        "the cluster's processes exit",
+        lambda: _processes_of(report["gcs_address"]),
+        30,
+        ok=lambda left: not left,
+    )

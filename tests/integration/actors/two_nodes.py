@@ -30,6 +30,7 @@ from ray.cluster_utils import Cluster as RayCluster
 from helmlog.actors import Cluster, ClusterAgent, host_for
 from helmlog.events import HelmlogError, open_event_store
 
+from ...polling import until
 from .failover_agents import HELD_KEY, HOLD_KEY, held_agent
 
 N_HOSTS: Final = 2
@@ -44,18 +45,6 @@ FAST_HEALTH: Final = {
     "health_check_timeout_ms": 500,
     "health_check_failure_threshold": 3,
 }
-
-
-async def _until(what: str, check: Any) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while True:
-        found = await check()
-        if found:
-            return found
-        if loop.time() > deadline:
-            raise TimeoutError(f"{what}: not within {WAIT_S} s")
-        await asyncio.sleep(0.05)
 
 
 class Run:
@@ -91,7 +80,7 @@ async def _start_until_a_worker_host_is_busy(
             async def running(count: int = count) -> bool:
                 return count == await redis.hlen(HELD_KEY)
 
-            await _until("the tool runs", running)
+            await until("the tool runs", running, WAIT_S)
             covered.add(host_for(run.session_id, N_HOSTS))
         held = {
             k.decode(): v.decode() for k, v in (await redis.hgetall(HELD_KEY)).items()
@@ -161,7 +150,7 @@ async def drive(rc: RayCluster, worker_node: Any, redis_url: str) -> dict[str, A
             return True
 
         # Nobody calls recover(): the restarted host's failover finishes them.
-        await _until("the dead node's sessions finish", moved_finished)
+        await until("the dead node's sessions finish", moved_finished, WAIT_S)
         moved_after_s = round(time.monotonic() - killed, 2)
         await redis.delete(HOLD_KEY)
         results = await _settled(runs)

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from helmlog.events import (
 from helmlog.events.lowlevel import fact_for
 from helmlog.events.redis import shard_keys
 from helmlog.sinks import FactsConsumer, JsonlSink
-from tests.contracts.test_event_store import eventually as poll
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -56,13 +55,6 @@ def decision(n: int) -> list[Event]:
     return [DecisionFiled(row=row), fact_for(row)]
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], until: Callable[[Any], bool]
-) -> Any:
-    """The contract suite's poll, with a deadline for subprocesses."""
-    return await poll(probe, until, timeout=60.0)
-
-
 async def produce(
     store: EventStore, prefix: str, sessions: int, per_session: int
 ) -> set[tuple[str, int]]:
@@ -78,9 +70,11 @@ async def produce(
 
 async def all_published(store: EventStore, keys: set[tuple[str, int]]) -> None:
     """Wait until every fact of ``keys`` is on the facts streams."""
-    await eventually(
+    await until(
+        "every fact published",
         store.read_facts,
-        lambda facts: keys <= {(f.session_id, f.seq) for f in facts},
+        60.0,
+        ok=lambda facts: keys <= {(f.session_id, f.seq) for f in facts},
     )
 
 
@@ -153,9 +147,11 @@ async def test_r4_a_watcher_killed_mid_stream_and_restarted_writes_each_fact_onc
         for kill_at in (150, 450):
             proc = start_watch(redis_url, "audit", "w1", path, "--claim-idle", "600000")
             try:
-                await eventually(
-                    lambda: asyncio.sleep(0, jsonl_keys(path)),
-                    lambda got, at=kill_at: len(got) >= at,
+                await until(
+                    f"{kill_at} facts in the file",
+                    lambda: jsonl_keys(path),
+                    60.0,
+                    ok=lambda got, at=kill_at: len(got) >= at,
                 )
             finally:
                 os.kill(proc.pid, signal.SIGKILL)
@@ -233,7 +229,9 @@ async def test_r4_r16_a_failing_sink_is_retried_and_nothing_is_acked_until_it_su
         await all_published(store, first)
         with caplog.at_level(logging.WARNING, logger="helmlog.sinks"):
             running = asyncio.ensure_future(consumer.run())
-            await eventually(lambda: asyncio.sleep(0, sink.calls), lambda n: n >= 5)
+            await until(
+                "five sink calls", lambda: sink.calls, 60.0, ok=lambda n: n >= 5
+            )
             # The writers are not held back by a failing watcher.
             later = await produce(store, "g", 2, 2)
             assert 0 == consumer.acked
@@ -243,9 +241,11 @@ async def test_r4_r16_a_failing_sink_is_retried_and_nothing_is_acked_until_it_su
 
             sink.broken = False
             expected = first | later
-            await eventually(
-                lambda: asyncio.sleep(0, consumer.acked),
-                lambda n: n >= len(expected),
+            await until(
+                "every fact acked",
+                lambda: consumer.acked,
+                60.0,
+                ok=lambda n: n >= len(expected),
             )
             consumer.stop()
             await asyncio.wait_for(running, timeout=30)
@@ -285,8 +285,11 @@ async def test_r4_a_dead_consumers_pending_facts_are_claimed_by_another(
             block_ms=100,
         )
         running = asyncio.ensure_future(alive.run())
-        await eventually(
-            lambda: asyncio.sleep(0, alive.acked), lambda n: n >= len(expected)
+        await until(
+            "every fact acked by the live consumer",
+            lambda: alive.acked,
+            60.0,
+            ok=lambda n: n >= len(expected),
         )
         alive.stop()
         await asyncio.wait_for(running, timeout=30)

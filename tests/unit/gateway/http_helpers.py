@@ -16,7 +16,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -24,6 +23,8 @@ from typing import Any
 import httpx
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.polling import until_sync
 
 HEADERS = {
     "accept": "application/json, text/event-stream",
@@ -65,15 +66,17 @@ def http_upstream(*extra: str) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
             except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the FastMCP upstream did not start") from None
-                time.sleep(0.05)
+                if proc.poll() is not None:
+                    raise RuntimeError("the FastMCP upstream exited at start") from None
+                return False
+            return True
+
+        until_sync("the FastMCP upstream listens", listening, 30)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

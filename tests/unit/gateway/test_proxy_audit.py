@@ -18,7 +18,6 @@ import functools
 import hashlib
 import hmac
 import os
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +45,7 @@ from helmlog.gateway import (
 )
 from helmlog.gateway.proxy._audit import chain_key
 
+from ...polling import until
 from .http_helpers import HEADERS, INITIALIZE
 from .proxy_helpers import proxied
 from .upstream_server import CALLS, CANCELLED, UPSTREAM
@@ -413,13 +413,6 @@ def test_p23_a_payload_sealed_before_positions_still_opens() -> None:
     assert {"word": "x"} == open_payload(event, SECRET, "input")
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.02)
-
-
 async def _ended_mid_call(
     end: Callable[[str, str], Any], **options: Any
 ) -> tuple[list[StoredEvent], list[dict[str, Any]]]:
@@ -454,9 +447,9 @@ async def _ended_mid_call(
             "params": {"name": "sleepy_noted", "arguments": {"seconds": 30}},
         }
         tg.start_soon(functools.partial(http.post, url, json=call, headers=session))
-        await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
+        await until("the upstream call", lambda: "sleepy_noted" in CALLS, 20.0)
         await end(url, sid)
-        await _until(lambda: bool(got), "the manifest")
+        await until("the manifest", lambda: bool(got), 20.0)
         tg.cancel_scope.cancel()
     return await _records(store), got
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from helmlog.events import ProxyCallFinished
 from helmlog.gateway import McpProxy, ProxyAudit
 
+from ...polling import until
 from .http_helpers import INITIALIZE, post
 from .proxy_helpers import RequestIds, proxied
 from .proxy_stdio_server import options
@@ -81,13 +80,6 @@ def _spied(proxy: McpProxy) -> list[Any]:
     return opened
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.02)
-
-
 def _message(obj: dict[str, Any]) -> SessionMessage:
     return SessionMessage(types.JSONRPCMessage.model_validate(obj))
 
@@ -113,11 +105,11 @@ async def _memory(
         tg.start_soon(proxy.run, *server)
         tg.start_soon(read, c_read)
         await c_write.send(_message({**INITIALIZE, "id": 0}))
-        await _until(lambda: 0 in answers, "the initialize answer")
+        await until("the initialize answer", lambda: 0 in answers, 20.0)
         await c_write.send(_message(INITIALIZED))
         for request in _requests(cases):
             await c_write.send(_message(request))
-        await _until(lambda: len(answers) == len(cases) + 1, "every answer")
+        await until("every answer", lambda: len(answers) == len(cases) + 1, 20.0)
         tg.cancel_scope.cancel()
     del answers[0]
     return answers, opened[0].calls.answered
@@ -366,7 +358,7 @@ async def test_p25_a_cancel_of_a_lane_call_over_http_reaches_the_upstream() -> N
                     failures.append(exc)
 
             tg.start_soon(call)
-            await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
+            await until("the upstream call", lambda: "sleepy_noted" in CALLS, 20.0)
             (live,) = proxy.sessions
             notification = types.CancelledNotification(
                 params=types.CancelledNotificationParams(
@@ -374,7 +366,7 @@ async def test_p25_a_cancel_of_a_lane_call_over_http_reaches_the_upstream() -> N
                 )
             )
             await client.send_notification(types.ClientNotification(notification))
-            await _until(lambda: bool(CANCELLED) and bool(failures), "the cancel")
+            await until("the cancel", lambda: bool(CANCELLED) and bool(failures), 20.0)
         tg.cancel_scope.cancel()
     answered = live.calls.answered
     assert (["sleepy_noted"], ["Request cancelled"], 1) == (

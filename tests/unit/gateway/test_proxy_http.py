@@ -11,7 +11,6 @@ Laws: P7 (HTTP context), P11, P17, P18, P19, P24.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anyio
@@ -19,15 +18,9 @@ import httpx
 
 from helmlog.gateway import McpProxy, ProxyContext
 
+from ...polling import until
 from .http_helpers import HEADERS, INITIALIZE, http_client, post
 from .upstream_server import UPSTREAM
-
-
-async def _eventually(check: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await anyio.sleep(0.02)
 
 
 async def test_p17_an_http_session_has_its_context_and_identity() -> None:
@@ -106,7 +99,7 @@ async def test_p17_initializing_sessions_count_toward_the_cap() -> None:
     """P17: two concurrent initializes with max_sessions=1: exactly one 503."""
 
     async def slow(headers: Any) -> Any:
-        await anyio.sleep(0.3)
+        await anyio.sleep(0.3)  # not a wait: a slow resolver, so the two overlap
         return "someone"
 
     proxy = McpProxy(UPSTREAM, max_sessions=1, resolve_identity=slow)
@@ -174,7 +167,7 @@ async def test_p18_delete_ttl_and_shutdown_each_close_a_session_once() -> None:
         async with ttl, ttl.http_server() as url:
             answer = await post(url, INITIALIZE)
             sid = answer.headers["mcp-session-id"]
-            await _eventually(lambda: len(closed) == 3)
+            await until("every session closed once", lambda: len(closed) == 3, 10.0)
             after = await post(
                 url,
                 {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},

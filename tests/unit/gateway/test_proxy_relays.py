@@ -14,8 +14,6 @@ included, over memory streams and over HTTP).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -26,16 +24,10 @@ from mcp.shared.memory import create_client_server_memory_streams
 
 from helmlog.gateway import McpProxy
 
+from ...polling import until
 from .http_helpers import INITIALIZE, http_client, http_upstream, post
 from .proxy_helpers import RequestIds, proxied, through
 from .upstream_server import CALLS, CANCELLED, UPSTREAM
-
-
-async def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.02)
 
 
 async def test_p25_a_client_cancel_stops_the_upstream_call() -> None:
@@ -61,7 +53,7 @@ async def test_p25_a_client_cancel_stops_the_upstream_call() -> None:
                     failures.append(exc)
 
             tg.start_soon(call)
-            await _until(lambda: "sleepy_noted" in CALLS, "the upstream call")
+            await until("the upstream call", lambda: "sleepy_noted" in CALLS, 10.0)
             call_id = ids.sent["tools/call"]
             await client.send_notification(
                 types.ClientNotification(
@@ -70,7 +62,7 @@ async def test_p25_a_client_cancel_stops_the_upstream_call() -> None:
                     )
                 )
             )
-            await _until(lambda: bool(CANCELLED), "the upstream's cancellation")
+            await until("the upstream's cancellation", lambda: bool(CANCELLED), 10.0)
         tg.cancel_scope.cancel()
     assert ["sleepy_noted"] == CANCELLED
 
@@ -95,7 +87,7 @@ async def test_p25_list_changed_reaches_a_session_idle_since_initialize() -> Non
         through(proxy, message_handler=_on_list_changed(seen, "caller")) as caller,
     ):
         await caller.call_tool("announce", {})
-        await _until(lambda: sorted(seen) == ["caller", "idle"], "both sessions")
+        await until("both sessions", lambda: sorted(seen) == ["caller", "idle"], 10.0)
     assert ["caller", "idle"] == sorted(seen)
 
 
@@ -111,11 +103,13 @@ async def test_p25_list_changed_reaches_an_idle_http_session() -> None:
     ):
         # The clients open their GET streams after initialize, in their own
         # time: announce again until both have heard one.
-        deadline = time.monotonic() + 10
-        while sorted(set(seen)) != ["caller", "idle"]:
-            assert time.monotonic() < deadline, "timed out waiting for both sessions"
+        async def both_heard() -> bool:
+            if sorted(set(seen)) == ["caller", "idle"]:
+                return True
             await caller.call_tool("announce", {})
-            await anyio.sleep(0.05)
+            return False
+
+        await until("both sessions", both_heard, 10)
     assert ["caller", "idle"] == sorted(set(seen))
 
 
@@ -178,11 +172,14 @@ async def test_p25_an_http_upstreams_progress_and_list_changed_are_relayed() -> 
                 "slow", {"steps": 2}, progress_callback=progress
             )
             plain = [await caller.call_tool("echo", {"word": w}) for w in ("a", "b")]
-            deadline = time.monotonic() + 10
-            while sorted(set(seen)) != ["caller", "idle"]:
-                assert time.monotonic() < deadline, "timed out waiting for list_changed"
+
+            async def both_heard() -> bool:
+                if sorted(set(seen)) == ["caller", "idle"]:
+                    return True
                 await caller.call_tool("announce", {})
-                await anyio.sleep(0.05)
+                return False
+
+            await until("list_changed", both_heard, 10)
     assert "done 2" == out.content[0].text  # type: ignore[union-attr]
     assert ["step 1", "step 2"] == got
     assert ["A", "B"] == [p.content[0].text for p in plain]  # type: ignore[union-attr]

@@ -16,8 +16,7 @@ replays nothing; event ids are 128 random bits, distinct across sessions).
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,16 +30,10 @@ from mcp.shared.message import ClientMessageMetadata
 
 from helmlog.gateway import McpProxy
 
+from ...polling import until
 from .http_helpers import HEADERS
 from .proxy_helpers import RequestIds
 from .upstream_server import GATES, UPSTREAM
-
-
-async def _until(check: Callable[[], bool], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.02)
 
 
 @asynccontextmanager
@@ -50,7 +43,7 @@ async def _served(app: Any) -> AsyncIterator[str]:
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
-        await _until(lambda: server.started, "uvicorn")
+        await until("uvicorn", lambda: server.started, 15.0)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:
             yield f"http://127.0.0.1:{port}/mcp"
@@ -119,7 +112,7 @@ async def test_p19_a_cut_stream_resumes_with_last_event_id_in_its_session_only()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
-            await _until(lambda: progress == ["before the gate"], "progress 1")
+            await until("progress 1", lambda: progress == ["before the gate"], 15.0)
             seen_before_cut = list(tokens)
             # The connection drops mid-call: the server closes this POST's stream.
             app.live[sid].transport.close_sse_stream(str(ids.sent["tools/call"]))

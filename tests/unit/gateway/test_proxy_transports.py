@@ -15,7 +15,6 @@ and HTTP), and an upstream that dies mid-call is an MCP error.
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import anyio
@@ -25,6 +24,7 @@ from mcp.shared.exceptions import McpError
 
 from helmlog.gateway import McpProxy, UpstreamError
 
+from ...polling import until
 from .http_helpers import http_client, http_upstream
 from .proxy_helpers import proxied, through
 from .upstream_server import CANCELLED, UPSTREAM
@@ -106,10 +106,7 @@ async def test_p25_list_changed_fans_out_to_every_live_session() -> None:
     ):
         await b.list_tools()
         await a.call_tool("announce", {})
-        deadline = time.monotonic() + 10
-        while sorted(seen) != ["a", "b"]:
-            assert time.monotonic() < deadline
-            await anyio.sleep(0.02)
+        await until("both sessions heard", lambda: sorted(seen) == ["a", "b"], 10)
     assert ["a", "b"] == sorted(seen)
 
 
@@ -122,10 +119,7 @@ async def test_p25_cancelling_a_call_relays_the_cancel_upstream() -> None:
         async with through(proxy) as client:
             with anyio.move_on_after(0.3):
                 await client.call_tool("sleepy_noted", {"seconds": 30})
-        deadline = time.monotonic() + 10
-        while not CANCELLED:
-            assert time.monotonic() < deadline, "the upstream saw no cancel"
-            await anyio.sleep(0.02)
+        await until("the upstream's cancel", lambda: bool(CANCELLED), 10)
     assert ["sleepy_noted"] == CANCELLED
 
 

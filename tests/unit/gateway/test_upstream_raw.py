@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from mcp.shared.exceptions import McpError
 from helmlog.gateway.upstream import Upstream
 from helmlog.gateway.upstream._http_raw import RawPosts
 
+from ...polling import until
 from .http_helpers import http_upstream
 from .upstream_server import UPSTREAM
 
@@ -87,13 +87,6 @@ def _json(result: Any) -> dict[str, Any]:
         by_alias=True, mode="json", exclude_none=True
     )
     return out
-
-
-async def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.02)
 
 
 @KINDS
@@ -184,7 +177,7 @@ async def test_p25_a_cancelled_raw_call_is_cancelled_upstream(
             await up.call_raw(
                 "tools/call", _call("sleepy_marked", seconds=30, mark=str(mark))
             )
-        await _until(mark.exists, "the upstream's cancellation")
+        await until("the upstream's cancellation", mark.exists, 10.0)
         after = await up.call_raw("tools/call", _call("echo", word="still"))
         assert "cancelled" == mark.read_text()
         assert "STILL" == after["content"][0]["text"]
@@ -221,6 +214,8 @@ async def test_an_upstream_killed_mid_call_fails_every_pending_raw_call(
         with anyio.fail_after(20):  # a hang fails the test rather than the suite
             async with anyio.create_task_group() as tg:
                 tg.start_soon(pending, _call("sleepy", seconds=60))
+                # Ordering, not a wait on a state seen here: the sleepy call is
+                # sent first (the upstream is another process; it shows nothing).
                 await anyio.sleep(0.2)
                 tg.start_soon(pending, _call("die"))
         assert [types.INTERNAL_ERROR, types.INTERNAL_ERROR] == codes
@@ -257,11 +252,12 @@ async def test_p25_notifications_reach_the_sdk_session_while_raw_calls_run(
             done = await up.call_raw(
                 "tools/call", _call("slow", steps=2), progress=on_raw
             )
-        await _until(
+        await until(
+            "list_changed",
             lambda: any(
                 isinstance(n, types.ToolListChangedNotification) for n in o.notes
             ),
-            "list_changed",
+            10.0,
         )
         assert "announced" == announced["content"][0]["text"]
         assert "done 2" == done["content"][0]["text"]
@@ -300,8 +296,8 @@ async def test_a_kept_alive_connection_the_server_closed_is_not_reused() -> None
             assert isinstance(raw, RawPosts) and raw.wire is not None
             idle = list(raw.wire._idle)
             # uvicorn closes an idle connection after its keep-alive timeout
-            await _until(
-                lambda: all(c.reader.at_eof() for c in idle), "the server's close", 30
+            await until(
+                "the server's close", lambda: all(c.reader.at_eof() for c in idle), 30
             )
             out = await upstream.call_raw("tools/call", _call("echo", word="b"))
         finally:

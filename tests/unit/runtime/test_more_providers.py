@@ -41,6 +41,7 @@ from helmlog.runtime.providers import (
 from helmlog.runtime.testing import Recorder
 from helmlog.sinks import OtelSink
 
+from ...polling import until
 from .wire_server import Json, Raw, Sse, WireServer, named, serving
 
 REFUND_SCHEMA: dict[str, Any] = {
@@ -525,27 +526,19 @@ async def test_an_agent_runs_a_tool_round_and_records_the_served_model(
     ]
     tokens = [e.content for e in recorder.of_type("stream.token")]
     assert (["Refunded ", "order 7."] if stream else []) == tokens
-    await _until(
+    await until(
+        "both chat spans finished",
         lambda: (
             len([s for s in spans.get_finished_spans() if s.name.startswith("chat")])
             == 2
-        )
+        ),
+        5.0,
     )
     chats = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
     assert [("asked-model", "served-model")] * 2 == [
         (s.attributes["gen_ai.request.model"], s.attributes["gen_ai.response.model"])
         for s in chats
     ]
-
-
-async def _until(predicate: Any, timeout: float = 5.0) -> None:
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
 
 
 # -- unparsable replies, every HTTP provider ---------------------------------------

@@ -23,6 +23,7 @@ from helmlog.events import FatalError, MemoryEventStore
 from helmlog.runtime.providers import ProviderRequest, Reply, scripted
 from helmlog.runtime.testing import FakeClock
 
+from ...polling import until
 from .helpers import call, calls, stored
 
 SESSION = "runaway"
@@ -177,8 +178,7 @@ async def test_a_cancel_during_a_threaded_tool_waits_and_records_its_result() ->
     )
     assert slow.threaded
     run = asyncio.ensure_future(agent.run("go", session_id=SESSION))
-    while not started.is_set():
-        await asyncio.sleep(0.01)
+    await until("the tool starts", started.is_set, 30)
     run.cancel()
     release.set()
     with pytest.raises(asyncio.CancelledError):

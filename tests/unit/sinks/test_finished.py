@@ -10,7 +10,6 @@ so spans are compared by what they are, parents by name.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -47,6 +46,7 @@ from helmlog.runtime.providers import Reply, scripted
 from helmlog.runtime.testing import FakeClock
 from helmlog.sinks import FinishedTelemetry, OtelSink, replay
 from helmlog.sinks._direct import ExportQueue
+from tests.polling import until_sync
 
 
 @tool
@@ -218,9 +218,7 @@ def test_the_export_queue_drops_what_does_not_fit_and_counts_it() -> None:
         spans = [ReadableSpan(name=f"s{n}") for n in range(12)]
         for span in spans[:2]:
             queue.put_span(span)  # a full batch: the thread takes it, and waits
-        deadline = time.monotonic() + 10
-        while queue._spans and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_sync("the thread takes the batch", lambda: not queue._spans, 10)
         for span in spans[2:]:
             queue.put_span(span)
         assert 7 == queue.take_dropped()

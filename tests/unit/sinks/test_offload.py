@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from helmlog.sinks import (
     _export_child,
 )
 from tests.otlp_receiver import otlp_receiver
+from tests.polling import until, until_sync
 from tests.unit.sinks.file_exporters import FileExporter, file_exporters, projection
 from tests.unit.sinks.test_export import _agent, refund, refused_then_answered
 
@@ -79,9 +79,7 @@ async def test_r16_a_finished_turn_reaches_the_child_without_a_flush() -> None:
             agent = _agent(process)
             assert "Done." == await agent.run("refund please")
             await agent.idle()
-            deadline = time.monotonic() + 30
-            while len(receiver.span_names()) < 4 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            await until("four spans", lambda: len(receiver.span_names()) >= 4, 30)
             expected = ["chat m", "chat m", "execute_tool refund"]
             assert [*expected, "invoke_agent helmlog"] == sorted(receiver.span_names())
         finally:
@@ -98,15 +96,12 @@ def test_r16_turns_sealed_on_loops_that_ended_reach_the_child_unflushed() -> Non
             for agent in (_agent(process), _agent(process)):
                 assert "Done." == asyncio.run(agent.run("refund please"))
 
-            async def wait_for_both() -> list[str]:
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    if receiver.span_names().count("invoke_agent helmlog") == 2:
-                        break
-                    await asyncio.sleep(0.05)
-                return receiver.span_names()
-
-            names = asyncio.run(wait_for_both())
+            names = until_sync(
+                "both turns' spans",
+                receiver.span_names,
+                30,
+                ok=lambda names: names.count("invoke_agent helmlog") == 2,
+            )
             assert 2 == names.count("invoke_agent helmlog")
         finally:
             process.close()
@@ -427,9 +422,12 @@ def _governed_agent(*watchers: object, **options: object) -> Agent:
 
 def _read_back(frames: Any, expected: int) -> list[bytes]:
     got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < expected and time.monotonic() < deadline:
+
+    def all_read() -> bool:
         got.extend(frames.drain())
+        return len(got) >= expected
+
+    until_sync(f"{expected} frames read back", all_read, 30, every=0)
     return got
 
 
