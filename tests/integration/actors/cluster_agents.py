@@ -85,7 +85,7 @@ async def slow_refund(order: int) -> str:
     """A refund whose host will die while it runs."""
     import asyncio
 
-    await asyncio.sleep(600)
+    await asyncio.sleep(600)  # not a wait: a tool that hangs until its host dies
     return f"refunded order {order}"
 
 

@@ -95,6 +95,8 @@ def _held_tool(url: str) -> Tool:
         try:
             node = ray.get_runtime_context().get_node_id()
             await client.hset(HELD_KEY, str(order), node)
+            # The scenario, not a wait: the tool is held until the test lets go
+            # (in a Ray worker, no deadline of its own; the test's bounds it).
             while await client.exists(HOLD_KEY):
                 await asyncio.sleep(0.05)
         finally:

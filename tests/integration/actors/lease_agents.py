@@ -50,6 +50,8 @@ def _held_tool(url: str, name: str, *, idempotent: bool) -> Tool:
             # The pid first: a test that sees the run counted finds it set.
             await client.hset(PID_KEY, str(order), os.getpid())
             if int(await client.incr(runs_key(name, order))) == 1:
+                # The scenario, not a wait: the first run is held until the
+                # test lets go (in a Ray worker; the test's timeout bounds it).
                 while await client.exists(HOLD_KEY):
                     await asyncio.sleep(0.05)
             await client.incr(returned_key(name, order))

@@ -71,6 +71,8 @@ def gated(store: EventStore) -> Agent:
         client = redis.from_url(url)
         try:
             loop = asyncio.get_running_loop()
+            # The scenario, not a wait: a tool that blocks on a gate the test
+            # opens; it answers "timed out" itself (the test checks which).
             deadline = loop.time() + 30
             while loop.time() < deadline:
                 if await client.get(gate_key(gate)):

@@ -138,6 +138,7 @@ async def test_r24_no_append_reported_failed_is_in_the_stream_after_kill_9(
         stop, told = asyncio.Event(), Counter[str]()
         running = asyncio.create_task(_sessions(store, stop, told))
         for _kill in range(KILLS):
+            # Not waits: the load phases (run, down, run) the sessions live through.
             await asyncio.sleep(WARM_S)
             server.kill()
             await asyncio.sleep(DOWN_S)

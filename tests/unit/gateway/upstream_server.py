@@ -76,7 +76,7 @@ async def slow(steps: int, ctx: Context[Any, Any, Any]) -> str:
 @UPSTREAM.tool()
 async def sleepy(seconds: float) -> str:
     """Sleeps (to be cancelled)."""
-    await anyio.sleep(seconds)
+    await anyio.sleep(seconds)  # not a wait: a tool that hangs on purpose
     return "woke"
 
 
@@ -85,7 +85,7 @@ async def sleepy_noted(seconds: float) -> str:
     """Sleeps; notes in ``CANCELLED`` that it was cancelled, if it is."""
     CALLS.append("sleepy_noted")
     try:
-        await anyio.sleep(seconds)
+        await anyio.sleep(seconds)  # not a wait: a tool that hangs on purpose
     except anyio.get_cancelled_exc_class():
         CANCELLED.append("sleepy_noted")
         raise
@@ -96,7 +96,7 @@ async def sleepy_noted(seconds: float) -> str:
 async def sleepy_marked(seconds: float, mark: str) -> str:
     """Sleeps; writes ``cancelled`` to the file ``mark`` if it is cancelled."""
     try:
-        await anyio.sleep(seconds)
+        await anyio.sleep(seconds)  # not a wait: a tool that hangs on purpose
     except anyio.get_cancelled_exc_class():
         with open(mark, "w") as out:  # seen by a test in another process
             out.write("cancelled")

@@ -147,6 +147,8 @@ async def refused_then_answered(
     with receiver.lock:  # what reached it so far was refused
         receiver.posts.clear()
     receiver.status = 200
+    # Not a wait on a state: the first backoff (1 s) must pass on the clock; the
+    # exporter shows no state to poll (and test_offload's is in a child).
     await asyncio.sleep(1.2)
     assert "Done." == await _agent(watcher).run("refund please")
     flush()  # nothing failed since the last flush
@@ -165,6 +167,7 @@ async def test_a_strict_export_fails_every_batch_after_its_first_failure() -> No
             with receiver.lock:  # what reached it so far was refused
                 receiver.posts.clear()
             receiver.status = 200
+            # Not a wait: past a live export's first backoff (1 s), strict still fails.
             await asyncio.sleep(1.2)
             assert "Done." == await _agent(otlp.sink).run("refund please")
             with pytest.raises(ExportError):
