@@ -196,7 +196,7 @@ async def test_a_raw_call_past_its_timeout_is_a_408(kind: str) -> None:
 
 @KINDS
 async def test_an_upstream_killed_mid_call_fails_every_pending_raw_call(
-    kind: str,
+    kind: str, tmp_path: Path
 ) -> None:
     """Bad input: the upstream dies; each pending raw call fails with INTERNAL_ERROR."""
     async with opened(kind) as o:
@@ -213,10 +213,10 @@ async def test_an_upstream_killed_mid_call_fails_every_pending_raw_call(
 
         with anyio.fail_after(20):  # a hang fails the test rather than the suite
             async with anyio.create_task_group() as tg:
-                tg.start_soon(pending, _call("sleepy", seconds=60))
-                # Ordering, not a wait on a state seen here: the sleepy call is
-                # sent first (the upstream is another process; it shows nothing).
-                await anyio.sleep(0.2)
+                started = tmp_path / "started"
+                call = _call("sleepy_started", seconds=60, mark=str(started))
+                tg.start_soon(pending, call)
+                await until("the call runs upstream", started.exists, 10)
                 tg.start_soon(pending, _call("die"))
         assert [types.INTERNAL_ERROR, types.INTERNAL_ERROR] == codes
 

@@ -105,6 +105,15 @@ async def sleepy_marked(seconds: float, mark: str) -> str:
 
 
 @UPSTREAM.tool()
+async def sleepy_started(seconds: float, mark: str) -> str:
+    """Writes ``started`` to the file ``mark``, then sleeps (to be cut off)."""
+    with open(mark, "w") as out:  # seen by a test in another process
+        out.write("started")
+    await anyio.sleep(seconds)  # not a wait: a tool that hangs on purpose
+    return "woke"
+
+
+@UPSTREAM.tool()
 async def gated(ctx: Context[Any, Any, Any]) -> str:
     """Reports progress, waits for the test's gate, reports again, answers."""
     await ctx.report_progress(1, 2, "before the gate")
