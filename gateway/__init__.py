@@ -18,7 +18,6 @@ from .proxy import (
     ToolCallTelemetry,
     compose,
     mark_pass_through_observer,
-    merkle_root,
     open_payload,
     verify_manifest,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "mark_pass_through_observer",
     "mcp_client",
     "mcp_serve",
-    "merkle_root",
     "open_payload",
     "verify_manifest",
 ]

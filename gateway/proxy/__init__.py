@@ -16,9 +16,6 @@ from ._audit import (
     ProxyAudit as ProxyAudit,
 )
 from ._audit import (
-    merkle_root as merkle_root,
-)
-from ._audit import (
     open_payload as open_payload,
 )
 from ._audit import (

@@ -39,11 +39,10 @@ from helmlog.events.lowlevel import canonical_json
 from helmlog.gateway import (
     McpProxy,
     ProxyAudit,
-    merkle_root,
     open_payload,
     verify_manifest,
 )
-from helmlog.gateway.proxy._audit import chain_key
+from helmlog.gateway.proxy._audit import chain_key, merkle_root
 
 from ...polling import until
 from .http_helpers import HEADERS, INITIALIZE

@@ -303,7 +303,6 @@ GATEWAY = [
     "mark_pass_through_observer",
     "mcp_client",
     "mcp_serve",
-    "merkle_root",
     "open_payload",
     "verify_manifest",
 ]
