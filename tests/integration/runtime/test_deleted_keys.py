@@ -25,160 +25,33 @@ another host), which is where the store's memory must stand.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from helmlog import (
-    Agent,
     AskPause,
     CheckpointError,
     StreamTamperedError,
-    Tool,
-    ToolMiddleware,
-    allow,
-    ask,
     check_in_approved,
 )
 from helmlog.cli import app
 from helmlog.events import (
-    EventStore,
     MemoryEventStore,
-    RedisEventStore,
-    StoredEvent,
     fold,
-    open_event_store,
     read_verified,
     upgrade_heads,
     verify_chain,
 )
 from helmlog.events._index import DEFAULT_SHARDS, shard_of
-from helmlog.events.redis.keys import head_key, known_key, registry_key, stream_key
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
-from helmlog.runtime.testing import counter_ids
+from helmlog.events.redis.keys import known_key, registry_key
+from tests.integration.runtime.site import KEY, Desk, Site, proposal
 from tests.replay.streams import FIXTURES, chain_key_of, imported_agent, load_records
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-KEY = b"operator-secret-key"
-SCHEMA = {
-    "type": "object",
-    "properties": {"order": {"type": "integer"}, "amount": {"type": "number"}},
-    "required": ["order", "amount"],
-}
-KINDS = [
-    "memory",
-    pytest.param("redis", marks=pytest.mark.redis),
-    pytest.param("cluster", marks=pytest.mark.redis),
-]
 runner = CliRunner()
-
-
-class Site:
-    """A store URL, stores opened on it, and an operator's hands on its keys."""
-
-    def __init__(self, url: str, memory: MemoryEventStore | None) -> None:
-        self.url = url
-        self.memory = memory
-        self.raw: EventStore = memory if memory is not None else open_event_store(url)
-        self.opened: list[EventStore] = [self.raw]
-
-    def store(self, key: bytes | None = None) -> EventStore:
-        """A store on this site under ``key`` (the memory site has one store)."""
-        if self.memory is not None:
-            self.memory.chain_key = key
-            return self.memory
-        store = open_event_store(self.url, chain_key=key)
-        self.opened.append(store)
-        return store
-
-    async def delete(self, sid: str, *, stream: bool = True, head: bool = True) -> None:
-        """``DEL`` the session's stream and/or head record."""
-        if self.memory is not None:
-            if stream:
-                self.memory._streams.pop(sid, None)
-            if head:
-                self.memory._heads.pop(sid, None)
-            return
-        keys = ([stream_key(sid)] if stream else []) + ([head_key(sid)] if head else [])
-        for key in keys:
-            await self._routes().one(key, "DEL", key)
-
-    async def rewrite(self, sid: str, records: list[StoredEvent]) -> None:
-        """Replace the session's stream with ``records`` (head untouched)."""
-        if self.memory is not None:
-            self.memory._streams[sid] = list(records)
-            return
-        await self.delete(sid, head=False)
-        key = stream_key(sid)
-        for r in records:
-            await self._routes().one(
-                key, "XADD", key, f"0-{r.seq}",
-                "seq", r.seq, "data", r.data, "hash", r.hash,
-            )  # fmt: skip
-
-    def _routes(self) -> Any:
-        assert isinstance(self.raw, RedisEventStore)
-        return self.raw._routes
-
-    async def open(self) -> Site:
-        if isinstance(self.raw, RedisEventStore):
-            await self.raw._routes.prepare()
-        return self
-
-    async def close(self) -> None:
-        for store in self.opened:
-            await store.close()
-
-
-@pytest.fixture(params=KINDS)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    """Memory, a real Redis, or a real Redis Cluster, with raw hands on it."""
-    if request.param == "memory":
-        made = Site("memory://", MemoryEventStore())
-    else:
-        fixture = "redis_cluster_url" if request.param == "cluster" else "redis_url"
-        made = Site(request.getfixturevalue(fixture), None)
-    yield await made.open()
-    await made.close()
-
-
-def proposal(n: int) -> Reply:
-    """The model proposing refund ``c<n>`` of order ``6 + n``, 900 (asks)."""
-    args = {"order": 6 + n, "amount": 900}
-    return Reply(tool_calls=[ToolCallRequest(id=f"c{n}", name="refund", args=args)])
-
-
-class Desk:
-    """A refund agent (not idempotent) whose tool and model record every call."""
-
-    def __init__(self, store: EventStore, script: list[Any] | None = None) -> None:
-        self.ran: list[dict[str, Any]] = []
-        self.model = scripted([proposal(1), "Refunded."] if script is None else script)
-        four_eyes = ToolMiddleware(
-            name="four-eyes",
-            on_tool_call=lambda c: (
-                ask("Approve this refund?") if c.args["amount"] > 500 else allow()
-            ),
-        )
-        self.agent = (
-            Agent.create(provider=self.model, model="m", ids=counter_ids(), store=store)
-            .system("You refund.")
-            .tool(Tool("refund", "Refund an order.", SCHEMA, self._refund))
-            .tool_middleware(four_eyes)
-            .build()
-        )
-
-    def _refund(self, order: int, amount: float) -> str:
-        self.ran.append({"order": order, "amount": amount})
-        return f"refunded {amount} on {order}"
-
-    async def pause(self, message: str = "Refund order 7") -> AskPause:
-        out = await self.agent.run(message)
-        assert isinstance(out, AskPause)
-        return out
 
 
 # -- item 3: a checkpoint used twice after the session's keys are deleted --------
@@ -236,9 +109,9 @@ async def test_r25_the_registry_remembers_a_session_whose_every_key_is_deleted(
         assert "Refunded." == await desk.agent.resume(cp, check_in_approved(by="dana"))
         sid = cp.session_id
         await site.delete(sid)
-        await site._routes().one(known_key(sid), "DEL", known_key(sid))
+        await site.routes().one(known_key(sid), "DEL", known_key(sid))
         registry = registry_key(shard_of(sid, DEFAULT_SHARDS))
-        assert await site._routes().one(registry, "SISMEMBER", registry, sid)
+        assert await site.routes().one(registry, "SISMEMBER", registry, sid)
         fresh = Desk(site.store(KEY), ["Refunded."])
         with pytest.raises(CheckpointError) as caught:
             await fresh.agent.resume(cp, check_in_approved(by="dana"))

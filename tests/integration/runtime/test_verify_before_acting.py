@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -33,176 +32,25 @@ import pytest
 from typer.testing import CliRunner
 
 from helmlog import (
-    Agent,
     AskPause,
     StreamTamperedError,
-    Tool,
-    ToolMiddleware,
-    allow,
-    ask,
     check_in_approved,
 )
 from helmlog.cli import app
 from helmlog.events import (
-    EventStore,
-    MemoryEventStore,
-    RedisEventStore,
     StoredEvent,
     fold,
-    open_event_store,
     read_verified,
     verify_chain,
 )
-from helmlog.events.redis import head_key, stream_key
-from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
-from helmlog.runtime.testing import counter_ids
+from tests.integration.runtime.site import KEY, Desk, Site, proposal
 from tests.replay.streams import FIXTURES, chain_key_of, imported_agent, load_records
 
 # Invariant: tests and async fixtures share one loop, so a store opened in a
 # fixture is used and closed on the loop it connected on.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-KEY = b"operator-secret-key"
-SCHEMA = {
-    "type": "object",
-    "properties": {"order": {"type": "integer"}, "amount": {"type": "number"}},
-    "required": ["order", "amount"],
-}
 runner = CliRunner()
-
-KINDS = [
-    "memory",
-    pytest.param("redis", marks=pytest.mark.redis),
-    pytest.param("cluster", marks=pytest.mark.redis),
-]
-
-
-# -- the store, and an attacker's hands on it -----------------------------------
-
-
-class Site:
-    """A store URL, stores opened on it, and raw access to its keys."""
-
-    def __init__(self, url: str, memory: MemoryEventStore | None) -> None:
-        self.url = url
-        self.memory = memory
-        self.opened: list[EventStore] = []
-        self.raw = memory if memory is not None else open_event_store(url)
-        self.opened.append(self.raw)
-
-    def store(self, key: bytes | None = None) -> EventStore:
-        """A store on this site, under ``key`` (the memory site has one)."""
-        if self.memory is not None:
-            self.memory.chain_key = key
-            return self.memory
-        store = open_event_store(self.url, chain_key=key)
-        self.opened.append(store)
-        return store
-
-    async def records(self, sid: str) -> list[StoredEvent]:
-        """The stored records, read raw (no verification)."""
-        return await self.raw.read(sid)
-
-    async def rewrite(self, sid: str, records: list[StoredEvent]) -> None:
-        """Replace the session's stream with ``records``, leaving its head."""
-        if self.memory is not None:
-            self.memory._streams[sid] = list(records)
-            return
-        await self.delete_stream(sid)
-        key = stream_key(sid)
-        for r in records:
-            await self._redis().one(
-                key, "XADD", key, f"0-{r.seq}",
-                "seq", r.seq, "data", r.data, "hash", r.hash,
-            )  # fmt: skip
-
-    async def delete_stream(self, sid: str) -> None:
-        """Delete the session's stream, keeping its head record."""
-        if self.memory is not None:
-            del self.memory._streams[sid]
-            return
-        await self._redis().one(stream_key(sid), "DEL", stream_key(sid))
-
-    async def raw_bytes(self, sid: str) -> bytes:
-        """Every byte stored under the session's keys (stream and head)."""
-        routes = self._redis()
-        key = stream_key(sid)
-        entries = await routes.one(key, "XRANGE", key, "-", "+")
-        head = await routes.one(head_key(sid), "GET", head_key(sid))
-        out = [bytes(head or b"")]
-        for entry_id, fields in entries:
-            out.append(bytes(entry_id))
-            out.extend(bytes(f) for f in fields)
-        return b"\n".join(out)
-
-    def _redis(self) -> Any:
-        """The raw store's routes (it learnt the cluster's slots when opened)."""
-        assert isinstance(self.raw, RedisEventStore)
-        return self.raw._routes
-
-    async def open(self) -> Site:
-        if isinstance(self.raw, RedisEventStore):
-            await self.raw._routes.prepare()
-        return self
-
-    async def close(self) -> None:
-        for store in self.opened:
-            await store.close()
-
-
-@pytest.fixture(params=KINDS)
-async def site(request: pytest.FixtureRequest) -> AsyncIterator[Site]:
-    """Memory, a real Redis, or a real Redis Cluster, with a raw hand on it."""
-    if request.param == "memory":
-        made = Site("memory://", MemoryEventStore())
-    else:
-        fixture = "redis_cluster_url" if request.param == "cluster" else "redis_url"
-        made = Site(request.getfixturevalue(fixture), None)
-    yield await made.open()
-    await made.close()
-
-
-# -- the agent ------------------------------------------------------------------
-
-
-def proposal(n: int) -> Reply:
-    """The model proposing refund ``c<n>`` of order ``6 + n``, 900 (asks)."""
-    args = {"order": 6 + n, "amount": 900}
-    return Reply(tool_calls=[ToolCallRequest(id=f"c{n}", name="refund", args=args)])
-
-
-class Desk:
-    """A refund agent whose tool and model record every call they get."""
-
-    def __init__(self, store: EventStore, script: list[Any] | None = None) -> None:
-        self.ran: list[dict[str, Any]] = []
-        self.model = scripted([proposal(1), "Refunded."] if script is None else script)
-        four_eyes = ToolMiddleware(
-            name="four-eyes",
-            on_tool_call=lambda c: (
-                ask("Approve this refund?") if c.args["amount"] > 500 else allow()
-            ),
-        )
-        self.agent = (
-            Agent.create(provider=self.model, model="m", ids=counter_ids(), store=store)
-            .system("You refund.")
-            .tool(Tool("refund", "Refund an order.", SCHEMA, self._refund))
-            .tool_middleware(four_eyes)
-            .build()
-        )
-
-    def _refund(self, order: int, amount: float) -> str:
-        self.ran.append({"order": order, "amount": amount})
-        return f"refunded {amount} on {order}"
-
-    async def pause(self, message: str = "Refund order 7") -> AskPause:
-        out = await self.agent.run(message)
-        assert isinstance(out, AskPause)
-        return out
-
-    def nothing_ran(self) -> tuple[list[Any], int]:
-        """What the tool ran and how many model calls were made."""
-        return self.ran, len(self.model.requests)
 
 
 def pause_seq(records: list[StoredEvent]) -> int:
@@ -324,7 +172,7 @@ async def test_r19_a_deleted_stream_whose_head_remains_is_refused(site: Site) ->
     desk = Desk(site.store(KEY))
     cp = (await desk.pause()).checkpoint
     sid = cp.session_id
-    await site.delete_stream(sid)
+    await site.delete(sid, head=False)
 
     if site.memory is None:
         result = await asyncio.to_thread(
