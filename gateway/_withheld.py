@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 import mcp.types as types
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -37,7 +37,7 @@ def withheld(
     code: int = types.INTERNAL_ERROR,
     reason: str | None = None,
     detail: str | None = None,
-) -> McpError:
+) -> MCPError:
     """An MCP error with a fixed ``message`` and an id; the detail is logged.
 
     ``exc`` (its text and traceback) and ``detail`` go to the log record
@@ -56,6 +56,4 @@ def withheld(
         f" [{detail}]" if detail else "",
         exc_info=exc,
     )
-    return McpError(
-        types.ErrorData(code=code, message=f"{message} (error id {eid})", data=data)
-    )
+    return MCPError(code, f"{message} (error id {eid})", data)
