@@ -1,7 +1,7 @@
 """Connect to an MCP server and hand its tools to an agent, stamped with provenance.
 
-Pattern: an async context manager over the SDK's ``ClientSession``, with one
-         of three transports (Streamable HTTP, stdio, or an in-memory pair).
+Pattern: an async context manager over the SDK's ``Client``, with one of three
+         transports (Streamable HTTP, stdio, or the served tools in process).
 Role:    gateway layer; ``mcp_client(name, url=... | command=... | server=...)``
          yields ``Tool`` objects whose ``execute`` calls the remote tool.
 Emits:   nothing; the agent that calls the tools records what happens.
@@ -12,18 +12,20 @@ transport failure is raised, naming tool and server, so after-tool sees
 
 Why the remote error is raised rather than returned: to the agent a remote
 tool that failed is a tool that raised; returned text would read as success.
+Why the SDK's ``Client`` in its default ``auto`` mode: it probes
+``server/discover`` and lands on 2026-07-28 where the server speaks it, and
+falls back to the ``initialize`` handshake where it does not (issue 26).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
-import anyio
 import mcp.types as types
-from mcp.client.session import ClientSession
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from helmlog.runtime import Tool
 from helmlog.runtime.lowlevel import running_tool
@@ -87,36 +89,31 @@ class McpClient:
         self.args = tuple(args)
         self.served = server
         self.tools: list[Tool] = []
-        self._session: ClientSession | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
+        self._client: Client | None = None
 
     def __repr__(self) -> str:
         return f"McpClient(name={self.name!r})"
 
     async def connect(self) -> list[Tool]:
-        """Open the transport, initialize the session, list the tools (S7)."""
-        if self._stack is not None:
+        """Open the transport, negotiate the protocol, list the tools (S7)."""
+        if self._client is not None:
             raise RuntimeError(f"mcp_client '{self.name}' is already connected")
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
+        client = Client(self._target(), cache=None)
+        await client.__aenter__()
         try:
-            read, write = await self._open(stack)
-            session = await stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-            listed = await session.list_tools()
-        except BaseException:
-            await stack.aclose()
+            listed = await client.list_tools()
+        except BaseException as exc:
+            await client.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        self._stack = stack
-        self._session = session
+        self._client = client
         self.tools = [self._tool(t) for t in listed.tools]
         return list(self.tools)
 
     async def close(self) -> None:
         """Close the session and its transport; the tools then fail (S8)."""
-        stack, self._stack, self._session = self._stack, None, None
-        if stack is not None:
-            await stack.aclose()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.__aexit__(None, None, None)
 
     async def __aenter__(self) -> list[Tool]:
         return await self.connect()
@@ -129,38 +126,13 @@ class McpClient:
     ) -> None:
         await self.close()
 
-    async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+    def _target(self) -> Any:
         if self.served is not None:
-            return await self._open_memory(stack, self.served)
+            return self.served.memory_streams()
         if self.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(command=self.command, args=list(self.args))
-            read, write = await stack.enter_async_context(stdio_client(params))
-            return read, write
+            return StdioServerParameters(command=self.command, args=list(self.args))
         assert self.url is not None
-        from mcp.client.streamable_http import streamable_http_client
-
-        read, write, _ = await stack.enter_async_context(
-            streamable_http_client(self.url)
-        )
-        return read, write
-
-    @staticmethod
-    async def _open_memory(
-        stack: contextlib.AsyncExitStack, served: ServedTools
-    ) -> tuple[Any, Any]:
-        from mcp.shared.memory import create_client_server_memory_streams
-
-        client_streams, server_streams = await stack.enter_async_context(
-            create_client_server_memory_streams()
-        )
-        tg = await stack.enter_async_context(anyio.create_task_group())
-        # Closing: the session exits first, then the server task is cancelled,
-        # then the task group and the streams close (the stack unwinds LIFO).
-        stack.callback(tg.cancel_scope.cancel)
-        tg.start_soon(served.run, *server_streams)
-        return client_streams
+        return self.url
 
     def _tool(self, remote: types.Tool) -> Tool:
         tool_name = remote.name
@@ -171,34 +143,38 @@ class McpClient:
         return Tool(
             tool_name,
             remote.description or "",
-            dict(remote.inputSchema),
+            dict(remote.input_schema),
             execute,
             self.name,
         )
 
     async def call(self, tool_name: str, arguments: dict[str, Any]) -> Any:
         """Call one remote tool; raise ``McpToolError`` with S8's text on failure."""
-        session = self._session
-        if session is None:
+        client = self._client
+        if client is None:
             raise McpToolError(
                 failed_text(tool_name, self.name, "the client is not connected")
             )
         # Correlation (issue 10 item 4): the agent's call id rides in ``_meta``,
         # so a proxy's audit of this call names the agent's call.
         call_id = running_tool().get()
-        meta = {CALL_ID_META: call_id} if call_id is not None else None
+        meta = (
+            cast("types.RequestParamsMeta", {CALL_ID_META: call_id})
+            if call_id is not None
+            else None
+        )
         try:
-            result = await session.call_tool(tool_name, arguments, meta=meta)
+            result = await client.call_tool(tool_name, arguments, meta=meta)
         except Exception as exc:
             raise McpToolError(
                 failed_text(tool_name, self.name, str(exc) or type(exc).__name__)
             ) from exc
-        if result.isError:
+        if result.is_error:
             raise McpToolError(
                 returned_error_text(tool_name, self.name, _content_text(result))
             )
-        if result.structuredContent is not None and not result.content:
-            return result.structuredContent
+        if result.structured_content is not None and not result.content:
+            return result.structured_content
         return _content_text(result)
 
 

@@ -10,8 +10,14 @@ Laws: S1, S2, S3 (``tool.dispatched`` before ``execute``, R7), S4, S5, S6
 (a failed append refuses with LEDGER_UNAVAILABLE), G7, G24, G25, G55, G57,
 R4, R5.
 
-Why the handler is registered raw, not with ``@server.call_tool``: the SDK
-validates before it; S3 validates after before-tool, S6 needs an MCP error.
+Why the handlers build whole results (the v2 SDK's ``on_*`` handlers): S3
+validates after before-tool, S4 answers every refusal as ``is_error=True`` and
+S6 answers an unrecorded call with an MCP error; nothing is left to the SDK.
+Why a serving session is keyed on the connection's channel: v2 builds a
+fresh ``ServerSession`` per request. A handshake-era connection (stdio, a
+Streamable HTTP ``Mcp-Session-Id``) and a 2026-07-28 duplex stream (stdio)
+keep one channel for their life; a 2026-07-28 Streamable HTTP request has no
+session at all (the protocol has none), so each is its own serving session.
 """
 
 from __future__ import annotations
@@ -26,9 +32,9 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog.events import (
     EventStore,
@@ -71,7 +77,7 @@ class _Session:
         """Append rows and their facts before anything follows from them (S6, R5).
 
         Raises:
-            McpError: the append failed; ``data.rejection_reason`` is
+            MCPError: the append failed; ``data.rejection_reason`` is
                 ``LEDGER_UNAVAILABLE`` and nothing after this point happens.
         """
         if not rows:
@@ -96,7 +102,7 @@ class _Session:
         """Append ``tool.dispatched`` immediately before ``execute`` (R7).
 
         Raises:
-            McpError: the append failed (``LEDGER_UNAVAILABLE``); the tool
+            MCPError: the append failed (``LEDGER_UNAVAILABLE``); the tool
                 does not run.
         """
         async with self.lock:
@@ -170,9 +176,9 @@ class ServedTools:
             weakref.WeakKeyDictionary()
         )
         self.session_ids: list[str] = []
-        self.server: Server[Any, Any] = Server(name)
-        self.server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]
-        self.server.request_handlers[types.CallToolRequest] = self._handle_call
+        self.server: Server[Any] = Server(
+            name, on_list_tools=self._list_tools, on_call_tool=self._handle_call
+        )
 
     def __repr__(self) -> str:
         return f"ServedTools(name={self.name!r}, tools={list(self.tools)!r})"
@@ -184,6 +190,26 @@ class ServedTools:
         await self.server.run(
             read_stream, write_stream, self.server.create_initialization_options()
         )
+
+    @contextlib.asynccontextmanager
+    async def memory_streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        """The client's ends of one in-memory MCP connection to these tools.
+
+        A transport for the SDK's ``Client`` (and ``mcp_client(server=...)``):
+        real JSON-RPC over memory streams, so the connection is one serving
+        session in either protocol era (S6). Leaving the block ends it.
+        """
+        from mcp.shared.memory import create_client_server_memory_streams
+
+        async with (
+            create_client_server_memory_streams() as (client, server),
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(self.run, *server)
+            try:
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
 
     async def serve_stdio(self) -> None:
         """Serve one MCP session over this process's stdin/stdout (S6: one stream)."""
@@ -235,28 +261,35 @@ class ServedTools:
 
     # -- listing ----------------------------------------------------------
 
-    async def _list_tools(self) -> list[types.Tool]:
-        return [
-            types.Tool(
-                name=t.name,
-                description=t.description,
-                inputSchema=dict(t.input_schema),
-            )
-            for t in self.tools.values()
-        ]
+    async def _list_tools(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.PaginatedRequestParams | None,
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t.name,
+                    description=t.description,
+                    input_schema=dict(t.input_schema),
+                )
+                for t in self.tools.values()
+            ]
+        )
 
     # -- the ledger -------------------------------------------------------
 
-    def _session(self) -> _Session:
-        """The serving session of the MCP session this request arrived on."""
-        key = self.server.request_context.session
-        session = self._sessions.get(key)
+    def _session(self, ctx: ServerRequestContext[Any] | None) -> _Session:
+        """The serving session of the MCP connection this request arrived on."""
+        key = _connection_key(ctx)
+        session = self._sessions.get(key) if key is not None else None
         if session is None:
             session_id = f"mcp-{self.name}-{uuid.uuid4().hex}"
             session = _Session(
                 Journal(self.store, session_id, self.listeners, self.clock)
             )
-            self._sessions[key] = session
+            if key is not None:
+                self._sessions[key] = session
             self.session_ids.append(session_id)
         return session
 
@@ -269,24 +302,29 @@ class ServedTools:
             return None
         return {"client_id": token.client_id, "scopes": list(token.scopes)}
 
-    async def _handle_call(self, req: types.CallToolRequest) -> types.ServerResult:
-        tool_name = req.params.name
-        args: Any = req.params.arguments if req.params.arguments is not None else {}
-        text, is_error = await self.call(tool_name, args)
-        return types.ServerResult(
-            types.CallToolResult(
-                content=[types.TextContent(type="text", text=text)],
-                isError=is_error,
-            )
+    async def _handle_call(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        args: Any = params.arguments if params.arguments is not None else {}
+        text, is_error = await self.call(params.name, args, ctx)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            is_error=is_error,
         )
 
-    async def call(self, tool_name: str, args: Any) -> tuple[str, bool]:
+    async def call(
+        self,
+        tool_name: str,
+        args: Any,
+        ctx: ServerRequestContext[Any] | None = None,
+    ) -> tuple[str, bool]:
         """Serve one call (S3); return what the client receives and whether it
-        is a tool error (S4). Must run inside an MCP request."""
+        is a tool error (S4). ``ctx`` names the MCP connection whose serving
+        session records it; without one the call gets a session of its own."""
         t = self.pipeline.lookup(tool_name)
         if isinstance(t, Refused):
             return t.text, True
-        session = self._session()
+        session = self._session(ctx)
         site = CallSite(
             tool_name=t.name,
             tool_source=t.source,
@@ -303,13 +341,30 @@ class ServedTools:
         return out.text, True
 
 
-def _ledger_error(cause: str) -> McpError:
-    return McpError(
-        types.ErrorData(
-            code=types.INTERNAL_ERROR,
-            message=f"the serving ledger could not record this call: {cause}",
-            data={"rejection_reason": LEDGER_UNAVAILABLE},
-        )
+def _connection_key(ctx: ServerRequestContext[Any] | None) -> object | None:
+    """What stays the same for every request of one MCP connection, or ``None``.
+
+    The SDK names no public handle for the connection behind a request
+    (``ServerSession`` is rebuilt per request; ``Connection`` is reached
+    through it). A connection with a standing channel (handshake era; a
+    2026-07-28 duplex stream) is keyed on that channel; a born-ready
+    single-exchange connection (2026-07-28 Streamable HTTP, in-process
+    direct dispatch) has none, and each of its requests stands alone.
+    """
+    if ctx is None:
+        return None
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is None or not connection.has_standalone_channel:
+        return None
+    outbound: object = connection.outbound
+    return outbound
+
+
+def _ledger_error(cause: str) -> MCPError:
+    return MCPError(
+        types.INTERNAL_ERROR,
+        f"the serving ledger could not record this call: {cause}",
+        {"rejection_reason": LEDGER_UNAVAILABLE},
     )
 
 

@@ -7,29 +7,35 @@ Emits:   nothing.
 Laws: S6 (``rows`` and ``facts`` read the serving session's stream from its
 store, which is where the ledger lives).
 
-Why the SDK's own in-memory pair: the tests then speak real MCP (initialize,
-list, call) with no network, and close every stream when the block ends.
+Why the SDK's own ``Client`` over ``ServedTools.memory_streams``: the tests
+then speak real MCP (discover or initialize, list, call) with no network, in
+either protocol era, and close every stream when the block ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import mcp.types as types
-from mcp.client.session import ClientSession
-from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.client import Client
 
 from helmlog.events import MiddlewareDecision
 from helmlog.gateway._serve import ServedTools
 
+#: The two ways a v2 client connects: 2026-07-28 (``auto`` lands there on a
+#: v2 server) and the ``initialize`` handshake of the 2025 revisions.
+MODES: tuple[Literal["auto", "legacy"], ...] = ("auto", "legacy")
+
 
 @asynccontextmanager
-async def connected(served: ServedTools) -> AsyncIterator[ClientSession]:
-    """One MCP session with ``served``, in memory."""
-    async with create_connected_server_and_client_session(served.server) as session:
-        yield session
+async def connected(
+    served: ServedTools, mode: Literal["auto", "legacy"] = "auto"
+) -> AsyncIterator[Client]:
+    """One MCP connection to ``served``, in memory, in the protocol era ``mode``."""
+    async with Client(served.memory_streams(), mode=mode, cache=None) as client:
+        yield client
 
 
 def text_of(result: types.CallToolResult) -> tuple[str, bool]:
@@ -37,7 +43,7 @@ def text_of(result: types.CallToolResult) -> tuple[str, bool]:
     assert 1 == len(result.content)
     block = result.content[0]
     assert isinstance(block, types.TextContent)
-    return block.text, bool(result.isError)
+    return block.text, bool(result.is_error)
 
 
 async def call(

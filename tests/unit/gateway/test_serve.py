@@ -26,7 +26,7 @@ import pytest
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog import Tool, ToolMiddleware, allow, ask, ask_human, deny, tool
 from helmlog.events import (
@@ -498,7 +498,7 @@ async def test_s6_a_failed_append_refuses_the_call_with_ledger_unavailable() -> 
     audit = ToolMiddleware(name="audit", on_tool_call=lambda c: allow())
     served = mcp_serve([ran.echo()], name="desk", tool_middleware=[audit], store=store)
     async with connected(served) as session:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await session.call_tool("echo", {"word": "hi"})
         assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data
         assert [] == ran.calls
@@ -516,6 +516,6 @@ async def test_s6_a_failed_append_after_the_tool_withholds_its_result() -> None:
     wrap = ToolMiddleware(name="wrap", on_tool_result=lambda r: allow("wrapped", "w"))
     served = mcp_serve([Ran().echo()], name="desk", tool_middleware=[wrap], store=store)
     async with connected(served) as session:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await session.call_tool("echo", {"word": "hi"})
     assert {"rejection_reason": "LEDGER_UNAVAILABLE"} == raised.value.error.data

@@ -6,9 +6,10 @@ Role:    unit tests for ``ServedTools.http_app``/``http_server`` and the
          client's HTTP transport.
 Emits:   nothing.
 
-Laws: S7 (over Streamable HTTP), S6 (one serving session per MCP session),
-R7 (a served call appends ``tool.dispatched`` before ``execute``; a refused
-append means the tool never runs).
+Laws: S7 (over Streamable HTTP), S6 (one serving session per MCP session; a
+2026-07-28 request over HTTP is one, as that revision has no session), R7 (a
+served call appends ``tool.dispatched`` before ``execute``; a refused append
+means the tool never runs).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from mcp.client import Client
 
 from helmlog import Tool, ToolMiddleware, allow, deny
 from helmlog.events import MemoryEventStore, StoredEvent
 from helmlog.gateway import mcp_client, mcp_serve
 from helmlog.gateway._client import McpToolError
+
+from .helpers import text_of
 
 ran: list[str] = []
 
@@ -48,7 +52,11 @@ NO_ZERO = ToolMiddleware(
 
 
 async def test_s7_mcp_client_over_http_reaches_mcp_serve() -> None:
-    """S7, S6: list and call over Streamable HTTP; a denial is a raised tool error."""
+    """S7, S6: list and call over Streamable HTTP; a denial is a raised tool error.
+
+    ``mcp_client`` lands on 2026-07-28, where each HTTP request stands alone,
+    so its two calls are two serving sessions (one under mcp 1.x's handshake).
+    """
     served = mcp_serve([_echo()], name="desk", tool_middleware=[NO_ZERO])
     async with served.http_server() as url, mcp_client("desk-http", url=url) as tools:
         assert [("echo", "desk-http")] == [(t.name, t.source) for t in tools]
@@ -58,6 +66,21 @@ async def test_s7_mcp_client_over_http_reaches_mcp_serve() -> None:
     assert (
         "MCP tool 'echo' (server 'desk-http') returned an error: zero is not a word"
     ) == str(raised.value)
+    assert 2 == len(served.session_ids)
+
+
+async def test_s6_a_handshake_era_http_session_is_one_serving_session() -> None:
+    """S6: a 2025-era client's ``Mcp-Session-Id`` session files both calls in one."""
+    served = mcp_serve([_echo()], name="desk", tool_middleware=[NO_ZERO])
+    async with (
+        served.http_server() as url,
+        Client(url, mode="legacy", cache=None) as client,
+    ):
+        assert "2025-11-25" == client.protocol_version
+        assert ("HI", False) == text_of(await client.call_tool("echo", {"word": "hi"}))
+        assert ("zero is not a word", True) == text_of(
+            await client.call_tool("echo", {"word": "zero"})
+        )
     assert 1 == len(served.session_ids)
 
 

@@ -1,7 +1,8 @@
 """The gateway's one uvicorn start-up helper: config, shutdown hook, serving block.
 
 Pattern: unit tests of ``gateway/_uvicorn.py`` over a tiny ASGI app on a
-         real loopback socket (port 0), with httpx as the client.
+         real loopback socket (port 0), with httpx2 (the MCP SDK's HTTP
+         client) as the client.
 Role:    unit tests; the HTTP API, the proxy and ``mcp_serve`` run on it.
 Emits:   nothing.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from helmlog.gateway._uvicorn import Server, server_config, serving
@@ -48,7 +49,7 @@ async def test_serving_yields_the_bound_port_and_leaving_shuts_down() -> None:
     )
     async with serving(server, name="the test app") as port:
         assert port > 0
-        async with httpx.AsyncClient() as client:
+        async with httpx2.AsyncClient() as client:
             answer = await client.get(f"http://127.0.0.1:{port}/")
         assert (200, "ok") == (answer.status_code, answer.text)
     assert ["lifespan.startup", "lifespan.shutdown"] == LIFESPAN
