@@ -1,97 +1,46 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
-Pattern: an async context manager over the SDK's ``ClientSession`` with one
-         of three transports (a command, a URL, or an in-process server);
-         ``call_raw`` sends a dict with an id of our own (``_raw``).
+Pattern: an async context manager over the SDK's ``ClientSession`` (in the
+         era the upstream speaks: the ``initialize`` handshake, else 2026-07-28
+         ``server/discover``) on one of three transports: a command
+         (``_stdio``), a URL (``_http``), or a server in this process.
 Role:    gateway layer; ``McpProxy`` opens one for its life.
 Emits:   nothing; notifications go to ``on_notification`` (list_changed).
 
-Laws: P25 (no start against an upstream that does not initialize:
-``UpstreamError``; cancel and progress relayed), S7, H4 (a client hears
-neither the label nor the cause; both are logged under the error id).
+Laws: P25 (no start against an upstream that does not connect:
+``UpstreamError``; cancel and progress relayed by the SDK's dispatcher), S7,
+H4 (a client hears neither the label nor the cause; both are logged).
 
-Why requests are sent raw (``send_request``, ``call_raw``): a proxy forwards
-what the client sent and returns what the upstream answered, and cheaply.
+Why ``call_raw`` beside ``request``: a proxy forwards what the upstream
+answered; the raw form is the SDK's own request path (``send_request``) with
+the result kept as the JSON it was, with no model built on the way.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import shlex
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 import mcp.types as types
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.session import ClientSession
-from mcp.shared.exceptions import McpError
-from mcp.shared.message import SessionMessage
-from mcp.shared.session import ProgressFnT
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp.shared.memory import create_client_server_memory_streams
+from pydantic import TypeAdapter
 
 from helmlog.events import HelmlogError
 
 from .._withheld import withheld
-from ._raw import RawCaller, RawCalls, RoutedReads
+from ._http import HttpClientFactory
 
-Notify = Callable[[types.ServerNotification], Awaitable[None]]
+Notify = Callable[[Any], Awaitable[None]]
+Connected = types.InitializeResult | types.DiscoverResult
+"""What the upstream said at connect: its capabilities and instructions."""
 
-
-class _Sending:
-    """The request being sent from this task, and the id it went out with."""
-
-    __slots__ = ("id",)
-
-    def __init__(self) -> None:
-        self.id: types.RequestId | None = None
-
-
-_SENDING: contextvars.ContextVar[_Sending | None] = contextvars.ContextVar(
-    "helmlog_proxy_sending", default=None
-)
-
-
-class _NotingIds:
-    """The upstream write stream; notes the JSON-RPC id each request went out with.
-
-    ``ClientSession.send_request`` writes its request from the caller's own
-    task, so the ``_Sending`` slot that task set receives the id the SDK
-    chose; a cancel then names exactly that request upstream (P25), read off
-    the wire rather than off the SDK's private counter.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def send(self, message: SessionMessage) -> None:
-        await self.inner.send(message)
-        root = message.message.root
-        slot = _SENDING.get()
-        if (
-            slot is not None
-            and slot.id is None
-            and isinstance(root, types.JSONRPCRequest)
-        ):
-            slot.id = root.id
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    async def __aenter__(self) -> _NotingIds:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def _noting_ids(write: Any) -> MemoryObjectSendStream[SessionMessage]:
-    # ClientSession uses only send, aclose and ``async with`` of its stream.
-    return cast("MemoryObjectSendStream[SessionMessage]", _NotingIds(write))
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 class UpstreamError(HelmlogError):
@@ -122,61 +71,95 @@ def describe(upstream: Any) -> str:
 
 
 def _low_level(server: Any) -> Any:
-    """The SDK low-level ``Server`` inside a FastMCP or ``mcp_serve`` object."""
-    inner = getattr(server, "_mcp_server", None)  # FastMCP keeps it here
-    if inner is not None:
-        return inner
-    inner = getattr(server, "server", None)  # ServedTools.server
-    return inner if inner is not None else server
+    """The SDK low-level ``Server`` inside an ``MCPServer``, a FastMCP 4 server
+    or an ``mcp_serve`` result."""
+    for attr in ("_lowlevel_server", "_mcp_server", "server"):
+        inner = getattr(server, attr, None)
+        if inner is not None and hasattr(inner, "run"):
+            return inner
+    return server
+
+
+@contextlib.asynccontextmanager
+async def _in_process(server: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """A transport to a server in this process: JSON-RPC over memory streams."""
+    low = _low_level(server)
+    async with (
+        create_client_server_memory_streams() as (client_streams, server_streams),
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(
+            lambda: low.run(*server_streams, low.create_initialization_options())
+        )
+        try:
+            yield client_streams
+        finally:
+            tg.cancel_scope.cancel()
 
 
 class Upstream:
-    """One initialized client session to the upstream server.
+    """One connected client session to the upstream server.
 
     Args:
         target: a URL (``http://``/``https://``), a command as a sequence of
             strings, or an in-process server object.
         on_notification: receives every server notification.
+        http_client: makes the ``httpx2.AsyncClient`` of a URL upstream (its
+            headers, auth, TLS and proxy settings); the SDK's by default.
+        mode: ``"auto"`` (the handshake, else discover), ``"legacy"``, or
+            a 2026-era protocol version (discover only).
     """
 
-    def __init__(self, target: Any, on_notification: Notify | None = None) -> None:
+    def __init__(
+        self,
+        target: Any,
+        on_notification: Notify | None = None,
+        *,
+        http_client: HttpClientFactory | None = None,
+        mode: str = "auto",
+    ) -> None:
         if isinstance(target, str) and not target.startswith(("http://", "https://")):
             raise ValueError(
                 "an upstream str is a URL; give a command as a list of strings"
             )
+        if isinstance(target, (list, tuple)) and not target:
+            raise ValueError("an upstream command needs at least a program")
         self.target = target
         self.label = describe(target)
         self.on_notification = on_notification
+        self.http_client = http_client
+        self.mode = mode
         self.session: ClientSession | None = None
-        self.init: types.InitializeResult | None = None
+        self.init: Connected | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._raw: RawCaller | None = None
 
-    async def open(self) -> types.InitializeResult:
-        """Start (or connect to) the upstream and initialize it.
+    def _transport(self) -> Any:
+        target = self.target
+        if isinstance(target, str):
+            from ._http import upstream_http
+
+            return upstream_http(target, self.label, self.http_client)
+        if isinstance(target, (list, tuple)):
+            from ._stdio import upstream_stdio
+
+            return upstream_stdio(target, self.label)
+        return _in_process(target)
+
+    async def open(self) -> Connected:
+        """Start (or connect to) the upstream and negotiate with it.
 
         Raises:
-            UpstreamError: it did not start or did not answer initialize.
+            UpstreamError: it did not start or did not answer.
         """
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            read, write, raw = await self._streams(stack)
-            if raw is None:  # a transport of SessionMessages: route on its reads
-                raw = RawCalls(self.label, _sender(write))
-                read = RoutedReads(read, raw)
+            read, write = await stack.enter_async_context(self._transport())
             session = await stack.enter_async_context(
-                ClientSession(
-                    cast("Any", read),
-                    _noting_ids(write),
-                    message_handler=self._incoming,
-                )
+                ClientSession(read, write, message_handler=self._incoming)
             )
             with anyio.fail_after(30):
-                init = await session.initialize()
-            ready = getattr(raw, "ready", None)
-            if ready is not None:  # the transport settles after initialize
-                await ready()
+                init = await _negotiate(session, self.mode)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await _close_quietly(stack)
@@ -184,43 +167,29 @@ class Upstream:
                 raise UpstreamError(self.label, _cause(exc)) from exc
             raise
         self._stack, self.session, self.init = stack, session, init
-        self._raw = raw
         return init
 
     async def close(self) -> None:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
-        self._raw = None
         if stack is not None:
             await stack.aclose()
 
-    async def _streams(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any, Any]:
-        """``(read, write, raw)``: raw is ``None`` where ``RoutedReads`` routes."""
-        target = self.target
-        if isinstance(target, str):
-            from ._http import upstream_http
+    @property
+    def server_name(self) -> str:
+        """The upstream's own name (its ``serverInfo``), else its label (S2)."""
+        info = None if self.session is None else self.session.server_info
+        return info.name if info is not None and info.name else self.label
 
-            return await stack.enter_async_context(upstream_http(target, self.label))
-        if isinstance(target, (list, tuple)):
-            from ._stdio import upstream_stdio
-
-            return await stack.enter_async_context(upstream_stdio(target, self.label))
-        from mcp.shared.memory import create_client_server_memory_streams
-
-        server = _low_level(target)
-        client_streams, server_streams = await stack.enter_async_context(
-            create_client_server_memory_streams()
-        )
-        tg = await stack.enter_async_context(anyio.create_task_group())
-        stack.callback(tg.cancel_scope.cancel)
-        tg.start_soon(
-            lambda: server.run(*server_streams, server.create_initialization_options())
-        )
-        return (*client_streams, None)
+    @property
+    def protocol_version(self) -> str | None:
+        """The protocol version negotiated with the upstream."""
+        return None if self.session is None else self.session.protocol_version
 
     async def _incoming(self, message: Any) -> None:
-        if isinstance(message, types.ServerNotification) and self.on_notification:
-            await self.on_notification(message)
+        if isinstance(message, Exception) or self.on_notification is None:
+            return
+        await self.on_notification(message)
 
     def _live(self) -> ClientSession:
         if self.session is None:
@@ -232,55 +201,34 @@ class Upstream:
     async def request(
         self,
         request: Any,
-        result_type: type[Any],
+        result_type: Any,
         progress: ProgressFnT | None = None,
         timeout_s: float | None = None,
     ) -> Any:
         """Send one client request upstream and return its typed result.
 
-        Cancelling the caller relays ``notifications/cancelled`` upstream.
+        Cancelling the caller relays ``notifications/cancelled`` upstream (the
+        SDK's dispatcher does, for a request it wrote).
 
         Raises:
-            McpError: the upstream's own error, unchanged, or a transport
-                failure as ``INTERNAL_ERROR``.
+            MCPError: the upstream's own error, unchanged, or a transport
+                failure (connection closed, timeout) as the SDK reports it.
         """
         session = self._live()
-        # A request parsed from the wire keeps its envelope (``jsonrpc``,
-        # ``id``) as extra fields; send only what the request says.
-        request = type(request)(method=request.method, params=request.params)
-        sending = _Sending()
-        token = _SENDING.set(sending)
         try:
             return await session.send_request(
-                types.ClientRequest(request),
+                request,
                 result_type,
-                request_read_timeout_seconds=(
-                    timedelta(seconds=timeout_s) if timeout_s else None
-                ),
+                request_read_timeout_seconds=timeout_s,
                 progress_callback=progress,
             )
-        except anyio.get_cancelled_exc_class():
-            if sending.id is not None:  # it reached the upstream: cancel it there
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await session.send_notification(
-                        types.ClientNotification(
-                            types.CancelledNotification(
-                                params=types.CancelledNotificationParams(
-                                    requestId=sending.id, reason="cancelled by client"
-                                )
-                            )
-                        )
-                    )
-            raise
-        except McpError:
+        except MCPError:
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise withheld(  # H4: the label and the cause only in the log
                 "the upstream MCP server went away",
                 detail=f"{self.label}: {_cause(exc)}",
             ) from exc
-        finally:
-            _SENDING.reset(token)
 
     async def call_raw(
         self,
@@ -290,38 +238,45 @@ class Upstream:
         timeout_s: float | None = None,
         progress: ProgressFnT | None = None,
     ) -> dict[str, Any]:
-        """Send one JSON-RPC request upstream as is; return its raw ``result``.
+        """Send one ``tools/call`` upstream; return its ``result`` as JSON.
 
-        It goes on the connection the ``ClientSession`` uses, with an id of
-        our own (``hl-N``), and its reply never reaches the session; nothing
-        is validated with pydantic on the way (the result is JSON decoded
-        with msgspec). With ``progress``, ``_meta.progressToken`` is set to
-        the id and the upstream's progress for it reaches ``progress``.
-        Cancelling the caller sends ``notifications/cancelled`` upstream.
+        The SDK's own request path (its stamping, its per-version result
+        check), with no result model built: the proxy hands the JSON on.
 
         Raises:
-            McpError: the upstream's own error (code, message, data); a
-                transport failure or an upstream gone mid-call as
-                ``INTERNAL_ERROR``; 408 once ``timeout_s`` has passed.
+            MCPError: as ``request``.
         """
-        raw: RawCaller | None = self._raw
-        if raw is None:
-            self._live()
-            raise AssertionError("unreachable: a live session has raw calls")
-        return await raw.call(method, params, timeout_s, progress)
+        if method != "tools/call" or not isinstance(params, dict):
+            raise ValueError("call_raw sends tools/call with a params object")
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams.model_validate(params, by_name=False)
+        )
+        out: dict[str, Any] = await self.request(request, _RAW, progress, timeout_s)
+        return out
 
     async def notify(self, notification: Any) -> None:
         """Forward a client notification upstream (best effort)."""
-        await self._live().send_notification(types.ClientNotification(notification))
+        await self._live().send_notification(notification)
 
 
-def _sender(write: Any) -> Callable[[dict[str, Any]], Awaitable[None]]:
-    """Raw messages as ``SessionMessage`` objects on a transport's write stream."""
+async def _negotiate(session: ClientSession, mode: str) -> Connected:
+    """Connect in the era the upstream speaks: ``"auto"`` shakes hands
+    (``initialize``) and, if the upstream refuses the handshake (a
+    2026-only server), discovers; ``"legacy"`` only shakes hands; a 2026-era
+    version only discovers.
 
-    async def send(message: dict[str, Any]) -> None:
-        await write.send(SessionMessage(types.JSONRPCMessage.model_validate(message)))
-
-    return send
+    Why the handshake first where both are spoken: the proxy relays the
+    upstream's ``list_changed`` notifications (P25), which a 2026-era link
+    carries only on a ``subscriptions/listen`` stream.
+    """
+    if mode == "legacy":
+        return await session.initialize()
+    if mode != "auto":
+        return await session.discover()
+    try:
+        return await session.initialize()
+    except MCPError:  # a 2026-only server: no handshake
+        return await session.discover()
 
 
 def _cause(exc: BaseException) -> str:
