@@ -5,7 +5,9 @@ governed tools over MCP with their own chain (section S, S1–S6 of the laws);
 ``mcp_client`` connects to an MCP server and hands back ``Tool`` objects
 stamped with the client's name as their source (S7, S8). ``McpProxy`` puts
 onion middleware, hidden and pass-through routing, helmlog governance links
-and one keyed audit chain in front of any MCP server (section P).
+and one keyed audit chain in front of any MCP server (section P); an
+``HttpUpstream`` is its upstream URL with headers, credentials (a bearer,
+OAuth client credentials) and TLS settings (P26).
 """
 
 from ._client import mcp_client
@@ -21,14 +23,22 @@ from .proxy import (
     open_payload,
     verify_manifest,
 )
-from .upstream import UpstreamError
+from .upstream import (
+    HttpUpstream,
+    OAuthClientCredentials,
+    UpstreamConfigError,
+    UpstreamError,
+)
 
 __all__ = [
+    "HttpUpstream",
     "McpProxy",
+    "OAuthClientCredentials",
     "ProxyAudit",
     "ProxyContext",
     "RejectionReason",
     "ToolCallTelemetry",
+    "UpstreamConfigError",
     "UpstreamError",
     "compose",
     "mark_pass_through_observer",

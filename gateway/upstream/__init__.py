@@ -7,9 +7,13 @@ that failed raises (P25); its public namespace is ``helmlog.gateway``.
 
 Layout: ``_upstream`` (the connection), ``_stdio`` (the SDK's stdio client),
 ``_http`` (the SDK's Streamable HTTP client on one ``httpx2`` client, made by
-an ``HttpClientFactory``).
+an ``HttpClientFactory``), ``_credentials`` (``HttpUpstream``: the headers,
+credentials, TLS and proxy settings that factory is built from, P26).
 """
 
+from ._credentials import HttpUpstream as HttpUpstream
+from ._credentials import OAuthClientCredentials as OAuthClientCredentials
+from ._credentials import UpstreamConfigError as UpstreamConfigError
 from ._http import HttpClientFactory as HttpClientFactory
 from ._upstream import Upstream as Upstream
 from ._upstream import UpstreamError as UpstreamError

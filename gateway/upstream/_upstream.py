@@ -34,6 +34,7 @@ from pydantic import TypeAdapter
 from helmlog.events import HelmlogError
 
 from .._withheld import withheld
+from ._credentials import HttpUpstream
 from ._http import HttpClientFactory
 
 Notify = Callable[[Any], Awaitable[None]]
@@ -101,8 +102,9 @@ class Upstream:
     """One connected client session to the upstream server.
 
     Args:
-        target: a URL (``http://``/``https://``), a command as a sequence of
-            strings, or an in-process server object.
+        target: a URL (``http://``/``https://``), an ``HttpUpstream`` (a URL
+            with headers, credentials and TLS settings), a command as a
+            sequence of strings, or an in-process server object.
         on_notification: receives every server notification.
         http_client: makes the ``httpx2.AsyncClient`` of a URL upstream (its
             headers, auth, TLS and proxy settings); the SDK's by default.
@@ -118,6 +120,9 @@ class Upstream:
         http_client: HttpClientFactory | None = None,
         mode: str = "auto",
     ) -> None:
+        if isinstance(target, HttpUpstream):  # a URL with how to reach it (P26)
+            http_client = http_client or target.client
+            target = target.url
         if isinstance(target, str) and not target.startswith(("http://", "https://")):
             raise ValueError(
                 "an upstream str is a URL; give a command as a list of strings"
@@ -151,21 +156,20 @@ class Upstream:
         Raises:
             UpstreamError: it did not start or did not answer.
         """
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
         try:
-            read, write = await stack.enter_async_context(self._transport())
-            session = await stack.enter_async_context(
-                ClientSession(read, write, message_handler=self._incoming)
-            )
-            with anyio.fail_after(30):
-                init = await _negotiate(session, self.mode)
-        except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await _close_quietly(stack)
-            if isinstance(exc, Exception):
-                raise UpstreamError(self.label, _cause(exc)) from exc
-            raise
+            async with contextlib.AsyncExitStack() as opening:
+                read, write = await opening.enter_async_context(self._transport())
+                session = await opening.enter_async_context(
+                    ClientSession(read, write, message_handler=self._incoming)
+                )
+                with anyio.fail_after(30):
+                    init = await _negotiate(session, self.mode)
+                stack = opening.pop_all()
+        except Exception as exc:
+            # Raised out of the exits (not caught inside them), so a task
+            # group the transport opened settles the cancel it sent this
+            # task instead of leaving it pending for the caller's next await.
+            raise UpstreamError(self.label, _cause(exc)) from exc
         self._stack, self.session, self.init = stack, session, init
         return init
 
@@ -222,7 +226,12 @@ class Upstream:
                 request_read_timeout_seconds=timeout_s,
                 progress_callback=progress,
             )
-        except MCPError:
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED and exc.data is None:
+                raise withheld(  # H4: the label and the cause only in the log
+                    "the upstream MCP server went away",
+                    detail=f"{self.label}: {exc.message}",
+                ) from exc
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise withheld(  # H4: the label and the cause only in the log
@@ -283,15 +292,6 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _cause(exc.exceptions[0])
     return str(exc) or type(exc).__name__
-
-
-async def _close_quietly(stack: contextlib.AsyncExitStack) -> None:
-    try:
-        await stack.aclose()
-    except Exception:  # noqa: BLE001 — the open already failed; report that
-        return
-    except BaseExceptionGroup:
-        return
 
 
 def command_of(spec: str | Sequence[str]) -> list[str]:

@@ -293,11 +293,14 @@ ACTORS = [
     "host_for",
 ]
 GATEWAY = [
+    "HttpUpstream",
     "McpProxy",
+    "OAuthClientCredentials",
     "ProxyAudit",
     "ProxyContext",
     "RejectionReason",
     "ToolCallTelemetry",
+    "UpstreamConfigError",
     "UpstreamError",
     "compose",
     "mark_pass_through_observer",
