@@ -6,7 +6,9 @@ Role:    the face; ``helmlog.cli`` calls ``run_proxy``, prints errors as one lin
 Emits:   what the proxy records (its sessions' streams in ``--store``).
 
 Laws: R18, P24 (``--http`` binds loopback by default), P25 (an upstream
-that does not start is a clean error), issue 10 item 6 (one-line errors).
+that does not start is a clean error), P26 (an ``--upstream-url`` with its
+headers, credentials and TLS: ``_upstream_options``), issue 10 item 6
+(one-line errors).
 
 Why uvloop where installed: most of a hop's time is the event loop's own.
 Why the current directory goes on the import path: a policy file sits beside
@@ -26,6 +28,7 @@ import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from helmlog._upstream_options import UpstreamFlags, http_upstream
 from helmlog.events import open_event_store
 from helmlog.gateway import McpProxy, ProxyAudit
 
@@ -93,15 +96,31 @@ def build_proxy(
     upstream_url: str | None,
     policy: str | None,
     store: str | None,
+    flags: UpstreamFlags | None = None,
 ) -> McpProxy:
-    """The proxy the options describe (raises ``ProxyCliError``)."""
+    """The proxy the options describe.
+
+    Raises:
+        ProxyCliError: a bad option or policy.
+        UpstreamConfigError: bad upstream settings (``flags``), before any
+            connection.
+    """
     if (upstream is None) == (upstream_url is None):
         raise ProxyCliError("give exactly one of --upstream or --upstream-url")
-    target: Any = upstream_url
+    flags = flags or UpstreamFlags()
+    target: Any
     if upstream is not None:
+        if flags.given():
+            raise ProxyCliError(
+                f"{', '.join(flags.given())}: for an --upstream-url only "
+                "(a command's credentials are its environment)"
+            )
         target = shlex.split(upstream)  # a command line, as the shell splits it
         if not target:
             raise ProxyCliError("--upstream needs a command")
+    else:
+        assert upstream_url is not None
+        target = http_upstream(upstream_url, flags)
     options = load_policy(policy)
     opened = open_event_store(store) if store else None
     secret = os.environ.get(AUDIT_SECRET_ENV)

@@ -8,7 +8,9 @@ Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy``.
 Emits:   nothing itself; the agents they run record their sessions.
 
 Laws: issue 11 (``serve`` refused without an auth file), R7/R22
-(``recover`` exits 1 if a session could not be recovered), section P.
+(``recover`` exits 1 if a session could not be recovered), section P
+(P26: ``mcp-proxy``'s upstream flags each have an environment twin and
+take secrets only as a variable's name or a file's path).
 
 Why the servers import inside their commands: ``import helmlog.cli`` loads
 neither Starlette, uvicorn nor the MCP SDK.
@@ -16,7 +18,9 @@ neither Starlette, uvicorn nor the MCP SDK.
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -202,6 +206,58 @@ PROXY_STORE_HELP = (
     "Event store URL for the proxy's sessions (governance rows, the audit with "
     "$HELMLOG_AUDIT_SECRET set): memory:// or redis://host:port/db."
 )
+HEADER_HELP = (
+    "A header for every request to the --upstream-url, 'Name: value' "
+    "(repeatable); ${VAR} in the value is the environment variable's value, "
+    "and Authorization/Cookie values must come that way. As an environment "
+    "variable: $HELMLOG_UPSTREAM_HEADERS, one header a line."
+)
+HEADER_ENV_HELP = (
+    "A header whose value is the environment variable VAR's: Name=VAR "
+    "(repeatable), e.g. Authorization=UPSTREAM_AUTH."
+)
+BEARER_ENV_HELP = (
+    "Send 'Authorization: Bearer <token>' with the token read from the "
+    "environment variable VAR (the token is never a flag)."
+)
+BEARER_FILE_HELP = "Send a bearer token read from PATH (one line)."
+OAUTH_HELP = (
+    "Get the upstream's token with the OAuth client-credentials grant (the "
+    "SDK's provider: discovery on the upstream's 401, a token from the issuer)."
+)
+OAUTH_ISSUER_HELP = (
+    "The authorization server's issuer URL; the client secret is only sent to it."
+)
+OAUTH_CLIENT_ID_HELP = "The OAuth client id."
+OAUTH_SECRET_ENV_HELP = (
+    "Read the OAuth client secret from the environment variable VAR."
+)
+OAUTH_SECRET_FILE_HELP = "Read the OAuth client secret from PATH."
+OAUTH_SCOPE_HELP = "The scopes to ask for, space-separated."
+OAUTH_CACHE_HELP = (
+    "Keep the OAuth token in this JSON file (mode 0600) between runs; "
+    "default: in memory."
+)
+CA_FILE_HELP = (
+    "Trust the CAs in this PEM file for an https:// upstream, instead of the "
+    "system's store."
+)
+INSECURE_HELP = (
+    "Do not verify an https:// upstream's certificate. Dangerous: anyone on "
+    "the path can read and change the traffic, credentials included."
+)
+UPSTREAM_TIMEOUT_HELP = "Connect/write timeout to the upstream, in seconds."
+UPSTREAM_READ_TIMEOUT_HELP = (
+    "How long a read from the upstream may wait, in seconds (a reply's stream "
+    "may stay open while a tool runs)."
+)
+HEADERS_ENV = "HELMLOG_UPSTREAM_HEADERS"
+
+
+def _opt(help_text: str, env: str, flag: str | None = None) -> Any:
+    """A ``typer.Option`` of the upstream settings, with its environment twin."""
+    names = (flag,) if flag else ()
+    return typer.Option(*names, help=help_text, envvar=env, show_envvar=True)
 
 
 @app.command("mcp-proxy")
@@ -213,12 +269,88 @@ def mcp_proxy(
     store: Annotated[
         str | None, typer.Option(help=PROXY_STORE_HELP, envvar=STORE_ENV)
     ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", "-H", help=HEADER_HELP, metavar="'NAME: VALUE'"),
+    ] = None,
+    header_env: Annotated[
+        list[str] | None,
+        _opt(HEADER_ENV_HELP, "HELMLOG_UPSTREAM_HEADER_ENV"),
+    ] = None,
+    bearer_env: Annotated[
+        str | None, _opt(BEARER_ENV_HELP, "HELMLOG_UPSTREAM_BEARER_ENV")
+    ] = None,
+    bearer_file: Annotated[
+        Path | None, _opt(BEARER_FILE_HELP, "HELMLOG_UPSTREAM_BEARER_FILE")
+    ] = None,
+    oauth: Annotated[bool, _opt(OAUTH_HELP, "HELMLOG_UPSTREAM_OAUTH")] = False,
+    oauth_issuer: Annotated[
+        str | None, _opt(OAUTH_ISSUER_HELP, "HELMLOG_UPSTREAM_OAUTH_ISSUER")
+    ] = None,
+    oauth_client_id: Annotated[
+        str | None, _opt(OAUTH_CLIENT_ID_HELP, "HELMLOG_UPSTREAM_OAUTH_CLIENT_ID")
+    ] = None,
+    oauth_client_secret_env: Annotated[
+        str | None,
+        _opt(OAUTH_SECRET_ENV_HELP, "HELMLOG_UPSTREAM_OAUTH_CLIENT_SECRET_ENV"),
+    ] = None,
+    oauth_client_secret_file: Annotated[
+        Path | None,
+        _opt(OAUTH_SECRET_FILE_HELP, "HELMLOG_UPSTREAM_OAUTH_CLIENT_SECRET_FILE"),
+    ] = None,
+    oauth_scope: Annotated[
+        str | None, _opt(OAUTH_SCOPE_HELP, "HELMLOG_UPSTREAM_OAUTH_SCOPE")
+    ] = None,
+    oauth_token_cache: Annotated[
+        Path | None, _opt(OAUTH_CACHE_HELP, "HELMLOG_UPSTREAM_OAUTH_TOKEN_CACHE")
+    ] = None,
+    upstream_ca_file: Annotated[
+        Path | None, _opt(CA_FILE_HELP, "HELMLOG_UPSTREAM_CA_FILE")
+    ] = None,
+    upstream_insecure: Annotated[
+        bool, _opt(INSECURE_HELP, "HELMLOG_UPSTREAM_INSECURE")
+    ] = False,
+    upstream_timeout: Annotated[
+        float | None, _opt(UPSTREAM_TIMEOUT_HELP, "HELMLOG_UPSTREAM_TIMEOUT")
+    ] = None,
+    upstream_read_timeout: Annotated[
+        float | None,
+        _opt(UPSTREAM_READ_TIMEOUT_HELP, "HELMLOG_UPSTREAM_READ_TIMEOUT"),
+    ] = None,
 ) -> None:
     """Run the MCP governance proxy in front of an MCP server (section P)."""
     from helmlog._proxy_cli import ProxyCliError, build_proxy, run, run_proxy
+    from helmlog._upstream_options import UpstreamFlags
 
+    if not header and os.environ.get(HEADERS_ENV):
+        # One header a line: a header's value may hold spaces.
+        header = [line for line in os.environ[HEADERS_ENV].splitlines() if line]
+    flags = UpstreamFlags(
+        headers=tuple(header or ()),
+        header_env=tuple(header_env or ()),
+        bearer_env=bearer_env,
+        bearer_file=bearer_file,
+        oauth=oauth,
+        oauth_issuer=oauth_issuer,
+        oauth_client_id=oauth_client_id,
+        oauth_client_secret_env=oauth_client_secret_env,
+        oauth_client_secret_file=oauth_client_secret_file,
+        oauth_scope=oauth_scope,
+        oauth_token_cache=oauth_token_cache,
+        ca_file=upstream_ca_file,
+        insecure=upstream_insecure,
+        timeout_s=upstream_timeout,
+        read_timeout_s=upstream_read_timeout,
+    )
+    if upstream_insecure:
+        typer.echo(
+            "helmlog mcp-proxy: WARNING: --upstream-insecure: the upstream's TLS "
+            "certificate is NOT verified; anyone on the path can read and change "
+            "its traffic, credentials included",
+            err=True,
+        )
     try:
-        proxy = build_proxy(upstream, upstream_url, policy, store)
+        proxy = build_proxy(upstream, upstream_url, policy, store, flags)
         run(run_proxy(proxy, http, lambda line: typer.echo(line, err=True)))
     except KeyboardInterrupt:
         return
