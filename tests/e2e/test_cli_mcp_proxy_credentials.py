@@ -103,16 +103,23 @@ async def test_p26_headers_and_bearer_from_the_environment_never_show_in_ps(
 async def test_p26_env_twins_of_the_flags_configure_an_https_upstream(
     tmp_path: Path,
 ) -> None:
-    """P26: HELMLOG_UPSTREAM_CA_FILE, _BEARER_FILE, _HEADER_ENV act as the flags."""
+    """P26: HELMLOG_UPSTREAM_CA_FILE, _BEARER_FILE, _HEADER(S/_ENV) act as flags."""
     ca, cert, key = certificates(tmp_path)
     token = tmp_path / "token"
     token.write_text(f"{SECRET}\n")
-    demanded = {"X-Key": KEY, "Authorization": f"Bearer {SECRET}"}
+    demanded = {
+        "X-Key": KEY,
+        "X-Tenant": "acme corp",
+        "X-Region": "eu",
+        "Authorization": f"Bearer {SECRET}",
+    }
     async with guarded_upstream(demanded, tls=(cert, key)) as (url, seen):
         env = {
             "HELMLOG_UPSTREAM_CA_FILE": str(ca),
             "HELMLOG_UPSTREAM_BEARER_FILE": str(token),
             "HELMLOG_UPSTREAM_HEADER_ENV": "X-Key=UP_KEY",
+            "HELMLOG_UPSTREAM_HEADERS": "X-Tenant: acme corp\nX-Region: ${REGION}",
+            "REGION": "eu",
             "UP_KEY": KEY,
         }
         async with _proxy(["--upstream-url", url], env) as client:
