@@ -98,10 +98,11 @@ class SessionImported(Event, tag="session.imported", frozen=True):
     call: PausedCall | None = None
     traceparent: str = ""
     tracestate: str = ""
+    trace_minted: bool = False  # as on ``agent.turn_start``
 
 
 class PauseResumed(Event, tag="pause.resume", frozen=True):
-    """A person answered a pause."""
+    """A person answered a pause; ``provider`` as on ``agent.turn_start``."""
 
     type: ClassVar[str] = "pause.resume"
     kind: str
@@ -113,6 +114,7 @@ class PauseResumed(Event, tag="pause.resume", frozen=True):
     component_id: str | None = None
     traceparent: str = ""
     tracestate: str = ""
+    provider: str = ""
 
 
 class ConversationSeeded(Event, tag="conversation.seeded", frozen=True):

@@ -29,6 +29,11 @@ class TurnStarted(Event, tag="agent.turn_start", frozen=True):
 
     ``traceparent``/``tracestate`` are the turn's W3C trace context (the
     caller's, else one the runtime minted); empty in older streams.
+    ``trace_minted`` says the runtime minted it: its parent id names the
+    turn's own span, which no caller emits (a sink makes it the root).
+    ``provider`` is the model provider's name (``gen_ai.provider.name``:
+    ``openai``, ``anthropic``, ...); ``""`` when it names none, and in
+    older streams.
     """
 
     type: ClassVar[str] = "agent.turn_start"
@@ -37,6 +42,8 @@ class TurnStarted(Event, tag="agent.turn_start", frozen=True):
     identity: Any = None
     traceparent: str = ""
     tracestate: str = ""
+    trace_minted: bool = False
+    provider: str = ""
 
 
 class TurnEnded(Event, tag="agent.turn_end", frozen=True):
@@ -48,11 +55,12 @@ class TurnEnded(Event, tag="agent.turn_end", frozen=True):
 
 
 class LlmStarted(Event, tag="stream.llm_start", frozen=True):
-    """A model call began."""
+    """A model call began; ``provider`` as on ``agent.turn_start``."""
 
     type: ClassVar[str] = "stream.llm_start"
     iteration: int
     model: str
+    provider: str = ""
 
 
 class LlmEnded(Event, tag="stream.llm_end", frozen=True):

@@ -44,6 +44,7 @@ from ._trace import resolve
 from .pause._pause import AskPause
 from .pause._record import record_pause
 from .providers import ProviderRequest
+from .providers._base import name_of
 
 OUTCOME_UNKNOWN = (
     "The outcome of tool '{name}' (call {id}) is unknown: it was dispatched, but the "
@@ -96,7 +97,11 @@ class Loop:
                 if plan.record is not None:
                     j.add(plan.record)
                 messages = plan.messages
-            j.add(LlmStarted(iteration=iteration, model=cfg.model))
+            j.add(
+                LlmStarted(
+                    iteration=iteration, model=cfg.model, provider=name_of(cfg.provider)
+                )
+            )
             await j.flush()
             request = ProviderRequest(
                 model=cfg.model,

@@ -34,10 +34,11 @@ from ._cursor import LastRun
 from ._hosting import Hosting
 from ._loop import Loop
 from ._session import MessageRefused, Session
-from ._trace import NO_TRACE, Trace, resolve
+from ._trace import NO_TRACE, Trace, given, resolve
 from .pause._bindings import check_continuation, continuation_by_id
 from .pause._pause import AskPause, TurnResult
 from .pause._resume import activate_checkpointed
+from .providers._base import name_of
 
 
 class Run:
@@ -106,8 +107,10 @@ class Run:
             trace = resolve(
                 traceparent, tracestate, NO_TRACE, self._config.new_traceparent
             )
+            minted = given(traceparent, tracestate) is None
             out = await hosting.guard(
-                session, self._start(session, message, identity, base_seq, seed, trace)
+                session,
+                self._start(session, message, identity, base_seq, seed, trace, minted),
             )
             return hosting.result(session, out)
 
@@ -130,6 +133,7 @@ class Run:
         base_seq: int,
         seed: Checkpoint | None,
         trace: Trace,
+        minted: bool,
     ) -> str | AskPause:
         """Admit the message, record the turn's opening, drive the turn."""
         cfg = self._config
@@ -165,6 +169,8 @@ class Run:
                 identity=ident,
                 traceparent=trace[0],
                 tracestate=trace[1],
+                trace_minted=minted,
+                provider=name_of(cfg.provider),
             )
         )
         j.add(MessageCommitted(message=Message(role="user", content=admitted)))

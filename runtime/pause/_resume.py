@@ -39,6 +39,7 @@ from .._loop import Loop
 from .._session import Session
 from .._tools import Tool
 from .._trace import Trace, given, resolve
+from ..providers._base import name_of
 from ._bindings import check_pause, importable, paused_call
 from ._pause import AskPause, CheckInDecision, TurnResult
 
@@ -69,7 +70,10 @@ class Resume:
             # R9: a pause checkpoint of a session this store lacks is imported.
             traceparent, tracestate = caller or (self._config.new_traceparent(), "")
             imported = msgspec.structs.replace(
-                importable(cp), traceparent=traceparent, tracestate=tracestate
+                importable(cp),
+                traceparent=traceparent,
+                tracestate=tracestate,
+                trace_minted=caller is None,
             )
             session = self._hosting.new(cp.session_id)
         else:
@@ -150,6 +154,7 @@ class Resume:
                 component_id=p.component_id,
                 traceparent=trace[0],
                 tracestate=trace[1],
+                provider=name_of(self._config.provider),
             )
         )
         site = CallSite(

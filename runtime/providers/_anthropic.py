@@ -243,6 +243,7 @@ class AnthropicMessagesProvider(SdkProvider):
     sdk_error = anthropic.AnthropicError
     path = "/v1/messages"
     api = "Messages"
+    provider_name = "anthropic"
 
     def __init__(
         self,

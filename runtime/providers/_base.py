@@ -127,9 +127,21 @@ def encode_output(value: Any) -> str:
         ) from None
 
 
+def name_of(provider: object) -> str:
+    """The provider's ``gen_ai.provider.name`` as the record keeps it: its
+    ``provider_name`` attribute (``openai``, ``anthropic``, ...), ``""`` when
+    it has none (a provider of your own may set one; the port does not ask)."""
+    name = getattr(provider, "provider_name", "")
+    return name if isinstance(name, str) else ""
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """A model. ``call`` returns the whole reply; chunks go to ``on_token``."""
+    """A model. ``call`` returns the whole reply; chunks go to ``on_token``.
+
+    Optional: a ``provider_name`` str, recorded on ``agent.turn_start`` and
+    ``stream.llm_start`` for telemetry (``gen_ai.provider.name``).
+    """
 
     async def call(
         self, request: ProviderRequest, on_token: TokenSink | None = None

@@ -217,6 +217,7 @@ class OpenAIChatProvider(SdkProvider):
     sdk_error = openai.OpenAIError
     path = "/chat/completions"
     api = "Chat Completions"
+    provider_name = "openai"  # the API's flavour, whoever serves it (semconv)
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []

@@ -105,6 +105,7 @@ class OpenAIResponsesProvider(SdkProvider):
     sdk_error = openai.OpenAIError
     path = "/responses"
     api = "Responses"
+    provider_name = "openai"
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         items: list[dict[str, Any]] = []

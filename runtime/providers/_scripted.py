@@ -90,6 +90,8 @@ def word_chunks(text: str) -> list[str]:
 class ScriptedProvider:
     """Replies from a script, a single repeated reply, or a function."""
 
+    provider_name = "helmlog.scripted"  # no vendor: a custom value (semconv)
+
     def __init__(
         self,
         replies: Iterable[ReplyLike] | None = None,
