@@ -5,7 +5,8 @@ Pattern: a settings value (``HttpUpstream``) checked whole at construction,
          request to the upstream goes through, ``http://`` and ``https://``.
 Role:    gateway layer; ``Upstream`` opens ``upstream_http`` with its
          ``client``; ``helmlog mcp-proxy`` builds one from its flags.
-Emits:   one WARNING (``helmlog.proxy``) when TLS verification is off.
+Emits:   WARNINGs (``helmlog.proxy``): TLS verification is off; the
+         upstream answered 401/403 (the SDK reports only "an error").
 
 Laws: P26 (credentials, one HTTP stack, bad settings refused before any
 connection), H4 (no secret in an error, a log line or a ``repr``).
@@ -412,6 +413,9 @@ class HttpUpstream:
                 "change its traffic, credentials included",
                 shown_url(self.url),
             )
+        hooks: dict[str, list[Any]] = {"request": [], "response": []}
+        if not _handles_401(self._auth):
+            hooks["response"].append(self._refused)
         return httpx2.AsyncClient(
             headers=dict(self.headers),
             auth=self._auth,
@@ -419,7 +423,19 @@ class HttpUpstream:
             trust_env=self.trust_env,
             timeout=httpx2.Timeout(self.timeout_s, read=self.read_timeout_s),
             follow_redirects=False,  # the SDK's transport follows same-origin ones
+            event_hooks=hooks,
         )
+
+    async def _refused(self, response: httpx2.Response) -> None:
+        """Say why: the SDK turns a 401/403 into "Server returned an error"."""
+        if response.status_code in (401, 403):
+            log.warning(
+                "proxy: the upstream %s answered %d %s: its credentials are "
+                "missing or refused",
+                shown_url(self.url),
+                response.status_code,
+                response.reason_phrase,
+            )
 
     def __repr__(self) -> str:
         # Names only: header values and credentials may be secrets (H4).
@@ -429,6 +445,13 @@ class HttpUpstream:
             f"HttpUpstream(url={shown_url(self.url)!r}, "
             f"headers={sorted(self.headers)!r}, auth={kind!r}, tls={tls!r})"
         )
+
+
+def _handles_401(auth: httpx2.Auth | None) -> bool:
+    """An OAuth provider answers a 401 itself (discovery, then a token)."""
+    from mcp.client.auth import OAuthClientProvider
+
+    return isinstance(auth, OAuthClientProvider)
 
 
 def shown_url(url: str) -> str:

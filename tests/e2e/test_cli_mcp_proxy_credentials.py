@@ -154,6 +154,31 @@ async def test_p26_oauth_client_credentials_from_the_cli(tmp_path: Path) -> None
     assert SECRET not in listing
 
 
+async def test_p26_refused_credentials_stop_the_start_and_say_401() -> None:
+    """P25/P26/H4: exit 2; stderr names the 401, never the token."""
+    async with guarded_upstream({"Authorization": "Bearer right"}) as (url, seen):
+        done = await asyncio.create_subprocess_exec(
+            *HELMLOG,
+            "mcp-proxy",
+            "--upstream-url",
+            url,
+            "--bearer-env",
+            "UP_TOKEN",
+            cwd=str(ROOT),
+            env=_env({"UP_TOKEN": SECRET}),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        _out, err = await asyncio.wait_for(done.communicate(), 60)
+    said = err.decode()
+    assert 2 == done.returncode
+    assert seen.refused >= 1
+    assert f"the upstream {url} answered 401 Unauthorized" in said
+    assert f"helmlog mcp-proxy failed: upstream MCP server {url} could not" in said
+    assert SECRET not in said
+
+
 async def test_p26_insecure_warns_on_stderr(tmp_path: Path) -> None:
     """P26: --upstream-insecure works against a self-signed upstream, loudly."""
     _ca, cert, key = certificates(tmp_path)

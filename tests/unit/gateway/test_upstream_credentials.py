@@ -176,6 +176,8 @@ async def test_p26_an_upstream_that_refuses_the_credentials_does_not_start(
             async with proxy:
                 pass
     assert seen.refused >= 1
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"proxy: the upstream {url} answered 401 Unauthorized: its " in said[0]
     assert SECRET not in str(refused.value) and KEY not in str(refused.value)
     assert SECRET not in caplog.text and KEY not in caplog.text
 
@@ -277,9 +279,12 @@ async def test_p26_http_proxy_carries_an_http_upstream_and_no_proxy_bypasses_it(
 
 
 async def test_p26_oauth_client_credentials_get_a_token_and_reuse_the_cache(
-    tmp_path: Path, no_env_proxy: pytest.MonkeyPatch
+    tmp_path: Path,
+    no_env_proxy: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """P26: 401 → discovery → a token from the issuer; a second run uses the cache."""
+    caplog.set_level(logging.DEBUG)
     cache = tmp_path / "tokens.json"
     async with oauth_upstream("helmlog-proxy", SECRET) as (url, issuer):
 
@@ -303,6 +308,8 @@ async def test_p26_oauth_client_credentials_get_a_token_and_reuse_the_cache(
     assert [url] == list(issuer.issued.values())  # bound to this resource
     assert 0o600 == cache.stat().st_mode & 0o777
     assert SECRET not in cache.read_text()
+    (token,) = issuer.issued
+    assert SECRET not in caplog.text and token not in caplog.text  # H4
 
 
 async def test_p26_oauth_with_a_wrong_secret_does_not_start(
