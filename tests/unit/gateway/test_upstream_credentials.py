@@ -326,3 +326,22 @@ async def test_p26_oauth_with_a_wrong_secret_does_not_start(
                 pass
     assert not issuer.issued
     assert SECRET not in str(refused.value) and SECRET not in caplog.text
+
+
+async def test_p26_a_plain_url_upstream_honours_the_same_proxy_settings(
+    no_env_proxy: pytest.MonkeyPatch,
+) -> None:
+    """P26: McpProxy(url) and McpProxy(HttpUpstream(url)) are one stack."""
+    async with (
+        guarded_upstream({}) as (url, _seen),
+        http_proxy() as (proxy_url, log),
+    ):
+        no_env_proxy.setenv("HTTP_PROXY", proxy_url)
+        runs = []
+        for target in (url, HttpUpstream(url)):
+            async with proxied(McpProxy(target)) as session:
+                await session.call_tool("whoami", {"word": "x"})
+            runs.append(list(log.lines))
+            log.lines.clear()
+    assert f"POST {url}" in runs[0]
+    assert set(runs[0]) == set(runs[1])  # the same requests, both through it
