@@ -254,10 +254,11 @@ UPSTREAM_READ_TIMEOUT_HELP = (
 HEADERS_ENV = "HELMLOG_UPSTREAM_HEADERS"
 
 
-def _opt(help_text: str, env: str, flag: str | None = None) -> Any:
+def _opt(help_text: str, env: str, *names: str, metavar: str | None = None) -> Any:
     """A ``typer.Option`` of the upstream settings, with its environment twin."""
-    names = (flag,) if flag else ()
-    return typer.Option(*names, help=help_text, envvar=env, show_envvar=True)
+    return typer.Option(
+        *names, help=help_text, envvar=env, show_envvar=True, metavar=metavar
+    )
 
 
 @app.command("mcp-proxy")
@@ -275,47 +276,67 @@ def mcp_proxy(
     ] = None,
     header_env: Annotated[
         list[str] | None,
-        _opt(HEADER_ENV_HELP, "HELMLOG_UPSTREAM_HEADER_ENV"),
+        _opt(HEADER_ENV_HELP, "HELMLOG_UPSTREAM_HEADER_ENV", metavar="NAME=VAR"),
     ] = None,
     bearer_env: Annotated[
-        str | None, _opt(BEARER_ENV_HELP, "HELMLOG_UPSTREAM_BEARER_ENV")
+        str | None,
+        _opt(BEARER_ENV_HELP, "HELMLOG_UPSTREAM_BEARER_ENV", metavar="VAR"),
     ] = None,
     bearer_file: Annotated[
-        Path | None, _opt(BEARER_FILE_HELP, "HELMLOG_UPSTREAM_BEARER_FILE")
+        Path | None,
+        _opt(BEARER_FILE_HELP, "HELMLOG_UPSTREAM_BEARER_FILE", metavar="PATH"),
     ] = None,
-    oauth: Annotated[bool, _opt(OAUTH_HELP, "HELMLOG_UPSTREAM_OAUTH")] = False,
+    oauth: Annotated[
+        bool, _opt(OAUTH_HELP, "HELMLOG_UPSTREAM_OAUTH", "--oauth")
+    ] = False,
     oauth_issuer: Annotated[
-        str | None, _opt(OAUTH_ISSUER_HELP, "HELMLOG_UPSTREAM_OAUTH_ISSUER")
+        str | None,
+        _opt(OAUTH_ISSUER_HELP, "HELMLOG_UPSTREAM_OAUTH_ISSUER", metavar="URL"),
     ] = None,
     oauth_client_id: Annotated[
         str | None, _opt(OAUTH_CLIENT_ID_HELP, "HELMLOG_UPSTREAM_OAUTH_CLIENT_ID")
     ] = None,
     oauth_client_secret_env: Annotated[
         str | None,
-        _opt(OAUTH_SECRET_ENV_HELP, "HELMLOG_UPSTREAM_OAUTH_CLIENT_SECRET_ENV"),
+        _opt(
+            OAUTH_SECRET_ENV_HELP,
+            "HELMLOG_UPSTREAM_OAUTH_CLIENT_SECRET_ENV",
+            metavar="VAR",
+        ),
     ] = None,
     oauth_client_secret_file: Annotated[
         Path | None,
-        _opt(OAUTH_SECRET_FILE_HELP, "HELMLOG_UPSTREAM_OAUTH_CLIENT_SECRET_FILE"),
+        _opt(
+            OAUTH_SECRET_FILE_HELP,
+            "HELMLOG_UPSTREAM_OAUTH_CLIENT_SECRET_FILE",
+            metavar="PATH",
+        ),
     ] = None,
     oauth_scope: Annotated[
         str | None, _opt(OAUTH_SCOPE_HELP, "HELMLOG_UPSTREAM_OAUTH_SCOPE")
     ] = None,
     oauth_token_cache: Annotated[
-        Path | None, _opt(OAUTH_CACHE_HELP, "HELMLOG_UPSTREAM_OAUTH_TOKEN_CACHE")
+        Path | None,
+        _opt(OAUTH_CACHE_HELP, "HELMLOG_UPSTREAM_OAUTH_TOKEN_CACHE", metavar="PATH"),
     ] = None,
     upstream_ca_file: Annotated[
-        Path | None, _opt(CA_FILE_HELP, "HELMLOG_UPSTREAM_CA_FILE")
+        Path | None, _opt(CA_FILE_HELP, "HELMLOG_UPSTREAM_CA_FILE", metavar="PATH")
     ] = None,
     upstream_insecure: Annotated[
-        bool, _opt(INSECURE_HELP, "HELMLOG_UPSTREAM_INSECURE")
+        bool,
+        _opt(INSECURE_HELP, "HELMLOG_UPSTREAM_INSECURE", "--upstream-insecure"),
     ] = False,
     upstream_timeout: Annotated[
-        float | None, _opt(UPSTREAM_TIMEOUT_HELP, "HELMLOG_UPSTREAM_TIMEOUT")
+        float | None,
+        _opt(UPSTREAM_TIMEOUT_HELP, "HELMLOG_UPSTREAM_TIMEOUT", metavar="SECONDS"),
     ] = None,
     upstream_read_timeout: Annotated[
         float | None,
-        _opt(UPSTREAM_READ_TIMEOUT_HELP, "HELMLOG_UPSTREAM_READ_TIMEOUT"),
+        _opt(
+            UPSTREAM_READ_TIMEOUT_HELP,
+            "HELMLOG_UPSTREAM_READ_TIMEOUT",
+            metavar="SECONDS",
+        ),
     ] = None,
 ) -> None:
     """Run the MCP governance proxy in front of an MCP server (section P)."""
