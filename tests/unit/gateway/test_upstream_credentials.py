@@ -15,10 +15,12 @@ record, the audit or a repr).
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from helmlog.events import MemoryEventStore
@@ -345,3 +347,17 @@ async def test_p26_a_plain_url_upstream_honours_the_same_proxy_settings(
             log.lines.clear()
     assert f"POST {url}" in runs[0]
     assert set(runs[0]) == set(runs[1])  # the same requests, both through it
+
+
+async def test_p26_any_httpx2_auth_is_applied_to_every_request(
+    no_env_proxy: pytest.MonkeyPatch,
+) -> None:
+    """P26: auth=<httpx2.Auth> (here Basic) sits in the credential's slot."""
+    basic = base64.b64encode(f"proxy:{SECRET}".encode()).decode()
+    async with guarded_upstream({"Authorization": f"Basic {basic}"}) as (url, seen):
+        upstream = HttpUpstream(url, auth=httpx2.BasicAuth("proxy", SECRET))
+        async with proxied(McpProxy(upstream)) as session:
+            result = await session.call_tool("whoami", {"word": "basic"})
+    assert "BASIC" == text_of(result)
+    assert 0 == seen.refused
+    assert SECRET not in repr(upstream)
