@@ -30,6 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.unit.gateway.guarded_upstream import (
     certificates,
     guarded_upstream,
+    http_proxy,
     oauth_upstream,
 )
 
@@ -126,6 +127,23 @@ async def test_p26_env_twins_of_the_flags_configure_an_https_upstream(
             result = await client.call_tool("whoami", {"word": "tls"})
     assert "TLS" == _text(result)
     assert 0 == seen.refused
+
+
+async def test_p26_https_proxy_from_the_environment_carries_the_cli_upstream(
+    tmp_path: Path,
+) -> None:
+    """P26: HTTPS_PROXY reaches the CLI's https:// upstream (CONNECT), TLS intact."""
+    ca, cert, key = certificates(tmp_path)
+    async with (
+        guarded_upstream({}, tls=(cert, key)) as (url, _seen),
+        http_proxy() as (proxy_url, log),
+    ):
+        args = ["--upstream-url", url, "--upstream-ca-file", str(ca)]
+        async with _proxy(args, {"HTTPS_PROXY": proxy_url}) as client:
+            result = await client.call_tool("whoami", {"word": "tunnel"})
+    port = url.split(":")[2].split("/")[0]
+    assert "TUNNEL" == _text(result)
+    assert f"CONNECT 127.0.0.1:{port}" in log.lines
 
 
 async def test_p26_oauth_client_credentials_from_the_cli(tmp_path: Path) -> None:
