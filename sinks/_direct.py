@@ -30,7 +30,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -291,7 +291,7 @@ class FinishedTracer(trace.Tracer):
         self.queue = queue
         self.resource = resource
         self.scope = scope
-        self._ids = RandomIdGenerator()
+        self.id_generator: IdGenerator = RandomIdGenerator()  # ``_ids.py`` primes it
 
     def start_span(
         self,
@@ -307,7 +307,7 @@ class FinishedTracer(trace.Tracer):
         parent: SpanContext | None = trace.get_current_span(context).get_span_context()
         if parent is None or not parent.is_valid:
             parent = None
-            trace_id = self._ids.generate_trace_id()
+            trace_id = self.id_generator.generate_trace_id()
             flags, state = _SAMPLED, None
         else:
             trace_id = parent.trace_id
@@ -316,7 +316,7 @@ class FinishedTracer(trace.Tracer):
                 return NonRecordingSpan(
                     SpanContext(
                         trace_id,
-                        self._ids.generate_span_id(),
+                        self.id_generator.generate_span_id(),
                         is_remote=False,
                         trace_flags=TraceFlags(TraceFlags.DEFAULT),
                         trace_state=state,
@@ -327,7 +327,7 @@ class FinishedTracer(trace.Tracer):
             )
         span_context = SpanContext(
             trace_id,
-            self._ids.generate_span_id(),
+            self.id_generator.generate_span_id(),
             is_remote=False,
             trace_flags=flags,
             trace_state=state,

@@ -342,6 +342,7 @@ class OtlpExport:
         """Send what is queued and stop; raise ``ExportError`` if any batch failed."""
         if not self._closed:
             self._closed = True
+            self.sink.release()  # facts of a turn that never opened: untraced
             try:
                 if self._direct is not None:
                     self._direct.shutdown()

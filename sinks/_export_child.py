@@ -219,6 +219,7 @@ def serve(
                 )
 
         def close() -> None:
+            sink.release()
             telemetry.shutdown()
 
     # The child is ours alone: what it has loaded stays, and the SDK's spans

@@ -26,7 +26,11 @@ class OpenTurn:
     __slots__ = (
         "chat",
         "due",
+        "model",
         "parent",
+        "provider",
+        "refused",
+        "root",
         "span",
         "span_context",
         "tool_contexts",
@@ -34,9 +38,16 @@ class OpenTurn:
         "turn",
     )
 
-    def __init__(self, parent: Context | None, turn: int | None) -> None:
+    def __init__(
+        self, parent: Context | None, turn: int | None, provider: str = ""
+    ) -> None:
         self.parent = parent  # the recorded context the turn's spans go under
         self.turn = turn
+        # The ids the turn's span takes as its own, a root, when the runtime
+        # minted its context (or the sink derived it): no one else emits it.
+        self.root: tuple[int, int] | None = None
+        self.provider = provider  # gen_ai.provider.name, as last recorded
+        self.model = ""  # gen_ai.request.model, once a model call names it
         self.span: Span | None = None  # the open invoke_agent span
         self.span_context: Context | None = None  # the context it sets
         # A continuation span to open when something goes under it: its start
@@ -45,24 +56,32 @@ class OpenTurn:
         self.chat: Span | None = None
         self.tools: dict[str, Span] = {}
         self.tool_contexts: dict[str, Context] = {}  # built once per open tool span
+        # Calls a rule refused: ``error.type``, the rule, its reason (a fact).
+        self.refused: dict[str, tuple[str, str, str]] = {}
 
     def close(self, end: int, *, error: str | None = None) -> None:
-        """End what is open of the turn: its model call, its tools, its span."""
+        """End what is open of the turn: its model call, its tools, its span;
+        with ``error`` (the fatal error's code) each of them ended in it."""
         if self.chat is not None:
-            self.chat.end(end_time=end)
+            _end(self.chat, end, error)
             self.chat = None
         if self.tools:
             for tool in self.tools.values():
-                tool.end(end_time=end)
+                _end(tool, end, error)
             self.tools = {}
             self.tool_contexts = {}
+            self.refused = {}
         self.due = None
         span = self.span
         if span is None:
             return
         self.span = None
         self.span_context = None
-        if error is not None:
-            span.set_attribute("error.type", error)
-            span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=end)
+        _end(span, end, error)
+
+
+def _end(span: Span, end: int, error: str | None) -> None:
+    if error is not None:
+        span.set_attribute("error.type", error)
+        span.set_status(Status(StatusCode.ERROR))  # the code says it all
+    span.end(end_time=end)

@@ -1,13 +1,14 @@
 """OpenTelemetry sink: GenAI spans per turn, model call and tool call; facts as logs.
 
-Pattern: a projection of the record onto OTel's GenAI conventions, fed live
-         as a (deferred) watcher or through ``replay``; one typed dispatch
-         table keyed by event class.
+Pattern: a projection of the record onto OTel's GenAI semantic conventions
+         (v1.41, ``docs/design.md``), fed live as a (deferred) watcher or
+         through ``replay``; one typed dispatch table keyed by event class.
 Role:    sinks layer; ``.watch(OtelSink(...))``, ``otlp_sink()``,
          ``helmlog replay --otlp``.
 
 Laws: R4 (idempotent by ``(session_id, seq)``), R6, R16 (no values unless
-``values=True``), issue 8 item 8 (spans parented on the recorded context).
+``values=True``), issue 8 item 8 (spans parented on the recorded context),
+issue 26 item 6 (one root per trace, refusals are errors, every record traced).
 
 Why deferred by default: the SDK is pure CPU; queued, it overlaps the run's
 store and model waits (``bench/sinks.py``).
@@ -22,7 +23,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
 from opentelemetry.context import Context
-from opentelemetry.trace import Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
 from helmlog.events import (
     DecisionFiled,
@@ -32,6 +33,7 @@ from helmlog.events import (
     MiddlewareDecisionEvent,
     PauseRequested,
     PauseResumed,
+    SessionImported,
     ToolDispatched,
     ToolEnded,
     ToolOutcomeUnknown,
@@ -40,13 +42,26 @@ from helmlog.events import (
     TurnStarted,
 )
 
+from ._ids import primed_ids
 from ._once import SeenOnce
 from ._open_turn import OpenTurn
-from ._trace_context import derived_traceparent, recorded_context
+from ._trace_context import derived_traceparent, own_ids, recorded_context
 
 _NS = 1_000_000  # event timestamps are milliseconds; OTel wants nanoseconds
 
 DEFAULT_AGENT_NAME = "helmlog"
+# ``gen_ai.provider.name`` is required on every GenAI span; a stream recorded
+# before providers were named (or a continuation seen before its first model
+# call, on a host that missed the turn's start) has none to give.
+UNKNOWN_PROVIDER = "unknown"
+# ``error.type`` of a tool call that did not run as asked (low cardinality,
+# as the conventions ask; the rule's reason is the status description).
+DENIED = "denied"  # a rule refused it before it ran (before-tool)
+RESULT_DENIED = "result_denied"  # it ran; a rule refused its result
+DECLINED = "declined"  # a person declined the ask that paused it
+TOOL_ERROR = "tool_error"  # the tool raised
+_REFUSED_AT = {"before-tool": DENIED, "after-tool": RESULT_DENIED}
+_ROOT = Context()  # an empty context: a span started in it is a root
 
 # Providers report usage under their own names; the record keeps
 # ``input_tokens``/``output_tokens`` (runtime/providers), older or third-party
@@ -107,6 +122,12 @@ class OtelSink:
         self._turn_name = f"invoke_agent {agent_name}"
         self._once = SeenOnce()
         self._open: dict[str, OpenTurn] = {}
+        # The ids a minted trace's root takes (``None``: a tracer that cannot
+        # be told, whose turns keep their recorded parent, as before).
+        self._ids = primed_ids(self._tracer)
+        # Facts filed before their turn opens (the input walk precedes
+        # ``agent.turn_start``): held until it does, or until the run ends.
+        self._waiting: dict[str, list[tuple[Any, Any]]] = {}
 
     def on_event(self, event: Any) -> None:
         """Project one event; a repeat of a recorded one does nothing (R4)."""
@@ -114,6 +135,14 @@ class OtelSink:
         if handler is None or not self._once.first(event):
             return
         handler(self, event)
+
+    def release(self) -> None:
+        """Emit the facts held for a turn that never opened, untraced (a
+        stream cut after an input walk; ``OtlpFactsSink`` after each fact)."""
+        waiting, self._waiting = self._waiting, {}
+        for facts in waiting.values():
+            for ev, row in facts:
+                self._emit(ev, row, None)
 
     def on_recorded(self, session_id: str, events: list[Any]) -> None:
         """Project one append's events as stored (``OtelProcess``'s child):
@@ -127,9 +156,12 @@ class OtelSink:
 
     # -- turns -----------------------------------------------------------------
 
-    def _turn_attributes(self, ev: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    def _turn_attributes(
+        self, ev: Any, extra: dict[str, Any], provider: str
+    ) -> dict[str, Any]:
         return {
             "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": provider or UNKNOWN_PROVIDER,
             "gen_ai.agent.name": self.agent_name,
             "gen_ai.conversation.id": ev.session_id,
             "helmlog.session_id": ev.session_id,
@@ -138,9 +170,15 @@ class OtelSink:
         }
 
     def _start(self, held: OpenTurn, start: int, attributes: dict[str, Any]) -> None:
+        context = held.parent
+        if held.root is not None and self._ids is not None:
+            # The recorded context names this span: it takes those ids, a root.
+            self._ids.prime(*held.root)
+            held.root = None
+            context = _ROOT
         span = self._tracer.start_span(
             self._turn_name,
-            context=held.parent,
+            context=context,
             start_time=start,
             attributes=attributes,
         )
@@ -165,10 +203,30 @@ class OtelSink:
         traceparent = ev.traceparent or derived_traceparent(
             ev.session_id, f"turn {ev.turn}"
         )
-        held = OpenTurn(recorded_context(traceparent, ev.tracestate), ev.turn)
+        held = OpenTurn(
+            recorded_context(traceparent, ev.tracestate), ev.turn, ev.provider
+        )
+        if ev.trace_minted or not ev.traceparent:
+            held.root = own_ids(traceparent)
         self._open[ev.session_id] = held
-        attributes = self._turn_attributes(ev, {"helmlog.turn": ev.turn})
-        self._start(held, ev.timestamp * _NS, attributes)
+        attributes = self._turn_attributes(ev, {"helmlog.turn": ev.turn}, ev.provider)
+        waiting = self._waiting.pop(ev.session_id, None)
+        start = ev.timestamp * _NS
+        if waiting:  # the input walk belongs to the turn it opened
+            start = min(start, waiting[0][0].timestamp * _NS)
+        self._start(held, start, attributes)
+        if waiting:
+            for fact, row in waiting:
+                self._emit(fact, row, held.span_context)
+
+    def _imported(self, ev: SessionImported) -> None:
+        """A session seeded from a checkpoint: when the runtime minted its
+        context, the continuation that follows is the trace's root."""
+        if not (ev.trace_minted and ev.traceparent):
+            return
+        held = OpenTurn(recorded_context(ev.traceparent, ev.tracestate), None)
+        held.root = own_ids(ev.traceparent)
+        self._open[ev.session_id] = held
 
     def _continued(
         self, ev: PauseResumed | ToolOutcomeUnknown, flag: str
@@ -179,23 +237,35 @@ class OtelSink:
         if held is not None and (held.span is not None or held.due is not None):
             return None
         turn = held.turn if held is not None else None
+        provider = getattr(ev, "provider", "") or (held.provider if held else "")
+        root: tuple[int, int] | None = None
         if ev.traceparent:
             parent = recorded_context(ev.traceparent, ev.tracestate)
+            if held is not None and held.root is not None:
+                # An imported session's minted context: this span is its root.
+                root = own_ids(ev.traceparent)
+                root = root if root == held.root else None
         elif held is not None and held.parent is not None:
             parent = held.parent  # an older stream: the turn's, as seen here
         else:  # nothing recorded, nothing seen: derived from the record
             place = f"seq {ev.seq if ev.seq is not None else -1}"
-            parent = recorded_context(derived_traceparent(ev.session_id, place))
-        held = self._open[ev.session_id] = OpenTurn(parent, turn)
+            traceparent = derived_traceparent(ev.session_id, place)
+            parent = recorded_context(traceparent)
+            root = own_ids(traceparent)
+        held = self._open[ev.session_id] = OpenTurn(parent, turn, provider)
+        held.root = root
         extra: dict[str, Any] = {flag: True}
         if turn is not None:
             extra["helmlog.turn"] = turn
-        held.due = (ev.timestamp * _NS, self._turn_attributes(ev, extra))
+        held.due = (ev.timestamp * _NS, self._turn_attributes(ev, extra, provider))
         return held
 
     def _pause_resumed(self, ev: PauseResumed) -> None:
         if self._continued(ev, "helmlog.resumed") is not None:
             self._held(ev.session_id)  # a resume always leads to work: open it
+        if ev.approved is False:  # the call's span ended at the pause
+            held = self._held(ev.session_id)
+            held.refused[ev.tool_call_id] = (DECLINED, "", "a person declined")
 
     def _outcome_unknown(self, ev: ToolOutcomeUnknown) -> None:
         self._continued(ev, "helmlog.recovered")
@@ -212,6 +282,23 @@ class OtelSink:
         held = self._open.pop(ev.session_id, None)
         if held is not None:
             held.close(ev.timestamp * _NS, error=ev.code)
+        waiting = self._waiting.pop(ev.session_id, None)
+        if waiting:
+            # A refused input opened no turn: its walk is an invoke_agent of
+            # its own that ended in the error, the root of a derived trace.
+            first = waiting[0][0]
+            seq = first.seq if first.seq is not None else -1
+            traceparent = derived_traceparent(ev.session_id, f"seq {seq}")
+            refused = OpenTurn(recorded_context(traceparent), None)
+            refused.root = own_ids(traceparent)
+            self._start(
+                refused,
+                first.timestamp * _NS,
+                self._turn_attributes(ev, {}, getattr(ev, "provider", "")),
+            )
+            for fact, row in waiting:
+                self._emit(fact, row, refused.span_context)
+            refused.close(ev.timestamp * _NS, error=ev.code)
 
     def _pause_requested(self, ev: PauseRequested) -> None:
         held = self._open.get(ev.session_id)
@@ -233,6 +320,9 @@ class OtelSink:
         held = self._held(ev.session_id)
         if held.chat is not None:  # a call the record never saw return
             held.chat.end(end_time=ev.timestamp * _NS)
+        provider = ev.provider or held.provider
+        if held.model != ev.model or held.provider != provider:
+            self._name_turn(held, provider, ev.model)
         held.chat = self._tracer.start_span(
             f"chat {ev.model}",
             context=held.span_context,
@@ -240,11 +330,26 @@ class OtelSink:
             start_time=ev.timestamp * _NS,
             attributes={
                 "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider or UNKNOWN_PROVIDER,
                 "gen_ai.request.model": ev.model,
                 "gen_ai.conversation.id": ev.session_id,
                 "helmlog.iteration": ev.iteration,
             },
         )
+
+    @staticmethod
+    def _name_turn(held: OpenTurn, provider: str, model: str) -> None:
+        """The turn's span learns its model (and a provider it lacked) from
+        its first model call: ``turn_start`` names neither in older streams."""
+        attributes: dict[str, Any] = {}
+        if provider and provider != held.provider:
+            held.provider = provider
+            attributes["gen_ai.provider.name"] = provider
+        if model and not held.model:
+            held.model = model
+            attributes["gen_ai.request.model"] = model
+        if attributes and held.span is not None:
+            held.span.set_attributes(attributes)
 
     def _llm_ended(self, ev: LlmEnded) -> None:
         held = self._open.get(ev.session_id)
@@ -272,15 +377,16 @@ class OtelSink:
     # -- tools -----------------------------------------------------------------
 
     def _tool_started(self, ev: ToolStarted) -> None:
+        held = self._held(ev.session_id)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
+            "gen_ai.provider.name": held.provider or UNKNOWN_PROVIDER,
             "gen_ai.tool.name": ev.tool_name,
             "gen_ai.tool.call.id": ev.tool_call_id,
             "helmlog.iteration": ev.iteration,
         }
         if self.values:
             attributes["gen_ai.tool.call.arguments"] = _text(ev.args)
-        held = self._held(ev.session_id)
         held.tools[ev.tool_call_id] = self._tracer.start_span(
             f"execute_tool {ev.tool_name}",
             context=held.span_context,
@@ -297,31 +403,62 @@ class OtelSink:
         # span covers the dispatch to the result.
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
+            "gen_ai.provider.name": held.provider or UNKNOWN_PROVIDER,
             "gen_ai.tool.name": ev.tool_name,
             "gen_ai.tool.call.id": ev.tool_call_id,
             "helmlog.attempt": ev.attempt,
         }
         if self.values:
             attributes["gen_ai.tool.call.arguments"] = _text(ev.args)
-        held.tools[ev.tool_call_id] = self._tracer.start_span(
-            f"execute_tool {ev.tool_name}",
+        held.tools[ev.tool_call_id] = self._tool_span(
+            held, ev.tool_name, ev.timestamp, attributes
+        )
+
+    def _tool_span(
+        self, held: OpenTurn, name: str, at: int, attributes: dict[str, Any]
+    ) -> Span:
+        return self._tracer.start_span(
+            f"execute_tool {name}",
             context=held.span_context,
             kind=_INTERNAL,
-            start_time=ev.timestamp * _NS,
+            start_time=at * _NS,
             attributes=attributes,
         )
 
     def _tool_ended(self, ev: ToolEnded) -> None:
         held = self._open.get(ev.session_id)
-        span = held.tools.pop(ev.tool_call_id, None) if held is not None else None
-        if span is None:
+        if held is None:
             return
-        assert held is not None
+        span = held.tools.pop(ev.tool_call_id, None)
+        refused = held.refused.pop(ev.tool_call_id, None) if held.refused else None
+        if span is None:
+            if refused is None or refused[0] != DECLINED:
+                return
+            # A declined call's span ended at its pause: the refusal it ends
+            # in gets a span of its own, at the answer.
+            span = self._tool_span(
+                held,
+                ev.tool_name,
+                ev.timestamp,
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.provider.name": held.provider or UNKNOWN_PROVIDER,
+                    "gen_ai.tool.name": ev.tool_name,
+                    "gen_ai.tool.call.id": ev.tool_call_id,
+                },
+            )
         held.tool_contexts.pop(ev.tool_call_id, None)
         if self.values:
             span.set_attribute("gen_ai.tool.call.result", _text(ev.result))
-        if ev.error:
-            span.set_attributes({"error.type": "tool_error"})
+        if refused is not None:
+            error_type, middleware, why = refused
+            attributes: dict[str, Any] = {"error.type": error_type}
+            if middleware:
+                attributes["helmlog.refused_by"] = middleware
+            span.set_attributes(attributes)
+            span.set_status(Status(StatusCode.ERROR, why))
+        elif ev.error:
+            span.set_attributes({"error.type": TOOL_ERROR})
             span.set_status(Status(StatusCode.ERROR, "the tool raised"))
         span.end(end_time=ev.timestamp * _NS)
 
@@ -360,6 +497,11 @@ class OtelSink:
                 attributes["helmlog.from." + arg] = origin
         context: Context | None = None
         held = self._open.get(ev.session_id)
+        if row.moment == "input" and (
+            held is None or (held.span is None and held.due is None)
+        ):  # filed before the turn it opens
+            self._waiting.setdefault(ev.session_id, []).append((ev, attributes))
+            return
         if held is not None:
             if held.due is not None:
                 held = self._held(ev.session_id)
@@ -368,10 +510,22 @@ class OtelSink:
             if tool is None or call_id is None:
                 context = held.span_context
             else:
+                assert call_id is not None
+                if row.outcome == "deny" and row.moment in _REFUSED_AT:
+                    held.refused[call_id] = (
+                        _REFUSED_AT[row.moment],
+                        row.middleware,
+                        row.why or "",
+                    )
                 context = held.tool_contexts.get(call_id)
                 if context is None:
                     context = trace.set_span_in_context(tool)
                     held.tool_contexts[call_id] = context
+        self._emit(ev, attributes, context)
+
+    def _emit(
+        self, ev: Any, attributes: dict[str, Any], context: Context | None
+    ) -> None:
         # A built record skips the SDK's keyword path (its exception
         # handling and a copy of the attributes): a quarter of an emit.
         self._logger.emit(
@@ -379,7 +533,8 @@ class OtelSink:
                 timestamp=ev.timestamp * _NS,
                 context=context,
                 event_name="helmlog.middleware.decision",
-                body=f"{row.middleware} {row.outcome} at {row.moment}",
+                body=f"{attributes['helmlog.middleware']} "
+                f"{attributes['helmlog.outcome']} at {attributes['helmlog.moment']}",
                 attributes=attributes,
             )
         )
@@ -400,6 +555,7 @@ _HANDLERS: dict[type[Any], Callable[[OtelSink, Any], None]] = {
     ToolDispatched: OtelSink._tool_dispatched,
     ToolEnded: OtelSink._tool_ended,
     MiddlewareDecisionEvent: OtelSink._decision,
+    SessionImported: OtelSink._imported,
 }
 # What ``on_recorded`` projects: the same, and a filed row as its fact.
 _RECORDED_HANDLERS: dict[type[Any], Callable[[OtelSink, Any], None]] = {

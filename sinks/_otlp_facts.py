@@ -77,7 +77,9 @@ class OtlpFactsSink:
         self._checked.failed = None
         # A fresh OtelSink per fact: its seen-set would skip the retry of a
         # fact whose export failed; this sink's own set counts successes only.
-        OtelSink(self._traces, self._logs).on_event(event)
+        sink = OtelSink(self._traces, self._logs)
+        sink.on_event(event)
+        sink.release()  # a fact alone opens no turn: an input one goes now
         if self._checked.failed is not None:
             raise OtlpExportFailedError(
                 f"the OTLP collector at {self.url} did not take session "

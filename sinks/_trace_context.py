@@ -1,8 +1,9 @@
 """The W3C trace context a recorded event names, read back as an OTel context.
 
-Pattern: two pure functions: ``recorded_context`` reads the record's strings
+Pattern: pure functions: ``recorded_context`` reads the record's strings
          into an OTel ``Context`` (a remote parent), ``derived_traceparent``
-         makes one from the record for a turn recorded without any.
+         makes one from the record for a turn recorded without any, and
+         ``own_ids`` reads a minted one's ids for the span that takes them.
 Role:    sinks layer; ``OtelSink`` parents each turn's and continuation's
          ``invoke_agent`` span on what these give.
 
@@ -58,3 +59,13 @@ def derived_traceparent(session_id: str, place: str) -> str:
     digest = hashlib.sha256(f"helmlog-trace\0{session_id}\0{place}".encode())
     raw = digest.hexdigest()
     return f"00-{raw[:32]}-{raw[32:48]}-01"
+
+
+def own_ids(traceparent: str) -> tuple[int, int] | None:
+    """The trace and parent id of a minted or derived ``traceparent`` (what
+    the runtime and ``derived_traceparent`` write), for the span that takes
+    them as its own; ``None`` for any other form."""
+    if not _PLAIN_TRACEPARENT.fullmatch(traceparent):
+        return None
+    trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
+    return (trace_id, span_id) if trace_id and span_id else None

@@ -2,7 +2,8 @@
 
 Pattern: a real ``http.server`` in a thread that records each POST body by
          path (``/v1/traces``, ``/v1/logs``) and answers 200, or a fixed
-         status when told to fail.
+         status when told to fail; decodes what it took as OTLP protobuf
+         (``spans``, ``log_records``, ``attributes``) for field-by-field checks.
 Role:    tests; the collector ``OtlpExport`` and ``helmlog ... --otlp`` send to.
 Emits:   nothing of helmlog's.
 
@@ -13,9 +14,10 @@ reach a collector, and that a refusing or absent one is reported.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -23,6 +25,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.polling import until_sync
 
@@ -60,6 +65,26 @@ class Receiver:
                     if kv.key == "service.name":
                         names.add(kv.value.string_value)
         return names
+
+    def spans(self) -> list[Span]:
+        """Every span received, as the collector decoded it (protobuf)."""
+        spans: list[Span] = []
+        for body in self.posts.get("/v1/traces", []):
+            request = ExportTraceServiceRequest.FromString(body)
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    spans.extend(scope.spans)
+        return spans
+
+    def log_records(self) -> list[LogRecord]:
+        """Every log record received, decoded (protobuf)."""
+        records: list[LogRecord] = []
+        for body in self.posts.get("/v1/logs", []):
+            request = ExportLogsServiceRequest.FromString(body)
+            for resource in request.resource_logs:
+                for scope in resource.scope_logs:
+                    records.extend(scope.log_records)
+        return records
 
     def log_count(self) -> int:
         count = 0
@@ -102,3 +127,18 @@ def otlp_receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
+    """A span's or record's attributes as plain values (arrays as tuples)."""
+    return {kv.key: plain(kv.value) for kv in pairs}
+
+
+def plain(value: AnyValue) -> Any:
+    """One OTLP ``AnyValue`` as the Python value it carries."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(plain(v) for v in value.array_value.values)
+    if kind == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    return None if kind is None else getattr(value, kind)

@@ -26,6 +26,7 @@ from tests.unit.sinks.test_trace_context import (
     CALLER_TRACE,
     Telemetry,
     asking_agent,
+    ids_of,
     parent_of,
     turn_spans,
 )
@@ -39,7 +40,8 @@ async def test_a_pause_on_one_host_and_its_resume_on_another_share_one_trace(
 ) -> None:
     """Host A: turn start to the ask; host B: the resume, the tool, the answer.
     All spans share the recorded trace id; each host's ``invoke_agent`` is a
-    child of the recorded context (the caller's span, or the minted parent)."""
+    child of the recorded context: the caller's span, or, minted, the turn's
+    own span, which takes the minted ids as the trace's root (issue 26)."""
     store_a, store_b = open_event_store(redis_url), open_event_store(redis_url)
     host_a, host_b = Telemetry(), Telemetry()
     try:
@@ -62,7 +64,11 @@ async def test_a_pause_on_one_host_and_its_resume_on_another_share_one_trace(
     assert {trace_id} == host_a.trace_ids() == host_b.trace_ids()
     (first,) = turn_spans(host_a.finished())
     (continuation,) = turn_spans(host_b.finished())
-    assert (trace_id, parent_id) == parent_of(first) == parent_of(continuation)
+    if caller is not None:
+        assert (trace_id, parent_id) == parent_of(first) == parent_of(continuation)
+    else:
+        assert first.parent is None
+        assert (trace_id, parent_id) == ids_of(first) == parent_of(continuation)
     assert ["chat m", "execute_tool refund", "invoke_agent helmlog"] == sorted(
         s.name for s in host_a.finished()
     )

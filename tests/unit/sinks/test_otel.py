@@ -124,9 +124,12 @@ async def test_r16_genai_spans_per_turn_model_call_and_tool_call() -> None:
         for e in (r.decode() for r in await agent.store.read(agent.session_id))
         if isinstance(e, TurnStarted)
     ]
-    assert turn.parent is not None
+    # Issue 26: the runtime minted the turn's context, so the turn's span
+    # takes its ids: the trace's root, with no parent no one emits.
+    assert started.trace_minted
+    assert turn.parent is None
     assert started.traceparent == (
-        f"00-{turn.context.trace_id:032x}-{turn.parent.span_id:016x}-01"
+        f"00-{turn.context.trace_id:032x}-{turn.context.span_id:016x}-01"
     )
     for span in spans:
         if span is not turn:
@@ -268,3 +271,24 @@ async def test_a_paused_turn_ends_its_span_and_the_resume_opens_one() -> None:
         ("execute_tool refund", 13, 14),
         ("invoke_agent helmlog", 20, 25),
     ] == shape
+
+
+def test_issue26_sinks_sharing_a_provider_wrap_its_id_source_once() -> None:
+    """Issue 26 item 6: a sink primes its tracer's id source for a minted
+    trace's root; the SDK caches one tracer per scope, so the hundredth sink
+    on a provider (``OtlpFactsSink`` makes one per fact) wraps it no deeper
+    than the first, and a span it does not prime gets fresh ids."""
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    from helmlog.sinks._ids import PrimedIds
+
+    telemetry = Telemetry()
+    for _ in range(100):
+        telemetry.sink()
+    tracer = telemetry.tracer_provider.get_tracer("helmlog")
+    ids = tracer.id_generator  # type: ignore[attr-defined]
+    assert isinstance(ids, PrimedIds)
+    assert isinstance(ids.inner, RandomIdGenerator)
+    ids.prime(7, 9)
+    assert (7, 9) == (ids.generate_trace_id(), ids.generate_span_id())
+    assert 9 != ids.generate_span_id()

@@ -75,6 +75,15 @@ def parent_of(span: ReadableSpan) -> tuple[str, str]:
     return (f"{span.parent.trace_id:032x}", f"{span.parent.span_id:016x}")
 
 
+def ids_of(span: ReadableSpan) -> tuple[str, str]:
+    return (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+
+
+def link_of(span: ReadableSpan) -> tuple[str, str]:
+    """Where a turn's span hangs: its parent, or its own ids when a root."""
+    return ids_of(span) if span.parent is None else parent_of(span)
+
+
 @tool
 def refund(order: int) -> str:
     """Refund an order."""
@@ -142,15 +151,18 @@ async def test_a_caller_traceparent_is_the_turn_spans_parent() -> None:
 
 
 async def test_without_a_caller_the_runtime_mints_one_context_per_turn() -> None:
-    """No caller context: each turn gets a fresh, valid, recorded one."""
+    """No caller context: each turn gets a fresh, valid, recorded one, whose
+    ids the turn's span takes: the trace's root (issue 26)."""
     telemetry = Telemetry()
     agent = plain_agent(telemetry.sink)
     await agent.run("refund 7")
     first = next(e for e in await recorded(agent) if isinstance(e, TurnStarted))
     version, trace_id, span_id, flags = first.traceparent.split("-")
     assert ("00", 32, 16, "01") == (version, len(trace_id), len(span_id), flags)
+    assert first.trace_minted
     (turn,) = turn_spans(telemetry.finished())
-    assert (trace_id, span_id) == parent_of(turn)
+    assert turn.parent is None
+    assert (trace_id, span_id) == ids_of(turn)
     assert {trace_id} == telemetry.trace_ids()
 
 
@@ -224,8 +236,8 @@ async def test_replay_reproduces_the_recorded_trace_ids() -> None:
     await replay(await agent.store.read(agent.session_id), later.sink)
     assert 1 == len(live.trace_ids())
     assert live.trace_ids() == later.trace_ids()
-    assert [parent_of(s) for s in turn_spans(live.finished())] == [
-        parent_of(s) for s in turn_spans(later.finished())
+    assert [link_of(s) for s in turn_spans(live.finished())] == [
+        link_of(s) for s in turn_spans(later.finished())
     ]
 
 
