@@ -146,6 +146,7 @@ class McpClient:
             dict(remote.input_schema),
             execute,
             self.name,
+            output_schema=remote.output_schema,
         )
 
     async def call(self, tool_name: str, arguments: dict[str, Any]) -> Any:

@@ -1,48 +1,62 @@
 """Serve governed tools over MCP: the chain goes to the served surface.
 
 Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
-         runtime's one tool-call pipeline under the ``SERVED`` rules.
+         runtime's one tool-call pipeline under ``SERVED`` (``TASK_RULES``
+         for a client that takes tasks).
 Role:    gateway layer; ``mcp_serve(tools, ...)`` returns a ``ServedTools``
          served over stdio, Streamable HTTP or any pair of MCP streams.
 Emits:   ``middleware.decision`` rows and facts, one stream per MCP session.
 
-Laws: S1, S2, S3 (``tool.dispatched`` before ``execute``, R7), S4, S5, S6
-(a failed append refuses with LEDGER_UNAVAILABLE), G7, G24, G25, G55, G57,
-R4, R5.
+Laws: S1–S6 (S6: LEDGER_UNAVAILABLE), S9 (valid structured content or a
+recorded refusal), S10 (an ask waits as a task), G7, G24, G25, G55, G57, R4,
+R5, R7.
 
-Why the handlers build whole results (the v2 SDK's ``on_*`` handlers): S3
-validates after before-tool, S4 answers every refusal as ``is_error=True`` and
-S6 answers an unrecorded call with an MCP error; nothing is left to the SDK.
-Why a serving session is keyed on the connection's channel: v2 builds a
-fresh ``ServerSession`` per request. A handshake-era connection (stdio, a
-Streamable HTTP ``Mcp-Session-Id``) and a 2026-07-28 duplex stream (stdio)
-keep one channel for their life; a 2026-07-28 Streamable HTTP request has no
-session at all (the protocol has none), so each is its own serving session.
+Why the handlers build whole results: S3 validates after before-tool, S4
+answers refusals as ``is_error=True``, S6 an unrecorded call as an MCP error.
+Why a serving session is keyed on the connection's channel: v2 rebuilds
+``ServerSession`` per request; a handshake session or a 2026-07-28 duplex
+stream keeps one channel, and a 2026-07-28 HTTP request (no session in that
+revision) stands alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import itertools
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
 
 from helmlog.events import (
+    Checkpoint,
+    CheckpointError,
+    Event,
     EventStore,
     LedgerAppendError,
     MemoryEventStore,
+    MiddlewareDecision,
+    PauseResumed,
     ToolDispatched,
+    ToolEnded,
+    shape,
 )
-from helmlog.runtime import Tool, wall_clock_ms
+from helmlog.events.lowlevel import compact_json
+from helmlog.runtime import (
+    CheckInDecision,
+    DecisionRequiredError,
+    Tool,
+    wall_clock_ms,
+)
 from helmlog.runtime.lowlevel import (
     SERVED,
     CallSite,
@@ -51,11 +65,24 @@ from helmlog.runtime.lowlevel import (
     Journal,
     Link,
     Listeners,
+    Outcome,
+    Paused,
     Ran,
     Refused,
     ToolPipeline,
     as_tool_link,
     tool_link_problem,
+)
+
+from ._structured import OUTPUT_SCHEMA_RULE, OutputSchema, judge
+from ._tasks import (
+    TASK_RULES,
+    TASKS_EXTENSION,
+    TaskParams,
+    declared,
+    pause_event,
+    read_task,
+    task_id,
 )
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
@@ -105,23 +132,54 @@ class _Session:
             MCPError: the append failed (``LEDGER_UNAVAILABLE``); the tool
                 does not run.
         """
+        await self.append(
+            ToolDispatched(
+                tool_name=tool.name,
+                tool_call_id=tool_call_id,
+                args=args,
+                attempt=attempt,
+            )
+        )
+
+    async def append(self, event: Event) -> None:
+        """Append one event and flush it before anything follows from it (R5).
+
+        Raises:
+            MCPError: the append failed (``LEDGER_UNAVAILABLE``).
+        """
         async with self.lock:
             try:
                 if self.journal.broken:
                     self.journal = await self.journal.reopened()
-                self.journal.add(
-                    ToolDispatched(
-                        tool_name=tool.name,
-                        tool_call_id=tool_call_id,
-                        args=args,
-                        attempt=attempt,
-                    )
-                )
+                self.journal.add(event)
                 await self.journal.flush()
             except Exception as exc:
                 self.journal.broken = True
                 self.journal.discard()
                 raise _ledger_error(str(exc) or type(exc).__name__) from exc
+
+
+class _Recorder:
+    """One call's recorder: files into its session and remembers the last
+    after-tool transform (its link and value), which S9 judges."""
+
+    __slots__ = ("changed_by", "session", "value")
+
+    def __init__(self, session: _Session) -> None:
+        self.session = session
+        self.changed_by: str | None = None
+        self.value: Any = None
+
+    async def file(self, rows: list[MiddlewareDecision]) -> None:
+        await self.session.file(rows)
+        for row in rows:
+            if row.moment == "after-tool" and row.changed:
+                self.changed_by, self.value = row.middleware, row.after
+
+    async def dispatched(
+        self, tool: Tool, tool_call_id: str, args: Any, attempt: int
+    ) -> None:
+        await self.session.dispatched(tool, tool_call_id, args, attempt)
 
 
 class ServedTools:
@@ -147,6 +205,7 @@ class ServedTools:
             raise ValueError("mcp_serve needs a non-empty name")
         self.name = name
         self.tools: dict[str, Tool] = {}
+        self.output_schemas: dict[str, OutputSchema] = {}
         for t in tools:
             if not isinstance(t, Tool):
                 raise ValueError(f"mcp_serve serves Tool objects (got {t!r})")
@@ -158,6 +217,8 @@ class ServedTools:
             if t.name in self.tools:
                 raise ValueError(f"mcp_serve was given two tools named '{t.name}'")
             self.tools[t.name] = t
+            if t.output_schema is not None:
+                self.output_schemas[t.name] = OutputSchema(t.output_schema, t.name)
         links = list(tool_middleware)
         for obj in links:
             problem = tool_link_problem(obj)
@@ -170,15 +231,26 @@ class ServedTools:
         self.pipeline = ToolPipeline(
             self.tools, self.links, SERVED, credentials=credentials, clock=clock
         )
+        self.task_pipeline = ToolPipeline(
+            self.tools, self.links, TASK_RULES, credentials=credentials, clock=clock
+        )
         self.listeners = Listeners()
         self._counter = itertools.count(1)
         self._sessions: weakref.WeakKeyDictionary[Any, _Session] = (
             weakref.WeakKeyDictionary()
         )
+        self._resuming: dict[str, asyncio.Lock] = {}
         self.session_ids: list[str] = []
         self.server: Server[Any] = Server(
-            name, on_list_tools=self._list_tools, on_call_tool=self._handle_call
+            name,
+            on_list_tools=self._list_tools,
+            on_call_tool=cast(Any, self._handle_call),
         )
+        # S10: the 2026-07-28 tasks extension, advertised on server/discover.
+        self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.add_request_handler("tasks/get", TaskParams, self._task_get)
+        self.server.add_request_handler("tasks/update", TaskParams, self._task_ack)
+        self.server.add_request_handler("tasks/cancel", TaskParams, self._task_ack)
 
     def __repr__(self) -> str:
         return f"ServedTools(name={self.name!r}, tools={list(self.tools)!r})"
@@ -272,6 +344,9 @@ class ServedTools:
                     name=t.name,
                     description=t.description,
                     input_schema=dict(t.input_schema),
+                    output_schema=(
+                        dict(t.output_schema) if t.output_schema is not None else None
+                    ),
                 )
                 for t in self.tools.values()
             ]
@@ -284,14 +359,15 @@ class ServedTools:
         key = _connection_key(ctx)
         session = self._sessions.get(key) if key is not None else None
         if session is None:
-            session_id = f"mcp-{self.name}-{uuid.uuid4().hex}"
-            session = _Session(
-                Journal(self.store, session_id, self.listeners, self.clock)
-            )
+            session = self._new_session()
             if key is not None:
                 self._sessions[key] = session
-            self.session_ids.append(session_id)
         return session
+
+    def _new_session(self) -> _Session:
+        session_id = f"mcp-{self.name}-{uuid.uuid4().hex}"
+        self.session_ids.append(session_id)
+        return _Session(Journal(self.store, session_id, self.listeners, self.clock))
 
     # -- calls ------------------------------------------------------------
 
@@ -302,30 +378,8 @@ class ServedTools:
             return None
         return {"client_id": token.client_id, "scopes": list(token.scopes)}
 
-    async def _handle_call(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        args: Any = params.arguments if params.arguments is not None else {}
-        text, is_error = await self.call(params.name, args, ctx)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            is_error=is_error,
-        )
-
-    async def call(
-        self,
-        tool_name: str,
-        args: Any,
-        ctx: ServerRequestContext[Any] | None = None,
-    ) -> tuple[str, bool]:
-        """Serve one call (S3); return what the client receives and whether it
-        is a tool error (S4). ``ctx`` names the MCP connection whose serving
-        session records it; without one the call gets a session of its own."""
-        t = self.pipeline.lookup(tool_name)
-        if isinstance(t, Refused):
-            return t.text, True
-        session = self._session(ctx)
-        site = CallSite(
+    def _site(self, t: Tool) -> CallSite:
+        return CallSite(
             tool_name=t.name,
             tool_source=t.source,
             tool_call_id=f"mcp-{self.name}-{next(self._counter)}",
@@ -333,12 +387,255 @@ class ServedTools:
             history=(),
             identity=self._identity(),
         )
-        out = await self.pipeline.run(t, site, Entry.fresh(args), session)
-        if isinstance(out, Ran):
-            return out.text, out.error or out.denied
+
+    async def _handle_call(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | dict[str, Any]:
+        args: Any = params.arguments if params.arguments is not None else {}
+        if declared(ctx):
+            return await self.call_as_task(params.name, args)
+        return await self.call(params.name, args, ctx)
+
+    async def call(
+        self,
+        tool_name: str,
+        args: Any,
+        ctx: ServerRequestContext[Any] | None = None,
+    ) -> types.CallToolResult:
+        """Serve one call (S3); return what the client receives (S4, S9).
+
+        ``ctx`` names the MCP connection whose serving session records it;
+        without one the call gets a session of its own.
+        """
+        t = self.pipeline.lookup(tool_name)
+        if isinstance(t, Refused):
+            return _error(t.text)
+        session = self._session(ctx)
+        recorder = _Recorder(session)
+        site = self._site(t)
+        out = await self.pipeline.run(t, site, Entry.fresh(args), recorder)
         # Under SERVED nothing pauses: an ask is a denial, ask_human an error (S5).
-        assert isinstance(out, Refused)
-        return out.text, True
+        assert not isinstance(out, Paused)
+        return await self._answer(t, site, out, recorder)
+
+    async def call_as_task(
+        self, tool_name: str, args: Any
+    ) -> types.CallToolResult | dict[str, Any]:
+        """Serve one call for a client that takes tasks (S10).
+
+        The call is a serving session of its own. Where a rule asks, the
+        pause is recorded and the client gets a task (``working``) instead
+        of a result; anything else answers as ``call`` does.
+        """
+        t = self.task_pipeline.lookup(tool_name)
+        if isinstance(t, Refused):
+            return _error(t.text)
+        session = self._new_session()
+        recorder = _Recorder(session)
+        site = self._site(t)
+        out = await self.task_pipeline.run(t, site, Entry.fresh(args), recorder)
+        if isinstance(out, Paused):
+            return await self._paused(session, site, out)
+        return await self._answer(t, site, out, recorder)
+
+    async def _paused(
+        self, session: _Session, site: CallSite, out: Paused
+    ) -> dict[str, Any]:
+        event = pause_event(session.journal, site, out)
+        await session.append(event)
+        view = await read_task(
+            self.store,
+            task_id(session.journal.session_id, site.tool_call_id),
+            self._prefix,
+        )
+        return view.wire(result_type="task")
+
+    async def _answer(
+        self, t: Tool, site: CallSite, out: Outcome, recorder: _Recorder
+    ) -> types.CallToolResult:
+        """What the client receives for a finished call (S4), judged by S9."""
+        if isinstance(out, Refused):
+            return _error(out.text)
+        assert isinstance(out, Ran)
+        if out.error or out.denied:
+            return _error(out.text)
+        schema = self.output_schemas.get(t.name)
+        if schema is None:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=out.text)]
+            )
+        value = recorder.value if recorder.changed_by is not None else out.result
+        structured, refusal = judge(schema, value, recorder.changed_by)
+        if refusal is not None:
+            # S9: a result that breaks the advertised schema is withheld, and
+            # the refusal is a row of the call's session (fails closed, S6).
+            await recorder.session.file(
+                [
+                    MiddlewareDecision(
+                        middleware=OUTPUT_SCHEMA_RULE,
+                        moment="after-tool",
+                        at="tool",
+                        iteration=0,
+                        outcome="deny",
+                        changed=False,
+                        tool_name=t.name,
+                        tool_call_id=site.tool_call_id,
+                        why=refusal,
+                    )
+                ]
+            )
+            return _error(refusal)
+        # The text block is the structured value's JSON (the spec's SHOULD),
+        # however the tool's own value would render.
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=compact_json(structured))],
+            structured_content=structured,
+        )
+
+    # -- tasks (S10) --------------------------------------------------------
+
+    @property
+    def _prefix(self) -> str:
+        return f"mcp-{self.name}-"
+
+    async def _task_get(
+        self, ctx: ServerRequestContext[Any], params: TaskParams
+    ) -> dict[str, Any]:
+        require_client_extension(ctx, TASKS_EXTENSION)
+        view = await read_task(self.store, params.task_id, self._prefix)
+        return view.wire(result_type="complete")
+
+    async def _task_ack(
+        self, ctx: ServerRequestContext[Any], params: TaskParams
+    ) -> dict[str, Any]:
+        """``tasks/update`` and ``tasks/cancel``: acknowledged (SEP-2663).
+
+        A served task asks the client nothing (its question is for a
+        person, on the approvals page), so an update has nothing to
+        answer; a cancel is cooperative and the pause stays for the person
+        to decide (a client does not withdraw an ask it is not the judge of).
+        """
+        require_client_extension(ctx, TASKS_EXTENSION)
+        await read_task(self.store, params.task_id, self._prefix)
+        return {}
+
+    async def resume(
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> str:
+        """Decide a served call's pause and carry the call out (S10).
+
+        What ``decide_pending`` hands a resumer (``helmlog approve``'s
+        ``--agent`` function may return an ``mcp_serve`` result): the pause
+        is checked against the verified stream (R9), ``pause.resume`` is
+        recorded, the call walks on from the link after the asker (G62) or
+        is refused (G64), and what the client receives is recorded as the
+        task's end (``stream.tool_end``). Returns that text.
+
+        Raises:
+            CheckpointError: the checkpoint is not this session's pending
+                pause (``stale``, ``replayed``, ``tampered``).
+            DecisionRequiredError: ``decision`` is not a ``CheckInDecision``.
+        """
+        del traceparent, tracestate  # a served session has no turn to trace
+        cp = Checkpoint.coerce(checkpoint)
+        lock = self._resuming.setdefault(cp.session_id, asyncio.Lock())
+        async with lock:
+            journal = Journal(self.store, cp.session_id, self.listeners, self.clock)
+            await journal.activate()
+            pending = _check_pause(journal, cp, self.store.chain_key)
+            t = self.task_pipeline.lookup(pending.tool_name)
+            if isinstance(t, Refused):
+                raise CheckpointError(
+                    "tampered", f"no tool '{pending.tool_name}' is served here"
+                )
+            if not isinstance(decision, CheckInDecision):
+                # G61, before anything is appended.
+                raise DecisionRequiredError(
+                    gate=pending.kind,
+                    middleware=pending.middleware,
+                    tool_name=pending.tool_name,
+                    received="nothing" if decision is None else shape(decision),
+                )
+            session = _Session(journal)
+            await session.append(
+                PauseResumed(
+                    kind=pending.kind,
+                    tool_call_id=pending.tool_call_id,
+                    approved=decision.approved,
+                    by=decision.by,
+                    note=decision.note,
+                    paused_duration_ms=max(0, self.clock() - pending.timestamp),
+                    component_id=pending.component_id,
+                )
+            )
+            site = CallSite(
+                tool_name=t.name,
+                tool_source=t.source,
+                tool_call_id=pending.tool_call_id,
+                iteration=pending.iteration,
+                history=(),
+                identity=None,
+            )
+            recorder = _Recorder(session)
+            out = await self.task_pipeline.resume(t, site, pending, decision, recorder)
+            if isinstance(out, Paused):
+                # A later link asks again: the task waits on that question.
+                await session.append(pause_event(journal, site, out))
+                return out.ask.question
+            answer = await self._answer(t, site, out, recorder)
+            await session.append(
+                ToolEnded(
+                    tool_name=t.name,
+                    tool_call_id=site.tool_call_id,
+                    result=answer.model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    ),
+                    error=bool(answer.is_error),
+                    duration_ms=out.duration_ms if isinstance(out, Ran) else 0,
+                )
+            )
+            return _text(answer)
+
+
+def _error(text: str) -> types.CallToolResult:
+    """S4: a refusal is a tool error whose one text block is the reason."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=True
+    )
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def _check_pause(journal: Journal, cp: Checkpoint, key: bytes | None) -> Any:
+    """R9 for a served pause: the checkpoint names this stream's pending pause.
+
+    The bindings (seq, call, arguments' digest) must match the verified
+    fold, and with a chain key the checkpoint's MAC must verify.
+    """
+    f = journal.folder
+    if cp.kind != "pause":
+        raise CheckpointError("stale", "a conversation checkpoint cannot be resumed")
+    if cp.seq in f.resolved_pauses:
+        raise CheckpointError(
+            "replayed", f"the pause at seq {cp.seq} was already resolved"
+        )
+    p = f.pending
+    if p is None or p.seq != cp.seq:
+        raise CheckpointError("stale", f"no pending pause at seq {cp.seq}")
+    if cp.tool_call_id != p.tool_call_id or cp.args_digest != p.args_digest:
+        raise CheckpointError("tampered", "a binding disagrees with the session stream")
+    if key:
+        expected = cp.expected_mac(key, p.content_digest or None)
+        if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
+            raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
+    return p
 
 
 def _connection_key(ctx: ServerRequestContext[Any] | None) -> object | None:

@@ -61,6 +61,9 @@ class Tool:
             the event loop's thread; by default it runs in a worker thread,
             so a blocking tool never stalls other sessions and a turn can be
             cancelled (R23). An async ``execute`` always runs on the loop.
+        output_schema: a JSON schema (an ``object``) for what ``execute``
+            returns, or ``None``; served over MCP as the tool's
+            ``outputSchema`` (S9), and carried by ``mcp_client`` tools.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Tool:
         idempotent: bool = False,
         credentials: Iterable[str] = (),
         inline: bool = False,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("Tool needs a non-empty name")
@@ -83,6 +87,10 @@ class Tool:
         if not isinstance(input_schema, Mapping):
             raise ValueError(
                 f"Tool '{name}': input_schema must be a JSON schema object"
+            )
+        if output_schema is not None and not isinstance(output_schema, Mapping):
+            raise ValueError(
+                f"Tool '{name}': output_schema must be a JSON schema object or None"
             )
         if check_in is not None and check_in is not True and not callable(check_in):
             raise ValueError(
@@ -97,6 +105,9 @@ class Tool:
         self.idempotent = idempotent
         self.credentials: tuple[str, ...] = tuple(credentials)
         self.inline = bool(inline)
+        self.output_schema: Mapping[str, Any] | None = (
+            dict(output_schema) if output_schema is not None else None
+        )
         # A sync execute not declared inline runs in a worker thread.
         self.threaded = not inline and not _is_async(execute)
         self._params: tuple[Param, ...] | None = None
@@ -161,6 +172,7 @@ def tool(
     idempotent: bool = False,
     credentials: Iterable[str] = (),
     inline: bool = False,
+    output_schema: Mapping[str, Any] | None = None,
 ) -> Any:
     """Make a ``Tool`` from a typed function (G58); usable bare or with options.
 
@@ -186,6 +198,7 @@ def tool(
             idempotent=idempotent,
             credentials=credentials,
             inline=inline,
+            output_schema=output_schema,
         )
         t._params = params
         return t

@@ -1,0 +1,281 @@
+"""S10 — an ``ask`` waits as an MCP task: a person decides, the client gets the result.
+
+Pattern: a served refund desk whose rule asks above 100, reached by the
+         ``mcp`` 2.x ``Client`` declaring the 2026-07-28 tasks extension
+         (``task_client.Tasks``) in memory, over Streamable HTTP and over
+         stdio child processes; the person decides through
+         ``decide_pending`` (what the approvals page and ``helmlog approve``
+         call) or the real ``helmlog asks``/``helmlog approve`` commands.
+Role:    unit tests for ``gateway/_tasks.py`` and the task paths of
+         ``gateway/_serve.py``.
+Emits:   nothing.
+
+Laws: S10 (the pause is the session's ordinary durable pause; the task is
+read from the stream, so it survives a restart of the serving process),
+S4 (a client without task support still gets a tool error), G62/G64
+(approved walks on, declined refuses), R9 (a checkpoint resumes once), R7
+(``tool.dispatched`` before the tool runs), R18 (the asks index lists it).
+
+Why the person is a concurrent task in one test: the client's call waits
+(it polls ``tasks/get``) while someone else decides, as it would in life.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from helmlog import check_in_approved
+from helmlog._asks import pending_questions
+from helmlog.events import CheckpointError, EventStore, MemoryEventStore
+from helmlog.gateway._serve import ServedTools
+from helmlog.runtime.lowlevel import decide_pending
+
+from .helpers import connected, text_of
+from .task_client import TASKS, TaskHandle, Tasks, client, get_task, wait_task
+from .task_server import build
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _events(types_of: list[Any]) -> list[str]:
+    return [e.type for e in types_of]
+
+
+async def _stream(served: ServedTools, session_id: str) -> list[str]:
+    return _events([r.decode() for r in await served.store.read(session_id)])
+
+
+async def _when_asked(store: EventStore) -> str:
+    """Wait (polling) until a question is pending; its session id."""
+    with anyio.fail_after(10):
+        while not (found := await pending_questions(store)):
+            await anyio.sleep(0.01)
+    return found[0].session_id
+
+
+def _person(
+    store: EventStore,
+    resume: Callable[..., Awaitable[Any]],
+    *,
+    approved: bool,
+    note: str | None = None,
+) -> Callable[[], Awaitable[None]]:
+    """Dana, deciding the one pending ask as the approvals page would."""
+
+    async def decide() -> None:
+        session_id = await _when_asked(store)
+        await decide_pending(
+            store, session_id, resume, approved=approved, by="dana", note=note
+        )
+
+    return decide
+
+
+# -- in memory (2026-07-28 over a stream pair) ----------------------------------
+
+
+async def test_s10_an_approved_ask_completes_the_task_with_the_real_result() -> None:
+    """S10, G62, R18: the call's task waits in the asks index; approved, the
+    tool runs once and the waiting client receives its real result."""
+    served = build(MemoryEventStore())
+    tasks = Tasks()
+    async with (
+        client(served.memory_streams(), tasks) as c,
+        anyio.create_task_group() as tg,
+    ):
+        assert "2026-07-28" == c.protocol_version
+        assert TASKS in (c.server_capabilities.extensions or {})
+        tg.start_soon(_person(served.store, served.resume, approved=True))
+        result = await c.call_tool("refund", {"amount": 250})
+    assert ("refunded 250", False) == text_of(result)
+    [handle] = tasks.handles
+    session_id, _, call_id = handle.task_id.partition("/")
+    assert ("working", "mcp-desk-1") == (handle.status, call_id)
+    assert handle.status_message is not None
+    assert "approve a refund of 250?" in handle.status_message
+    assert [
+        "decision.filed",
+        "pause.request",
+        "pause.resume",
+        "decision.filed",
+        "tool.dispatched",
+        "stream.tool_end",
+    ] == await _stream(served, session_id)
+    assert [] == await pending_questions(served.store)
+
+
+async def test_s10_a_declined_ask_completes_the_task_with_the_refusal() -> None:
+    """S10, G64: declined, the task completes as a tool error; the tool never ran."""
+    served = build(MemoryEventStore())
+    tasks = Tasks()
+    async with (
+        client(served.memory_streams(), tasks) as c,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(
+            _person(served.store, served.resume, approved=False, note="over budget")
+        )
+        result = await c.call_tool("refund", {"amount": 250})
+    assert ("declined by human: over budget", True) == text_of(result)
+    session_id = tasks.handles[0].task_id.partition("/")[0]
+    events = await _stream(served, session_id)
+    assert "tool.dispatched" not in events
+    assert ["pause.resume", "decision.filed", "stream.tool_end"] == events[-3:]
+
+
+async def test_s10_a_call_that_does_not_ask_is_answered_at_once() -> None:
+    """S10: the server makes a task only where a person is needed."""
+    served = build(MemoryEventStore())
+    tasks = Tasks()
+    async with client(served.memory_streams(), tasks) as c:
+        result = await c.call_tool("refund", {"amount": 20})
+    assert ("refunded 20", False) == text_of(result)
+    assert [] == tasks.handles
+
+
+async def test_s10_a_client_without_task_support_gets_today_s_tool_error() -> None:
+    """S10, S4: no extension declared, the ask is a tool error and nothing waits."""
+    served = build(MemoryEventStore())
+    async with connected(served) as c:
+        result = await c.call_tool("refund", {"amount": 250})
+    assert (
+        "middleware 'four-eyes' asked a person to decide, and there is no pause "
+        "here to carry that ask: approve a refund of 250?",
+        True,
+    ) == text_of(result)
+    assert [] == await pending_questions(served.store)
+
+
+async def test_s10_tasks_get_needs_the_extension_and_a_task_it_holds() -> None:
+    """S10 (SEP-2663 errors): -32021 without the extension, -32602 for an
+    unknown id; a pending task reads ``working`` with its question."""
+    served = build(MemoryEventStore())
+    tasks = Tasks()
+    async with client(served.memory_streams(), tasks) as c:
+        handle = await c.session.call_tool(
+            "refund", {"amount": 500}, allow_claimed=True
+        )
+        assert isinstance(handle, TaskHandle)
+        task_id = handle.task_id
+        state = await get_task(c.session, task_id)
+        assert ("working", task_id) == (state.status, state.task_id)
+        with pytest.raises(MCPError) as unknown:
+            await get_task(c.session, f"mcp-desk-{'0' * 32}/mcp-desk-9")
+        assert types.INVALID_PARAMS == unknown.value.code
+    async with connected(served) as plain:
+        with pytest.raises(MCPError) as undeclared:
+            await get_task(plain.session, task_id)
+    assert types.MISSING_REQUIRED_CLIENT_CAPABILITY == undeclared.value.code
+
+
+async def test_s10_a_decided_pause_is_not_resumed_twice() -> None:
+    """R9: the checkpoint a decision used is refused as ``replayed`` afterwards."""
+    served = build(MemoryEventStore())
+    tasks = Tasks()
+    kept: list[Any] = []
+
+    async def resume(checkpoint: Any, decision: Any) -> str:
+        kept.append(checkpoint)
+        return await served.resume(checkpoint, decision)
+
+    async with (
+        client(served.memory_streams(), tasks) as c,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(_person(served.store, resume, approved=True))
+        await c.call_tool("refund", {"amount": 250})
+    with pytest.raises(CheckpointError) as raised:
+        await served.resume(kept[0], check_in_approved("erin"))
+    assert "replayed" == raised.value.reason
+
+
+# -- a restart of the serving process ------------------------------------------------
+
+
+async def test_s10_the_task_survives_a_restart_of_the_serving_process() -> None:
+    """S10: served over Streamable HTTP, stopped, decided, served again by a
+    fresh ``mcp_serve`` on the same store: ``tasks/get`` reads the result."""
+    store = MemoryEventStore()
+    first = build(store)
+    async with first.http_server() as url, client(url) as c:
+        handle = await c.session.call_tool(
+            "refund", {"amount": 250}, allow_claimed=True
+        )
+    assert isinstance(handle, TaskHandle)
+    task_id = handle.task_id
+    again = build(store)  # the restarted serving process: nothing in memory
+    session_id = await _when_asked(store)
+    assert task_id.startswith(f"{session_id}/")
+    await decide_pending(
+        store, session_id, again.resume, approved=True, by="dana", note=None
+    )
+    async with again.http_server() as url, client(url) as c:
+        result = await wait_task(c.session, task_id)
+    assert ("refunded 250", False) == text_of(result)
+
+
+def _cli(*args: str, store: str) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "helmlog.cli", *args, "--store", store],
+        cwd=ROOT,
+        env={**os.environ, "HELMLOG_APPROVER": "dana", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    return done.stdout
+
+
+async def test_s10_over_redis_a_person_decides_with_the_cli_between_two_servers(
+    redis_url: str,
+) -> None:
+    """S10, R18: a stdio serving process records the task in Redis and exits;
+    ``helmlog asks`` lists it, ``helmlog approve`` decides it; a new serving
+    process answers ``tasks/get`` with the real result."""
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tests.unit.gateway.task_server"],
+        cwd=str(ROOT),
+        env={"HELMLOG_STORE": redis_url, "PYTHONPATH": str(ROOT)},
+    )
+    async with client(server) as c:
+        handle = await c.session.call_tool(
+            "refund", {"amount": 250}, allow_claimed=True
+        )
+    assert isinstance(handle, TaskHandle)
+    task_id = handle.task_id
+    session_id = task_id.partition("/")[0]
+    listed = await anyio.to_thread.run_sync(
+        lambda: _cli("asks", "--json", store=redis_url)
+    )
+    assert [(session_id, "refund", "four-eyes")] == [
+        (q["session_id"], q["tool_name"], q["middleware"]) for q in json.loads(listed)
+    ]
+    approved = await anyio.to_thread.run_sync(
+        lambda: _cli(
+            "approve",
+            session_id,
+            "--agent",
+            "tests.unit.gateway.task_server:build",
+            store=redis_url,
+        )
+    )
+    assert "refunded 250" == approved.strip()
+    async with client(server) as c:
+        result = await wait_task(c.session, task_id)
+    assert ("refunded 250", False) == text_of(result)
