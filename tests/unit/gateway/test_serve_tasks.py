@@ -200,6 +200,46 @@ async def test_s10_a_decided_pause_is_not_resumed_twice() -> None:
     assert "replayed" == raised.value.reason
 
 
+async def test_s10_the_approvals_service_lists_and_decides_a_served_ask() -> None:
+    """S10, H2: the approvals page's service lists the task's ask to an
+    every-app approver and decides it with the served tools as its runner."""
+    from helmlog.gateway.http import Principal
+    from helmlog.gateway.http._service import LocalRunner, Service
+
+    served = build(MemoryEventStore())
+    service = Service(served.store, LocalRunner(served, lambda: "unused"))
+    dana = Principal(
+        identity="dana", roles=frozenset({"approver"}), apps=frozenset({"*"})
+    )
+    tasks = Tasks()
+
+    async def on_the_page() -> None:
+        await _when_asked(served.store)
+        [view] = await service.asks(dana)
+        assert ("refund", "four-eyes", {"amount": 250}) == (
+            view.tool_name,
+            view.middleware,
+            view.args,
+        )
+        outcome = await service.decide(
+            "dana",
+            view.session_id,
+            view.tool_call_id,
+            approved=True,
+            note=None,
+            scope=dana,
+        )
+        assert ("answered", "refunded 250") == (outcome.status, outcome.answer)
+
+    async with (
+        client(served.memory_streams(), tasks) as c,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(on_the_page)
+        result = await c.call_tool("refund", {"amount": 250})
+    assert ("refunded 250", False) == text_of(result)
+
+
 # -- a restart of the serving process ------------------------------------------------
 
 
