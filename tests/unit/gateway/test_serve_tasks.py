@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp.types as types
 import pytest
 from mcp.client.stdio import StdioServerParameters
@@ -238,6 +239,80 @@ async def test_s10_the_approvals_service_lists_and_decides_a_served_ask() -> Non
         tg.start_soon(on_the_page)
         result = await c.call_tool("refund", {"amount": 250})
     assert ("refunded 250", False) == text_of(result)
+
+
+MODERN = "2026-07-28"
+
+
+def _envelope(method: str, params: dict[str, Any], n: int) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-wire", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": n,
+        "method": method,
+        "params": {**params, "_meta": meta},
+    }
+
+
+async def _post(
+    http: httpx2.AsyncClient, url: str, message: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """One 2026-07-28 POST with its routing headers; the JSON-RPC answer."""
+    response = await http.post(
+        url,
+        json=message,
+        headers={
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": MODERN,
+            "mcp-method": message["method"],
+            "mcp-name": name,
+        },
+    )
+    if response.headers["content-type"].startswith("application/json"):
+        return dict(response.json())
+    data = [
+        line[len("data:") :].strip()
+        for line in response.text.splitlines()
+        if line.startswith("data:") and line[len("data:") :].strip()
+    ]
+    return dict(json.loads(data[-1]))
+
+
+async def test_s10_on_the_wire_a_task_is_created_read_and_completed() -> None:
+    """S10 (SEP-2663 wire): raw JSON-RPC over Streamable HTTP; ``resultType:
+    "task"`` for the asking call, ``tasks/get`` (``Mcp-Name``: the task id)
+    ``working`` then ``completed`` with the ``CallToolResult``."""
+    served = build(MemoryEventStore())
+    call = {"name": "refund", "arguments": {"amount": 250}}
+    async with served.http_server() as url, httpx2.AsyncClient() as http:
+        created = (await _post(http, url, _envelope("tools/call", call, 1), "refund"))[
+            "result"
+        ]
+        task = created["taskId"]
+        get = _envelope("tasks/get", {"taskId": task}, 2)
+        waiting = (await _post(http, url, get, task))["result"]
+        session_id = await _when_asked(served.store)
+        await decide_pending(
+            served.store, session_id, served.resume, approved=True, by="dana", note=None
+        )
+        done = (await _post(http, url, get, task))["result"]
+    assert ("task", "working", None) == (
+        created["resultType"],
+        created["status"],
+        created["ttlMs"],
+    )
+    assert ("complete", "working") == (waiting["resultType"], waiting["status"])
+    assert ("completed", "approved by dana") == (done["status"], done["statusMessage"])
+    assert {
+        "content": [{"type": "text", "text": "refunded 250"}],
+        "isError": False,
+        "resultType": "complete",
+    } == {k: v for k, v in done["result"].items() if k != "_meta"}
 
 
 # -- a restart of the serving process ------------------------------------------------
