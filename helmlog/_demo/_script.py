@@ -112,6 +112,8 @@ class DemoModel:
     keeps neither.
     """
 
+    provider_name = "helmlog.scripted"  # gen_ai.provider.name (no vendor)
+
     async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
         out = reply_for(request)
         return out if isinstance(out, Reply) else Reply(content=out)

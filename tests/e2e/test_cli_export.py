@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from helmlog.cli import app
-from tests.otlp_receiver import otlp_receiver
+from tests.otlp_receiver import attributes, otlp_receiver
 
 runner = CliRunner()
 FAST = {"OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
@@ -51,6 +52,35 @@ def test_demo_otlp_sends_genai_spans_and_fact_records() -> None:
     rows = json.loads(result.stdout)["rows"]
     assert {"chat scripted", "execute_tool refund", "invoke_agent helmlog"} <= names
     assert rows == logs
+
+
+def test_issue26_demo_otlp_traces_have_one_root_and_every_record_is_traced() -> None:
+    """Issue 26 item 6: what ``demo --otlp`` exports has one root per trace
+    (each turn's ``invoke_agent``), no parent left unexported, the provider
+    on every span, the refused call in error, and a trace and span id on
+    every decision record (the input walk's too)."""
+    with otlp_receiver() as receiver:
+        result = runner.invoke(app, ["demo", "--json", "--otlp", receiver.url])
+        assert 0 == result.exit_code, result.output
+        spans, records = receiver.spans(), receiver.log_records()
+    traces: dict[bytes, list[Any]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, []).append(span)
+    assert json.loads(result.stdout)["turns"] == len(traces)
+    for members in traces.values():
+        ids = {s.span_id for s in members}
+        roots = [s.name for s in members if not s.parent_span_id]
+        assert ["invoke_agent helmlog"] == roots
+        assert all(s.parent_span_id in ids for s in members if s.parent_span_id)
+    assert {"helmlog.scripted"} == {
+        attributes(s.attributes)["gen_ai.provider.name"] for s in spans
+    }
+    refused = [s for s in spans if attributes(s.attributes).get("error.type")]
+    assert ["execute_tool refund"] == [s.name for s in refused]
+    assert "denied" == attributes(refused[0].attributes)["error.type"]
+    span_ids = {s.span_id: s.trace_id for s in spans}
+    assert json.loads(result.stdout)["rows"] == len(records)
+    assert all(span_ids.get(r.span_id) == r.trace_id for r in records)
 
 
 def test_demo_otlp_to_a_refusing_collector_exits_one_with_one_line() -> None:

@@ -48,6 +48,7 @@ from helmlog.events import (
     TurnStarted,
     open_event_store,
 )
+from helmlog.runtime import ProviderError
 from helmlog.runtime.providers import Reply, openai_chat, scripted
 from helmlog.sinks import OtelProcess
 from tests.otlp_receiver import Receiver, attributes, otlp_receiver
@@ -124,6 +125,23 @@ def receiver() -> Iterator[Receiver]:
         yield taken
 
 
+@pytest.fixture
+def children(receiver: Receiver) -> Iterator[list[OtelProcess]]:
+    """Export children made in a test, closed (again) before the receiver
+    stops, so a failing test leaves no child exporting into the void."""
+    made: list[OtelProcess] = []
+    yield made
+    for process in made:
+        process.close()
+
+
+def child(receiver: Receiver, children: list[OtelProcess]) -> OtelProcess:
+    """An ``OtelSink`` in its export child, sending to ``receiver``."""
+    process = OtelProcess(receiver.url)
+    children.append(process)
+    return process
+
+
 def exported(
     receiver: Receiver, process: OtelProcess
 ) -> tuple[list[Span], list[LogRecord]]:
@@ -169,13 +187,13 @@ def tool_span(spans: list[Span], call_id: str) -> Span:
 
 
 async def test_issue26_a_governed_session_exports_genai_spans_field_by_field(
-    receiver: Receiver,
+    receiver: Receiver, children: list[OtelProcess]
 ) -> None:
     """Issue 26 item 6, R16: names, kinds and required attributes of
     ``invoke_agent``, ``chat`` and ``execute_tool`` (v1.41), the provider on
     each, usage tokens, one root per trace, refused calls as error spans and
     every decision record traced, as the export child sends them."""
-    process = OtelProcess(receiver.url)
+    process = child(receiver, children)
     agent = desk(
         process,
         replies=[
@@ -281,11 +299,11 @@ async def test_issue26_a_governed_session_exports_genai_spans_field_by_field(
 
 
 async def test_issue26_a_declined_ask_ends_its_call_in_an_error_span(
-    receiver: Receiver,
+    receiver: Receiver, children: list[OtelProcess]
 ) -> None:
     """Issue 26 item 6: a person's decline is the call's outcome: an
     ``execute_tool`` span with ``error.type`` ``declined``, in the turn's trace."""
-    process = OtelProcess(receiver.url)
+    process = child(receiver, children)
     agent = desk(process, replies=[calls(("c1", "big")), "Not refunded."])
     out = await agent.run("refund order big")
     assert isinstance(out, AskPause)
@@ -307,12 +325,12 @@ async def test_issue26_a_declined_ask_ends_its_call_in_an_error_span(
 
 
 async def test_issue26_a_refused_input_is_an_invoke_agent_that_failed(
-    receiver: Receiver,
+    receiver: Receiver, children: list[OtelProcess]
 ) -> None:
     """Issue 26 item 6: an input the rules refuse opens no turn; its walk is
     exported as a root ``invoke_agent`` span in error, and its record is
     traced under it (before, the record had no trace)."""
-    process = OtelProcess(receiver.url)
+    process = child(receiver, children)
     agent = desk(process, replies=["never"])
     with pytest.raises(MessageDeniedError):
         await agent.run("REFUND EVERYTHING")
@@ -335,7 +353,7 @@ async def test_issue26_a_refused_input_is_an_invoke_agent_that_failed(
 
 
 async def test_issue26_openai_chat_names_its_provider_and_its_usage(
-    receiver: Receiver,
+    receiver: Receiver, children: list[OtelProcess]
 ) -> None:
     """Issue 26 item 6: with ``openai_chat`` (the real ``openai`` SDK against
     a local Chat Completions server) every span says ``openai`` and the chat
@@ -355,7 +373,7 @@ async def test_issue26_openai_chat_names_its_provider_and_its_usage(
             ),
             JsonAnswer(completion("Done.", prompt_tokens=30, completion_tokens=2)),
         )
-        process = OtelProcess(receiver.url)
+        process = child(receiver, children)
         async with openai_chat(
             base_url=server.base_url, api_key="sk-test", max_retries=0
         ) as model:
@@ -387,7 +405,7 @@ async def test_issue26_openai_chat_names_its_provider_and_its_usage(
 
 
 async def test_issue26_a_resume_on_a_store_without_the_session_is_its_own_root(
-    receiver: Receiver,
+    receiver: Receiver, children: list[OtelProcess]
 ) -> None:
     """Issue 26 item 6: a pause resumed where the store lacks the session is
     imported (``session.imported``, a minted context); the continuation's
@@ -395,7 +413,7 @@ async def test_issue26_a_resume_on_a_store_without_the_session_is_its_own_root(
     asking = desk(replies=[calls(("c1", "big"))])
     out = await asking.run("refund order big")
     assert isinstance(out, AskPause)
-    process = OtelProcess(receiver.url)
+    process = child(receiver, children)
     elsewhere = desk(process, replies=["Done."], store=MemoryEventStore())
     answer = await elsewhere.resume(out.checkpoint, check_in_approved("dana"))
     assert "Done." == answer
@@ -443,3 +461,32 @@ async def test_issue26_two_hosts_on_redis_export_one_rooted_trace(
     assert {SCRIPTED} == {
         attributes(s.attributes)["gen_ai.provider.name"] for s in spans
     }
+
+
+async def test_issue26_a_model_call_that_fails_ends_its_chat_span_in_error(
+    receiver: Receiver, children: list[OtelProcess]
+) -> None:
+    """Issue 26 item 6: the conventions' ``error.type`` is conditionally
+    required when the operation failed: a provider that raises ends the
+    ``chat`` span and the turn's span in error, with the run's error code."""
+
+    def broken(request: Any) -> Reply:
+        raise ProviderError("the model is down")
+
+    process = child(receiver, children)
+    agent = (
+        Agent.create(provider=scripted(respond=broken), model="m")
+        .watch(process)
+        .build()
+    )
+    with pytest.raises(ProviderError):
+        await agent.run("hello")
+    spans, _ = exported(receiver, process)
+
+    assert_one_root_per_trace(spans)
+    ops = by_operation(spans)
+    (chat,) = ops["chat"]
+    (turn,) = ops["invoke_agent"]
+    for span in (chat, turn):
+        assert ERROR == span.status.code
+        assert ProviderError.code == attributes(span.attributes)["error.type"]
