@@ -47,7 +47,11 @@ from .stdio_server import ECHO, SERVED
 ROOT = Path(__file__).resolve().parents[3]
 STDIO = [sys.executable, "-m", "tests.unit.gateway.stdio_server"]
 VALIDATION_WARNING = "Failed to validate request"
-INSPECTOR = "@modelcontextprotocol/inspector"
+#: The Inspector, pinned: an unpinned ``npx`` spec reuses whatever version the
+#: machine's npx cache holds (here 0.15.0), so the tested one would drift.
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+#: Its CLI's exit status for a call answered with ``isError: true``.
+INSPECTOR_TOOL_ERROR = 5
 
 Transport = Literal["stdio", "http"]
 
@@ -254,8 +258,11 @@ needs_npx = pytest.mark.skipif(
 )
 
 
-async def _inspector(*args: str) -> dict[str, Any]:
-    """Run ``npx -y @modelcontextprotocol/inspector --cli <args>``; its JSON answer."""
+async def _inspector(*args: str, tool_error: bool = False) -> dict[str, Any]:
+    """Run ``npx -y @modelcontextprotocol/inspector --cli <args>``; its JSON answer.
+
+    A call answered as a tool error exits with ``INSPECTOR_TOOL_ERROR``.
+    """
     npx = shutil.which("npx")
     assert npx is not None
     with anyio.fail_after(240):
@@ -265,7 +272,8 @@ async def _inspector(*args: str) -> dict[str, Any]:
             env={**os.environ, **_child_env()},
             check=False,
         )
-    assert 0 == done.returncode, done.stderr.decode(errors="replace")
+    expected = INSPECTOR_TOOL_ERROR if tool_error else 0
+    assert expected == done.returncode, done.stderr.decode(errors="replace")
     return dict(json.loads(done.stdout))
 
 
@@ -290,7 +298,7 @@ async def test_the_inspector_cli_lists_and_calls_over_stdio() -> None:
         called["content"][0]["text"],
         called["isError"],
     )
-    refused = await _inspector(*STDIO, *_inspector_call("zero"))
+    refused = await _inspector(*STDIO, *_inspector_call("zero"), tool_error=True)
     assert ("zero is not a word", True) == (
         refused["content"][0]["text"],
         refused["isError"],
@@ -303,7 +311,9 @@ async def test_the_inspector_cli_lists_and_calls_over_streamable_http() -> None:
     async with _served().http_server() as url:
         listed = await _inspector(url, "--transport", "http", "--method", "tools/list")
         called = await _inspector(url, "--transport", "http", *_inspector_call("hi"))
-        refused = await _inspector(url, "--transport", "http", *_inspector_call("zero"))
+        refused = await _inspector(
+            url, "--transport", "http", *_inspector_call("zero"), tool_error=True
+        )
     assert ["echo"] == [t["name"] for t in listed["tools"]]
     assert ("HI [mcp-echoes-1 from upstream]", False) == (
         called["content"][0]["text"],
