@@ -46,6 +46,7 @@ from helmlog.events import (
     MemoryEventStore,
     MiddlewareDecision,
     PauseResumed,
+    SequenceConflictError,
     ToolDispatched,
     ToolEnded,
     shape,
@@ -540,66 +541,80 @@ class ServedTools:
             CheckpointError: the checkpoint is not this session's pending
                 pause (``stale``, ``replayed``, ``tampered``).
             DecisionRequiredError: ``decision`` is not a ``CheckInDecision``.
+            LedgerAppendError: the decision could not be recorded (R5).
         """
         del traceparent, tracestate  # a served session has no turn to trace
         cp = Checkpoint.coerce(checkpoint)
         lock = self._resuming.setdefault(cp.session_id, asyncio.Lock())
-        async with lock:
-            journal = Journal(self.store, cp.session_id, self.listeners, self.clock)
-            await journal.activate()
-            pending = _check_pause(journal, cp, self.store.chain_key)
-            t = self.task_pipeline.lookup(pending.tool_name)
-            if isinstance(t, Refused):
-                raise CheckpointError(
-                    "tampered", f"no tool '{pending.tool_name}' is served here"
-                )
-            if not isinstance(decision, CheckInDecision):
-                # G61, before anything is appended.
-                raise DecisionRequiredError(
-                    gate=pending.kind,
-                    middleware=pending.middleware,
-                    tool_name=pending.tool_name,
-                    received="nothing" if decision is None else shape(decision),
-                )
-            session = _Session(journal)
-            await session.append(
-                PauseResumed(
-                    kind=pending.kind,
-                    tool_call_id=pending.tool_call_id,
-                    approved=decision.approved,
-                    by=decision.by,
-                    note=decision.note,
-                    paused_duration_ms=max(0, self.clock() - pending.timestamp),
-                    component_id=pending.component_id,
-                )
+        try:
+            async with lock:
+                return await self._resume(cp, decision)
+        finally:
+            if not lock.locked():
+                self._resuming.pop(cp.session_id, None)
+
+    async def _resume(self, cp: Checkpoint, decision: Any) -> str:
+        """``resume`` under its session's lock."""
+        journal = Journal(self.store, cp.session_id, self.listeners, self.clock)
+        await journal.activate()
+        pending = _check_pause(journal, cp, self.store.chain_key)
+        t = self.task_pipeline.lookup(pending.tool_name)
+        if isinstance(t, Refused):
+            raise CheckpointError(
+                "tampered", f"no tool '{pending.tool_name}' is served here"
             )
-            site = CallSite(
-                tool_name=t.name,
-                tool_source=t.source,
+        if not isinstance(decision, CheckInDecision):
+            # G61, before anything is appended.
+            raise DecisionRequiredError(
+                gate=pending.kind,
+                middleware=pending.middleware,
+                tool_name=pending.tool_name,
+                received="nothing" if decision is None else shape(decision),
+            )
+        journal.add(
+            PauseResumed(
+                kind=pending.kind,
                 tool_call_id=pending.tool_call_id,
-                iteration=pending.iteration,
-                history=(),
-                identity=None,
+                approved=decision.approved,
+                by=decision.by,
+                note=decision.note,
+                paused_duration_ms=max(0, self.clock() - pending.timestamp),
+                component_id=pending.component_id,
             )
-            recorder = _Recorder(session)
-            out = await self.task_pipeline.resume(t, site, pending, decision, recorder)
-            if isinstance(out, Paused):
-                # A later link asks again: the task waits on that question.
-                await session.append(pause_event(journal, site, out))
-                return out.ask.question
-            answer = await self._answer(t, site, out, recorder)
-            await session.append(
-                ToolEnded(
-                    tool_name=t.name,
-                    tool_call_id=site.tool_call_id,
-                    result=answer.model_dump(
-                        by_alias=True, mode="json", exclude_none=True
-                    ),
-                    error=bool(answer.is_error),
-                    duration_ms=out.duration_ms if isinstance(out, Ran) else 0,
-                )
+        )
+        try:
+            await journal.flush()
+        except SequenceConflictError as exc:
+            # Another process decided this pause first (R9).
+            raise CheckpointError(
+                "replayed", "a concurrent decision on this pause was recorded"
+            ) from exc
+        session = _Session(journal)
+        site = CallSite(
+            tool_name=t.name,
+            tool_source=t.source,
+            tool_call_id=pending.tool_call_id,
+            iteration=pending.iteration,
+            history=(),
+            identity=None,
+        )
+        recorder = _Recorder(session)
+        out = await self.task_pipeline.resume(t, site, pending, decision, recorder)
+        if isinstance(out, Paused):
+            # A later link asks again: the task waits on that question.
+            await session.append(pause_event(journal, site, out))
+            return out.ask.question
+        answer = await self._answer(t, site, out, recorder)
+        await session.append(
+            ToolEnded(
+                tool_name=t.name,
+                tool_call_id=site.tool_call_id,
+                result=answer.model_dump(by_alias=True, mode="json", exclude_none=True),
+                error=bool(answer.is_error),
+                duration_ms=out.duration_ms if isinstance(out, Ran) else 0,
             )
-            return _text(answer)
+        )
+        return _text(answer)
 
 
 def _error(text: str) -> types.CallToolResult:

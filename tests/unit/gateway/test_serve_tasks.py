@@ -315,6 +315,45 @@ async def test_s10_on_the_wire_a_task_is_created_read_and_completed() -> None:
     } == {k: v for k, v in done["result"].items() if k != "_meta"}
 
 
+async def test_s10_two_servers_deciding_one_pause_run_the_tool_once() -> None:
+    """R9, R2: two serving processes on one store resume the same checkpoint at
+    once; one carries the call out, the other is refused as ``replayed``."""
+    store = MemoryEventStore()
+    ran: list[int] = []
+    servers = [build(store), build(store)]
+    for served in servers:
+        tool = served.tools["refund"]
+        original = tool.execute
+
+        def counted(amount: int, _original: Any = original) -> Any:
+            ran.append(amount)
+            return _original(amount=amount)
+
+        tool.execute = counted
+    async with client(servers[0].memory_streams()) as c:
+        await c.session.call_tool("refund", {"amount": 250}, allow_claimed=True)
+    session_id = await _when_asked(store)
+    kept: list[Any] = []
+
+    async def keep(checkpoint: Any, decision: Any) -> None:
+        kept.append(checkpoint)
+
+    await decide_pending(store, session_id, keep, approved=True, by="dana", note=None)
+    outcomes: list[Any] = []
+
+    async def decide(served: ServedTools) -> None:
+        try:
+            outcomes.append(await served.resume(kept[0], check_in_approved("dana")))
+        except CheckpointError as exc:
+            outcomes.append(exc.reason)
+
+    async with anyio.create_task_group() as tg:
+        for served in servers:
+            tg.start_soon(decide, served)
+    assert ["refunded 250", "replayed"] == sorted(outcomes)
+    assert [250] == ran
+
+
 # -- a restart of the serving process ------------------------------------------------
 
 
