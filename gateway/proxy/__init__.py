@@ -7,9 +7,9 @@ for ``helmlog.gateway`` to re-export: that is their one public namespace.
 
 Layout: ``_layers`` (onion, context, reasons), ``_calls`` (a call's values),
 ``_observers``, ``_audit`` (the ledger), ``_governance``, ``_accounting``,
-``_routing`` (the one tool route and its SDK/fast decision), ``_lane``,
-``_session``, ``_proxy``; transports ``_stdio``, ``_http`` (+ ``_dual``,
-``_resume``), ``_uvicorn``.
+``_routing`` (the one tool route, on models or on JSON), ``_session`` (an SDK
+``Server`` per session), ``_proxy``; HTTP ``_http`` (+ ``_resume``),
+``_uvicorn``; stdio is the SDK's.
 """
 
 from ._audit import (

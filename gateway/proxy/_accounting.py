@@ -4,7 +4,7 @@ Pattern: an object holding the ledger (or none), the observers and the
          proxy's name; ``run`` fills a ``CallState`` around a route and
          emits one ``ToolCallTelemetry``.
 Role:    gateway layer; ``McpProxy`` makes one; each ``ProxySession`` runs
-         its tool calls (SDK path and fast lane alike) through it.
+         its tool calls (model path and JSON path alike) through it.
 Emits:   ``proxy.call_started``/``call_finished`` through the ledger; one
          ``ToolCallTelemetry`` per call through the observers.
 
@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from .._withheld import withheld
 from ._audit import ProxyLedger
@@ -79,7 +79,7 @@ class Accounting:
                 audit_session, ctx, requested, args, meta, state
             )
         result: Any = None
-        error: McpError | None = None
+        error: MCPError | None = None
         try:
             result = await route(state)
         except anyio.get_cancelled_exc_class():
@@ -87,7 +87,7 @@ class Accounting:
                 with anyio.CancelScope(shield=True):
                     await _cut_off(ledger, audit_session, ctx)
             raise
-        except McpError as exc:
+        except MCPError as exc:
             error = exc
             state.reason = state.reason or reason_of(exc)
         except Exception as exc:  # noqa: BLE001 — a layer failed: H4, withheld
@@ -136,5 +136,5 @@ async def _cut_off(ledger: ProxyLedger, audit_session: str, ctx: ProxyContext) -
     the cancellation, not the ledger, is what the caller must see."""
     try:
         await ledger.cut_off(audit_session, ctx)
-    except McpError:
+    except MCPError:
         log.error("proxy: the cut-off of call %s was not recorded", ctx.request_id)

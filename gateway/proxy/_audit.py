@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog.events import (
     EventStore,
@@ -194,7 +194,7 @@ class ProxyAudit:
             raise ValueError("ProxyAudit secret must not be empty")
 
 
-def ledger_error(cause: str, exc: BaseException | None = None) -> McpError:
+def ledger_error(cause: str, exc: BaseException | None = None) -> MCPError:
     """P20, S6: the record failed; nothing follows from it.
 
     ``cause`` is a fixed description; ``exc``'s text (a key provider's, a
@@ -311,6 +311,18 @@ class _Recorder:
             tool_name=tool.name, tool_call_id=tool_call_id, args=args, attempt=attempt
         )
         await self.stream.append([event])
+
+
+def canonical_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A ``tools/call`` result as the audit records it, whichever path and
+    era it came by: ``isError`` present, the 2026 ``resultType`` only where it
+    is not the default ``"complete"`` (so digests match the handshake era's)."""
+    out = result
+    if out.get("resultType") == "complete":
+        out = {k: v for k, v in out.items() if k != "resultType"}
+    if "isError" not in out:
+        out = {**out, "isError": False}
+    return out
 
 
 class ProxyLedger:
@@ -458,13 +470,13 @@ class ProxyLedger:
         state: CallState,
         outcome: str,
         result: types.CallToolResult | dict[str, Any] | None,
-        error: McpError | None,
+        error: MCPError | None,
         duration_ms: float,
     ) -> None:
         """Append ``proxy.call_finished`` before the response leaves (P20).
 
         Raises:
-            McpError: ``LEDGER_UNAVAILABLE`` when the append fails, or when
+            MCPError: ``LEDGER_UNAVAILABLE`` when the append fails, or when
                 the session's close already recorded this call cut off (its
                 response is withheld: the record says it did not finish).
         """
@@ -476,11 +488,15 @@ class ProxyLedger:
             output: Any = {
                 "error": error.error.model_dump(mode="json", exclude_none=True)
             }
-        elif isinstance(result, dict):  # the fast lane's result, already JSON
-            output = result
+        elif isinstance(
+            result, dict
+        ):  # the JSON path's result, as the upstream sent it
+            output = canonical_result(result)
         else:
             assert result is not None
-            output = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            output = canonical_result(
+                result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            )
         tier = self.tier(tool, ctx.identity, args)
         sid, rid = audit_session, ctx.request_id
 
@@ -559,7 +575,7 @@ class ProxyLedger:
                 continue
             try:
                 await stream.append([self._cut(request_id, call, stream.identity)])
-            except McpError:
+            except MCPError:
                 log.error(
                     "proxy: the cut-off of call %s in %s was not recorded",
                     request_id,
@@ -598,7 +614,7 @@ class ProxyLedger:
         manifest["signature"] = manifest_signature(manifest, secret)
         try:
             await stream.append([ProxySessionClosed(manifest=manifest)])
-        except McpError:
+        except MCPError:
             log.error(
                 "proxy: the manifest of %s was not recorded",
                 audit_session,

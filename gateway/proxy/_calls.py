@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as types
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from ._layers import RejectionReason
 
@@ -57,23 +57,19 @@ class CallState:
         self.middleware: str | None = None
 
 
-def rejection(code: int, message: str, reason: str) -> McpError:
+def rejection(code: int, message: str, reason: str) -> MCPError:
     """An MCP error carrying a ``RejectionReason`` in ``data`` (P11)."""
-    return McpError(
-        types.ErrorData(
-            code=code, message=message, data={"rejection_reason": str(reason)}
-        )
-    )
+    return MCPError(code, message, {"rejection_reason": str(reason)})
 
 
-def tool_hidden(name: str) -> McpError:
+def tool_hidden(name: str) -> MCPError:
     """P9: a hidden tool is not found, with a reason."""
     return rejection(
         types.METHOD_NOT_FOUND, f"Tool not found: {name}", RejectionReason.TOOL_HIDDEN
     )
 
 
-def resource_hidden(uri: str) -> McpError:
+def resource_hidden(uri: str) -> MCPError:
     """P9: a hidden resource is not found, with a reason."""
     return rejection(
         types.INVALID_REQUEST,
@@ -85,7 +81,7 @@ def resource_hidden(uri: str) -> McpError:
 _REASONS = frozenset(r.value for r in RejectionReason)
 
 
-def reason_of(exc: McpError) -> str | None:
+def reason_of(exc: MCPError) -> str | None:
     """The ``data.rejection_reason`` an MCP error carries, if it is one of
     the closed set (P11, H6); any other string makes it a plain error."""
     data = exc.error.data

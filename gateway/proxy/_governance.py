@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import mcp.types as types
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog.runtime import Tool, wall_clock_ms
 from helmlog.runtime.lowlevel import (
@@ -66,7 +66,7 @@ class _Forward:
         self.state = state
         self.progress = progress
         self.result: types.CallToolResult | None = None
-        self.error: McpError | None = None
+        self.error: MCPError | None = None
 
 
 _current: contextvars.ContextVar[_Forward] = contextvars.ContextVar("helmlog_forward")
@@ -96,14 +96,14 @@ async def _execute(**kwargs: Any) -> Any:
     fwd.state.forwarded_args = kwargs
     try:
         result = await fwd.forward(request, fwd.progress)
-    except McpError as exc:
+    except MCPError as exc:
         fwd.error = exc
         raise UpstreamToolError(exc.error.message) from exc
     fwd.result = result
-    if result.isError:
+    if result.is_error:
         raise UpstreamToolError(content_text(result))
-    if result.structuredContent is not None and not result.content:
-        return result.structuredContent
+    if result.structured_content is not None and not result.content:
+        return result.structured_content
     return content_text(result)
 
 
@@ -113,7 +113,7 @@ def _refusal(text: str, middleware: str | None) -> types.CallToolResult:
         meta["middleware"] = middleware
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
-        isError=True,
+        is_error=True,
         _meta=meta,
     )
 
@@ -149,7 +149,7 @@ class Governance:
             init = self.upstream.init
             if init is None:
                 raise RuntimeError("McpProxy is not started: use `async with proxy`")
-            source = init.serverInfo.name  # S2: the upstream's
+            source = self.upstream.server_name  # S2: the upstream's
             found = Tool(name, "", _ANY_OBJECT, _execute, source)
             self._tools[name] = found
         return found
@@ -203,7 +203,7 @@ def _errored(out: Ran) -> types.CallToolResult:
     walk (``error=True``): ``is_error=True`` whose text is the walk's verdict
     (the upstream's message where no link changed it)."""
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=out.text)], isError=True
+        content=[types.TextContent(type="text", text=out.text)], is_error=True
     )
 
 
@@ -218,11 +218,11 @@ def _transformed(
     transform (it may hold what a link removed).
     """
     structured = None
-    held = upstream.structuredContent if upstream is not None else None
+    held = upstream.structured_content if upstream is not None else None
     if held is not None and set(held) == {"result"}:
         structured = {"result": out.text}
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=out.text)],
-        structuredContent=structured,
-        isError=out.error,
+        structured_content=structured,
+        is_error=out.error,
     )

@@ -1,9 +1,10 @@
 """The proxy over Streamable HTTP: sessions, limits, hardening, resumable streams.
 
-Pattern: an ASGI app that admits, runs and ends sessions itself: per session
-         one ``ProxySession``, one SSE and one JSON SDK transport (``_dual``)
-         and one event store (``_resume``); a lane-shaped POST is answered by
-         the session's fast lane as one JSON body (``_routing`` decides).
+Pattern: an ASGI app that admits, runs and ends sessions itself: per
+         handshake-era session one ``ProxySession``, one SDK transport and
+         one event store (``_resume``), driven by the SDK's ``serve_loop``;
+         a 2026-07-28 request (no session on that revision) is one
+         ``ProxySession`` of its own, answered by the SDK's modern handler.
 Role:    gateway layer; ``McpProxy.http_app()``, served by ``_uvicorn``.
 Emits:   through the sessions; the manifest and ``on_session_closed`` at
          every session end.
@@ -26,15 +27,17 @@ from typing import Any, Protocol
 import anyio
 import mcp.types as types
 import msgspec
+from mcp.server._streamable_http_modern import handle_modern_request
+from mcp.server.runner import serve_loop
 from mcp.server.streamable_http import (
     MCP_SESSION_ID_HEADER,
     StreamableHTTPServerTransport,
 )
+from mcp_types import jsonrpc_message_adapter
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from ._dual import DualRoute, answer_lane
 from ._layers import RejectionReason
 from ._resume import SessionEventStore
-from ._routing import lane_headers, wants_sse
 from ._session import ProxySession
 
 log = logging.getLogger("helmlog.proxy")
@@ -43,6 +46,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _decode = msgspec.json.Decoder().decode
 
 
+HANDSHAKE_VERSIONS = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _UNPARSED = object()  # a body that is not JSON (``None`` is JSON's null)
 # The id the SDK's transport puts on an error whose request id it does not
 # know; JSON-RPC 2.0 wants null there (H6).
@@ -93,9 +97,9 @@ class SessionHost(Protocol):
 
 
 class _Live:
-    """One session: its SSE transport, its JSON transport, its router (P19, P25)."""
+    """One session: its SDK transport and its event store (P19, P25)."""
 
-    __slots__ = ("ended", "events", "fast", "proxy_session", "route", "transport")
+    __slots__ = ("ended", "events", "proxy_session", "transport")
 
     def __init__(
         self,
@@ -104,10 +108,6 @@ class _Live:
         events: SessionEventStore,
     ) -> None:
         self.transport = transport
-        self.fast = StreamableHTTPServerTransport(
-            mcp_session_id=transport.mcp_session_id, is_json_response_enabled=True
-        )
-        self.route = DualRoute()
         self.proxy_session = proxy_session
         self.events = events
         self.ended = False
@@ -196,7 +196,10 @@ class ProxyHttpApp:
             return
         replay = _replayer(body)
         sid = head.get(MCP_SESSION_ID_HEADER)
-        if sid is not None:
+        version = head.get("mcp-protocol-version")
+        if sid is None and version is not None and version not in HANDSHAKE_VERSIONS:
+            await self._modern(head, body, scope, replay, send)
+        elif sid is not None:
             await self._existing(sid, head, body, scope, replay, send)
         else:
             from starlette.requests import Request
@@ -257,23 +260,12 @@ class ProxyHttpApp:
         if message is _UNPARSED:  # H6: never the SDK's json.loads (a 500)
             await _parse_error()(scope, receive, send)
             return
-        calls = live.proxy_session.calls
-        lane = lane_headers(head) and not live.transport.is_terminated
-        if last is None and lane and calls.admit(message):
-            await answer_lane(calls, message, sid, scope, send)  # ``proxy/_lane.py``
-            return
         if method == "POST":
             refusal = _not_a_message(message)
             if refusal is not None:  # H6: typed, 400, and the session unharmed
                 await refusal(scope, receive, send)
                 return
-        if last is None and lane:
-            calls.saw(message)
-        send = _null_ids(send)
-        if not wants_sse(method, message, head.get("accept", "")):
-            await live.fast.handle_request(scope, receive, send)  # JSON transport
-            return
-        await live.transport.handle_request(scope, receive, send)
+        await live.transport.handle_request(scope, receive, _null_ids(send))
         if live.transport.is_terminated:
             await self._end(sid)  # P18: a DELETE ends it before this returns
 
@@ -322,11 +314,12 @@ class ProxyHttpApp:
         finally:
             self.admitting -= 1
 
-    async def _open(self, request: Any, scope: Any, receive: Any, send: Any) -> None:
-        proxy = self.proxy
-        raw = {k.lower(): v for k, v in request.headers.items()}
+    async def _identify(
+        self, head: Mapping[str, str], scope: Any, receive: Any, send: Any
+    ) -> tuple[Any, tuple[Any, ...]] | None:
+        """P17: the caller's identity, or ``None`` once a 401 is answered."""
         try:
-            identity, delegated = await proxy.identify(raw)
+            return await self.proxy.identify(head)
         except Exception as exc:  # noqa: BLE001 — P17: no identity, no session
             log.info("proxy: identity not resolved: %s", exc)
             response = _error_body(
@@ -336,7 +329,48 @@ class ProxyHttpApp:
                 RejectionReason.IDENTITY_UNRESOLVED.value,
             )
             await response(scope, receive, send)
+            return None
+
+    async def _modern(
+        self, head: dict[str, str], body: bytes, scope: Any, receive: Any, send: Any
+    ) -> None:
+        """A 2026-07-28 request: one session of its own (that revision has no
+        HTTP session), its identity resolved from its headers (P17), closed
+        with its manifest when answered (P18); the SDK answers it."""
+        if scope["method"] == "POST":
+            message = _decoded(body)
+            if message is _UNPARSED:
+                await _parse_error()(scope, receive, send)
+                return
+            refusal = _not_a_message(message)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        who = await self._identify(head, scope, receive, send)
+        if who is None:
             return
+        identity, delegated = who
+        session = self.proxy.open_session(
+            transport="http",
+            session_id=uuid.uuid4().hex,
+            identity=identity,
+            delegated_from=delegated,
+        )
+        try:
+            await handle_modern_request(
+                session.server, None, False, {}, scope, receive, _null_ids(send)
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.proxy.close_session(session)
+
+    async def _open(self, request: Any, scope: Any, receive: Any, send: Any) -> None:
+        proxy = self.proxy
+        raw = {k.lower(): v for k, v in request.headers.items()}
+        who = await self._identify(raw, scope, receive, send)
+        if who is None:
+            return
+        identity, delegated = who
         sid = uuid.uuid4().hex
         events = SessionEventStore()
         transport = StreamableHTTPServerTransport(
@@ -360,14 +394,18 @@ class ProxyHttpApp:
 
     async def _serve(self, sid: str, live: _Live, *, task_status: Any) -> None:
         try:
-            async with (
-                live.transport.connect() as sse,
-                live.fast.connect() as fast,
-                live.route.merged(sse, fast) as (read, write),
-            ):
+            async with live.transport.connect() as (read, write):
                 task_status.started()
+                session = live.proxy_session
                 with anyio.move_on_after(self.proxy.session_ttl_s):  # P17: absolute
-                    await live.proxy_session.run(read, write, stateless=False)
+                    await serve_loop(
+                        session.server,
+                        read,
+                        write,
+                        lifespan_state={},
+                        session_id=sid,
+                        init_options=session.initialization_options(),
+                    )
         finally:
             with anyio.CancelScope(shield=True):
                 await self._end(sid)
@@ -378,11 +416,9 @@ class ProxyHttpApp:
         if live is None or live.ended:
             return
         live.ended = True
-        live.proxy_session.calls.close()
         with anyio.CancelScope(shield=True):
-            for transport in (live.transport, live.fast):
-                if not transport.is_terminated:
-                    await transport.terminate()
+            if not live.transport.is_terminated:
+                await live.transport.terminate()
             await self.proxy.close_session(live.proxy_session)
 
 
@@ -421,7 +457,7 @@ def _not_a_message(message: Any) -> Any:
             rid = message["id"]
             if isinstance(rid, bool) or not isinstance(rid, (str, int)):
                 raise ValueError("a request id is a string or a number")
-        types.JSONRPCMessage.model_validate(message)
+        jsonrpc_message_adapter.validate_python(message)
     except ValueError:  # pydantic's ValidationError is one
         rid = message.get("id") if isinstance(message, dict) else None
         if isinstance(rid, bool) or not isinstance(rid, (str, int)):

@@ -33,7 +33,6 @@ from ._accounting import Accounting
 from ._audit import ProxyLedger
 from ._calls import ToolCallTelemetry
 from ._governance import Governance
-from ._lane import memory_lane
 from ._layers import Layer, ProxyContext
 from ._observers import Observers
 from ._routing import Routing
@@ -175,8 +174,8 @@ class McpProxy:
         self.sensitivity = _tiers(sensitivity)
         self.observer_timeout_s = observer_timeout_s
         self.sessions: set[ProxySession] = set()
-        # The fast lane for tools/call (``_lane.py``); tests turn it off to
-        # compare it with the SDK path.
+        # The JSON path of a plain tools/call (``_routing``'s same-route
+        # rule); tests turn it off to compare it with the model path.
         self.fast_calls = True
         self.stdio_session_id = f"stdio-{uuid.uuid4()}"
         # Every session's stream; with ``audit=`` it also records calls (P20).
@@ -214,7 +213,7 @@ class McpProxy:
     # -- lifecycle --------------------------------------------------------
 
     @property
-    def upstream_init(self) -> types.InitializeResult:
+    def upstream_init(self) -> types.InitializeResult | types.DiscoverResult:
         """The upstream's initialize result (P25: what the proxy mirrors)."""
         init = self.upstream.init
         if init is None:
@@ -264,8 +263,10 @@ class McpProxy:
         """H6, P16: await the async observers' work owed so far, in order."""
         await self.observers.settle()
 
-    async def _upstream_notification(self, note: types.ServerNotification) -> None:
-        if isinstance(note.root, _LIST_CHANGED):
+    async def _upstream_notification(self, note: Any) -> None:
+        if isinstance(note, types.ToolListChangedNotification):
+            self.routing.forget_schemas()
+        if isinstance(note, _LIST_CHANGED):
             for session in list(self.sessions):  # P25: every live session
                 try:
                     await session.notify(note)
@@ -324,8 +325,7 @@ class McpProxy:
         """Serve one stdio-style session over a pair of SDK streams (P21)."""
         session = await self._stdio_session()
         try:
-            async with memory_lane(session.calls, read_stream, write_stream) as read:
-                await session.run(read, write_stream)
+            await session.run(read_stream, write_stream)
         finally:
             # P18, H6: the close (manifest, observers) runs whole, bounded
             # by drain_s and observer_timeout_s, even when cancelled.
@@ -345,21 +345,8 @@ class McpProxy:
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
-        from ._stdio import loop_pipes_usable, loop_stdio
-
-        if not loop_pipes_usable():
-            async with stdio_server() as (read_stream, write_stream):
-                await self.run(read_stream, write_stream)
-            return
-        session = await self._stdio_session()
-        try:
-            async with loop_stdio(session.calls) as (read_stream, write_stream):
-                await session.run(read_stream, write_stream)
-        finally:
-            # P18, H6: the close (manifest, observers) runs whole, bounded
-            # by drain_s and observer_timeout_s, even when cancelled.
-            with anyio.CancelScope(shield=True):
-                await self.close_session(session)
+        async with stdio_server() as (read_stream, write_stream):
+            await self.run(read_stream, write_stream)
 
     def http_app(self, **kw: Any) -> Any:
         """The Streamable HTTP proxy as an ASGI app (``proxy/_http.py``)."""

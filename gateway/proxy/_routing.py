@@ -1,28 +1,28 @@
-"""The proxy's routes, and the one place that picks the SDK path or the fast path.
+"""The proxy's routes, and the one place that picks the model path or the JSON path.
 
 Pattern: ``Routing`` holds what the options compile to (onion pipelines,
          pass-through observers, visibility, governance, the upstream) and
          runs the one tool route in two forms, ``tool`` on SDK models and
-         ``tool_raw`` on decoded JSON; the functions above it pick a path.
-Role:    gateway layer; ``McpProxy`` builds one; sessions route through it,
-         ``FastCalls`` admits with ``lane_call``, the HTTP app picks its
-         transport with ``wants_sse``.
+         ``tool_raw`` on the upstream's JSON; ``raw_params`` picks.
+Role:    gateway layer; ``McpProxy`` builds one; sessions route through it.
 Emits:   nothing; the caller's ``Accounting`` records and tells.
 
 Laws: P8, P10, P12, P13, P14, P25; the paths' two rules (below): the
 progress rule and the same-route rule.
+
+Why two forms of one route on v2: both go through the SDK on both sides (its
+server checks the answer, its client sends the call); the JSON form only
+skips building result models a plain call never needs (bench/proxy.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import mcp.types as types
-from mcp.server.streamable_http import MCP_PROTOCOL_VERSION_HEADER
-from mcp.shared.exceptions import McpError
-from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+from mcp.shared.exceptions import MCPError
 
 from ..upstream import Upstream
 from ._calls import CallState, tool_hidden
@@ -42,63 +42,23 @@ log = logging.getLogger("helmlog.proxy")
 
 # -- which path answers a message ----------------------------------------------
 #
-# The two rules the SDK path and the fast path share, stated and checked here:
-#   The progress rule: a request whose params carry a ``progressToken`` is
-#      answered by the SDK session (over HTTP on the SSE transport), the only
-#      one that can send progress before the reply: ``has_progress`` is the
-#      one test of it; ``lane_call`` (the lane's admission) and ``wants_sse``
-#      both use it.
-#   The same-route rule: the lane runs the SDK path's route (``Routing.tool``)
-#      and answers what the SDK session would; ``Routing.tool_raw`` is that
-#      route with no layer
-#      (hence no pass-through observer, a marked layer) and no governance, on
-#      simple params: ``raw_params`` decides and ``tool_raw`` refuses to run
-#      where it would differ. ``test_proxy_fast.py`` compares both paths'
-#      answers and audit rows; ``test_proxy_paths.py`` checks both rules here.
+# The two rules the model path and the JSON path share, stated and checked here:
+#   The progress rule: a request whose params carry a ``progressToken`` takes
+#      the model path, which relays progress: ``has_progress`` is the one test.
+#   The same-route rule: the JSON path runs the model path's route
+#      (``Routing.tool``) and answers what it would; ``Routing.tool_raw`` is
+#      that route with no layer (hence no pass-through observer, a marked
+#      layer) and no governance, on simple params: ``raw_params`` decides and
+#      ``tool_raw`` refuses to run where it would differ. ``test_proxy_fast.py``
+#      compares both paths' answers and audit rows; ``test_proxy_paths.py``
+#      checks both rules here.
 
 
 def has_progress(params: Any) -> bool:
     """The progress rule: whether a request's params ask for progress (a
     ``progressToken``)."""
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and meta.get("progressToken") is not None
-
-
-def lane_call(message: Any) -> bool:
-    """A JSON-RPC ``tools/call`` request the fast lane may answer (the progress rule: no
-    progress token); everything else goes to the SDK session."""
-    if not isinstance(message, dict) or message.get("method") != "tools/call":
-        return False
-    rid = message.get("id")
-    if message.get("jsonrpc") != "2.0" or isinstance(rid, bool):
-        return False
-    if not isinstance(rid, (int, str)) or "result" in message or "error" in message:
-        return False
-    return not has_progress(message.get("params"))
-
-
-def wants_sse(method: str, message: Any, accept: str) -> bool:
-    """Whether this POST (its body decoded, ``None`` if not JSON) needs the
-    SSE transport (the progress rule: a progress token does); else the JSON
-    transport."""
-    if method != "POST" or "application/json" not in accept:
-        return True
-    if not isinstance(message, dict) or "id" not in message or "method" not in message:
-        return True  # unparsable, notifications, responses, batches: as before
-    if message["method"] == "initialize":
-        return True
-    return has_progress(message.get("params"))
-
-
-def lane_headers(head: dict[str, str]) -> bool:
-    """Headers the SDK's JSON transport accepts without a word (else it answers)."""
-    if head.get("content-type", "").split(";")[0].strip() != "application/json":
-        return False
-    accept = head.get("accept", "")
-    if not any(a.strip().startswith("application/json") for a in accept.split(",")):
-        return False
-    version = head.get(MCP_PROTOCOL_VERSION_HEADER)
-    return version is None or version in SUPPORTED_PROTOCOL_VERSIONS
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    return isinstance(meta, Mapping) and meta.get("progressToken") is not None
 
 
 def simple_params(params: Any) -> dict[str, Any] | None:
@@ -108,6 +68,8 @@ def simple_params(params: Any) -> dict[str, Any] | None:
     ``_meta`` an object (or absent), no ``task``. Anything else is validated
     by the SDK's model, which answers exactly as the SDK session does.
     """
+    if isinstance(params, Mapping) and not isinstance(params, dict):
+        params = dict(params)
     if not isinstance(params, dict) or not isinstance(params.get("name"), str):
         return None
     args, meta = params.get("arguments"), params.get("_meta")
@@ -172,6 +134,21 @@ class Routing:
         self.pass_through_tools = frozenset(pass_through_tools)
         self.pass_through_resources = frozenset(pass_through_resources)
         self.governance = governance  # P14: the innermost layer, or none
+        # The upstream's input schemas as last listed through the proxy.
+        self._schemas: dict[str, Any] = {}
+
+    def listed(self, result: types.ListToolsResult) -> None:
+        """Keep the input schemas of an upstream ``tools/list`` answer."""
+        for tool in result.tools:
+            self._schemas[tool.name] = tool.input_schema
+
+    def forget_schemas(self) -> None:
+        """The upstream's tools changed: their schemas are unknown again."""
+        self._schemas.clear()
+
+    def input_schema(self, name: str) -> Any:
+        """A tool's input schema as last listed, or ``None`` (nothing to check)."""
+        return self._schemas.get(name)
 
     def is_hidden_tool(self, name: str, ctx: ProxyContext) -> bool:
         """P8: hidden by name or predicate; a raising predicate hides (fail closed)."""
@@ -188,6 +165,8 @@ class Routing:
         route for them, ``None`` if the call must take ``tool`` on the SDK's
         models."""
         if self.tool_pipeline.layers or self.governance is not None:
+            return None
+        if has_progress(params):  # the progress rule
             return None
         return simple_params(params)
 
@@ -251,7 +230,7 @@ class Routing:
             if self.is_hidden_tool(requested, ctx):  # P10, as the terminal does
                 state.reason = RejectionReason.TOOL_HIDDEN
                 raise tool_hidden(requested)
-        return await self.upstream.call_raw("tools/call", params)
+        return unstamped(await self.upstream.call_raw("tools/call", params))
 
     async def forward(
         self, req: types.CallToolRequest, progress: Any = None
@@ -259,7 +238,25 @@ class Routing:
         """One ``tools/call`` to the upstream, on the SDK's models."""
         result = await self.upstream.request(req, types.CallToolResult, progress)
         assert isinstance(result, types.CallToolResult)
+        meta = result.meta
+        if isinstance(meta, dict) and types.SERVER_INFO_META_KEY in meta:
+            kept = {k: v for k, v in meta.items() if k != types.SERVER_INFO_META_KEY}
+            result = result.model_copy(update={"meta": kept or None})
         return result
+
+
+def unstamped(raw: Any) -> Any:
+    """P25: a 2026-era upstream's result without its ``serverInfo`` stamp, so
+    the client reads the proxy's name (the SDK stamps it) as at initialize."""
+    meta = raw.get("_meta") if isinstance(raw, dict) else None
+    if isinstance(meta, dict) and types.SERVER_INFO_META_KEY in meta:
+        kept = {k: v for k, v in meta.items() if k != types.SERVER_INFO_META_KEY}
+        raw = (
+            {**raw, "_meta": kept}
+            if kept
+            else {k: v for k, v in raw.items() if k != "_meta"}
+        )
+    return raw
 
 
 async def pass_through(
@@ -279,7 +276,7 @@ async def pass_through(
             done = True
             try:
                 value = await forward(req)
-            except McpError as exc:
+            except MCPError as exc:
                 failure = exc
         if failure is not None:
             raise failure
@@ -288,7 +285,7 @@ async def pass_through(
     if observers.layers:
         try:
             await observers(req, once, ctx)
-        except McpError as exc:
+        except MCPError as exc:
             if exc is not failure:
                 log.warning("proxy: a pass-through observer raised", exc_info=True)
         except Exception:  # P13: an observer changes nothing

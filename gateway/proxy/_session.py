@@ -1,69 +1,124 @@
-"""One client session of the MCP proxy: its server, its fast lane, its handlers.
+"""One client session of the MCP proxy: its SDK ``Server`` and its handlers.
 
-Pattern: an adapter over the SDK's low-level ``Server`` whose request
-         handlers route the interceptable requests through the proxy's
-         ``Routing`` inside its ``Accounting``, and forward the rest unchanged.
-Role:    gateway layer; ``McpProxy.open_session`` makes one per stdio run and
-         per HTTP session (P17); it holds its server and its ``FastCalls``.
+Pattern: an adapter over the SDK's low-level ``Server`` (v2: ``on_*``
+         handlers) whose handlers route the interceptable requests through
+         the proxy's ``Routing`` inside its ``Accounting`` and forward the
+         rest unchanged; the SDK serves both eras (``server/discover`` of
+         2026-07-28 and the ``initialize`` handshake) and checks every result.
+Role:    gateway layer; ``McpProxy.open_session`` makes one per stdio run,
+         per HTTP session (P17) and per 2026-era HTTP request.
 Emits:   through the accounting: telemetry, audit events, governance rows.
 
 Laws: P1 (only tools/call, resources/read and tools/list intercepted), P5,
-P9 (tools/list filtered before and after its middleware), P17, H4 (a
-handler's failure answers a fixed message and an error id), P25 (capabilities
-mirrored, progress relayed, list_changed sent on the session's own stream).
+P9, P17, H4 (a handler's failure answers a fixed message and an error id),
+P25 (capabilities mirrored, progress relayed, list_changed to the client).
+
+Why a plain ``tools/call`` may return the upstream's JSON: the SDK validates
+and shapes a handler's dict for the negotiated version as it does a model,
+so no model is built twice (``_routing``'s same-route rule; bench/proxy.py).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp.types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
-from mcp.shared.exceptions import McpError
-from mcp.shared.message import SessionMessage
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._withheld import withheld
 from ..upstream import Upstream
 from ._accounting import Accounting
-from ._calls import CallState, resource_hidden
-from ._lane import FastCalls, checked_result, validated
+from ._calls import resource_hidden
 from ._layers import ProxyContext, clean_headers
-from ._routing import Routing, pass_through
+from ._routing import Routing, has_progress, pass_through
 
 log = logging.getLogger("helmlog.proxy")
 
-# Requests forwarded unchanged (P1), with the result type each expects.
-_FORWARDED: dict[type, type] = {
-    types.ListPromptsRequest: types.ListPromptsResult,
-    types.GetPromptRequest: types.GetPromptResult,
-    types.ListResourceTemplatesRequest: types.ListResourceTemplatesResult,
-    types.CompleteRequest: types.CompleteResult,
-    types.SubscribeRequest: types.EmptyResult,
-    types.UnsubscribeRequest: types.EmptyResult,
-    types.SetLevelRequest: types.EmptyResult,
+Ctx = ServerRequestContext[Any, Any]
+Handler = Callable[[Ctx, Any], Awaitable[Any]]
+
+# Requests forwarded unchanged (P1): method, params model, result type, and
+# the upstream capability that makes the proxy serve it.
+_FORWARDED: tuple[tuple[str, type, type, str], ...] = (
+    ("prompts/list", types.PaginatedRequestParams, types.ListPromptsResult, "prompts"),
+    ("prompts/get", types.GetPromptRequestParams, types.GetPromptResult, "prompts"),
+    (
+        "resources/templates/list",
+        types.PaginatedRequestParams,
+        types.ListResourceTemplatesResult,
+        "resources",
+    ),
+    (
+        "resources/subscribe",
+        types.SubscribeRequestParams,
+        types.EmptyResult,
+        "resources",
+    ),
+    (
+        "resources/unsubscribe",
+        types.UnsubscribeRequestParams,
+        types.EmptyResult,
+        "resources",
+    ),
+    (
+        "completion/complete",
+        types.CompleteRequestParams,
+        types.CompleteResult,
+        "completions",
+    ),
+    ("logging/setLevel", types.SetLevelRequestParams, types.EmptyResult, "logging"),
+)
+_REQUESTS: dict[str, type] = {
+    "prompts/list": types.ListPromptsRequest,
+    "prompts/get": types.GetPromptRequest,
+    "resources/templates/list": types.ListResourceTemplatesRequest,
+    "resources/subscribe": types.SubscribeRequest,
+    "resources/unsubscribe": types.UnsubscribeRequest,
+    "completion/complete": types.CompleteRequest,
+    "logging/setLevel": types.SetLevelRequest,
 }
+_ENVELOPE = "io.modelcontextprotocol/"  # the 2026 per-request keys: the SDK's
 
 
-def _guarded(
-    handler: Callable[[Any], Awaitable[types.ServerResult]],
-) -> Callable[[Any], Awaitable[types.ServerResult]]:
-    """H4: a handler whose failure (not an ``McpError``) reaches the client
-    as a fixed message and an error id; the SDK would send its text."""
+def forwarded_meta(meta: Any) -> Any:
+    """P25: the caller's ``_meta`` without the protocol's own envelope keys,
+    which belong to the client's connection, not to the upstream's."""
+    if not isinstance(meta, Mapping):
+        return meta
+    if not any(isinstance(k, str) and k.startswith(_ENVELOPE) for k in meta):
+        return meta
+    kept = {k: v for k, v in meta.items() if not str(k).startswith(_ENVELOPE)}
+    return kept or None
 
-    async def guarded(req: Any) -> types.ServerResult:
+
+def _clean(params: Any) -> Any:
+    """A request's params with ``forwarded_meta`` applied to its ``_meta``."""
+    meta = getattr(params, "meta", None)
+    if meta is None:
+        return params
+    kept = forwarded_meta(meta)
+    return params if kept is meta else params.model_copy(update={"meta": kept})
+
+
+def _guarded(handler: Handler) -> Handler:
+    """H4: a handler whose failure (not an ``MCPError``) reaches the client
+    as a fixed message and an error id; the SDK would answer -32603 with no id."""
+
+    async def guarded(ctx: Ctx, params: Any) -> Any:
         try:
-            return await handler(req)
-        except McpError:
+            return await handler(ctx, _clean(params))
+        except MCPError:
             raise
         except Exception as exc:
             raise withheld(
-                "the proxy could not answer this request",
-                exc,
-                detail=getattr(req, "method", type(req).__name__),
+                "the proxy could not answer this request", exc, detail=ctx.method
             ) from exc
 
     return guarded
@@ -72,8 +127,8 @@ def _guarded(
 class ProxySession:
     """One client session: a low-level ``Server`` whose handlers route (P17).
 
-    It holds its server and its fast lane (``calls``); the proxy's routing,
-    accounting and upstream are handed in, shared by every session.
+    The proxy's routing, accounting and upstream are handed in, shared by
+    every session.
     """
 
     def __init__(
@@ -96,23 +151,59 @@ class ProxySession:
         self.upstream = upstream
         self.routing = routing
         self.accounting = accounting
+        self.fast = fast
         self.transport = transport
         self.session_id = session_id
         self.identity = identity
         self.delegated_from = delegated_from
         self.audit_session = audit_session
-        self.client: Any = None  # the SDK ServerSession, once a request came in
-        self._write: Any = None  # the session's outgoing stream, once it runs
-        server: Server[Any, Any] = Server(name, version=version)
-        handlers = server.request_handlers
-        handlers[types.CallToolRequest] = _guarded(self._call_tool)
-        handlers[types.ListToolsRequest] = _guarded(self._list_tools)
-        handlers[types.ReadResourceRequest] = _guarded(self._read_resource)
-        handlers[types.ListResourcesRequest] = _guarded(self._list_resources)
-        for request_type in _FORWARDED:
-            handlers[request_type] = _guarded(self._forward)
-        self.server = server
-        self.calls = FastCalls(self.call_tool_fast, enabled=fast)
+        self.client: Any = None  # the SDK ServerSession, once a message came in
+        self.answered = 0  # calls the JSON path answered (the differential tests)
+        self._server: Server[Any] | None = None
+
+    @property
+    def server(self) -> Server[Any]:
+        """This session's SDK server, made on first use (the proxy is started)."""
+        if self._server is None:
+            self._server = self._make_server()
+        return self._server
+
+    def _make_server(self) -> Server[Any]:
+        init = self.upstream.init
+        if init is None:
+            raise RuntimeError("McpProxy is not started: use `async with proxy`")
+        name, version = self.name, self.version
+        caps = init.capabilities
+        server: Server[Any] = Server(
+            name,
+            version=version,
+            instructions=init.instructions,
+            # 2026 ``Mcp-Param-*`` header checks read the schemas the proxy
+            # last listed (else none: the upstream checks its own), never a
+            # ``tools/list`` run upstream per call.
+            get_tool_input_schema=self.routing.input_schema,
+        )
+        add = server.add_request_handler
+        if caps.tools is not None:
+            add("tools/list", types.PaginatedRequestParams, _guarded(self._list_tools))
+            add("tools/call", types.CallToolRequestParams, _guarded(self._call_tool))
+        if caps.resources is not None:
+            add(
+                "resources/list",
+                types.PaginatedRequestParams,
+                _guarded(self._list_resources),
+            )
+            add(
+                "resources/read",
+                types.ReadResourceRequestParams,
+                _guarded(self._read_resource),
+            )
+        for method, params_type, _result, capability in _FORWARDED:
+            if getattr(caps, capability, None) is not None:
+                add(method, params_type, _guarded(self._forward))
+        add("server/discover", types.RequestParams, self._discover)
+        server.middleware.append(self._seen)
+        return server
 
     def initialization_options(self) -> InitializationOptions:
         """P25: the upstream's capabilities and instructions, the proxy's name."""
@@ -126,21 +217,48 @@ class ProxySession:
             instructions=init.instructions,
         )
 
-    async def run(self, read_stream: Any, write_stream: Any, **kw: Any) -> None:
-        """Serve this session over a pair of SDK streams until it closes."""
-        self._write = write_stream
-        await self.server.run(
-            read_stream, write_stream, self.initialization_options(), **kw
+    async def _discover(
+        self, ctx: Ctx, params: types.RequestParams | None
+    ) -> types.DiscoverResult:
+        """P25 on a 2026-era connection: the upstream's capabilities, except the
+        change notifications, which that era delivers on ``subscriptions/listen``
+        (not served by the proxy)."""
+        init = self.upstream.init
+        assert init is not None
+        caps = init.capabilities
+        update: dict[str, Any] = {}
+        if caps.tools is not None:
+            update["tools"] = caps.tools.model_copy(update={"list_changed": None})
+        if caps.prompts is not None:
+            update["prompts"] = caps.prompts.model_copy(update={"list_changed": None})
+        if caps.resources is not None:
+            update["resources"] = caps.resources.model_copy(
+                update={"list_changed": None, "subscribe": None}
+            )
+        return types.DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=caps.model_copy(update=update),
+            instructions=init.instructions,
         )
+
+    async def _seen(self, ctx: Ctx, call_next: Any) -> Any:
+        """Keep the client's session (initialize included) for list_changed."""
+        if self.client is None:
+            self.client = ctx.session
+        return await call_next(ctx)
+
+    async def run(self, read_stream: Any, write_stream: Any) -> None:
+        """Serve this session over a pair of SDK streams until it closes."""
+        await self.server.run(read_stream, write_stream, self.initialization_options())
 
     # -- the context ------------------------------------------------------
 
-    def context(self) -> ProxyContext:
+    def context(self, ctx: Ctx) -> ProxyContext:
         """P5, P7: the one context of the request being handled."""
-        rc = self.server.request_context
-        self.client = rc.session
-        raw = getattr(rc.request, "headers", None)
-        return self.fresh_context(raw.raw if raw is not None else None)
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        raw = getattr(headers, "raw", None)
+        return self.fresh_context(raw)
 
     def fresh_context(self, headers: Any = None) -> ProxyContext:
         """P5, P7: a request's context; ``headers`` are raw HTTP byte pairs."""
@@ -159,94 +277,89 @@ class ProxySession:
             server_version=self.version,
         )
 
-    def _progress(self, meta: Any) -> Callable[..., Awaitable[None]] | None:
+    @staticmethod
+    def _progress(ctx: Ctx) -> Callable[..., Awaitable[None]] | None:
         """P25: relay the upstream's progress to the caller's progress token."""
-        token = getattr(meta, "progressToken", None) if meta is not None else None
-        if token is None:
+        if not has_progress(ctx.params):
             return None
-        rc = self.server.request_context
-        client, request_id = rc.session, rc.request_id
+        session = ctx.session
 
         async def relay(
             progress: float, total: float | None, message: str | None
         ) -> None:
-            await client.send_progress_notification(
-                token, progress, total, message, related_request_id=str(request_id)
-            )
+            await session.report_progress(progress, total, message)
 
         return relay
 
-    # -- tools/call: the SDK path and the fast lane, one route (``_routing``) --
+    # -- tools/call: one route, on models or on the upstream's JSON --------
 
-    async def _call_tool(self, req: types.CallToolRequest) -> types.ServerResult:
-        ctx = self.context()
-        out = await self._routed(req, ctx, self._progress(req.params.meta))
-        assert isinstance(out, types.CallToolResult)
-        return types.ServerResult(out)
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
+        pctx = self.context(ctx)
+        wire = ctx.params
+        simple = self.routing.raw_params(wire) if self.fast else None
+        sid = self.audit_session
+        if simple is not None:
+            self.answered += 1
+            forward = dict(simple)
+            meta = forwarded_meta(forward.get("_meta"))
+            if meta is None:
+                forward.pop("_meta", None)
+            else:
+                forward["_meta"] = meta
+            raw = await self.accounting.run(
+                sid,
+                pctx,
+                simple["name"],
+                simple.get("arguments"),
+                meta,
+                lambda s: self.routing.tool_raw(forward, pctx, s),
+            )
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and isinstance(
+                raw, dict
+            ):
+                # a handshake-era upstream's answer to a 2026-era client: the
+                # one field that revision requires (the model path's default)
+                raw = {"resultType": "complete", **raw}
+            return raw
+        req = types.CallToolRequest(params=params)
+        return await self.routed(req, pctx, self._progress(ctx), wire)
 
-    async def _routed(
-        self, req: types.CallToolRequest, ctx: ProxyContext, progress: Any = None
-    ) -> types.CallToolResult | dict[str, Any]:
+    async def routed(
+        self,
+        req: types.CallToolRequest,
+        ctx: ProxyContext,
+        progress: Any = None,
+        wire: Any = None,
+    ) -> types.CallToolResult:
         """``req`` along the tool route, audited and told (P15, P20)."""
         p = req.params
-        sid = self.audit_session
-        out: types.CallToolResult | dict[str, Any] = await self.accounting.run(
-            sid,
+        meta = forwarded_meta(wire.get("_meta")) if isinstance(wire, Mapping) else None
+        out: types.CallToolResult = await self.accounting.run(
+            self.audit_session,
             ctx,
             p.name,
             p.arguments,
-            p.meta,
-            lambda s: self.routing.tool(req, ctx, s, progress, sid),
+            meta,
+            lambda s: self.routing.tool(req, ctx, s, progress, self.audit_session),
         )
         return out
 
-    async def call_tool_fast(
-        self, request_id: types.RequestId, params: Any, headers: Any = None
-    ) -> dict[str, Any]:
-        """One ``tools/call`` of the fast lane: its JSON-RPC ``result`` (P25).
-
-        The same route as the SDK path's (the same-route rule, ``_routing.py``);
-        SDK models are built only when a layer or governance needs them (or
-        the params need validating).
-
-        Raises:
-            McpError: what the SDK path answers (malformed params included).
-        """
-        ctx = self.fresh_context(headers)
-        simple = self.routing.raw_params(params)
-        out: types.CallToolResult | dict[str, Any]
-        if simple is None:
-            out = await self._routed(validated(request_id, params), ctx)
-        else:
-            out = await self.accounting.run(
-                self.audit_session,
-                ctx,
-                simple["name"],
-                simple.get("arguments"),
-                simple.get("_meta"),
-                lambda s: self._raw(simple, ctx, s),
-            )
-        if isinstance(out, dict):
-            return out
-        return out.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-    async def _raw(
-        self, params: dict[str, Any], ctx: ProxyContext, state: CallState
-    ) -> dict[str, Any]:
-        return checked_result(await self.routing.tool_raw(params, ctx, state))
-
     # -- tools/list -------------------------------------------------------
 
-    async def _list_tools(self, req: types.ListToolsRequest) -> types.ServerResult:
-        ctx = self.context()
+    async def _list_tools(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        pctx = self.context(ctx)
         upstream = self.upstream
+        req = types.ListToolsRequest(params=params)
 
         async def terminal(forward: types.ListToolsRequest) -> types.ListToolsResult:
             listed = await upstream.request(forward, types.ListToolsResult)
-            return self._visible_tools(listed, ctx)
+            self.routing.listed(listed)
+            return self._visible_tools(listed, pctx)
 
-        out = await self.routing.list_tools_pipeline(req, terminal, ctx)
-        return types.ServerResult(self._visible_tools(out, ctx))
+        out = await self.routing.list_tools_pipeline(req, terminal, pctx)
+        return self._visible_tools(out, pctx)
 
     def _visible_tools(
         self, listed: types.ListToolsResult, ctx: ProxyContext
@@ -260,66 +373,54 @@ class ProxySession:
     # -- resources --------------------------------------------------------
 
     async def _read_resource(
-        self, req: types.ReadResourceRequest
-    ) -> types.ServerResult:
-        ctx = self.context()
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> Any:
+        pctx = self.context(ctx)
         routing = self.routing
-        uri = str(req.params.uri)
-        if routing.is_hidden_resource(uri, ctx):
+        req = types.ReadResourceRequest(params=params)
+        uri = str(params.uri)
+        if routing.is_hidden_resource(uri, pctx):
             raise resource_hidden(uri)
 
         async def upstream(forward: types.ReadResourceRequest) -> Any:
             return await self.upstream.request(forward, types.ReadResourceResult)
 
         if uri in routing.pass_through_resources:
-            out = await pass_through(req, ctx, routing.resource_observers, upstream)
-            return types.ServerResult(out)
+            return await pass_through(req, pctx, routing.resource_observers, upstream)
 
         async def terminal(forward: types.ReadResourceRequest) -> Any:
-            if routing.is_hidden_resource(str(forward.params.uri), ctx):  # P10
+            if routing.is_hidden_resource(str(forward.params.uri), pctx):  # P10
                 raise resource_hidden(str(forward.params.uri))
             return await upstream(forward)
 
-        out = await routing.resource_pipeline(req, terminal, ctx)
-        return types.ServerResult(out)
+        return await routing.resource_pipeline(req, terminal, pctx)
 
     async def _list_resources(
-        self, req: types.ListResourcesRequest
-    ) -> types.ServerResult:
-        ctx = self.context()
-        listed = await self.upstream.request(req, types.ListResourcesResult)
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        pctx = self.context(ctx)
+        req = types.ListResourcesRequest(params=params)
+        listed: types.ListResourcesResult = await self.upstream.request(
+            req, types.ListResourcesResult
+        )
         hidden = self.routing.is_hidden_resource
-        keep = [r for r in listed.resources if not hidden(str(r.uri), ctx)]
+        keep = [r for r in listed.resources if not hidden(str(r.uri), pctx)]
         if len(keep) != len(listed.resources):
             listed = listed.model_copy(update={"resources": keep})
-        return types.ServerResult(listed)
+        return listed
 
     # -- everything else --------------------------------------------------
 
-    async def _forward(self, req: Any) -> types.ServerResult:
-        self.context()
-        result_type = _FORWARDED[type(req)]
-        out = await self.upstream.request(req, result_type)
-        return types.ServerResult(out)
+    async def _forward(self, ctx: Ctx, params: Any) -> Any:
+        method = ctx.method
+        result_type = next(r for m, _p, r, _c in _FORWARDED if m == method)
+        request = _REQUESTS[method](params=params)
+        return await self.upstream.request(request, result_type)
 
-    async def notify(self, notification: types.ServerNotification) -> None:
-        """P25: send one upstream notification (list_changed) to this client.
-
-        It goes onto the session's own outgoing stream, so it reaches a
-        client that has sent nothing since initialize (over HTTP, on its
-        standalone GET stream).
-        """
-        write = self._write
-        if write is None:
+    async def notify(self, notification: Any) -> None:
+        """P25: send one upstream notification (list_changed) to this client,
+        on the connection's own channel (over HTTP, its standalone GET stream)."""
+        client = self.client
+        if client is None:
             return
-        root: Any = notification.root
-        message = types.JSONRPCNotification(
-            jsonrpc="2.0",
-            **root.model_dump(
-                by_alias=True,
-                mode="json",
-                exclude_none=True,
-                include={"method", "params"},
-            ),
-        )
-        await write.send(SessionMessage(types.JSONRPCMessage(message)))
+        await client.send_notification(notification)

@@ -18,12 +18,17 @@ the kept-alive HTTP/1.1 wire of the v1 era did not pay on v2 (bench/proxy.py).
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import CONNECTION_CLOSED
+
+log = logging.getLogger("helmlog.proxy")
 
 HttpClientFactory = Callable[[], httpx2.AsyncClient]
 """Makes the one ``httpx2.AsyncClient`` an HTTP upstream is reached with.
@@ -53,8 +58,65 @@ async def upstream_http(
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"an HTTP upstream is an http:// or https:// URL: {label}")
     make = http_client or default_http_client
-    async with (
-        make() as client,
-        streamable_http_client(url, http_client=client) as streams,
-    ):
-        yield streams
+    async with make() as client:
+        answering(client)
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
+
+
+class _Answering(httpx2.AsyncBaseTransport):
+    """A transport whose failed POST of a JSON-RPC request is answered.
+
+    The SDK's client leaves a request whose POST raised (refused, reset, a
+    JSON-answering server that died) waiting for ever; answered here with a
+    JSON-RPC error carrying its id, the call fails at once as the SDK fails
+    one whose connection closed (CONNECTION_CLOSED), and the proxy says the
+    upstream went away (H4).
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self.inner.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            rid = _request_id(request)
+            if rid is None:
+                raise
+            log.info("proxy: an upstream POST failed: %s", type(exc).__name__)
+            error = {"code": CONNECTION_CLOSED, "message": "Connection closed"}
+            body = {"jsonrpc": "2.0", "id": rid, "error": error}
+            return httpx2.Response(
+                502, json=body, request=request, headers={"x-helmlog": "answered"}
+            )
+
+
+def _request_id(request: httpx2.Request) -> Any:
+    """The JSON-RPC id a POST carries, if it carries one request."""
+    if request.method != "POST":
+        return None
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    if isinstance(message, dict) and "method" in message:
+        rid = message.get("id")
+        if isinstance(rid, (str, int)) and not isinstance(rid, bool):
+            return rid
+    return None
+
+
+def answering(client: httpx2.AsyncClient) -> None:
+    """Route every request of ``client`` through ``_Answering``.
+
+    httpx2 picks a transport per URL (its own, or a proxy's mount);
+    ``_transport_for_url`` is where that choice is made, so wrapping it covers
+    both without rebuilding a client the caller configured.
+    """
+    pick = client._transport_for_url
+
+    def wrapped(url: httpx2.URL) -> httpx2.AsyncBaseTransport:
+        return _Answering(pick(url))
+
+    client._transport_for_url = wrapped  # type: ignore[method-assign]

@@ -19,17 +19,19 @@ the result kept as the JSON it was, with no model built on the way.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
+import httpx2
 import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.memory import create_client_server_memory_streams
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from helmlog.events import HelmlogError
 
@@ -37,11 +39,26 @@ from .._withheld import withheld
 from ._credentials import HttpUpstream
 from ._http import HttpClientFactory
 
+log = logging.getLogger("helmlog.proxy")
+
 Notify = Callable[[Any], Awaitable[None]]
 Connected = types.InitializeResult | types.DiscoverResult
 """What the upstream said at connect: its capabilities and instructions."""
 
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+class _RawParams(types.RequestParams):
+    """Any method's params, kept whole (``_meta`` parsed as the SDK's)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _RawRequest(types.Request[_RawParams | None, str]):
+    """A request of any method, sent on the SDK's request path."""
+
+    method: str
+    params: _RawParams | None = None
 
 
 class UpstreamError(HelmlogError):
@@ -176,8 +193,20 @@ class Upstream:
     async def close(self) -> None:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
-        if stack is not None:
+        if stack is None:
+            return
+        try:
             await stack.aclose()
+        except* (
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            httpx2.TransportError,
+        ) as group:
+            # The SDK's HTTP client may still be handing a reply (a JSON body
+            # of a call abandoned by timeout or cancel) to the session it just
+            # closed, or report the POST of an upstream that died; its pending
+            # calls have failed already, and the connection is closed.
+            log.info("proxy: upstream %s closed with %s", self.label, _cause(group))
 
     @property
     def server_name(self) -> str:
@@ -247,19 +276,19 @@ class Upstream:
         timeout_s: float | None = None,
         progress: ProgressFnT | None = None,
     ) -> dict[str, Any]:
-        """Send one ``tools/call`` upstream; return its ``result`` as JSON.
+        """Send one request upstream as is; return its ``result`` as JSON.
 
         The SDK's own request path (its stamping, its per-version result
-        check), with no result model built: the proxy hands the JSON on.
+        check), with no params or result model of the method built: the
+        proxy hands on what it was given and what came back.
 
         Raises:
-            MCPError: as ``request``.
+            MCPError: as ``request`` (the upstream judges the params).
         """
-        if method != "tools/call" or not isinstance(params, dict):
-            raise ValueError("call_raw sends tools/call with a params object")
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams.model_validate(params, by_name=False)
+        raw = (
+            None if params is None else _RawParams.model_validate(params, by_name=False)
         )
+        request = _RawRequest(method=method, params=raw)
         out: dict[str, Any] = await self.request(request, _RAW, progress, timeout_s)
         return out
 

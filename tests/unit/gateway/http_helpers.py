@@ -13,6 +13,7 @@ answers the SDK client turns into exceptions; the raw one reads them.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -90,7 +91,7 @@ async def http_client(
     """One initialized SDK client session over Streamable HTTP."""
     async with (
         httpx.AsyncClient(headers=headers or {}, timeout=30) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
+        streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write, **kw) as session,
     ):
         await session.initialize()
@@ -106,3 +107,16 @@ async def post(
         if isinstance(body, bytes):
             return await http.post(url, content=body, headers=merged)
         return await http.post(url, json=body, headers=merged)
+
+
+def answer_of(response: httpx.Response) -> Any:
+    """The JSON-RPC message of an answer: a JSON body, or the last ``data:``
+    of an SSE one (the SDK transport answers a request on SSE)."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [
+            line[len("data:") :].strip()
+            for line in response.text.splitlines()
+            if line.startswith("data:") and line[len("data:") :].strip()
+        ]
+        return json.loads(data[-1])
+    return response.json()

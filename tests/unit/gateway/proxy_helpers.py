@@ -57,7 +57,7 @@ def redacted(result: types.CallToolResult, text: str) -> types.CallToolResult:
     return result.model_copy(
         update={
             "content": [types.TextContent(type="text", text=text)],
-            "structuredContent": {"result": text},
+            "structured_content": {"result": text},
         }
     )
 
@@ -70,7 +70,7 @@ class RequestIds:
         self.sent: dict[str, types.RequestId] = {}
 
     async def send(self, message: SessionMessage) -> None:
-        root = message.message.root
+        root = message.message
         if isinstance(root, types.JSONRPCRequest):
             self.sent[root.method] = root.id
         await self.inner.send(message)

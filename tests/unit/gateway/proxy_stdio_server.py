@@ -54,7 +54,7 @@ async def main(sdk: bool, middleware: bool, answered: str | None) -> None:
     async with proxy:
         await proxy.serve_stdio()
     if answered is not None:
-        Path(answered).write_text(str(sum(s.calls.answered for s in opened)))
+        Path(answered).write_text(str(sum(s.answered for s in opened)))
 
 
 if __name__ == "__main__":

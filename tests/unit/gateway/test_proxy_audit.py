@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import httpx
+import httpx2 as httpx
 import msgspec
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog import ToolMiddleware, deny
 from helmlog.events import (
@@ -92,7 +92,7 @@ async def test_p20_every_route_is_recorded_before_and_after() -> None:
     )
     async with proxied(proxy) as client:
         await client.call_tool("echo", {"word": "x"})
-        with pytest.raises(McpError):
+        with pytest.raises(MCPError):
             await client.call_tool("delete_everything", {})
         await client.call_tool("refund", {"amount": 1})
     events = [r.decode() for r in await _records(store)]
@@ -115,7 +115,7 @@ async def test_p20_a_failed_first_append_routes_nothing() -> None:
     store = FailingStore()
     async with proxied(_proxy(store)) as client:
         store.failing = True
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "x"})
         store.failing = False
     assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
@@ -128,7 +128,7 @@ async def test_p20_a_failed_second_append_withholds_the_response() -> None:
     store = FailingStore()
     async with proxied(_proxy(store)) as client:
         store.failing, store.fail_after = True, 1
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "x"})
         store.failing = False
     assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
@@ -191,7 +191,7 @@ async def test_p21_a_failed_key_derivation_is_retried_not_cached() -> None:
     store = MemoryEventStore()
     proxy = McpProxy(UPSTREAM, audit=ProxyAudit(secret, "kms", store))
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "x"})
         await client.call_tool("echo", {"word": "y"})
     assert "LEDGER_UNAVAILABLE" == raised.value.error.data["rejection_reason"]
@@ -300,9 +300,12 @@ async def test_an_agent_call_through_the_proxy_can_be_correlated() -> None:
         )
         agent = Agent.create(provider=model, model="m").tool(echo).build()
         assert "done" == await agent.run("go")
-    (sid,) = await store.sessions()
+    # a 2026-era client's requests are sessions of their own (issue 26)
     started = [
-        r.decode() for r in await store.read(sid) if r.type == "proxy.call_started"
+        r.decode()
+        for sid in await store.sessions()
+        for r in await store.read(sid)
+        if r.type == "proxy.call_started"
     ]
     assert [{"helmlog/tool_call_id": "c7"}] == [e.caller_meta for e in started]
 
@@ -315,7 +318,7 @@ async def test_an_upstream_that_dies_mid_call_is_audited_as_an_error() -> None:
     upstream = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
     proxy = McpProxy(upstream, audit=ProxyAudit(SECRET, "k1", store))
     async with proxied(proxy) as client:
-        with pytest.raises(McpError):
+        with pytest.raises(MCPError):
             await client.call_tool("die", {})
     (sid,) = await store.sessions()
     finished = [
@@ -506,7 +509,7 @@ async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None
     )
     manifest = await ledger.close_session(session.audit_session)
     assert manifest is not None
-    with pytest.raises(McpError) as raised:
+    with pytest.raises(MCPError) as raised:
         await ledger.finished(
             session.audit_session,
             ctx,
@@ -525,7 +528,7 @@ async def test_p18_a_call_past_the_drain_bound_is_cut_off_and_withheld() -> None
     ]
     assert ("cut_off", ctx.request_id) == (events[1].outcome, events[1].request_id)
     assert 2 == manifest["event_count"]
-    with pytest.raises(McpError):  # nothing follows the manifest
+    with pytest.raises(MCPError):  # nothing follows the manifest
         await ledger.started(
             session.audit_session, session.fresh_context(), "echo", {}, None
         )

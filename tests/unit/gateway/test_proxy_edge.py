@@ -24,18 +24,18 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx
+import httpx2 as httpx
 import mcp.types as types
 import pytest
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog import ToolMiddleware, allow
 from helmlog.events import MemoryEventStore, ProxyCallFinished, verify_chain
 from helmlog.gateway import McpProxy, ProxyAudit, verify_manifest
 from helmlog.gateway.proxy._audit import chain_key
 
-from .http_helpers import HEADERS, INITIALIZE, http_client
+from .http_helpers import HEADERS, INITIALIZE, answer_of, http_client
 from .proxy_helpers import proxied, text_of
 from .upstream_server import UPSTREAM
 
@@ -94,7 +94,7 @@ async def test_h4_a_key_providers_text_reaches_the_log_not_the_http_client(
     """H4, P21: the client's error is fixed with an id; the log holds the text."""
     proxy = McpProxy(UPSTREAM, audit=ProxyAudit(_leaky_key))
     async with proxy, proxy.http_server() as url, http_client(url) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "x"})
     error = raised.value.error
     assert isinstance(error.data, dict)
@@ -120,7 +120,7 @@ async def test_h4_a_stores_text_reaches_the_log_not_the_stdio_client(
 
     proxy = McpProxy(UPSTREAM, audit=ProxyAudit(b"k", store=Leaky()))
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "x"})
     error = raised.value.error
     assert isinstance(error.data, dict)
@@ -139,7 +139,7 @@ async def test_h4_a_raising_resource_layer_is_withheld_too(
 
     proxy = McpProxy(UPSTREAM, resource_middleware=[broken])
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.read_resource("data://public")  # type: ignore[arg-type]
     error = raised.value.error
     assert isinstance(error.data, dict)
@@ -155,7 +155,7 @@ async def test_h4_an_upstream_that_went_away_is_named_only_in_the_log(
     command = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
     proxy = McpProxy([*command, "--token=SECRET123"])
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("die", {})
     error = raised.value.error
     assert isinstance(error.data, dict)
@@ -202,7 +202,7 @@ async def test_h6_a_malformed_message_to_a_live_session_is_a_typed_400(
     )
     assert (200, "X") == (
         after.status_code,
-        after.json()["result"]["content"][0]["text"],
+        answer_of(after)["result"]["content"][0]["text"],
     )
 
 
@@ -386,17 +386,18 @@ async def test_h6_an_async_observer_that_never_returns_is_bounded(
 # -- only the closed set of rejection reasons --------------------------------
 
 
-def _refusing() -> Server[Any, Any]:
+async def _no_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[])
+
+
+def _refusing() -> Server[Any]:
     """An upstream whose every tool answers an MCP error whose
     ``data.rejection_reason`` is the tool's name."""
-    server: Server[Any, Any] = Server("refusing")
 
-    async def refuse(req: types.CallToolRequest) -> types.ServerResult:
-        data = {"rejection_reason": req.params.name}
-        raise McpError(types.ErrorData(code=-32000, message="no", data=data))
+    async def refuse(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        raise MCPError(-32000, "no", {"rejection_reason": params.name})
 
-    server.request_handlers[types.CallToolRequest] = refuse
-    return server
+    return Server("refusing", on_call_tool=refuse, on_list_tools=_no_tools)
 
 
 async def test_h6_only_the_closed_set_is_recorded_as_a_rejection() -> None:
@@ -408,7 +409,7 @@ async def test_h6_only_the_closed_set_is_recorded_as_a_rejection() -> None:
     )
     async with proxied(proxy) as client:
         for name in ("MADE_UP", "TOOL_HIDDEN"):
-            with pytest.raises(McpError):
+            with pytest.raises(MCPError):
                 await client.call_tool(name, {})
     (sid,) = await store.sessions()
     finished = [
@@ -423,14 +424,11 @@ async def test_h6_only_the_closed_set_is_recorded_as_a_rejection() -> None:
 # -- S4 over P25: an upstream error on the governed route ---------------------
 
 
-def _erring() -> Server[Any, Any]:
-    server: Server[Any, Any] = Server("erring")
+def _erring() -> Server[Any]:
+    async def refuse(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        raise MCPError(-32042, "upstream says no")
 
-    async def refuse(req: types.CallToolRequest) -> types.ServerResult:
-        raise McpError(types.ErrorData(code=-32042, message="upstream says no"))
-
-    server.request_handlers[types.CallToolRequest] = refuse
-    return server
+    return Server("erring", on_call_tool=refuse, on_list_tools=_no_tools)
 
 
 async def test_h6_s4_an_upstream_error_under_governance_is_the_walks_verdict() -> None:
@@ -452,7 +450,7 @@ async def test_h6_s4_an_upstream_error_under_governance_is_the_walks_verdict() -
         changed = await client.call_tool("any", {})
     assert [("upstream says no", True)] == walked
     assert [(True, "upstream says no"), (True, "[tagged] upstream says no")] == [
-        (r.isError, text_of(r)) for r in (unchanged, changed)
+        (r.is_error, text_of(r)) for r in (unchanged, changed)
     ]
 
 
@@ -462,7 +460,7 @@ async def test_h6_p25_an_upstream_error_without_governance_is_relayed_raw() -> N
     async with proxied(proxy) as client:
         raised = []
         for name in ("any", "passed"):
-            with pytest.raises(McpError) as error:
+            with pytest.raises(MCPError) as error:
                 await client.call_tool(name, {})
             raised.append(error.value.error)
     assert [(-32042, "upstream says no")] * 2 == [(e.code, e.message) for e in raised]
@@ -476,5 +474,5 @@ async def test_h6_s4_over_http_the_client_gets_a_tool_error() -> None:
     )
     async with proxy, proxy.http_server() as url, http_client(url) as client:
         out = await client.call_tool("any", {})
-    assert (True, "upstream says no") == (out.isError, text_of(out))
-    assert json.loads(out.model_dump_json())["isError"] is True
+    assert (True, "upstream says no") == (out.is_error, text_of(out))
+    assert json.loads(out.model_dump_json(by_alias=True))["isError"] is True

@@ -48,7 +48,7 @@ async def test_p14_a_governance_denial_is_a_tool_error_with_its_reason() -> None
     async with proxied(proxy) as client:
         out = await client.call_tool("refund", {"amount": 50_000})
     assert (True, "refunds over $10,000 go to the finance desk") == (
-        out.isError,
+        out.is_error,
         text_of(out),
     )
     assert {"rejection_reason": "POLICY_DENIED", "middleware": "refund-ceiling"} == (
@@ -106,7 +106,7 @@ async def test_p14_an_ask_is_a_tool_error_in_the_proxy() -> None:
     four_eyes = ToolMiddleware(name="four-eyes", on_tool_call=lambda c: ask("Sure?"))
     async with proxied(McpProxy(UPSTREAM, governance=[four_eyes])) as client:
         out = await client.call_tool("refund", {"amount": 1})
-    assert out.isError and [] == CALLS
+    assert out.is_error and [] == CALLS
     assert text_of(out).startswith("middleware 'four-eyes' asked a person to decide")
 
 
@@ -116,9 +116,9 @@ async def test_p25_an_unchanged_result_is_the_upstreams_own() -> None:
     async with proxied(McpProxy(UPSTREAM, governance=[looked])) as client:
         out = await client.call_tool("echo", {"word": "x"})
         failed = await client.call_tool("explode", {})
-    assert ({"result": "X"}, "X") == (out.structuredContent, text_of(out))
-    assert (True, "Error executing tool explode: boom") == (
-        failed.isError,
+    assert ({"result": "X"}, "X") == (out.structured_content, text_of(out))
+    assert (True, "Error executing tool explode") == (  # v2 SDK: no exception text
+        failed.is_error,
         text_of(failed),
     )
 
@@ -139,7 +139,7 @@ async def test_p14_governance_runs_after_every_rewrite() -> None:
     async with proxied(proxy) as client:
         out = await client.call_tool("refund", {"amount": 20})
     assert [{"amount": 20_000.0}] == seen
-    assert out.isError
+    assert out.is_error
 
 
 def test_p14_a_link_without_a_tool_hook_is_refused_at_construction() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import httpx
+import httpx2 as httpx
 
 from helmlog.gateway import McpProxy, ProxyContext
 
@@ -213,9 +213,7 @@ async def test_p19_a_valid_last_event_id_replays_only_its_streams_later_events()
     from helmlog.gateway.proxy._resume import SessionEventStore
 
     def note(n: int) -> types.JSONRPCMessage:
-        return types.JSONRPCMessage(
-            types.JSONRPCNotification(jsonrpc="2.0", method=f"n{n}")
-        )
+        return types.JSONRPCNotification(jsonrpc="2.0", method=f"n{n}")
 
     store = SessionEventStore()
     first = await store.store_event("a", note(1))
@@ -224,7 +222,7 @@ async def test_p19_a_valid_last_event_id_replays_only_its_streams_later_events()
     sent: list[str] = []
 
     async def send(event: Any) -> None:
-        sent.append(event.message.root.method)
+        sent.append(event.message.method)
 
     assert "a" == await store.replay_events_after(first, send)
     assert ["n3"] == sent

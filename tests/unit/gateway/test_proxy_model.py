@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog.gateway import McpProxy, ProxyContext, RejectionReason, compose
 from helmlog.gateway.proxy._layers import clean_headers
@@ -210,7 +210,7 @@ async def test_p6_a_layer_error_reaches_the_client_as_an_mcp_error() -> None:
         raise ValueError("layer broke")
 
     async with proxied(McpProxy(UPSTREAM, tool_middleware=[broken])) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "a"})
     error = raised.value.error
     assert isinstance(error.data, dict)

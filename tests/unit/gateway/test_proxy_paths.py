@@ -20,11 +20,10 @@ import pytest
 from helmlog import ToolMiddleware, allow
 from helmlog.gateway import McpProxy, ProxyContext
 from helmlog.gateway.proxy._calls import CallState
-from helmlog.gateway.proxy._routing import has_progress, lane_call, wants_sse
+from helmlog.gateway.proxy._routing import has_progress
 
 from .upstream_server import UPSTREAM
 
-ACCEPT = "application/json, text/event-stream"
 ALLOW = ToolMiddleware(name="allow-all", on_tool_call=lambda c: allow())
 
 
@@ -49,19 +48,19 @@ MESSAGES = [
 def test_p25_progress_rule_a_progress_token_keeps_a_request_on_the_sdk_path(
     message: dict[str, Any],
 ) -> None:
-    """The progress rule: the lane never admits what asks for progress, and
-    HTTP sends it to SSE; what the lane admits goes to the JSON transport."""
-    progress = has_progress(message.get("params"))
-    if progress:
-        assert not lane_call(message)
-        assert wants_sse("POST", message, ACCEPT)
-    if lane_call(message):
-        assert not progress
-        assert not wants_sse("POST", message, ACCEPT)
+    """The progress rule: the JSON path never takes what asks for progress
+    (issue 26: the lane and the two HTTP transports are gone; the rule is
+    ``Routing.raw_params``'s)."""
+    routing = McpProxy(UPSTREAM).routing
+    params = message.get("params")
+    if has_progress(params):
+        assert None is routing.raw_params(params)
+    if routing.raw_params(params) is not None:
+        assert not has_progress(params)
 
 
 def test_p25_same_route_rule_the_raw_route_only_where_it_is_the_same_route() -> None:
-    """The same-route rule: with no layer and no governance the lane takes
+    """The same-route rule: with no layer and no governance a plain call takes
     the raw route; a layer or governance sends it to the SDK models, and the raw route
     refuses to run there."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import mcp.types as types
 import pytest
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog.gateway import McpProxy, ProxyContext, mark_pass_through_observer
 
@@ -43,7 +43,7 @@ async def test_p9_a_hidden_tool_is_not_found_with_a_reason() -> None:
         UPSTREAM, hidden_tools=["delete_everything"], tool_middleware=[layer]
     )
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("delete_everything", {})
         listed = [t.name for t in (await client.list_tools()).tools]
     err = raised.value.error
@@ -81,7 +81,7 @@ async def test_p10_a_rename_by_middleware_cannot_reach_a_hidden_tool() -> None:
         on_telemetry=seen.append,
     )
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", {"word": "x"})
     assert {"rejection_reason": "TOOL_HIDDEN"} == raised.value.error.data
     assert [] == CALLS
@@ -94,7 +94,7 @@ async def test_p9_a_hidden_resource_is_not_found_and_not_listed() -> None:
     """P9: -32600, 'Resource not found', RESOURCE_HIDDEN; listing loses the URI."""
     proxy = McpProxy(UPSTREAM, hidden_resources=["data://secret"])
     async with proxied(proxy) as client:
-        with pytest.raises(McpError) as raised:
+        with pytest.raises(MCPError) as raised:
             await client.read_resource("data://secret")  # type: ignore[arg-type]
         listed = [str(r.uri) for r in (await client.list_resources()).resources]
         public = await client.read_resource("data://public")  # type: ignore[arg-type]
@@ -206,7 +206,7 @@ async def test_p15_telemetry_fires_once_per_call_on_every_route() -> None:
     async with proxied(proxy) as client:
         await client.call_tool("echo", {"word": "x"})
         await client.call_tool("explode", {})
-        with pytest.raises(McpError):
+        with pytest.raises(MCPError):
             await client.call_tool("delete_everything", {})
     assert [
         ("tool_call", "echo", "echo", "success", None, "pass-through"),
@@ -233,9 +233,9 @@ async def test_p16_a_failing_observer_never_fails_a_call() -> None:
     )
     async with proxied(proxy) as client:
         ok = await client.call_tool("echo", {"word": "x"})
-        with pytest.raises(McpError) as hidden:
+        with pytest.raises(MCPError) as hidden:
             await client.call_tool("delete_everything", {})
         unknown = await client.call_tool("no_such_tool", {})
     assert "X" == text_of(ok)
     assert {"rejection_reason": "TOOL_HIDDEN"} == hidden.value.error.data
-    assert (True, "Unknown tool: no_such_tool") == (unknown.isError, text_of(unknown))
+    assert (True, "Unknown tool: no_such_tool") == (unknown.is_error, text_of(unknown))

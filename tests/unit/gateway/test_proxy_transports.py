@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from helmlog.gateway import McpProxy, UpstreamError
 
@@ -58,7 +58,7 @@ async def test_p25_capabilities_are_mirrored_and_the_proxy_names_itself() -> Non
     proxy = McpProxy(UPSTREAM, name="gate", version="9")
     async with proxy:
         async with through(proxy) as client:
-            init = client.get_server_capabilities()
+            init = client.server_capabilities
         upstream = proxy.upstream_init.capabilities
     assert upstream == init
 
@@ -92,7 +92,7 @@ async def test_p25_list_changed_fans_out_to_every_live_session() -> None:
     def handler(tag: str) -> Any:
         async def on(message: Any) -> None:
             if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ToolListChangedNotification
+                message, types.ToolListChangedNotification
             ):
                 seen.append(tag)
 
@@ -128,7 +128,7 @@ async def test_an_upstream_that_dies_mid_call_is_an_mcp_error() -> None:
     seen: list[Any] = []
     proxy = McpProxy(STDIO, on_telemetry=seen.append)
     async with proxied(proxy) as client:
-        with pytest.raises(McpError):
+        with pytest.raises(MCPError):
             await client.call_tool("die", {})
     assert ["error"] == [e.outcome for e in seen]
 

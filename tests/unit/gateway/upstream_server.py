@@ -1,7 +1,8 @@
-"""A real upstream MCP server (the SDK's FastMCP) for the proxy's tests.
+"""A real upstream MCP server (the SDK's MCPServer) for the proxy's tests.
 
-Pattern: a script module: one FastMCP server with ordinary, destructive,
-         failing and slow tools, public and secret resources, and a prompt.
+Pattern: a script module: one MCPServer (v1's FastMCP) with ordinary,
+         destructive, failing and slow tools, public and secret resources,
+         and a prompt.
 Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
          itself), as a stdio subprocess (``python -m`` this) and over
          Streamable HTTP (``python -m`` this ``--http PORT``; with
@@ -11,7 +12,7 @@ Emits:   nothing.
 
 Laws: none itself; it is the server the P laws are tested against.
 
-Why FastMCP and not a helmlog server: the proxy must stand in front of
+Why the SDK's server and not a helmlog one: the proxy must stand in front of
 servers it did not write (issue 10), and FastMCP is what most of them use.
 """
 
@@ -22,9 +23,9 @@ import sys
 from typing import Any
 
 import anyio
-from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.mcpserver import Context, MCPServer
 
-UPSTREAM = FastMCP("upstream")
+UPSTREAM = MCPServer("upstream")
 CALLS: list[str] = []
 CANCELLED: list[str] = []
 GATES: list[anyio.Event] = []  # a test puts one here; ``gated`` waits on it
@@ -66,7 +67,7 @@ def explode() -> str:
 
 
 @UPSTREAM.tool()
-async def slow(steps: int, ctx: Context[Any, Any, Any]) -> str:
+async def slow(steps: int, ctx: Context[Any, Any]) -> str:
     """Reports progress, then answers."""
     for i in range(steps):
         await ctx.report_progress(i + 1, steps, f"step {i + 1}")
@@ -114,7 +115,7 @@ async def sleepy_started(seconds: float, mark: str) -> str:
 
 
 @UPSTREAM.tool()
-async def gated(ctx: Context[Any, Any, Any]) -> str:
+async def gated(ctx: Context[Any, Any]) -> str:
     """Reports progress, waits for the test's gate, reports again, answers."""
     await ctx.report_progress(1, 2, "before the gate")
     await GATES[-1].wait()
@@ -123,17 +124,17 @@ async def gated(ctx: Context[Any, Any, Any]) -> str:
 
 
 @UPSTREAM.tool()
-async def announce(ctx: Context[Any, Any, Any]) -> str:
+async def announce(ctx: Context[Any, Any]) -> str:
     """Tells the client the tool list changed."""
     await ctx.session.send_tool_list_changed()
     return "announced"
 
 
 @UPSTREAM.tool()
-def meta_seen(ctx: Context[Any, Any, Any]) -> str:
+def meta_seen(ctx: Context[Any, Any]) -> str:
     """What ``_meta`` the request carried, as JSON."""
     meta = ctx.request_context.meta
-    return json.dumps(meta.model_dump(exclude_none=True) if meta else None)
+    return json.dumps(dict(meta) if meta else None)
 
 
 @UPSTREAM.tool()
@@ -162,14 +163,12 @@ def greet(name: str) -> str:
     return f"Hello {name}"
 
 
-def resumable() -> FastMCP:
-    """A FastMCP server with an event store, whose ``cut`` tool drops its stream."""
-    from helmlog.gateway.proxy._resume import SessionEventStore
-
-    server = FastMCP("resumable", event_store=SessionEventStore(), retry_interval=50)
+def resumable() -> MCPServer:
+    """An MCPServer whose ``cut`` tool drops its stream (run with an event store)."""
+    server = MCPServer("resumable")
 
     @server.tool()
-    async def cut(ctx: Context[Any, Any, Any]) -> str:
+    async def cut(ctx: Context[Any, Any]) -> str:
         """Reports progress, closes its own SSE stream, reports again, answers."""
         await ctx.report_progress(1, 2, "before the cut")
         await ctx.close_sse_stream()
@@ -181,19 +180,20 @@ def resumable() -> FastMCP:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1:4:2] == ["--http", "--resumable"]:
-        server = resumable()
-        server.settings.port = int(sys.argv[2])
-        server.settings.log_level = "WARNING"
-        server.run("streamable-http")
-    elif len(sys.argv) == 4 and sys.argv[1:4:2] == ["--http", "--json"]:
-        UPSTREAM.settings.port = int(sys.argv[2])
-        UPSTREAM.settings.log_level = "WARNING"
-        UPSTREAM.settings.json_response = True  # answers as JSON bodies, not SSE
-        UPSTREAM.run("streamable-http")
-    elif len(sys.argv) == 3 and sys.argv[1] == "--http":
-        UPSTREAM.settings.port = int(sys.argv[2])
-        UPSTREAM.settings.log_level = "WARNING"
-        UPSTREAM.run("streamable-http")
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0::2] == ["--http", "--resumable"]:
+        from helmlog.gateway.proxy._resume import SessionEventStore
+
+        resumable().run(
+            "streamable-http",
+            port=int(args[1]),
+            event_store=SessionEventStore(),
+            retry_interval=50,
+        )
+    elif len(args) == 3 and args[0::2] == ["--http", "--json"]:
+        # answers as JSON bodies, not SSE
+        UPSTREAM.run("streamable-http", port=int(args[1]), json_response=True)
+    elif len(args) == 2 and args[0] == "--http":
+        UPSTREAM.run("streamable-http", port=int(args[1]))
     else:
         UPSTREAM.run("stdio")
