@@ -1,6 +1,6 @@
 """A governance proxy in front of a real MCP server it did not write.
 
-Pattern: one file, three roles: ``serve`` runs the upstream (a FastMCP
+Pattern: one file, three roles: ``serve`` runs the upstream (an MCPServer
          server with an ordinary, a destructive, a PII-returning and a
          refund tool); ``POLICY`` is the mapping of ``McpProxy`` options that
          ``helmlog mcp-proxy --policy mcp_proxy:POLICY`` loads; running it
@@ -48,10 +48,10 @@ async def mask_ssn(req: Any, next: Any, ctx: Any) -> Any:
         else b
         for b in out.content
     ]
-    structured = out.structuredContent
+    structured = out.structured_content
     if isinstance(structured, dict) and isinstance(structured.get("result"), str):
         structured = {"result": SSN.sub("***-**-****", structured["result"])}
-    return out.model_copy(update={"content": blocks, "structuredContent": structured})
+    return out.model_copy(update={"content": blocks, "structured_content": structured})
 
 
 async def _audit_log(req: Any, next: Any, ctx: Any) -> Any:
@@ -81,10 +81,10 @@ POLICY: dict[str, Any] = {
 
 
 def serve() -> None:
-    """The upstream: a FastMCP server on stdio."""
-    from mcp.server.fastmcp import FastMCP
+    """The upstream: an MCPServer (the SDK's; FastMCP of v1) on stdio."""
+    from mcp.server.mcpserver import MCPServer
 
-    server = FastMCP("support-desk")
+    server = MCPServer("support-desk")
 
     @server.tool()
     def order_status(order: int) -> str:
@@ -111,9 +111,8 @@ def serve() -> None:
 
 async def main() -> None:
     """Put the proxy in front of the upstream and show each case."""
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared.exceptions import McpError
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
 
     from helmlog.gateway import mcp_client
     from helmlog.gateway._client import McpToolError
@@ -134,14 +133,10 @@ async def main() -> None:
             except McpToolError as exc:
                 print("denied:", exc)
             print("small refund:", await by_name["refund"].execute(order=7, amount=25))
-        async with (
-            streamable_http_client(url) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with Client(url) as session:
             try:
                 await session.call_tool("drop_database", {})
-            except McpError as exc:
+            except MCPError as exc:
                 reason = (exc.error.data or {})["rejection_reason"]
                 print(f"hidden: {exc.error.message} ({reason})")
 

@@ -22,12 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from tests.polling import until_sync
 
@@ -88,9 +88,9 @@ async def test_mcp_proxy_over_stdio_loads_a_policy_from_the_current_directory() 
         init = await session.initialize()
         names = sorted(t.name for t in (await session.list_tools()).tools)
         masked = await session.call_tool("customer", {"name": "Ann"})
-        with pytest.raises(McpError) as hidden:
+        with pytest.raises(MCPError) as hidden:
             await session.call_tool("drop_database", {})
-    assert "support-gate" == init.serverInfo.name
+    assert "support-gate" == init.server_info.name
     assert ["customer", "order_status", "refund"] == names
     assert "Ann, ssn ***-**-****, gold tier" == masked.content[0].text  # type: ignore[union-attr]
     assert {"rejection_reason": "TOOL_HIDDEN"} == hidden.value.error.data
@@ -153,22 +153,31 @@ async def test_mcp_proxy_over_http_records_a_session_verify_and_replay_read(
             return True
 
         until_sync("helmlog mcp-proxy listens", listening, 60)
+        sids: list[str] = []
+
+        async def session_of(response: httpx.Response) -> None:
+            sid = response.headers.get("mcp-session-id")
+            if sid is not None and sid not in sids:
+                sids.append(sid)
+
         async with (
-            httpx.AsyncClient(timeout=30) as http,
-            streamable_http_client(url, http_client=http) as (read, write, sid_of),
+            httpx.AsyncClient(
+                timeout=30, event_hooks={"response": [session_of]}
+            ) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
+            await session.initialize()  # the handshake era: one session
             out = await session.call_tool("order_status", {"order": 7})
             denied = await session.call_tool("refund", {"order": 7, "amount": 50_000})
-            sid = sid_of()
+            (sid,) = sids
     finally:
         proc.terminate()
         proc.wait(30)
         log.close()
     assert "order 7 shipped" == out.content[0].text  # type: ignore[union-attr]
     assert (
-        denied.isError
+        denied.is_error
         and {"rejection_reason": "POLICY_DENIED", "middleware": "refund-ceiling"}
         == denied.meta
     )
