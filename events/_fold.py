@@ -268,6 +268,9 @@ class Folder:
         self.history.append(msg)
 
     def _pause_requested(self, ev: PauseRequested) -> None:
+        if ev.identity is not None:
+            # A served call's pause names its caller (S10): no turn did.
+            self.identity = ev.identity
         call = PausedCall(
             kind=ev.kind,
             args=ev.args,

@@ -48,6 +48,9 @@ class PauseRequested(Event, tag="pause.request", frozen=True):
     # The paused tool's source (None for the agent's own tools), so an
     # approval folded from this pause names the tool whole (issue 22).
     tool_source: str | None = None
+    # The caller a served call ran for (S2: an MCP access token's client and
+    # scopes), where no turn recorded one, so a resume restores it (S10).
+    identity: Any = None
 
 
 class PausedCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):

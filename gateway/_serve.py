@@ -1,15 +1,16 @@
 """Serve governed tools over MCP: the chain goes to the served surface.
 
 Pattern: a thin MCP adapter (the SDK's low-level ``Server``) over the
-         runtime's one tool-call pipeline under ``SERVED`` (``TASK_RULES``
-         for a client that takes tasks).
+         runtime's one tool-call pipeline under ``TASK_RULES`` (``SERVED``
+         whose asks pause: the pause is recorded, the tool waits).
 Role:    gateway layer; ``mcp_serve(tools, ...)`` returns a ``ServedTools``
          served over stdio, Streamable HTTP or any pair of MCP streams.
-Emits:   ``middleware.decision`` rows and facts, one stream per MCP session.
+Emits:   ``middleware.decision`` rows and facts, one stream per MCP session;
+         an asking call's pause in a stream of its own.
 
-Laws: S1–S6 (S6: LEDGER_UNAVAILABLE), S9 (valid structured content or a
-recorded refusal), S10 (an ask waits as a task), G7, G24, G25, G55, G57, R4,
-R5, R7.
+Laws: S1–S6 (S4: an ask is a tool error naming the pending ask; S6:
+LEDGER_UNAVAILABLE), S9 (valid structured content or a recorded refusal),
+S10 (an ask waits as a task), G7, G24, G25, G55, G57, R1, R4, R5, R7.
 
 Why the handlers build whole results: S3 validates after before-tool, S4
 answers refusals as ``is_error=True``, S6 an unrecorded call as an MCP error.
@@ -51,7 +52,7 @@ from helmlog.events import (
     ToolEnded,
     shape,
 )
-from helmlog.events.lowlevel import compact_json
+from helmlog.events.lowlevel import compact_json, digest
 from helmlog.runtime import (
     CheckInDecision,
     DecisionRequiredError,
@@ -59,7 +60,6 @@ from helmlog.runtime import (
     wall_clock_ms,
 )
 from helmlog.runtime.lowlevel import (
-    SERVED,
     CallSite,
     CredentialResolver,
     Entry,
@@ -77,11 +77,15 @@ from helmlog.runtime.lowlevel import (
 
 from ._structured import OUTPUT_SCHEMA_RULE, OutputSchema, judge
 from ._tasks import (
+    ASK_META,
     TASK_RULES,
     TASKS_EXTENSION,
     TaskParams,
+    TaskView,
     declared,
+    not_found,
     pause_event,
+    pending_text,
     read_task,
     task_id,
 )
@@ -162,16 +166,33 @@ class _Session:
 
 class _Recorder:
     """One call's recorder: files into its session and remembers the last
-    after-tool transform (its link and value), which S9 judges."""
+    after-tool transform (its link and value), which S9 judges.
 
-    __slots__ = ("changed_by", "session", "value")
+    With ``divert``, a call whose before-tool walk asks moves, before its
+    rows are filed, to the session ``divert`` opens: a session has one
+    pending pause at a time (R1), so an asking call's pause is a session of
+    its own (S4, S10), and the connection's session goes on.
+    """
 
-    def __init__(self, session: _Session) -> None:
+    __slots__ = ("changed_by", "divert", "session", "value")
+
+    def __init__(
+        self, session: _Session, divert: Callable[[], _Session] | None = None
+    ) -> None:
         self.session = session
+        self.divert = divert
         self.changed_by: str | None = None
         self.value: Any = None
 
+    def diverted(self) -> _Session:
+        """The asking call's own session (opened now if not yet)."""
+        if self.divert is not None:
+            self.session, self.divert = self.divert(), None
+        return self.session
+
     async def file(self, rows: list[MiddlewareDecision]) -> None:
+        if self.divert is not None and any(r.outcome == "ask" for r in rows):
+            self.diverted()
         await self.session.file(rows)
         for row in rows:
             if row.moment == "after-tool" and row.changed:
@@ -229,9 +250,6 @@ class ServedTools:
         self.store: EventStore = store if store is not None else MemoryEventStore()
         self.credentials = credentials
         self.clock = clock
-        self.pipeline = ToolPipeline(
-            self.tools, self.links, SERVED, credentials=credentials, clock=clock
-        )
         self.task_pipeline = ToolPipeline(
             self.tools, self.links, TASK_RULES, credentials=credentials, clock=clock
         )
@@ -393,63 +411,84 @@ class ServedTools:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | dict[str, Any]:
         args: Any = params.arguments if params.arguments is not None else {}
-        if declared(ctx):
-            return await self.call_as_task(params.name, args)
-        return await self.call(params.name, args, ctx)
+        ask_id = _ask_of(params.meta)
+        if ask_id is not None:
+            return await self.outcome(ask_id, params.name, args)
+        return await self.call(params.name, args, ctx, as_task=declared(ctx))
 
     async def call(
         self,
         tool_name: str,
         args: Any,
         ctx: ServerRequestContext[Any] | None = None,
-    ) -> types.CallToolResult:
-        """Serve one call (S3); return what the client receives (S4, S9).
+        *,
+        as_task: bool = False,
+    ) -> types.CallToolResult | dict[str, Any]:
+        """Serve one call (S3); return what the client receives (S4, S9, S10).
 
         ``ctx`` names the MCP connection whose serving session records it;
-        without one the call gets a session of its own.
-        """
-        t = self.pipeline.lookup(tool_name)
-        if isinstance(t, Refused):
-            return _error(t.text)
-        session = self._session(ctx)
-        recorder = _Recorder(session)
-        site = self._site(t)
-        out = await self.pipeline.run(t, site, Entry.fresh(args), recorder)
-        # Under SERVED nothing pauses: an ask is a denial, ask_human an error (S5).
-        assert not isinstance(out, Paused)
-        return await self._answer(t, site, out, recorder)
-
-    async def call_as_task(
-        self, tool_name: str, args: Any
-    ) -> types.CallToolResult | dict[str, Any]:
-        """Serve one call for a client that takes tasks (S10).
-
-        The call is a serving session of its own. Where a rule asks, the
-        pause is recorded and the client gets a task (``working``) instead
-        of a result; anything else answers as ``call`` does.
+        without one the call gets a session of its own. Where a rule asks,
+        the pause is recorded in a session of the call's own (R1) and the
+        client gets a task (``as_task``: it declared the extension, S10) or
+        a tool error naming the pending ask (S4).
         """
         t = self.task_pipeline.lookup(tool_name)
         if isinstance(t, Refused):
             return _error(t.text)
-        session = self._new_session()
-        recorder = _Recorder(session)
+        recorder = _Recorder(self._session(ctx), divert=self._new_session)
         site = self._site(t)
         out = await self.task_pipeline.run(t, site, Entry.fresh(args), recorder)
         if isinstance(out, Paused):
-            return await self._paused(session, site, out)
+            view = await self._paused(recorder.diverted(), site, out)
+            if as_task:
+                return view.wire(result_type="task")
+            return _error(
+                pending_text(view.task_id, out.ask.question, out.ask.middleware)
+            )
         return await self._answer(t, site, out, recorder)
 
-    async def _paused(
-        self, session: _Session, site: CallSite, out: Paused
-    ) -> dict[str, Any]:
+    async def call_as_task(
+        self,
+        tool_name: str,
+        args: Any,
+        ctx: ServerRequestContext[Any] | None = None,
+    ) -> types.CallToolResult | dict[str, Any]:
+        """``call`` for a client that takes tasks (S10): an ask is a task."""
+        return await self.call(tool_name, args, ctx, as_task=True)
+
+    async def _paused(self, session: _Session, site: CallSite, out: Paused) -> TaskView:
         event = pause_event(session.journal, site, out)
         await session.append(event)
-        view = await read_task(
+        return await read_task(
             self.store,
             task_id(session.journal.session_id, site.tool_call_id),
             self._prefix,
         )
-        return view.wire(result_type="task")
+
+    async def outcome(
+        self, ask_id: str, tool_name: str, args: Any
+    ) -> types.CallToolResult:
+        """A call that names a pending or decided ask (``_meta`` ``ASK_META``, S4).
+
+        Never runs the tool: the answer is what the stream recorded for the
+        asking call once a person decided it (``stream.tool_end``), else a
+        tool error saying it still waits. The call must be the asking one
+        (same tool, same arguments) from the same caller (S2).
+
+        Raises:
+            MCPError: ``INVALID_PARAMS`` for an id that names no ask here.
+        """
+        view = await read_task(self.store, ask_id, self._prefix)
+        if view.tool_name != tool_name or view.args_digest != digest(args):
+            return _error(
+                f"ask '{ask_id}' was made for another call: it is read back by "
+                f"the call that asked (tool '{view.tool_name}', the same arguments)"
+            )
+        if not _same_caller(view.identity, self._identity()):
+            return _error(f"ask '{ask_id}' was made by another caller")
+        if view.status == "completed" and view.result is not None:
+            return types.CallToolResult.model_validate(view.result)
+        return _error(f"ask '{ask_id}' is not decided yet: {view.message}")
 
     async def _answer(
         self, t: Tool, site: CallSite, out: Outcome, recorder: _Recorder
@@ -504,6 +543,8 @@ class ServedTools:
     ) -> dict[str, Any]:
         require_client_extension(ctx, TASKS_EXTENSION)
         view = await read_task(self.store, params.task_id, self._prefix)
+        if not _same_caller(view.identity, self._identity()):
+            raise not_found(params.task_id)  # S2: another caller's task
         return view.wire(result_type="complete")
 
     async def _task_ack(
@@ -596,7 +637,8 @@ class ServedTools:
             tool_call_id=pending.tool_call_id,
             iteration=pending.iteration,
             history=(),
-            identity=None,
+            # S10: the caller the pause recorded (S2), as the asker's link saw it.
+            identity=journal.folder.identity,
         )
         recorder = _Recorder(session)
         out = await self.task_pipeline.resume(t, site, pending, decision, recorder)
@@ -626,6 +668,32 @@ def _error(text: str) -> types.CallToolResult:
 
 def _text(result: types.CallToolResult) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def _ask_of(meta: Mapping[str, Any] | None) -> str | None:
+    """The ask a call names in its ``_meta`` (``ASK_META``), if any.
+
+    Raises:
+        MCPError: ``INVALID_PARAMS`` when the value is not a non-empty string.
+    """
+    if not meta or ASK_META not in meta:
+        return None
+    value = meta[ASK_META]
+    if not isinstance(value, str) or not value:
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"_meta '{ASK_META}' names an ask by its id (a non-empty string)",
+        )
+    return value
+
+
+def _same_caller(recorded: Any, now: Mapping[str, Any] | None) -> bool:
+    """Whether the caller now is the one a pause recorded (S2's client id)."""
+    if recorded is None:
+        return True
+    if now is None or not isinstance(recorded, Mapping):
+        return False
+    return bool(recorded.get("client_id") == now.get("client_id"))
 
 
 def _check_pause(journal: Journal, cp: Checkpoint, key: bytes | None) -> Any:

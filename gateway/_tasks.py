@@ -47,6 +47,10 @@ from helmlog.runtime.lowlevel import SERVED, CallRules, CallSite, Journal, Pause
 #: The 2026-07-28 tasks extension's identifier (SEP-2663).
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
+#: The ``_meta`` key of a call that fetches a decided ask's outcome (S4):
+#: its value is the ask's id, which the pending tool error names.
+ASK_META = "helmlog/ask"
+
 #: How often a client is asked to poll ``tasks/get``, in ms.
 POLL_INTERVAL_MS = 1000
 
@@ -98,15 +102,36 @@ def waiting_text(question: str, middleware: str | None) -> str:
     )
 
 
+def pending_text(ask_id: str, question: str, middleware: str | None) -> str:
+    """S4: what a client without tasks receives for a call that waits on a person.
+
+    It names the ask (its id), where a person decides it, and how the
+    client reads the outcome once decided; the tool runs at most once.
+    """
+    who = f"middleware '{middleware}'" if middleware else "a rule"
+    session_id = ask_id.partition("/")[0]
+    return (
+        f"{who} asked a person to decide: {question} The call waits as ask "
+        f"'{ask_id}': a person decides it on the approvals page or with "
+        f"`helmlog approve {session_id}` (`helmlog asks` lists it), and the "
+        "tool then runs once. Its outcome: this call again with _meta "
+        f'{{"{ASK_META}": "{ask_id}"}}, or tasks/get of that id with the '
+        f"{TASKS_EXTENSION} extension."
+    )
+
+
 def pause_event(journal: Journal, site: CallSite, paused: Paused) -> PauseRequested:
     """The served call's pause, recorded as an agent records one (G59, R9).
 
     The stream holds the arguments' and the pause's digests; the pause's
     MAC is computed when a checkpoint is signed (``decide_pending``), never
     stored. The caller flushes it before handing the task out: a task is
-    created only once ``tasks/get`` would find it (SEP-2663).
+    created only once ``tasks/get`` would find it (SEP-2663). The caller's
+    identity (S2) is recorded on the pause, so a resume restores it (S10).
     """
     f = journal.folder
+    caller = None if site.identity is None else dict(site.identity)
+    identity = caller if caller is not None else f.identity
     ask = paused.ask
     call = PausedCall(
         kind=paused.kind,
@@ -117,7 +142,7 @@ def pause_event(journal: Journal, site: CallSite, paused: Paused) -> PauseReques
         question=ask.question,
         component_id=ask.component_id,
         turn=f.turn,
-        identity=f.identity,
+        identity=identity,
     )
     timeout_s = ask.timeout_s
     return PauseRequested(
@@ -140,6 +165,7 @@ def pause_event(journal: Journal, site: CallSite, paused: Paused) -> PauseReques
         ),
         timeout_ms=None if timeout_s is None else max(1, round(timeout_s * 1000)),
         tool_source=site.tool_source,
+        identity=caller,
     )
 
 
@@ -159,6 +185,10 @@ class TaskView:
     message: str | None = None
     result: Mapping[str, Any] | None = None
     decided: PauseResumed | None = None
+    #: The paused call: its tool, its arguments' digest, its caller (S2).
+    tool_name: str = ""
+    args_digest: str = ""
+    identity: Any = None
 
     def wire(self, *, result_type: str) -> dict[str, Any]:
         """The extension's ``Task`` (``DetailedTask`` with a final result)."""
@@ -197,6 +227,7 @@ async def read_task(store: EventStore, task: str, prefix: str) -> TaskView:
     message: str | None = None
     result: Mapping[str, Any] | None = None
     decided: PauseResumed | None = None
+    asked: PauseRequested | None = None
     for record in records:
         ev = record.decode()
         if getattr(ev, "tool_call_id", None) != call_id:
@@ -204,6 +235,7 @@ async def read_task(store: EventStore, task: str, prefix: str) -> TaskView:
         at = int(getattr(ev, "timestamp", 0) or 0)
         if isinstance(ev, PauseRequested):
             created = at if created is None else created
+            asked = asked or ev
             view_status, message, decided = (
                 "working",
                 waiting_text(ev.question, ev.middleware),
@@ -220,7 +252,7 @@ async def read_task(store: EventStore, task: str, prefix: str) -> TaskView:
         else:
             continue
         updated = max(updated, at)
-    if created is None:
+    if created is None or asked is None:
         raise not_found(task)
     return TaskView(
         task_id=task,
@@ -230,6 +262,9 @@ async def read_task(store: EventStore, task: str, prefix: str) -> TaskView:
         message=message,
         result=result if isinstance(result, Mapping) else None,
         decided=decided,
+        tool_name=asked.tool_name,
+        args_digest=asked.args_digest,
+        identity=asked.identity,
     )
 
 

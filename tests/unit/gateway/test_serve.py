@@ -333,16 +333,24 @@ async def test_s4_a_before_tool_denial_is_a_tool_error_with_the_reason() -> None
     ] == await rows(served)
 
 
-async def test_s4_an_ask_is_a_tool_error_naming_the_middleware() -> None:
-    """S4: an ask has no pause to ride here: ``is_error=True`` with the exact text."""
+async def test_s4_an_ask_is_a_tool_error_naming_the_pending_ask() -> None:
+    """S4: an ask is ``is_error=True`` naming the middleware, the question and
+    the pending ask; the tool has not run.
+
+    Changed by issue 26 item 4 (newer than the old S4): the ask is no longer
+    a denial ("there is no pause here to carry that ask") but the session's
+    ordinary durable pause, which a person decides (test_serve_tasks.py).
+    """
     ran = Ran()
     asker = ToolMiddleware(name="four-eyes", on_tool_call=lambda c: ask("approve?"))
     served = mcp_serve([ran.echo()], name="desk", tool_middleware=[asker])
-    expected = (
-        "middleware 'four-eyes' asked a person to decide, and there is no pause "
-        "here to carry that ask: approve?"
+    text, is_error = await call(served, "echo", {"word": "hi"})
+    ask_id = f"{served.session_ids[-1]}/mcp-desk-1"
+    assert is_error
+    assert text.startswith(
+        f"middleware 'four-eyes' asked a person to decide: approve? The call "
+        f"waits as ask '{ask_id}'"
     )
-    assert (expected, True) == await call(served, "echo", {"word": "hi"})
     assert [] == ran.calls
 
 

@@ -12,7 +12,8 @@ Emits:   nothing.
 
 Laws: S10 (the pause is the session's ordinary durable pause; the task is
 read from the stream, so it survives a restart of the serving process),
-S4 (a client without task support still gets a tool error), G62/G64
+S4 (a client without task support gets a tool error naming the pending
+ask, and reads the outcome back by repeating the call with its id), G62/G64
 (approved walks on, declined refuses), R9 (a checkpoint resumes once), R7
 (``tool.dispatched`` before the tool runs), R18 (the asks index lists it).
 
@@ -27,24 +28,30 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2
 import mcp.types as types
 import pytest
+from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
 
-from helmlog import check_in_approved
+from helmlog import Tool, ToolMiddleware, allow, check_in_approved
 from helmlog._asks import pending_questions
-from helmlog.events import CheckpointError, EventStore, MemoryEventStore
+from helmlog.events import CheckpointError, EventStore, MemoryEventStore, fold
+from helmlog.gateway import mcp_serve
 from helmlog.gateway._serve import ServedTools
+from helmlog.gateway._tasks import ASK_META, pending_text
 from helmlog.runtime.lowlevel import decide_pending
 
-from .helpers import connected, text_of
+from .helpers import MODES, connected, text_of
 from .task_client import TASKS, TaskHandle, Tasks, client, get_task, wait_task
-from .task_server import build
+from .task_server import REFUND_SCHEMA, _four_eyes, _refund, build
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -145,17 +152,144 @@ async def test_s10_a_call_that_does_not_ask_is_answered_at_once() -> None:
     assert [] == tasks.handles
 
 
-async def test_s10_a_client_without_task_support_gets_today_s_tool_error() -> None:
-    """S10, S4: no extension declared, the ask is a tool error and nothing waits."""
+def _counted(served: ServedTools) -> list[int]:
+    """The amounts the served refund tool actually ran with."""
+    ran: list[int] = []
+    tool = served.tools["refund"]
+    original = tool.execute
+
+    def counted(amount: int) -> Any:
+        ran.append(amount)
+        return original(amount=amount)
+
+    tool.execute = counted
+    return ran
+
+
+def _ask_id(text: str) -> str:
+    """The ask id a pending tool error names (between ``ask '`` and ``'``)."""
+    return text.split("waits as ask '", 1)[1].split("'", 1)[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_s4_a_client_without_task_support_gets_a_tool_error_naming_the_ask(
+    mode: Any,
+) -> None:
+    """S4, S10, R18 (issue 26 item 4): no extension declared — either era —
+    the ask is the session's ordinary durable pause, listed in the asks
+    index, and the client gets a tool error naming it and where to decide.
+
+    Changed by issue 26 item 4, which is newer than the old S4 test: the
+    ask used to be a denial ("there is no pause here to carry that ask")
+    that left nothing to decide.
+    """
     served = build(MemoryEventStore())
-    async with connected(served) as c:
-        result = await c.call_tool("refund", {"amount": 250})
-    assert (
-        "middleware 'four-eyes' asked a person to decide, and there is no pause "
-        "here to carry that ask: approve a refund of 250?",
-        True,
-    ) == text_of(result)
-    assert [] == await pending_questions(served.store)
+    ran = _counted(served)
+    async with connected(served, mode) as c:
+        text, is_error = text_of(await c.call_tool("refund", {"amount": 250}))
+    ask_id = _ask_id(text)
+    session_id, _, call_id = ask_id.partition("/")
+    assert (True, "mcp-desk-1") == (is_error, call_id)
+    assert text == pending_text(ask_id, "approve a refund of 250?", "four-eyes")
+    assert f"helmlog approve {session_id}" in text
+    assert f'"{ASK_META}": "{ask_id}"' in text
+    [pending] = await pending_questions(served.store)
+    assert (session_id, "refund", "four-eyes") == (
+        pending.session_id,
+        pending.tool_name,
+        pending.middleware,
+    )
+    assert ["decision.filed", "pause.request"] == await _stream(served, session_id)
+    assert [] == ran
+
+
+async def test_s4_an_approved_ask_is_read_back_by_the_call_that_asked() -> None:
+    """S4, G62, R9 (issue 26 item 4): over Streamable HTTP on the handshake,
+    the call that asked, repeated with ``_meta`` naming its ask, reads "not
+    decided yet" while it waits; approved, the tool runs once, and every
+    later read returns the recorded result without running it again."""
+    served = build(MemoryEventStore())
+    ran = _counted(served)
+    async with (
+        served.http_server() as url,
+        Client(url, mode="legacy", cache=None) as c,
+    ):
+        asked = await c.call_tool("refund", {"amount": 250})
+        ask_id = _ask_id(text_of(asked)[0])
+        meta: Any = {ASK_META: ask_id}
+        waiting = text_of(await c.call_tool("refund", {"amount": 250}, meta=meta))
+        session_id = await _when_asked(served.store)
+        answer = await decide_pending(
+            served.store, session_id, served.resume, approved=True, by="dana", note=None
+        )
+        first = await c.call_tool("refund", {"amount": 250}, meta=meta)
+        again = await c.call_tool("refund", {"amount": 250}, meta=meta)
+        other = text_of(await c.call_tool("refund", {"amount": 9}, meta=meta))
+    assert waiting[1]
+    assert waiting[0].startswith(f"ask '{ask_id}' is not decided yet: waiting for")
+    assert "refunded 250" == answer
+    assert [("refunded 250", False)] * 2 == [text_of(first), text_of(again)]
+    assert other[1]
+    assert "was made for another call" in other[0]
+    assert [250] == ran
+    assert [
+        "decision.filed",
+        "pause.request",
+        "pause.resume",
+        "decision.filed",
+        "tool.dispatched",
+        "stream.tool_end",
+    ] == await _stream(served, session_id)
+
+
+async def test_s4_a_declined_ask_is_read_back_as_the_refusal() -> None:
+    """S4, G64: declined, the call that asked reads the refusal; nothing ran."""
+    served = build(MemoryEventStore())
+    ran = _counted(served)
+    async with connected(served, "legacy") as c:
+        asked = await c.call_tool("refund", {"amount": 250})
+        ask_id = _ask_id(text_of(asked)[0])
+        await decide_pending(
+            served.store,
+            ask_id.partition("/")[0],
+            served.resume,
+            approved=False,
+            by="dana",
+            note="over budget",
+        )
+        read = await c.call_tool("refund", {"amount": 250}, meta={ASK_META: ask_id})
+    assert ("declined by human: over budget", True) == text_of(read)
+    assert [] == ran
+
+
+async def test_s4_s6_the_connection_s_session_goes_on_around_an_ask() -> None:
+    """S6, R1: on one connection, calls that need no person stay in the
+    connection's session; the asking call's pause is a session of its own."""
+    served = build(MemoryEventStore())
+    async with connected(served, "legacy") as c:
+        before = await c.call_tool("refund", {"amount": 20})
+        asked = await c.call_tool("refund", {"amount": 250})
+        after = await c.call_tool("refund", {"amount": 30})
+    assert [("refunded 20", False), ("refunded 30", False)] == [
+        text_of(before),
+        text_of(after),
+    ]
+    connection, ask_session = served.session_ids
+    assert ask_session == _ask_id(text_of(asked)[0]).partition("/")[0]
+    assert ["tool.dispatched", "tool.dispatched"] == [
+        e for e in await _stream(served, connection) if e != "decision.filed"
+    ]
+    assert ["decision.filed", "pause.request"] == await _stream(served, ask_session)
+
+
+async def test_s4_an_ask_id_that_names_no_ask_here_is_invalid_params() -> None:
+    """S4: a call naming an unknown ask (or not a string) is a typed MCP error."""
+    served = build(MemoryEventStore())
+    async with connected(served, "legacy") as c:
+        for meta in ({ASK_META: f"mcp-desk-{'0' * 32}/mcp-desk-1"}, {ASK_META: 7}):
+            with pytest.raises(MCPError) as raised:
+                await c.call_tool("refund", {"amount": 250}, meta=cast(Any, meta))
+            assert types.INVALID_PARAMS == raised.value.code
 
 
 async def test_s10_tasks_get_needs_the_extension_and_a_task_it_holds() -> None:
@@ -433,3 +567,74 @@ async def test_s10_over_redis_a_person_decides_with_the_cli_between_two_servers(
     async with client(server) as c:
         result = await wait_task(c.session, task_id)
     assert ("refunded 250", False) == text_of(result)
+
+
+# -- the caller's identity across the pause ---------------------------------------
+
+
+def _as(client_id: str) -> Any:
+    """Serve what follows as the caller ``client_id`` (S2: its access token)."""
+    user = AuthenticatedUser(
+        AccessToken(token=f"t-{client_id}", client_id=client_id, scopes=["refunds"])
+    )
+    return auth_context_var.set(user)
+
+
+async def test_s10_after_an_approval_the_later_links_see_the_caller_s_identity() -> (
+    None
+):
+    """S10, S2, G62: the pause records the caller's identity; the person's
+    approval resumes the walk with it, so the links after the asker see the
+    caller, not ``None``; the outcome is read back by that caller only."""
+    seen: list[Any] = []
+
+    def spy(call: Any) -> Any:
+        seen.append(call.identity)
+        return allow()
+
+    served = mcp_serve(
+        [Tool("refund", "Refund an order.", REFUND_SCHEMA, _refund)],
+        name="desk",
+        tool_middleware=[
+            ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes),
+            ToolMiddleware(name="spy", on_tool_call=spy),
+        ],
+        store=MemoryEventStore(),
+    )
+    reset = _as("ops-bot")
+    try:
+        async with connected(served, "legacy") as c:
+            ask_id = _ask_id(text_of(await c.call_tool("refund", {"amount": 250}))[0])
+    finally:
+        auth_context_var.reset(reset)
+    session_id = ask_id.partition("/")[0]
+    await decide_pending(
+        served.store, session_id, served.resume, approved=True, by="dana", note=None
+    )
+    caller = {"client_id": "ops-bot", "scopes": ["refunds"]}
+    assert [caller] == seen
+    recorded = fold(r.decode() for r in await served.store.read(session_id))
+    assert caller == recorded.identity
+    meta: Any = {ASK_META: ask_id}
+    reads: list[tuple[str, bool]] = []
+    for who in ("intruder", "ops-bot"):
+        reset = _as(who)
+        try:
+            async with connected(served, "legacy") as c:
+                reads.append(
+                    text_of(await c.call_tool("refund", {"amount": 250}, meta=meta))
+                )
+        finally:
+            auth_context_var.reset(reset)
+    assert [
+        (f"ask '{ask_id}' was made by another caller", True),
+        ("refunded 250", False),
+    ] == reads
+    reset = _as("intruder")
+    try:
+        async with client(served.memory_streams()) as c:
+            with pytest.raises(MCPError) as raised:
+                await get_task(c.session, ask_id)
+    finally:
+        auth_context_var.reset(reset)
+    assert types.INVALID_PARAMS == raised.value.code
