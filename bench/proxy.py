@@ -1,17 +1,19 @@
 """Benchmark the MCP proxy: latency it adds to a tools/call, stdio and HTTP.
 
 Pattern: one script, one run; the upstream (this file, ``serve``/
-         ``serve-http``) and ``helmlog mcp-proxy`` run as their own processes;
-         a human summary, then exactly one JSON line.
+         ``serve-http``) and ``helmlog mcp-proxy`` run as their own processes,
+         spoken to by the SDK's ``Client`` (v2, its default era); a human
+         summary, then exactly one JSON line.
 Role:    bench; ``uv run python bench/proxy.py`` (``--quick``).
 Emits:   the summary, ending with ``{"bench": "proxy", "added_ms_p50_stdio",
-         ...}`` (audit off; ``*_audit`` with it on).
+         ...}``: ``echo`` audit off and on (``*_audit``), and a 5 ms tool with
+         no rule (``*_5ms``) and one governance rule (``*_5ms_rule``).
 
-Laws: P20, P21, P23 (the audited runs: keyed, payloads sealed).
+Laws: P14 (the rule runs), P20, P21, P23 (the audited runs).
 
 Method: one call direct and one through the proxy, alternating; ``added`` is
-the difference of percentiles. Targets (issue 10): <= 1 ms at p50 audit off,
-<= 2 ms on. Why separate processes and CPU per call: docs/design.md.
+the difference of percentiles. Targets: issue 10 (<= 1 ms p50 audit off, <= 2
+ms on); issue 26 (5 ms tool: <= 1 ms p50 without rules, <= 1.5 ms with one).
 """
 
 from __future__ import annotations
@@ -33,27 +35,43 @@ HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
 TARGET_P50_MS = 1.0
 TARGET_P50_AUDIT_MS = 2.0
+TARGET_P50_RULE_MS = 1.5  # issue 26: one governance rule, a 5 ms tool
+SLOW_S = 0.005
 
 
 def serve(http_port: int | None) -> None:
-    """The upstream: a FastMCP server with one trivial tool."""
+    """The upstream: an MCPServer (the SDK's) with a trivial and a 5 ms tool."""
     import logging
 
-    from mcp.server.fastmcp import FastMCP
+    import anyio
+    from mcp.server.mcpserver import MCPServer
 
     logging.disable(logging.INFO)
-    server = FastMCP("bench-upstream", log_level="WARNING")
+    server = MCPServer("bench-upstream")
 
     @server.tool()
     def echo(word: str) -> str:
         """Echo."""
         return word
 
+    @server.tool()
+    async def slow5(word: str) -> str:
+        """Echo after 5 ms (a tool that does some work)."""
+        await anyio.sleep(SLOW_S)  # the tool's own work, not a wait on a result
+        return word
+
     if http_port is None:
         server.run("stdio")
     else:
-        server.settings.port = http_port
-        server.run("streamable-http")
+        server.run("streamable-http", port=http_port)
+
+
+def one_rule() -> dict[str, Any]:
+    """The ``--policy`` of the one-rule runs: one governance link that allows."""
+    from helmlog import ToolMiddleware, allow
+
+    rule = ToolMiddleware(name="bench-rule", on_tool_call=lambda call: allow())
+    return {"governance": [rule]}
 
 
 def _free_port() -> int:
@@ -77,7 +95,11 @@ def _wait_port(port: int, proc: subprocess.Popen[Any]) -> None:
 @contextlib.contextmanager
 def _process(args: list[str], env: dict[str, str], port: int) -> Any:
     proc = subprocess.Popen(
-        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        args,
+        env=env,
+        cwd=HERE.parent,  # where ``--policy proxy:one_rule`` is found
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_port(port, proc)
@@ -97,32 +119,23 @@ def _env(audit: bool) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def _stdio(command: list[str], env: dict[str, str]) -> AsyncIterator[Any]:
-    from mcp.client.session import ClientSession
+    from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env=env, cwd=str(HERE.parent)
+    )
     with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
+        async with Client(stdio_client(params, errlog=errlog), cache=None) as client:
+            yield client
 
 
 @contextlib.asynccontextmanager
 async def _http(url: str) -> AsyncIterator[Any]:
-    import httpx
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp import Client
 
-    async with (
-        httpx.AsyncClient(timeout=30) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
+    async with Client(url, cache=None) as client:
+        yield client
 
 
 def _cpu_s(pid: int | None) -> float | None:
@@ -155,7 +168,12 @@ def _proxy_pid() -> int | None:
 
 
 async def _alternate(
-    direct: Any, proxied: Any, calls: int, warmup: int, pid: int | None = None
+    direct: Any,
+    proxied: Any,
+    calls: int,
+    warmup: int,
+    pid: int | None = None,
+    tool: str = "echo",
 ) -> dict[str, float]:
     times: dict[str, list[float]] = {"direct": [], "proxied": []}
     cpu_before: float | None = None
@@ -164,7 +182,7 @@ async def _alternate(
             cpu_before = _cpu_s(pid)
         for name, session in (("direct", direct), ("proxied", proxied)):
             started = time.perf_counter()
-            await session.call_tool("echo", {"word": "hello"})
+            await session.call_tool(tool, {"word": "hello"})
             if i >= warmup:
                 times[name].append((time.perf_counter() - started) * 1000)
     out: dict[str, float] = {}
@@ -180,7 +198,23 @@ async def _alternate(
     return out
 
 
-async def _stdio_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
+Case = tuple[bool, str, bool]
+"""``(audit, tool, one rule)``: what one run measures."""
+
+CASES: dict[str, Case] = {
+    "": (False, "echo", False),
+    "_audit": (True, "echo", False),
+    "_5ms": (False, "slow5", False),
+    "_5ms_rule": (False, "slow5", True),
+}
+
+
+def _policy(rule: bool) -> list[str]:
+    return ["--policy", "proxy:one_rule"] if rule else []
+
+
+async def _stdio_run(case: Case, calls: int, warmup: int) -> dict[str, float]:
+    audit, tool, rule = case
     upstream = [sys.executable, str(HERE), "serve"]
     proxy = [
         sys.executable,
@@ -189,12 +223,14 @@ async def _stdio_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
         "mcp-proxy",
         "--upstream",
         " ".join(upstream),
+        *_policy(rule),
     ]
     async with _stdio(upstream, _env(False)) as direct, _stdio(proxy, _env(audit)) as p:
-        return await _alternate(direct, p, calls, warmup, _proxy_pid())
+        return await _alternate(direct, p, calls, warmup, _proxy_pid(), tool)
 
 
-async def _http_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
+async def _http_run(case: Case, calls: int, warmup: int) -> dict[str, float]:
+    audit, tool, rule = case
     up_port, proxy_port = _free_port(), _free_port()
     upstream = [sys.executable, str(HERE), "serve-http", str(up_port)]
     up_url = f"http://127.0.0.1:{up_port}/mcp"
@@ -207,6 +243,7 @@ async def _http_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
         up_url,
         "--http",
         f"127.0.0.1:{proxy_port}",
+        *_policy(rule),
     ]
     with (
         _process(upstream, _env(False), up_port),
@@ -216,17 +253,20 @@ async def _http_run(audit: bool, calls: int, warmup: int) -> dict[str, float]:
             _http(up_url) as direct,
             _http(f"http://127.0.0.1:{proxy_port}/mcp") as p,
         ):
-            return await _alternate(direct, p, calls, warmup, proxy_pid)
+            return await _alternate(direct, p, calls, warmup, proxy_pid, tool)
 
 
 def main() -> int:
     quick = "--quick" in sys.argv
     calls, warmup = (60, 10) if quick else (400, 40)
     results: dict[str, dict[str, float]] = {}
+    only = [a.removeprefix("--case=") for a in sys.argv if a.startswith("--case=")]
     for transport, run in (("stdio", _stdio_run), ("http", _http_run)):
-        for audit in (False, True):
-            key = f"{transport}{'_audit' if audit else ''}"
-            results[key] = asyncio.run(run(audit, calls, warmup))
+        for suffix, case in CASES.items():
+            key = f"{transport}{suffix}"
+            if only and key not in only:
+                continue
+            results[key] = asyncio.run(run(case, calls, warmup))
             r = results[key]
             print(
                 f"{key:>10}: direct p50 {r['direct_p50']:.3f} ms p99 "
@@ -237,17 +277,24 @@ def main() -> int:
             )
     line: dict[str, Any] = {"bench": "proxy", "calls": calls}
     for key, r in results.items():
-        suffix = "_audit" if key.endswith("_audit") else ""
-        transport = key.removesuffix("_audit")
+        transport, _, rest = key.partition("_")
+        suffix = f"_{rest}" if rest else ""
         line[f"added_ms_p50_{transport}{suffix}"] = round(r["added_p50"], 3)
         line[f"added_ms_p99_{transport}{suffix}"] = round(r["added_p99"], 3)
         line[f"direct_ms_p50_{transport}{suffix}"] = round(r["direct_p50"], 3)
         if "proxy_cpu_us" in r:
             line[f"proxy_cpu_us_{transport}{suffix}"] = round(r["proxy_cpu_us"])
+    targets = {
+        "": TARGET_P50_MS,
+        "_audit": TARGET_P50_AUDIT_MS,
+        "_5ms": TARGET_P50_MS,
+        "_5ms_rule": TARGET_P50_RULE_MS,
+    }
     line["targets_met"] = all(
-        line[f"added_ms_p50_{t}"] <= TARGET_P50_MS
-        and line[f"added_ms_p50_{t}_audit"] <= TARGET_P50_AUDIT_MS
+        line[f"added_ms_p50_{t}{suffix}"] <= target
         for t in ("stdio", "http")
+        for suffix, target in targets.items()
+        if f"added_ms_p50_{t}{suffix}" in line
     )
     print(json.dumps(line))
     return 0

@@ -38,6 +38,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ._layers import RejectionReason
 from ._resume import SessionEventStore
+from ._routing import has_progress
 from ._session import ProxySession
 
 log = logging.getLogger("helmlog.proxy")
@@ -337,6 +338,7 @@ class ProxyHttpApp:
         """A 2026-07-28 request: one session of its own (that revision has no
         HTTP session), its identity resolved from its headers (P17), closed
         with its manifest when answered (P18); the SDK answers it."""
+        message: Any = None
         if scope["method"] == "POST":
             message = _decoded(body)
             if message is _UNPARSED:
@@ -356,9 +358,13 @@ class ProxyHttpApp:
             identity=identity,
             delegated_from=delegated,
         )
+        # The progress rule: only a request that asks for progress needs SSE;
+        # every other answer is one JSON body (the SDK's ``json_response``).
+        params = message.get("params") if isinstance(message, dict) else None
+        json_response = not has_progress(params)
         try:
             await handle_modern_request(
-                session.server, None, False, {}, scope, receive, _null_ids(send)
+                session.server, None, json_response, {}, scope, receive, _null_ids(send)
             )
         finally:
             with anyio.CancelScope(shield=True):

@@ -345,7 +345,10 @@ class McpProxy:
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read_stream, write_stream):
+        from ._stdio import loop_pipes_usable, loop_stdio
+
+        transport = loop_stdio() if loop_pipes_usable() else stdio_server()
+        async with transport as (read_stream, write_stream):
             await self.run(read_stream, write_stream)
 
     def http_app(self, **kw: Any) -> Any:
