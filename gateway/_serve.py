@@ -274,6 +274,22 @@ class ServedTools:
     def __repr__(self) -> str:
         return f"ServedTools(name={self.name!r}, tools={list(self.tools)!r})"
 
+    def on_store(self, store: EventStore) -> ServedTools:
+        """The same tools, chain, name and credentials, serving on ``store``.
+
+        What ``--agent module:attr`` makes of an ``mcp_serve`` result
+        (``helmlog serve``, ``helmlog approve``): the command opens the
+        store, and the served tools decide their asks on it (S10).
+        """
+        return ServedTools(
+            self.tools.values(),
+            name=self.name,
+            tool_middleware=[link.source for link in self.links],
+            store=store,
+            credentials=self.credentials,
+            clock=self.clock,
+        )
+
     # -- transports -------------------------------------------------------
 
     async def run(self, read_stream: Any, write_stream: Any) -> None:

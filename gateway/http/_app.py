@@ -11,7 +11,9 @@ Laws: issue 11 items 1–4 (roles checked by each route before anything is
 read; the sweep declines an ask past its deadline as ``timeout``).
 
 Why the agent is built in the lifespan: the factory must build on the store
-the app opened, and a cluster is joined and left with the app.
+the app opened, and a cluster is joined and left with the app. The factory
+may build an ``mcp_serve`` result instead (S10): the page then lists and
+decides its served tools' asks (``ServedRunner``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from starlette.routing import Match, Route
 
 from helmlog.events import EventStore, HelmlogError, open_event_store
 
+from .._serve import ServedTools
 from ._auth import Authenticator
 from ._limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -55,7 +58,7 @@ from ._routes import (
     send_message,
     start_session,
 )
-from ._service import ClusterRunner, LocalRunner, Runner, Service
+from ._service import ClusterRunner, LocalRunner, Runner, ServedRunner, Service
 from ._streams import asks_events, page_asks_events, session_events
 from ._wire import (
     ERR_BAD_REQUEST,
@@ -203,15 +206,26 @@ def create_app(config: ServeConfig) -> Starlette:
                     "the --agent function must build its agent on the store it is given"
                 )
             runner: Runner
-            if config.cluster is None:
+            redact = None
+            if isinstance(local, ServedTools):
+                # S10: the served tools' asks, decided here; calls are MCP's.
+                if config.cluster is not None:
+                    raise ValueError(
+                        "--cluster runs agents' sessions; an mcp_serve result's "
+                        "asks are decided in this process"
+                    )
+                runner = ServedRunner(local)
+            elif config.cluster is None:
                 runner = LocalRunner(local, lambda: uuid.uuid4().hex)
+                redact = local.config.redact
             else:
                 cluster = _join_cluster(config)
                 runner = ClusterRunner(cluster.agent(config.factory))
+                redact = local.config.redact
             service = Service(
                 store,
                 runner,
-                redact=local.config.redact,
+                redact=redact,
                 metrics=Metrics(),
                 ask_timeout_s=config.ask_timeout_s,
             )

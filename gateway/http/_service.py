@@ -48,6 +48,7 @@ from ._auth import ALL_APPS, Principal
 from ._metrics import Metrics
 from ._wire import (
     ERR_ASK_RESOLVED,
+    ERR_BAD_REQUEST,
     ERR_NOT_AN_APPROVAL,
     ERR_UNKNOWN_SESSION,
     AskView,
@@ -153,6 +154,40 @@ class ClusterRunner:
     async def resume(self, checkpoint: Checkpoint, decision: Any) -> str | AskPause:
         out: str | AskPause = await self.agent.client().resume(checkpoint, decision)
         return out
+
+
+class ServedRunner:
+    """The asks of tools served over MCP (an ``mcp_serve`` result, S10).
+
+    Their calls start over MCP, not here: ``start`` and ``send`` are a 400;
+    ``resume`` carries a decided pause out with ``ServedTools.resume``.
+    """
+
+    def __init__(self, served: Any) -> None:
+        self.served = served
+
+    async def start(
+        self, message: str, identity: Mapping[str, Any]
+    ) -> tuple[str, str | AskPause]:
+        raise _no_sessions()
+
+    async def send(
+        self, checkpoint: Checkpoint, message: str, identity: Mapping[str, Any]
+    ) -> str | AskPause:
+        raise _no_sessions()
+
+    async def resume(self, checkpoint: Checkpoint, decision: Any) -> str | AskPause:
+        out: str = await self.served.resume(checkpoint, decision)
+        return out
+
+
+def _no_sessions() -> HttpProblem:
+    return HttpProblem(
+        400,
+        ERR_BAD_REQUEST,
+        "this server decides the asks of tools served over MCP (mcp_serve): "
+        "their calls start over MCP, not as sessions here",
+    )
 
 
 class Service:

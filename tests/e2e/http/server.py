@@ -1,7 +1,7 @@
 """A real ``helmlog serve`` app on uvicorn, in a thread, for the HTTP tests.
 
 The server runs its own event loop in a thread (the store it opens lives on
-that loop); tests talk to it over a real socket with httpx, as any client
+that loop); tests talk to it over a real socket with httpx2, as any client
 would. ``stop()`` ends its event streams and waits for its thread.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
+import httpx2
 
 from helmlog.gateway.http import Authenticator, ServeConfig, Server
 from tests.fixtures_redis import free_port
@@ -106,8 +106,8 @@ def running(
         handle.stop()
 
 
-def client(url: str, token: str | None = None) -> httpx.Client:
+def client(url: str, token: str | None = None) -> httpx2.Client:
     """A client of the server, with a bearer token when given."""
-    return httpx.Client(
+    return httpx2.Client(
         base_url=url, headers=bearer(token) if token else {}, timeout=30
     )

@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from helmlog import Tool, ToolMiddleware, allow, ask
-from helmlog.events import EventStore, open_event_store
+from helmlog.events import EventStore, MemoryEventStore, open_event_store
 from helmlog.gateway import mcp_serve
 from helmlog.gateway._serve import ServedTools
 
@@ -51,6 +51,11 @@ def build(store: EventStore) -> ServedTools:
         tool_middleware=[ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes)],
         store=store,
     )
+
+
+#: The desk as an ``mcp_serve`` result (``--agent ...task_server:DESK``): a
+#: command rebuilds it on the store it opens (``ServedTools.on_store``).
+DESK = build(MemoryEventStore())
 
 
 async def _main() -> None:
