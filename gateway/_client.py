@@ -6,31 +6,39 @@ Role:    gateway layer; ``mcp_client(name, url=... | command=... | server=...)``
          yields ``Tool`` objects whose ``execute`` calls the remote tool.
 Emits:   nothing; the agent that calls the tools records what happens.
 
-Laws: S7 (``source`` is the client's ``name``, G78), S8 (a tool error or a
-transport failure is raised, naming tool and server, so after-tool sees
-``error=True``, G18), issue 10 item 4 (``tool_call_id`` in ``_meta``).
+Laws: S7 (``source`` is the client's ``name``, G78; ``url=`` may be an
+``HttpUpstream``, P26), S8 (a tool error or a transport failure is raised,
+naming tool and server, so after-tool sees ``error=True``, G18), issue 10
+item 4 (``tool_call_id`` in ``_meta``).
 
 Why the remote error is raised rather than returned: to the agent a remote
 tool that failed is a tool that raised; returned text would read as success.
 Why the SDK's ``Client`` in its default ``auto`` mode: it probes
 ``server/discover`` and lands on 2026-07-28 where the server speaks it, and
 falls back to the ``initialize`` handshake where it does not (issue 26).
+Why an ``HttpUpstream`` builds the one ``httpx2`` client: its headers,
+credentials (a bearer, OAuth), TLS and proxy settings then reach the server
+as they reach the proxy's upstream, on the SDK's Streamable HTTP client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, cast
 
 import mcp.types as types
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from helmlog.runtime import Tool
 from helmlog.runtime.lowlevel import running_tool
 
 from ._serve import ServedTools
+from .upstream import HttpUpstream, UpstreamError
+from .upstream._credentials import shown_url
 
 CALL_ID_META = "helmlog/tool_call_id"
 """The ``_meta`` key carrying the calling agent's ``tool_call_id``."""
@@ -56,6 +64,13 @@ def _block_text(block: Any) -> str:
     return str(block.model_dump_json(exclude_none=True))
 
 
+def _cause(exc: BaseException) -> str:
+    """The first leaf of a task group's exception, as one line."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _cause(exc.exceptions[0])
+    return str(exc) or type(exc).__name__
+
+
 def _content_text(result: types.CallToolResult) -> str:
     return "\n".join(_block_text(block) for block in result.content)
 
@@ -71,7 +86,7 @@ class McpClient:
         self,
         name: str = "mcp",
         *,
-        url: str | None = None,
+        url: str | HttpUpstream | None = None,
         command: str | None = None,
         args: Sequence[str] = (),
         server: ServedTools | None = None,
@@ -82,6 +97,11 @@ class McpClient:
         if len(given) != 1:
             raise ValueError(
                 "mcp_client needs exactly one of url=, command= or server="
+            )
+        if url is not None and not isinstance(url, (str, HttpUpstream)):
+            raise ValueError(
+                "mcp_client's url= is a Streamable HTTP URL or an HttpUpstream "
+                f"(got {type(url).__name__})"
             )
         self.name = name
         self.url = url
@@ -95,11 +115,20 @@ class McpClient:
         return f"McpClient(name={self.name!r})"
 
     async def connect(self) -> list[Tool]:
-        """Open the transport, negotiate the protocol, list the tools (S7)."""
+        """Open the transport, negotiate the protocol, list the tools (S7).
+
+        Raises:
+            UpstreamError: the server could not be reached or initialized
+                (refused, a 401/403, a TLS failure); the message names the
+                client and the server, never a credential (P26).
+        """
         if self._client is not None:
             raise RuntimeError(f"mcp_client '{self.name}' is already connected")
         client = Client(self._target(), cache=None)
-        await client.__aenter__()
+        try:
+            await client.__aenter__()
+        except Exception as exc:
+            raise UpstreamError(self._shown(), _cause(exc)) from exc
         try:
             listed = await client.list_tools()
         except BaseException as exc:
@@ -126,12 +155,26 @@ class McpClient:
     ) -> None:
         await self.close()
 
+    def _shown(self) -> str:
+        """The server, as an error names it: no user info, query or secret."""
+        if self.served is not None:
+            where = f"{self.served.name} (in memory)"
+        elif self.command is not None:
+            where = self.command
+        else:
+            assert self.url is not None
+            url = self.url.url if isinstance(self.url, HttpUpstream) else self.url
+            where = shown_url(url)
+        return f"'{self.name}' at {where}"
+
     def _target(self) -> Any:
         if self.served is not None:
             return self.served.memory_streams()
         if self.command is not None:
             return StdioServerParameters(command=self.command, args=list(self.args))
         assert self.url is not None
+        if isinstance(self.url, HttpUpstream):
+            return _over(self.url)
         return self.url
 
     def _tool(self, remote: types.Tool) -> Tool:
@@ -179,17 +222,32 @@ class McpClient:
         return _content_text(result)
 
 
+@contextlib.asynccontextmanager
+async def _over(upstream: HttpUpstream) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's Streamable HTTP transport on ``upstream``'s one client (P26)."""
+    async with (
+        upstream.client() as http,
+        streamable_http_client(upstream.url, http_client=http) as streams,
+    ):
+        yield streams
+
+
 def mcp_client(
     name: str = "mcp",
     *,
-    url: str | None = None,
+    url: str | HttpUpstream | None = None,
     command: str | None = None,
     args: Sequence[str] = (),
     server: ServedTools | None = None,
 ) -> McpClient:
     """Connect to an MCP server; its tools come back with ``source=name`` (S7).
 
-    Exactly one of ``url`` (Streamable HTTP), ``command``/``args`` (stdio) or
-    ``server`` (an ``mcp_serve`` result, in memory) is given.
+    Exactly one of ``url`` (Streamable HTTP: a URL, or an ``HttpUpstream``
+    for a server that needs headers, a bearer, OAuth or TLS settings),
+    ``command``/``args`` (stdio) or ``server`` (an ``mcp_serve`` result, in
+    memory) is given.
+
+    Raises:
+        ValueError: not exactly one transport, or ``url`` of another type.
     """
     return McpClient(name, url=url, command=command, args=args, server=server)
