@@ -128,6 +128,10 @@ class OtelSink:
         # Facts filed before their turn opens (the input walk precedes
         # ``agent.turn_start``): held until it does, or until the run ends.
         self._waiting: dict[str, list[tuple[Any, Any]]] = {}
+        # The provider this sink last saw named: a refused input opens no
+        # turn, and ``error.fatal`` names none (G91 pins its fields); a sink
+        # watches one agent, so that is its best knowledge (semconv).
+        self._last_provider = ""
 
     def on_event(self, event: Any) -> None:
         """Project one event; a repeat of a recorded one does nothing (R4)."""
@@ -203,6 +207,8 @@ class OtelSink:
         traceparent = ev.traceparent or derived_traceparent(
             ev.session_id, f"turn {ev.turn}"
         )
+        if ev.provider:
+            self._last_provider = ev.provider
         held = OpenTurn(
             recorded_context(traceparent, ev.tracestate), ev.turn, ev.provider
         )
@@ -294,7 +300,7 @@ class OtelSink:
             self._start(
                 refused,
                 first.timestamp * _NS,
-                self._turn_attributes(ev, {}, getattr(ev, "provider", "")),
+                self._turn_attributes(ev, {}, self._last_provider),
             )
             for fact, row in waiting:
                 self._emit(fact, row, refused.span_context)

@@ -329,27 +329,40 @@ async def test_issue26_a_refused_input_is_an_invoke_agent_that_failed(
 ) -> None:
     """Issue 26 item 6: an input the rules refuse opens no turn; its walk is
     exported as a root ``invoke_agent`` span in error, and its record is
-    traced under it (before, the record had no trace)."""
+    traced under it (before, the record had no trace). ``error.fatal`` names
+    no provider (G91 pins its fields): the span says the one the sink last
+    saw, and ``unknown`` before it saw any."""
     process = child(receiver, children)
-    agent = desk(process, replies=["never"])
+    agent = desk(process, replies=["Hello.", "never"])
     with pytest.raises(MessageDeniedError):
         await agent.run("REFUND EVERYTHING")
+    assert "Hello." == await agent.run("hello")
+    with pytest.raises(MessageDeniedError):
+        await agent.run("REFUND IT ALL")
     spans, records = exported(receiver, process)
 
-    (span,) = spans
-    assert ("invoke_agent helmlog", INTERNAL, b"") == (
-        span.name,
-        span.kind,
-        span.parent_span_id,
+    assert_one_root_per_trace(spans)
+    assert_records_traced(records, spans)
+    failed = sorted(
+        (s for s in spans if s.status.code == ERROR),
+        key=lambda s: s.start_time_unix_nano,
     )
-    assert ERROR == span.status.code
-    assert {
-        "gen_ai.operation.name": "invoke_agent",
-        "error.type": "ERR_MESSAGE_DENIED",
-    }.items() <= attributes(span.attributes).items()
-    (record,) = records
-    assert (span.trace_id, span.span_id) == (record.trace_id, record.span_id)
-    assert "deny" == attributes(record.attributes)["helmlog.outcome"]
+    assert 2 == len(failed)
+    for span in failed:
+        assert ("invoke_agent helmlog", INTERNAL, b"") == (
+            span.name,
+            span.kind,
+            span.parent_span_id,
+        )
+        assert {
+            "gen_ai.operation.name": "invoke_agent",
+            "error.type": "ERR_MESSAGE_DENIED",
+        }.items() <= attributes(span.attributes).items()
+        (record,) = [r for r in records if r.span_id == span.span_id]
+        assert "deny" == attributes(record.attributes)["helmlog.outcome"]
+    assert ["unknown", SCRIPTED] == [
+        attributes(s.attributes)["gen_ai.provider.name"] for s in failed
+    ]
 
 
 async def test_issue26_openai_chat_names_its_provider_and_its_usage(
