@@ -30,6 +30,7 @@ from typing import Any, Literal
 import mcp.types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
 from helmlog.events import (
@@ -70,7 +71,15 @@ class TaskParams(types.RequestParams):
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
-    """Whether the client declared the tasks extension on this request."""
+    """Whether this request may be answered with a task (S10).
+
+    The client declared the tasks extension, and the connection speaks a
+    revision whose ``tools/call`` result may be a task (2026-07-28): a
+    handshake-era client may declare it too (the MCP Inspector 2.12 does),
+    and the SDK cannot send it a task there, so it gets S4's tool error.
+    """
+    if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
     capabilities = ctx.session.client_capabilities
     extensions = capabilities.extensions if capabilities is not None else None
     return bool(extensions) and TASKS_EXTENSION in (extensions or {})

@@ -638,3 +638,53 @@ async def test_s10_after_an_approval_the_later_links_see_the_caller_s_identity()
     finally:
         auth_context_var.reset(reset)
     assert types.INVALID_PARAMS == raised.value.code
+
+
+async def test_s10_a_handshake_era_client_that_declares_tasks_gets_s4() -> None:
+    """S10, S4: the tasks extension declared on the ``initialize`` handshake
+    (as the MCP Inspector 2.12 declares it; raw wire, Streamable HTTP) is no
+    task: that revision's ``tools/call`` cannot carry one, so the client
+    gets S4's tool error naming the ask, not an invalid result."""
+    served = build(MemoryEventStore())
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+    }
+    hello = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"extensions": {TASKS: {}}},
+        "clientInfo": {"name": "raw-handshake", "version": "1"},
+    }
+    async with served.http_server() as url, httpx2.AsyncClient() as http:
+        opened = await http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+            headers=headers,
+        )
+        session = {
+            **headers,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+        await http.post(
+            url,
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers=session,
+        )
+        call = {"name": "refund", "arguments": {"amount": 250}}
+        answered = await http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+            headers=session,
+        )
+    data = [
+        json.loads(line[len("data:") :])
+        for line in answered.text.splitlines()
+        if line.startswith("data:") and line[len("data:") :].strip()
+    ]
+    result = data[-1]["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith(
+        "middleware 'four-eyes' asked a person to decide"
+    )
+    assert 1 == len(await pending_questions(served.store))
