@@ -13,12 +13,10 @@ item 4 (``tool_call_id`` in ``_meta``).
 
 Why the remote error is raised rather than returned: to the agent a remote
 tool that failed is a tool that raised; returned text would read as success.
-Why the SDK's ``Client`` in its default ``auto`` mode: it probes
-``server/discover`` and lands on 2026-07-28 where the server speaks it, and
-falls back to the ``initialize`` handshake where it does not (issue 26).
-Why an ``HttpUpstream`` builds the one ``httpx2`` client: its headers,
-credentials (a bearer, OAuth), TLS and proxy settings then reach the server
-as they reach the proxy's upstream, on the SDK's Streamable HTTP client.
+Why the SDK's ``Client`` in ``auto`` mode: it lands on 2026-07-28 where the
+server speaks it, else on the ``initialize`` handshake (issue 26). Why an
+``HttpUpstream`` builds the one ``httpx2`` client: its headers, credentials
+and TLS/proxy settings reach the server as they reach the proxy's upstream.
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ async def test_s7_headers_and_a_bearer_reach_a_server_that_demands_them(
 async def test_s7_a_server_that_refuses_the_credentials_is_not_connected(
     no_env_proxy: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """S7, P26, H4: a 401 fails the connection (UpstreamError), before any tool; the error and
-    the log hold no secret, and the WARNING names the refusal."""
+    """S7, P26, H4: a 401 fails the connection (``UpstreamError``) before any
+    tool; the error and the log hold no secret; the WARNING names the 401."""
     caplog.set_level(logging.DEBUG)
     async with guarded_upstream({"Authorization": "Bearer right"}) as (url, seen):
         client = mcp_client("crm", url=HttpUpstream(url, bearer=SECRET))
