@@ -19,6 +19,10 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
+# A served session's ended calls whose contexts are kept (a late fact of one
+# goes under its span); past this many, the oldest go.
+_KEPT_CONTEXTS = 256
+
 
 class OpenTurn:
     """The open spans of one session's turn, and the context they go under."""
@@ -31,6 +35,7 @@ class OpenTurn:
         "provider",
         "refused",
         "root",
+        "served",
         "span",
         "span_context",
         "tool_contexts",
@@ -58,6 +63,32 @@ class OpenTurn:
         self.tool_contexts: dict[str, Context] = {}  # built once per open tool span
         # Calls a rule refused: ``error.type``, the rule, its reason (a fact).
         self.refused: dict[str, tuple[str, str, str]] = {}
+        # A session with no turn (``mcp_serve``'s): each open call's span
+        # and when its last event was (ns); it ends at that time, later.
+        self.served: dict[str, int] = {}
+
+    def turnless(self) -> bool:
+        """Whether this is a session no turn opened (a served one)."""
+        return (
+            self.turn is None
+            and self.parent is None
+            and self.span is None
+            and self.due is None
+        )
+
+    def settle(self, keep: str | None = None) -> None:
+        """End the served calls' spans but ``keep``'s, each at its last event
+        (a served call records no end of its own: ``mcp_serve`` files rows
+        and a dispatch). Their contexts stay, for a late fact of theirs."""
+        for call_id, last in list(self.served.items()):
+            if call_id == keep:
+                continue
+            del self.served[call_id]
+            span = self.tools.pop(call_id, None)
+            if span is not None:
+                span.end(end_time=last)
+        while len(self.tool_contexts) > _KEPT_CONTEXTS:
+            del self.tool_contexts[next(iter(self.tool_contexts))]
 
     def close(self, end: int, *, error: str | None = None) -> None:
         """End what is open of the turn: its model call, its tools, its span;

@@ -142,11 +142,15 @@ class OtelSink:
 
     def release(self) -> None:
         """Emit the facts held for a turn that never opened, untraced (a
-        stream cut after an input walk; ``OtlpFactsSink`` after each fact)."""
+        stream cut after an input walk; ``OtlpFactsSink`` after each fact),
+        and end the spans of served calls still open, at their last event."""
         waiting, self._waiting = self._waiting, {}
         for facts in waiting.values():
             for ev, row in facts:
                 self._emit(ev, row, None)
+        for held in self._open.values():
+            if held.served:
+                held.settle()
 
     def on_recorded(self, session_id: str, events: list[Any]) -> None:
         """Project one append's events as stored (``OtelProcess``'s child):
@@ -403,6 +407,9 @@ class OtelSink:
 
     def _tool_dispatched(self, ev: ToolDispatched) -> None:
         held = self._held(ev.session_id)
+        if held.turnless():  # a served call: its span may have opened
+            self._served_call(held, ev, ev.tool_call_id, ev.tool_name)
+            return
         if ev.tool_call_id in held.tools:
             return  # its span opened at ``stream.tool_start``
         # A call resumed (or re-run) here whose start another host saw: its
@@ -436,6 +443,7 @@ class OtelSink:
         if held is None:
             return
         span = held.tools.pop(ev.tool_call_id, None)
+        held.served.pop(ev.tool_call_id, None)
         refused = held.refused.pop(ev.tool_call_id, None) if held.refused else None
         if span is None:
             if refused is None or refused[0] != DECLINED:
@@ -457,12 +465,7 @@ class OtelSink:
         if self.values:
             span.set_attribute("gen_ai.tool.call.result", _text(ev.result))
         if refused is not None:
-            error_type, middleware, why = refused
-            attributes: dict[str, Any] = {"error.type": error_type}
-            if middleware:
-                attributes["helmlog.refused_by"] = middleware
-            span.set_attributes(attributes)
-            span.set_status(Status(StatusCode.ERROR, why))
+            _refuse(span, refused)
         elif ev.error:
             span.set_attributes({"error.type": TOOL_ERROR})
             span.set_status(Status(StatusCode.ERROR, "the tool raised"))
@@ -508,9 +511,23 @@ class OtelSink:
         ):  # filed before the turn it opens
             self._waiting.setdefault(ev.session_id, []).append((ev, attributes))
             return
+        if held is not None and held.due is not None:
+            held = self._held(ev.session_id)
+        if row.tool_call_id is not None and (held is None or held.turnless()):
+            if held is None:
+                held = self._open[ev.session_id] = OpenTurn(None, None)
+            call_id = row.tool_call_id
+            context = self._served_call(held, ev, call_id, row.tool_name)
+            if row.outcome == "deny" and row.moment in _REFUSED_AT:
+                span = held.tools.get(call_id)
+                _refuse(span, (_REFUSED_AT[row.moment], row.middleware, row.why or ""))
+                if span is not None and row.moment == "before-tool":
+                    del held.tools[call_id]  # it will not run: its span ends
+                    held.served.pop(call_id, None)
+                    span.end(end_time=ev.timestamp * _NS)
+            self._emit(ev, attributes, context)
+            return
         if held is not None:
-            if held.due is not None:
-                held = self._held(ev.session_id)
             call_id = row.tool_call_id
             tool = held.tools.get(call_id) if call_id else None
             if tool is None or call_id is None:
@@ -528,6 +545,45 @@ class OtelSink:
                     context = trace.set_span_in_context(tool)
                     held.tool_contexts[call_id] = context
         self._emit(ev, attributes, context)
+
+    def _served_call(
+        self, held: OpenTurn, ev: Any, call_id: str, name: str | None
+    ) -> Context:
+        """The context of a call in a session no turn opened (``mcp_serve``
+        records rows and a dispatch per call): an ``execute_tool`` span of
+        its own, the root of a trace derived from the record, opened at the
+        call's first event and ended, at its last, when another call of the
+        session begins (or at ``release``)."""
+        at = ev.timestamp * _NS
+        context = held.tool_contexts.get(call_id)
+        span = held.tools.get(call_id) if context is None else None
+        if span is not None:  # opened at ``stream.tool_start`` (a mid-turn attach)
+            context = held.tool_contexts[call_id] = trace.set_span_in_context(span)
+        if context is None:  # the first event of this call
+            held.settle(keep=call_id)
+            traceparent = derived_traceparent(ev.session_id, f"call {call_id}")
+            ids = own_ids(traceparent)
+            if ids is not None and self._ids is not None:
+                self._ids.prime(*ids)
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name or "",
+                "gen_ai.tool.call.id": call_id,
+            }
+            if held.provider:
+                attributes["gen_ai.provider.name"] = held.provider
+            span = self._tracer.start_span(
+                f"execute_tool {name or ''}".rstrip(),
+                context=_ROOT,
+                kind=_INTERNAL,
+                start_time=at,
+                attributes=attributes,
+            )
+            held.tools[call_id] = span
+            context = held.tool_contexts[call_id] = trace.set_span_in_context(span)
+        if call_id in held.tools:
+            held.served[call_id] = at
+        return context
 
     def _emit(
         self, ev: Any, attributes: dict[str, Any], context: Context | None
@@ -568,3 +624,15 @@ _RECORDED_HANDLERS: dict[type[Any], Callable[[OtelSink, Any], None]] = {
     **_HANDLERS,
     DecisionFiled: OtelSink._filed,
 }
+
+
+def _refuse(span: Span | None, refused: tuple[str, str, str]) -> None:
+    """Mark ``span`` as a call a rule refused (``error.type``, the rule, why)."""
+    if span is None:
+        return
+    error_type, middleware, why = refused
+    attributes: dict[str, Any] = {"error.type": error_type}
+    if middleware:
+        attributes["helmlog.refused_by"] = middleware
+    span.set_attributes(attributes)
+    span.set_status(Status(StatusCode.ERROR, why))

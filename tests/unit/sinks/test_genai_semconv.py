@@ -50,7 +50,7 @@ from helmlog.events import (
 )
 from helmlog.runtime import ProviderError
 from helmlog.runtime.providers import Reply, openai_chat, scripted
-from helmlog.sinks import OtelProcess
+from helmlog.sinks import OtelProcess, OtlpExport, export
 from tests.otlp_receiver import Receiver, attributes, otlp_receiver
 from tests.unit.runtime.chat_server import (
     ChatServer,
@@ -503,3 +503,43 @@ async def test_issue26_a_model_call_that_fails_ends_its_chat_span_in_error(
     for span in (chat, turn):
         assert ERROR == span.status.code
         assert ProviderError.code == attributes(span.attributes)["error.type"]
+
+
+async def test_issue26_served_calls_export_one_rooted_span_each_with_their_records(
+    receiver: Receiver,
+) -> None:
+    """Issue 26 item 6: ``mcp_serve`` records no turn (rows and a dispatch per
+    call); exported as ``helmlog replay --otlp`` does, each call is an
+    ``execute_tool`` span, the root of its own trace, a refused one in
+    error, and every record carries its call's trace and span id (before,
+    no span was exported and two of three records had none)."""
+    from mcp.client import Client
+
+    from helmlog.gateway import mcp_serve
+
+    gate = ToolMiddleware(
+        name="gate",
+        on_tool_call=lambda c: deny(FRAUD) if c.args["order"] == "bad" else allow(),
+        on_tool_result=lambda r: allow(),
+    )
+    served = mcp_serve([refund], name="desk", tool_middleware=[gate])
+    async with Client(served.memory_streams(), cache=None) as client:
+        ran = await client.call_tool("refund", {"order": "good"})
+        refused = await client.call_tool("refund", {"order": "bad"})
+    assert (False, True) == (bool(ran.is_error), bool(refused.is_error))
+    (sid,) = served.session_ids
+    records = await served.store.read(sid)
+    with OtlpExport(receiver.url) as collector:
+        await export(records, collector.sink, target=receiver.url)
+    spans, logs = receiver.spans(), receiver.log_records()
+
+    assert_one_root_per_trace(spans)
+    assert 2 == len({s.trace_id for s in spans})
+    assert_records_traced(logs, spans)
+    assert 3 == len(logs)  # before- and after-tool for one, the refusal
+    good, bad = sorted(spans, key=lambda s: s.start_time_unix_nano)
+    for span in (good, bad):
+        assert ("execute_tool refund", INTERNAL) == (span.name, span.kind)
+    assert UNSET == good.status.code
+    assert (ERROR, FRAUD) == (bad.status.code, bad.status.message)
+    assert "denied" == attributes(bad.attributes)["error.type"]
