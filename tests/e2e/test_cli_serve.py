@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from typer.testing import CliRunner
 
@@ -70,16 +70,16 @@ def test_serve_imports_the_agent_from_the_current_directory_and_serves(
 
         def healthy() -> bool:
             try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                if httpx2.get(url + "/healthz", timeout=1).status_code == 200:
                     return True
-            except httpx.TransportError:
+            except httpx2.TransportError:
                 pass  # not listening yet
             if proc.poll() is not None:
                 raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
             return False
 
         until_sync("helmlog serve answers /healthz", healthy, 30)
-        reply = httpx.post(
+        reply = httpx2.post(
             url + "/sessions",
             json={"message": "hi"},
             headers={"Authorization": "Bearer t-app"},

@@ -1,4 +1,4 @@
-"""The HTTP API of ``helmlog serve``, through httpx, on a real Redis (issue 11).
+"""The HTTP API of ``helmlog serve``, through httpx2, on a real Redis (issue 11).
 
 Every test runs the real app on uvicorn (a thread, a real socket) over a
 real ``redis-server``; sessions start and pause through the API itself.
@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from helmlog.events import fold, open_event_store
@@ -206,7 +206,7 @@ def test_an_unauthenticated_or_wrong_role_approval_records_nothing(
     """401/403 before anything is read or run: the stream and the ask stay."""
     sid = _start(api.url, "Refund order 8 for $900")["session_id"]
     before = _length(redis_url, sid)
-    with httpx.Client(base_url=api.url, headers=headers) as c:
+    with httpx2.Client(base_url=api.url, headers=headers) as c:
         reply = c.post(f"/asks/{sid}/c8/approve", json={"note": "me"})
     assert (status, PROBLEM, code) == (
         reply.status_code,
@@ -230,7 +230,7 @@ def test_a_trusted_proxy_header_names_the_approver(
 ) -> None:
     """A header the proxy set (from its address) is the identity in the row."""
     sid = _start(api.url, "Refund order 8 for $900")["session_id"]
-    with httpx.Client(base_url=api.url, headers={"X-Forwarded-Email": "pat@ops"}) as c:
+    with httpx2.Client(base_url=api.url, headers={"X-Forwarded-Email": "pat@ops"}) as c:
         reply = c.post(f"/asks/{sid}/c8/approve", json={})
     assert 200 == reply.status_code, reply.text
     assert ("four-eyes", "allow", "approved by pat@ops") == _rows(redis_url, sid)[1]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-import httpx
+import httpx2
 
 from helmlog.events import open_event_store
 from tests.fixtures_redis import RedisServer
@@ -38,7 +38,7 @@ def sessions(store_url: str) -> list[str]:
     return asyncio.run(read())
 
 
-def assert_too_large(reply: httpx.Response) -> None:
+def assert_too_large(reply: httpx2.Response) -> None:
     assert 413 == reply.status_code, reply.text
     assert reply.headers["content-type"].startswith("application/problem+json")
     assert "ERR_TOO_LARGE" == reply.json()["code"]
@@ -76,7 +76,7 @@ def test_h3_a_streamed_body_past_the_limit_is_cut(private_redis: RedisServer) ->
 
     with (
         running(agents.build, private_redis.url, **LIMITS) as server,
-        httpx.Client(
+        httpx2.Client(
             base_url=server.url, headers=bearer(SESSION_TOKEN), timeout=30
         ) as c,
     ):

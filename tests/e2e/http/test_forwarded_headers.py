@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import httpx
+import httpx2
 from typer.testing import CliRunner
 
 from helmlog.cli import app
@@ -36,8 +36,8 @@ BEHIND_PROXY["trusted_header"]["from"] = ["10.0.0.0/8"]
 SPOOF = {"X-Forwarded-For": "10.1.2.3", "X-Forwarded-Email": "mallory@evil"}
 
 
-def asks(url: str, headers: dict[str, str]) -> httpx.Response:
-    with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
+def asks(url: str, headers: dict[str, str]) -> httpx2.Response:
+    with httpx2.Client(base_url=url, headers=headers, timeout=30) as c:
         return c.get("/asks")
 
 

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from helmlog.gateway.http._auth import COOKIE
@@ -502,7 +502,7 @@ def served(redis_url: str) -> Iterator[tuple[Running, Ids, Errors]]:
                 )
                 answered = c.post("/sessions", json={"message": "hello"})
             own = {"origin": server.url}
-            with httpx.Client(base_url=server.url, headers=own) as c:
+            with httpx2.Client(base_url=server.url, headers=own) as c:
                 c.post("/login", data={"token": APPROVER_TOKEN})
                 login = c.cookies.get(COOKIE) or ""
             ids = Ids(paused.json()["session_id"], answered.json()["session_id"], login)

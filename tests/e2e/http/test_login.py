@@ -1,7 +1,7 @@
 """Signing in on the approvals page (issue 24 item 4, H5).
 
 Pattern: a real ``helmlog serve`` (uvicorn on a free loopback port, real
-         Redis); httpx sends what a browser and a hostile site send (cookies
+         Redis); httpx2 sends what a browser and a hostile site send (cookies
          and Origin set by hand, redirects not followed), and headless Debian
          Chromium (Playwright, ``/usr/bin/chromium``) drives the page itself,
          including a form on a foreign origin.
@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
 
-import httpx
+import httpx2
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 from typer.testing import CliRunner
@@ -45,12 +45,12 @@ def post_form(
     token: str | None = None,
     headers: dict[str, str] | None = None,
     cookie: str | None = None,
-) -> httpx.Response:
+) -> httpx2.Response:
     """A form POST as a browser sends it (no redirect followed)."""
     sent = dict(headers or {})
     if cookie is not None:
         sent["Cookie"] = f"{COOKIE}={cookie}"
-    with httpx.Client(base_url=url, timeout=30) as c:
+    with httpx2.Client(base_url=url, timeout=30) as c:
         return c.post(
             path,
             content=f"token={token}" if token is not None else "",
@@ -58,14 +58,14 @@ def post_form(
         )
 
 
-def sign_in(url: str, **headers: str) -> httpx.Response:
+def sign_in(url: str, **headers: str) -> httpx2.Response:
     """Sign dana in from the server's own page."""
     return post_form(
         url, "/login", token=APPROVER_TOKEN, headers={"Origin": url, **headers}
     )
 
 
-def set_cookie(reply: httpx.Response) -> SimpleCookie:
+def set_cookie(reply: httpx2.Response) -> SimpleCookie:
     """The reply's Set-Cookie headers, parsed."""
     jar: SimpleCookie = SimpleCookie()
     for line in reply.headers.get_list("set-cookie"):
@@ -73,13 +73,13 @@ def set_cookie(reply: httpx.Response) -> SimpleCookie:
     return jar
 
 
-def login_id(reply: httpx.Response) -> str:
+def login_id(reply: httpx2.Response) -> str:
     assert 303 == reply.status_code, reply.text
     return set_cookie(reply)[COOKIE].value
 
 
-def with_cookie(url: str, path: str, value: str) -> httpx.Response:
-    with httpx.Client(base_url=url, timeout=30) as c:
+def with_cookie(url: str, path: str, value: str) -> httpx2.Response:
+    with httpx2.Client(base_url=url, timeout=30) as c:
         return c.get(path, headers={"Cookie": f"{COOKIE}={value}"})
 
 
@@ -120,7 +120,7 @@ def test_h5_a_post_on_the_login_cookie_still_needs_x_requested_with(
     """H5 keeps issue 11's CSRF guard: a decision sent with the login cookie
     but without ``X-Requested-With: helmlog`` is refused before anything."""
     kept = login_id(sign_in(api.url))
-    with httpx.Client(base_url=api.url, timeout=30) as c:
+    with httpx2.Client(base_url=api.url, timeout=30) as c:
         reply = c.post(
             "/asks/some-session/c8/approve",
             json={"note": None},
@@ -239,7 +239,7 @@ def test_h5_sign_out_ends_the_open_asks_streams_of_that_login(api: Running) -> N
     revoked (another tab signing out), instead of listing asks on."""
     kept = login_id(sign_in(api.url))
     with (
-        httpx.Client(base_url=api.url, timeout=30) as c,
+        httpx2.Client(base_url=api.url, timeout=30) as c,
         c.stream(
             "GET", "/page/asks/events", headers={"Cookie": f"{COOKIE}={kept}"}
         ) as stream,
