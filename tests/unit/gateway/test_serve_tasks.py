@@ -688,3 +688,22 @@ async def test_s10_a_handshake_era_client_that_declares_tasks_gets_s4() -> None:
         "middleware 'four-eyes' asked a person to decide"
     )
     assert 1 == len(await pending_questions(served.store))
+
+
+def test_s10_agent_may_name_an_mcp_serve_result_rebuilt_on_the_store() -> None:
+    """S10: ``--agent module:attr`` naming an ``mcp_serve`` result loads its
+    ``on_store``: the same tools, chain and name on the command's store; an
+    attribute that is neither a function nor served tools is refused."""
+    from helmlog._asks import load_factory
+
+    store = MemoryEventStore()
+    rebuilt = load_factory("tests.unit.gateway.task_server:DESK")(store)
+    assert isinstance(rebuilt, ServedTools)
+    assert (store, "desk", ["refund"], ["four-eyes"]) == (
+        rebuilt.store,
+        rebuilt.name,
+        list(rebuilt.tools),
+        [link.name for link in rebuilt.links],
+    )
+    with pytest.raises(ValueError, match="has no function 'REFUND_SCHEMA'"):
+        load_factory("tests.unit.gateway.task_server:REFUND_SCHEMA")
