@@ -191,7 +191,9 @@ class _Recorder:
         return self.session
 
     async def file(self, rows: list[MiddlewareDecision]) -> None:
-        if self.divert is not None and any(r.outcome == "ask" for r in rows):
+        if self.divert is not None and any(
+            r.outcome == "ask" and r.moment == "before-tool" for r in rows
+        ):
             self.diverted()
         await self.session.file(rows)
         for row in rows:
@@ -504,7 +506,11 @@ class ServedTools:
             return _error(f"ask '{ask_id}' was made by another caller")
         if view.status == "completed" and view.result is not None:
             return types.CallToolResult.model_validate(view.result)
-        return _error(f"ask '{ask_id}' is not decided yet: {view.message}")
+        if view.decided is None:
+            return _error(f"ask '{ask_id}' is not decided yet: {view.message}")
+        return _error(
+            f"ask '{ask_id}' is decided; its call has not ended: {view.message}"
+        )
 
     async def _answer(
         self, t: Tool, site: CallSite, out: Outcome, recorder: _Recorder

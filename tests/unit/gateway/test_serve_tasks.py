@@ -707,3 +707,44 @@ def test_s10_agent_may_name_an_mcp_serve_result_rebuilt_on_the_store() -> None:
     )
     with pytest.raises(ValueError, match="has no function 'REFUND_SCHEMA'"):
         load_factory("tests.unit.gateway.task_server:REFUND_SCHEMA")
+
+
+async def test_s4_an_approved_call_still_running_reads_as_decided_not_ended() -> None:
+    """S4, R7: while the approved tool runs (``tool.dispatched`` recorded, no
+    end yet), a read says the ask is decided and its call has not ended; the
+    tool runs once and the next read returns its result."""
+    release = anyio.Event()
+    started = anyio.Event()
+    ran: list[int] = []
+
+    async def slow_refund(amount: int) -> str:
+        ran.append(amount)
+        started.set()
+        await release.wait()
+        return f"refunded {amount}"
+
+    served = mcp_serve(
+        [Tool("refund", "Refund an order.", REFUND_SCHEMA, slow_refund)],
+        name="desk",
+        tool_middleware=[ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes)],
+        store=MemoryEventStore(),
+    )
+    async with connected(served, "legacy") as c:
+        asked = await c.call_tool("refund", {"amount": 250})
+        ask_id = _ask_id(text_of(asked)[0])
+        meta: Any = {ASK_META: ask_id}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                _person(served.store, served.resume, approved=True),
+            )
+            await started.wait()
+            running = text_of(await c.call_tool("refund", {"amount": 250}, meta=meta))
+            release.set()
+        done = text_of(await c.call_tool("refund", {"amount": 250}, meta=meta))
+    assert (
+        f"ask '{ask_id}' is decided; its call has not ended: approved by dana; "
+        "the tool is running",
+        True,
+    ) == running
+    assert ("refunded 250", False) == done
+    assert [250] == ran
