@@ -207,7 +207,8 @@ async def test_s4_an_approved_ask_is_read_back_by_the_call_that_asked() -> None:
     """S4, G62, R9 (issue 26 item 4): over Streamable HTTP on the handshake,
     the call that asked, repeated with ``_meta`` naming its ask, reads "not
     decided yet" while it waits; approved, the tool runs once, and every
-    later read returns the recorded result without running it again."""
+    later read returns the recorded result without running it again (and
+    ``tasks/get`` of the same id, for a client that declares tasks)."""
     served = build(MemoryEventStore())
     ran = _counted(served)
     async with (
@@ -225,6 +226,10 @@ async def test_s4_an_approved_ask_is_read_back_by_the_call_that_asked() -> None:
         first = await c.call_tool("refund", {"amount": 250}, meta=meta)
         again = await c.call_tool("refund", {"amount": 250}, meta=meta)
         other = text_of(await c.call_tool("refund", {"amount": 9}, meta=meta))
+        # The same id is a task: a client that declares the extension reads it.
+        async with client(url) as tasks_client:
+            as_task = await wait_task(tasks_client.session, ask_id)
+    assert ("refunded 250", False) == text_of(as_task)
     assert waiting[1]
     assert waiting[0].startswith(f"ask '{ask_id}' is not decided yet: waiting for")
     assert "refunded 250" == answer
