@@ -52,7 +52,7 @@ from helmlog.events import (
     ToolEnded,
     shape,
 )
-from helmlog.events.lowlevel import compact_json, digest
+from helmlog.events.lowlevel import compact_json
 from helmlog.runtime import (
     CheckInDecision,
     DecisionRequiredError,
@@ -490,17 +490,20 @@ class ServedTools:
 
         Never runs the tool: the answer is what the stream recorded for the
         asking call once a person decided it (``stream.tool_end``), else a
-        tool error saying it still waits. The call must be the asking one
-        (same tool, same arguments) from the same caller (S2).
+        tool error saying it still waits. The call must name the asking
+        call's tool and come from its caller (S2); its arguments are not
+        compared, as the pause holds them as the chain left them (G60),
+        which may not be what the client sent.
 
         Raises:
             MCPError: ``INVALID_PARAMS`` for an id that names no ask here.
         """
         view = await read_task(self.store, ask_id, self._prefix)
-        if view.tool_name != tool_name or view.args_digest != digest(args):
+        del args  # the id names the call; its arguments are the pause's (G60)
+        if view.tool_name != tool_name:
             return _error(
-                f"ask '{ask_id}' was made for another call: it is read back by "
-                f"the call that asked (tool '{view.tool_name}', the same arguments)"
+                f"ask '{ask_id}' was made for another call: it is read back "
+                f"by a call of tool '{view.tool_name}'"
             )
         if not _same_caller(view.identity, self._identity()):
             return _error(f"ask '{ask_id}' was made by another caller")

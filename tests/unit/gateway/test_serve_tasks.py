@@ -225,7 +225,7 @@ async def test_s4_an_approved_ask_is_read_back_by_the_call_that_asked() -> None:
         )
         first = await c.call_tool("refund", {"amount": 250}, meta=meta)
         again = await c.call_tool("refund", {"amount": 250}, meta=meta)
-        other = text_of(await c.call_tool("refund", {"amount": 9}, meta=meta))
+        other = text_of(await c.call_tool("audit", {"amount": 250}, meta=meta))
         # The same id is a task: a client that declares the extension reads it.
         async with client(url) as tasks_client:
             as_task = await wait_task(tasks_client.session, ask_id)
@@ -234,8 +234,11 @@ async def test_s4_an_approved_ask_is_read_back_by_the_call_that_asked() -> None:
     assert waiting[0].startswith(f"ask '{ask_id}' is not decided yet: waiting for")
     assert "refunded 250" == answer
     assert [("refunded 250", False)] * 2 == [text_of(first), text_of(again)]
-    assert other[1]
-    assert "was made for another call" in other[0]
+    assert (
+        f"ask '{ask_id}' was made for another call: it is read back by a call "
+        "of tool 'refund'",
+        True,
+    ) == other
     assert [250] == ran
     assert [
         "decision.filed",
@@ -753,3 +756,36 @@ async def test_s4_an_approved_call_still_running_reads_as_decided_not_ended() ->
     ) == running
     assert ("refunded 250", False) == done
     assert [250] == ran
+
+
+async def test_s4_the_asking_call_reads_back_though_a_link_changed_its_arguments() -> (
+    None
+):
+    """S4, G60: a link before the asker capped the amount, so the pause holds
+    other arguments than the client sent; the client's repeated call (its
+    own arguments) still reads the approved outcome, of the capped call."""
+    cap = ToolMiddleware(
+        name="cap",
+        on_tool_call=lambda c: allow({"amount": min(c.args["amount"], 300)}, "cap"),
+    )
+    served = mcp_serve(
+        [Tool("refund", "Refund an order.", REFUND_SCHEMA, _refund)],
+        name="desk",
+        tool_middleware=[
+            cap,
+            ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes),
+        ],
+        store=MemoryEventStore(),
+    )
+    async with connected(served, "legacy") as c:
+        ask_id = _ask_id(text_of(await c.call_tool("refund", {"amount": 500}))[0])
+        await decide_pending(
+            served.store,
+            ask_id.partition("/")[0],
+            served.resume,
+            approved=True,
+            by="dana",
+            note=None,
+        )
+        read = await c.call_tool("refund", {"amount": 500}, meta={ASK_META: ask_id})
+    assert ("refunded 300", False) == text_of(read)
