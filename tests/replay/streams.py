@@ -318,6 +318,48 @@ async def _record_typed() -> dict[str, list[StoredEvent]]:
     return {"v3_typed_output": await agent.store.read(sid)}
 
 
+async def _record_served() -> dict[str, list[StoredEvent]]:
+    """A served call's ask (S4, S10): ``mcp_serve``'s pause in a session of its
+    own, naming its caller's identity (``pause.request.identity``), approved
+    and carried out (``pause.resume``, the call's rows, ``stream.tool_end``)."""
+    from mcp.server.auth.middleware.auth_context import auth_context_var
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    from helmlog import Tool, ToolMiddleware, allow, ask, check_in_approved
+    from helmlog.events import MemoryEventStore, fold
+    from helmlog.gateway._serve import ServedTools
+
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+    schema = {
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}},
+        "required": ["amount"],
+    }
+
+    def four_eyes(call: Any) -> Any:
+        return ask("approve a refund?") if call.args["amount"] > 100 else allow()
+
+    served = ServedTools(
+        [Tool("refund", "Refund.", schema, lambda amount: f"refunded {amount}")],
+        name="desk",
+        tool_middleware=[ToolMiddleware(name="four-eyes", on_tool_call=four_eyes)],
+        store=MemoryEventStore(),
+        clock=lambda: next(ticks),
+    )
+    caller = AccessToken(token="t", client_id="ops-bot", scopes=["refunds"])
+    reset = auth_context_var.set(AuthenticatedUser(caller))
+    try:
+        await served.call("refund", {"amount": 250})
+    finally:
+        auth_context_var.reset(reset)
+    sid = served.session_ids[-1]
+    state = fold(r.decode() for r in await served.store.read(sid))
+    assert state.checkpoint is not None
+    await served.resume(state.checkpoint, check_in_approved("dana"))
+    return {"v3_served_pause": await served.store.read(sid)}
+
+
 def _old_and_unknown() -> list[StoredEvent]:
     """A stream as an older writer stored it, with one type this reader lacks."""
     bodies: list[dict[str, Any]] = [
@@ -387,6 +429,7 @@ def main(names: list[str]) -> None:
     streams["v0_old_fields_and_unknown_type"] = _old_and_unknown()
     streams.update(asyncio.run(_record_imported()))
     streams.update(asyncio.run(_record_typed()))
+    streams.update(asyncio.run(_record_served()))
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for name, records in streams.items():
         if (names and name not in names) or name in FROZEN:
