@@ -2,13 +2,15 @@
 
 ``Upstream`` is the proxy's one connection to the MCP server it stands in
 front of (a command over stdio, a URL over Streamable HTTP, or a server in
-this process), on the SDK's ``Client``. ``UpstreamError`` is what a start
+this process), on the SDK's ``ClientSession``. ``UpstreamError`` is what a start
 that failed raises (P25); its public namespace is ``helmlog.gateway``.
 
 Layout: ``_upstream`` (the connection), ``_stdio`` (the SDK's stdio client),
 ``_http`` (the SDK's Streamable HTTP client on one ``httpx2`` client, made by
-an ``HttpClientFactory``), ``_credentials`` (``HttpUpstream``: the headers,
-credentials, TLS and proxy settings that factory is built from, P26).
+an ``HttpClientFactory``), ``_fast`` (the one fast path: a plain
+``tools/call`` as one raw POST on that same client), ``_credentials``
+(``HttpUpstream``: the headers, credentials, TLS and proxy settings that
+factory is built from, P26).
 """
 
 from ._credentials import HttpUpstream as HttpUpstream

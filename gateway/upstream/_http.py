@@ -28,6 +28,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED
 
+from ._fast import HttpLink
+
 log = logging.getLogger("helmlog.proxy")
 
 HttpClientFactory = Callable[[], httpx2.AsyncClient]
@@ -46,7 +48,10 @@ def default_http_client() -> httpx2.AsyncClient:
 
 @contextlib.asynccontextmanager
 async def upstream_http(
-    url: str, label: str, http_client: HttpClientFactory | None = None
+    url: str,
+    label: str,
+    http_client: HttpClientFactory | None = None,
+    link: HttpLink | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """``(read, write)`` for a ``ClientSession`` to the Streamable HTTP ``url``.
 
@@ -54,12 +59,15 @@ async def upstream_http(
         url: the upstream's MCP endpoint (``http://`` or ``https://``).
         label: how the upstream is named in logs (never to a client, H4).
         http_client: makes the ``httpx2.AsyncClient``; the SDK's by default.
+        link: given the client too, for the fast path's raw POSTs (``_fast``).
     """
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"an HTTP upstream is an http:// or https:// URL: {label}")
     make = http_client or default_http_client
     async with make() as client:
         answering(client)
+        if link is not None:
+            link.attach(client)
         async with streamable_http_client(url, http_client=client) as streams:
             yield streams
 

@@ -41,8 +41,9 @@ async def socket_server(handler: Handler) -> AsyncIterator[str]:
 
 
 async def test_one_kept_alive_connection_carries_call_after_call() -> None:
-    """Twenty tools/call after the handshake go over httpx2's pool: the
-    connections opened stay few (kept alive), every answer whole."""
+    """Twenty tools/call after the handshake go over httpx2's pool on the
+    fast path (``upstream/_fast.py``): the connections opened stay few (kept
+    alive), every answer whole."""
     opened: set[Any] = set()
 
     async def note(response: httpx2.Response) -> None:
@@ -67,7 +68,10 @@ async def test_one_kept_alive_connection_carries_call_after_call() -> None:
         finally:
             await upstream.close()
     assert [w.upper() for w in words] == [a["content"][0]["text"] for a in answers]
-    assert opened  # (connection reuse: see the fast path's test)
+    # the fast path reads each answer to its end: its POSTs reuse one
+    # connection (the SDK's client closes an SSE answer early: one per call)
+    # (the handshake's POSTs and the standalone GET open their own)
+    assert len(opened) <= 5
 
 
 async def test_a_refused_connection_is_an_upstream_error_naming_the_url() -> None:

@@ -438,3 +438,34 @@ async def test_p17_a_session_ending_under_a_lane_call_answers_as_the_sdk_path() 
     # for a closed connection, where v1's JSON transport answered a 500
     closed = {"code": types.CONNECTION_CLOSED, "message": "Connection closed"}
     assert (200, closed) == (fast[0], fast[1]["error"])
+
+
+async def test_p25_p20_the_upstream_fast_path_answers_and_audits_as_the_sdk_path() -> (
+    None
+):
+    """P25, P20 (issue 26): with a Streamable HTTP upstream, the upstream fast
+    path (``upstream/_fast.py``) and the SDK's client give the proxy's clients
+    the same answers and the audit the same rows, with and without a layer."""
+    from .http_helpers import http_upstream
+
+    with http_upstream() as url:
+        for middleware in (False, True):
+            rows: dict[bool, list[Any]] = {True: [], False: []}
+            answers: dict[bool, Answers] = {}
+            for fast in (True, False):
+                proxy = McpProxy(
+                    url,
+                    audit=ProxyAudit(b"the secret", "k1"),
+                    sensitivity=lambda tool, identity, args: "low",
+                    on_event=rows[fast].append,
+                    **options(middleware),
+                )
+                async with proxy:
+                    proxy.upstream.fast = fast
+                    answers[fast], _ = await _memory(proxy, CASES)
+                    posts = proxy.upstream._posts
+                    assert posts is not None
+                    assert (posts.posted > 0) == fast
+            assert answers[False] == answers[True]
+            assert _finished(rows[False]) == _finished(rows[True])
+            assert "HI" == answers[True][1]["result"]["content"][0]["text"]

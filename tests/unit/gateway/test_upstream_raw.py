@@ -341,3 +341,46 @@ async def test_closing_the_upstream_fails_a_pending_raw_call_at_once(kind: str) 
         with anyio.fail_after(20):  # a hang fails the test rather than the suite
             await task
     assert [types.INTERNAL_ERROR] == codes
+
+
+FAST_CASES: list[dict[str, Any]] = [
+    _call("echo", word="hi"),
+    _call("explode"),
+    _call("no_such_tool"),
+    _call("echo", word=5),
+    _call("echo"),
+    {"name": "meta_seen", "arguments": {}, "_meta": {"helmlog": {"agent": "a"}}},
+    _call("slow", steps=2),
+]
+
+
+async def _answers(up: Upstream) -> list[Any]:
+    out: list[Any] = []
+    for params in FAST_CASES:
+        try:
+            out.append(("result", await up.call_raw("tools/call", params)))
+        except MCPError as exc:
+            out.append(("error", exc.error.model_dump(mode="json")))
+        typed = await up.request(
+            types.CallToolRequest(params=types.CallToolRequestParams(**params)),
+            types.CallToolResult,
+        )
+        out.append(("typed", _json(typed)))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["http", "httpx", "json"])
+async def test_the_fast_path_answers_as_the_sdk_path(kind: str) -> None:
+    """P25, issue 26: the fast path's raw POST (``_fast.FastPosts``) and the
+    SDK's client give the same answers, results, tool errors and upstream
+    errors alike, raw and typed; the fast path did take the calls."""
+    async with opened(kind) as o:
+        up = o.upstream
+        posts = up._posts
+        assert posts is not None and posts.ready
+        fast = await _answers(up)
+        up.fast = False
+        sdk = await _answers(up)
+    assert sdk == fast
+    assert "HI" == fast[0][1]["content"][0]["text"]
+    assert "error" == fast[4][0] or fast[4][1].get("isError") is True

@@ -1,0 +1,233 @@
+"""The fast path of a plain ``tools/call`` to an HTTP upstream: one raw POST.
+
+Pattern: ``FastPosts`` posts the JSON-RPC request itself, on the very
+         ``httpx2`` client the SDK's transport uses (one stack: its headers,
+         auth, TLS and proxy), in the upstream's handshake-era session; reads
+         the JSON or SSE answer to its end (the connection is kept alive);
+         checks the result with the SDK's own per-version validator.
+Role:    gateway layer; ``Upstream.call_raw`` takes it for ``tools/call``
+         without progress when it is ``ready``; everything else is the SDK's.
+Emits:   nothing; a cancelled call sends ``notifications/cancelled``.
+
+Laws: P25 (the answer, the error and the cancel are the SDK path's:
+``test_proxy_fast.py`` compares them), H4.
+
+Why: the SDK's client costs a task, memory streams, models and a TCP connect
+per call (it closes an SSE answer before the server ends it); bench/proxy.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx2
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from .._withheld import withheld
+
+log = logging.getLogger("helmlog.proxy")
+
+SESSION = "mcp-session-id"
+VERSION = "mcp-protocol-version"
+
+
+class HttpLink:
+    """What the fast path needs of an HTTP upstream's connection: its client,
+    its URL and the session id the upstream gave at initialize."""
+
+    def __init__(self, url: str, label: str) -> None:
+        self.url = url
+        self.label = label
+        self.client: httpx2.AsyncClient | None = None
+        self.session_id: str | None = None
+        # The SDK's client has had its answer to the standalone GET stream:
+        # from then on the upstream's notifications have a stream to go to
+        # (one sent before it is lost, on either path).
+        self.listening = anyio.Event()
+
+    def attach(self, client: httpx2.AsyncClient) -> None:
+        """Use ``client`` (the SDK transport's) and note the session id it gets."""
+        self.client = client
+
+        async def noted(response: httpx2.Response) -> None:
+            sid = response.headers.get(SESSION)
+            if sid is not None and self.session_id is None:
+                self.session_id = sid
+            if response.request.method == "GET":
+                self.listening.set()
+
+        client.event_hooks["response"] = [*client.event_hooks["response"], noted]
+
+
+class FastPosts:
+    """Raw ``tools/call`` POSTs to one HTTP upstream session (see the module)."""
+
+    def __init__(
+        self,
+        link: HttpLink,
+        version: str | None,
+        notify: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
+        self.link = link
+        self.version = version
+        self.notify = notify  # the session's: notifications sent on an answer
+        self._ids = itertools.count(1)
+        self.posted = 0  # calls this path took (the differential tests)
+
+    @property
+    def ready(self) -> bool:
+        """A handshake-era session with an id, on a client: the fast path's ground."""
+        link = self.link
+        return (
+            link.client is not None
+            and link.session_id is not None
+            and link.listening.is_set()
+            and self.version is not None
+            and self.version in HANDSHAKE_PROTOCOL_VERSIONS
+        )
+
+    def _headers(self) -> dict[str, str]:
+        assert self.link.session_id is not None and self.version is not None
+        return {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            SESSION: self.link.session_id,
+            VERSION: self.version,
+        }
+
+    async def call(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One ``tools/call``: its result, checked as the SDK checks it.
+
+        Raises:
+            MCPError: the upstream's error; a transport failure as the
+                upstream gone (H4); ``pydantic.ValidationError`` for a result
+                the negotiated version does not allow (as the SDK raises).
+        """
+        client = self.link.client
+        assert client is not None and self.version is not None
+        rid = f"hl-{next(self._ids)}"
+        self.posted += 1
+        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+        try:
+            message = await self._post(client, body, rid)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self._cancel(client, rid)
+            raise
+        except httpx2.HTTPError as exc:
+            raise withheld(  # H4: the URL and the cause only in the log
+                "the upstream MCP server went away",
+                detail=f"{self.link.label}: {type(exc).__name__}: {exc}",
+            ) from exc
+        error = message.get("error")
+        if isinstance(error, dict) and (error.get("code"), error.get("data")) == (
+            types.CONNECTION_CLOSED,
+            None,
+        ):  # the POST failed (``_http._Answering``): as ``Upstream.request`` says it
+            raise withheld(
+                "the upstream MCP server went away",
+                detail=f"{self.link.label}: {error.get('message')}",
+            )
+        if isinstance(error, dict):
+            raise MCPError(
+                error.get("code", types.INTERNAL_ERROR),
+                error.get("message", ""),
+                error.get("data"),
+            )
+        result = message.get("result")
+        if not isinstance(result, dict):
+            raise withheld(
+                "the upstream MCP server answered no result", detail=self.link.label
+            )
+        methods.validate_server_result("tools/call", self.version, result)
+        return result
+
+    async def _post(
+        self, client: httpx2.AsyncClient, body: dict[str, Any], rid: str
+    ) -> dict[str, Any]:
+        content = json.dumps(body, separators=(",", ":")).encode()
+        async with client.stream(
+            "POST", self.link.url, content=content, headers=self._headers()
+        ) as response:
+            kind = response.headers.get("content-type", "")
+            if response.status_code >= 300 and not kind.startswith("application/json"):
+                raise httpx2.HTTPStatusError(
+                    f"HTTP {response.status_code}",
+                    request=response.request,
+                    response=response,
+                )
+            if kind.startswith("text/event-stream"):
+                return await _from_events(response, rid, self._noted)
+            message = json.loads(await response.aread())
+            if not isinstance(message, dict):
+                raise httpx2.DecodingError("not a JSON-RPC message")
+            return message
+
+    async def _noted(self, message: dict[str, Any]) -> None:
+        """A notification on the answer's stream (list_changed, a log line):
+        to the session's handler, as the SDK's client would hand it on."""
+        method = message.get("method")
+        if self.notify is None or not isinstance(method, str) or self.version is None:
+            return
+        if method in ("notifications/progress", "notifications/cancelled"):
+            return  # about this call, which asked for no progress
+        try:
+            note = methods.parse_server_notification(
+                method, self.version, message.get("params")
+            )
+        except (KeyError, ValueError):  # unknown at this version, or malformed
+            log.debug("proxy: dropped an upstream notification %r", method)
+            return
+        await self.notify(note)
+
+    async def _cancel(self, client: httpx2.AsyncClient, rid: str) -> None:
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": rid, "reason": "cancelled by client"},
+        }
+        try:
+            response = await client.post(
+                self.link.url,
+                content=json.dumps(note).encode(),
+                headers=self._headers(),
+            )
+            await response.aclose()
+        except httpx2.HTTPError:  # best effort: the call is gone either way
+            return
+
+
+async def _from_events(
+    response: httpx2.Response,
+    rid: str,
+    noted: Callable[[dict[str, Any]], Awaitable[None]],
+) -> dict[str, Any]:
+    """The message answering ``rid`` on an SSE answer, read to the stream's end;
+    the notifications before it go to ``noted``."""
+    found: dict[str, Any] | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+            continue
+        if line or not data:
+            continue
+        message = json.loads("\n".join(data))
+        data = []
+        if not isinstance(message, dict):
+            continue
+        if message.get("id") == rid:
+            found = message  # the server ends the stream after it
+        elif "method" in message and "id" not in message:
+            await noted(message)
+    if found is None:
+        raise httpx2.RemoteProtocolError("the answer's stream ended without it")
+    return found
