@@ -152,3 +152,23 @@ def test_sessions_cannot_be_started_on_a_served_tools_page(redis_url: str) -> No
         response = h.post("/sessions", json={"message": "refund 250"})
     assert 400 == response.status_code
     assert "served over MCP" in response.json()["detail"]
+
+
+async def test_s10_a_served_ask_past_its_deadline_is_declined_by_the_sweep(
+    redis_url: str,
+) -> None:
+    """S10, issue 11 item 4: the page's deadline sweep declines a served ask
+    as ``timeout``; the waiting task completes with the refusal, the tool
+    never ran."""
+    factory = load_factory("tests.unit.gateway.task_server:DESK")
+    tasks = Tasks()
+    with running(factory, redis_url, ask_timeout_s=0.2, sweep_s=0.1):
+        async with _desk(redis_url) as (served, url), client(url, tasks) as c:
+            result = await c.call_tool("refund", {"amount": 250})
+            session_id = tasks.handles[0].task_id.partition("/")[0]
+            records = await served.store.read(session_id)
+    assert ("declined by human", True) == text_of(result)
+    events = [r.decode() for r in records]
+    assert "tool.dispatched" not in [e.type for e in events]
+    [resumed] = [e for e in events if e.type == "pause.resume"]
+    assert (False, "timeout") == (resumed.approved, resumed.by)
