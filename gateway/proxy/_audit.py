@@ -288,11 +288,14 @@ class _Stream:
 class _Recorder:
     """The pipeline's ``CallRecorder`` for one governed call (P14, R7)."""
 
-    __slots__ = ("refused_by", "stream")
+    __slots__ = ("changed_by", "refused_by", "stream", "value")
 
     def __init__(self, stream: _Stream) -> None:
         self.stream = stream
         self.refused_by: str | None = None
+        # the last after-tool transform: its link and value (issue 26, S9)
+        self.changed_by: str | None = None
+        self.value: Any = None
 
     async def file(self, rows: list[MiddlewareDecision]) -> None:
         if not rows:
@@ -302,6 +305,8 @@ class _Recorder:
         for row in rows:
             if row.outcome != "allow":
                 self.refused_by = row.middleware
+            if row.moment == "after-tool" and row.changed:
+                self.changed_by, self.value = row.middleware, row.after
         await self.stream.append([DecisionFiled(row=row) for row in rows])
 
     async def dispatched(

@@ -47,7 +47,14 @@ class ToolCallTelemetry:
 class CallState:
     """What one tool call came to, filled in as it is routed (P10, P15, P20)."""
 
-    __slots__ = ("forwarded", "forwarded_args", "middleware", "reason", "route")
+    __slots__ = (
+        "changed_by",
+        "forwarded",
+        "forwarded_args",
+        "middleware",
+        "reason",
+        "route",
+    )
 
     def __init__(self, requested: str, args: Any) -> None:
         self.route = "pipeline"
@@ -55,6 +62,7 @@ class CallState:
         self.forwarded_args: Any = args
         self.reason: str | None = None
         self.middleware: str | None = None
+        self.changed_by: str | None = None  # the governance link that transformed
 
 
 def rejection(code: int, message: str, reason: str) -> MCPError:

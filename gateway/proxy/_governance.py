@@ -24,6 +24,7 @@ from typing import Any
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
+from helmlog.events.lowlevel import compact_json
 from helmlog.runtime import Tool, wall_clock_ms
 from helmlog.runtime.lowlevel import (
     SERVED,
@@ -34,10 +35,10 @@ from helmlog.runtime.lowlevel import (
     Refused,
     ToolPipeline,
     as_tool_link,
-    render_result,
     tool_link_problem,
 )
 
+from .._structured import structured
 from ..upstream import Upstream
 from ._audit import ProxyLedger
 from ._calls import CallState
@@ -102,9 +103,24 @@ async def _execute(**kwargs: Any) -> Any:
     fwd.result = result
     if result.is_error:
         raise UpstreamToolError(content_text(result))
-    if result.structured_content is not None and not result.content:
-        return result.structured_content
+    structured = result.structured_content
+    if structured is not None and not _wrapped(structured):
+        # P27: a structured tool's value is its structured content: a link
+        # sees the object and returns the new one, which the client receives
+        return structured
+    if structured is not None and not result.content:
+        return structured
     return content_text(result)
+
+
+def _wrapped(structured: Any) -> bool:
+    """A primitive the server wrapped as ``{"result": <str>}`` (FastMCP, the
+    SDK's MCPServer): its text is the value a link sees."""
+    return (
+        isinstance(structured, dict)
+        and set(structured) == {"result"}
+        and isinstance(structured["result"], str)
+    )
 
 
 def _refusal(text: str, middleware: str | None) -> types.CallToolResult:
@@ -192,10 +208,10 @@ class Governance:
             # S4 wins over P25 here (docs/laws.md, H6): the upstream's error
             # is the tool's raise; the client gets the walk's verdict on it.
             return _errored(out)
-        unchanged = out.text == render_result(out.result)
-        if unchanged and fwd.result is not None:
-            return fwd.result
-        return _transformed(out, fwd.result)
+        if recorder.changed_by is None and fwd.result is not None:
+            return fwd.result  # no link changed it: the upstream's own answer
+        state.changed_by = recorder.changed_by
+        return _transformed(out, fwd.result, recorder.value)
 
 
 def _errored(out: Ran) -> types.CallToolResult:
@@ -208,21 +224,34 @@ def _errored(out: Ran) -> types.CallToolResult:
 
 
 def _transformed(
-    out: Ran, upstream: types.CallToolResult | None
+    out: Ran, upstream: types.CallToolResult | None, value: Any
 ) -> types.CallToolResult:
-    """A link's transform, as the client receives it (S4: serialized).
+    """A link's transform, as the client receives it (S4: serialized; P27).
 
     Structured content follows the transform where the upstream sent some:
-    the text under FastMCP's ``result`` key when that is how the upstream
-    wrapped it. The upstream's own structured value never survives a
-    transform (it may hold what a link removed).
+    the transformed object itself (its compact JSON the text, as S9's), or
+    the text under the ``result`` key where the upstream wrapped a primitive
+    there. The upstream's own structured value never survives a transform
+    (it may hold what a link removed); a value that is not structured
+    content (text for an object) leaves none, and the schema check
+    (``_outputs.judge``) refuses the result on the record.
     """
-    structured = None
     held = upstream.structured_content if upstream is not None else None
-    if held is not None and set(held) == {"result"}:
-        structured = {"result": out.text}
+    if held is None or out.error:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=out.text)], is_error=out.error
+        )
+    if _wrapped(held):
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=out.text)],
+            structured_content={"result": out.text},
+        )
+    value = structured(value)  # the last transform's (``Ran.result`` is the tool's)
+    if not isinstance(value, dict):
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=out.text)]
+        )
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=out.text)],
-        structured_content=structured,
-        is_error=out.error,
+        content=[types.TextContent(type="text", text=compact_json(value))],
+        structured_content=value,
     )

@@ -40,7 +40,8 @@ class RejectionReason(enum.StrEnum):
     """Why the proxy refused a request: a closed set of string constants (P11).
 
     A reason travels in the MCP error's ``data.rejection_reason`` beside the
-    natural top-level code. The last four are reserved.
+    natural top-level code (or a refused tool result's ``_meta``). Four are
+    reserved: identity, consent, delegation, budget.
     """
 
     TOOL_HIDDEN = "TOOL_HIDDEN"
@@ -53,6 +54,8 @@ class RejectionReason(enum.StrEnum):
     CONSENT_MISSING = "CONSENT_MISSING"
     DELEGATION_INVALID = "DELEGATION_INVALID"
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    # issue 26: a result that breaks the tool's advertised ``outputSchema``
+    OUTPUT_SCHEMA = "OUTPUT_SCHEMA"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from ._layers import (
     layers_of,
     visibility,
 )
+from ._outputs import Outputs
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -134,17 +135,21 @@ class Routing:
         self.pass_through_tools = frozenset(pass_through_tools)
         self.pass_through_resources = frozenset(pass_through_resources)
         self.governance = governance  # P14: the innermost layer, or none
-        # The upstream's input schemas as last listed through the proxy.
+        # The upstream's input schemas as last listed through the proxy, and
+        # its output schemas, which every answer is judged by (P27).
         self._schemas: dict[str, Any] = {}
+        self.outputs = Outputs()
 
-    def listed(self, result: types.ListToolsResult) -> None:
-        """Keep the input schemas of an upstream ``tools/list`` answer."""
+    def listed(self, result: types.ListToolsResult, *, whole: bool = False) -> None:
+        """Keep the schemas of an upstream ``tools/list`` answer."""
         for tool in result.tools:
             self._schemas[tool.name] = tool.input_schema
+        self.outputs.listed(result, whole=whole)
 
     def forget_schemas(self) -> None:
         """The upstream's tools changed: their schemas are unknown again."""
         self._schemas.clear()
+        self.outputs.forget()
 
     def input_schema(self, name: str) -> Any:
         """A tool's input schema as last listed, or ``None`` (nothing to check)."""

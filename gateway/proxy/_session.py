@@ -35,8 +35,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._withheld import withheld
 from ..upstream import Upstream
 from ._accounting import Accounting
-from ._calls import resource_hidden
+from ._calls import CallState, resource_hidden
 from ._layers import ProxyContext, clean_headers
+from ._outputs import judge
 from ._routing import Routing, has_progress, pass_through
 
 log = logging.getLogger("helmlog.proxy")
@@ -312,7 +313,9 @@ class ProxySession:
                 simple["name"],
                 simple.get("arguments"),
                 meta,
-                lambda s: self.routing.tool_raw(forward, pctx, s),
+                lambda s: self._judged(
+                    simple["name"], self.routing.tool_raw(forward, pctx, s), s
+                ),
             )
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and isinstance(
                 raw, dict
@@ -340,9 +343,20 @@ class ProxySession:
             p.name,
             p.arguments,
             meta,
-            lambda s: self.routing.tool(req, ctx, s, progress, self.audit_session),
+            lambda s: self._judged(
+                p.name,
+                self.routing.tool(req, ctx, s, progress, self.audit_session),
+                s,
+            ),
         )
         return out
+
+    async def _judged(self, name: str, route: Awaitable[Any], state: CallState) -> Any:
+        """P27: the route's answer, judged by the output schema the proxy
+        advertises for ``name`` (a refusal, recorded, where it breaks it)."""
+        result = await route
+        schema = await self.routing.outputs.schema(name, self.upstream)
+        return judge(result, schema, name, state)
 
     # -- tools/list -------------------------------------------------------
 
@@ -355,7 +369,7 @@ class ProxySession:
 
         async def terminal(forward: types.ListToolsRequest) -> types.ListToolsResult:
             listed = await upstream.request(forward, types.ListToolsResult)
-            self.routing.listed(listed)
+            self.routing.listed(listed, whole=forward.params is None)
             return self._visible_tools(listed, pctx)
 
         out = await self.routing.list_tools_pipeline(req, terminal, pctx)

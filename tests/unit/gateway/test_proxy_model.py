@@ -139,7 +139,8 @@ def test_p7_credential_headers_never_reach_the_context() -> None:
 
 
 def test_p11_rejection_reasons_are_a_closed_set_of_strings() -> None:
-    """P11: the ten reasons, as their own string values."""
+    """P11: the eleven reasons, as their own string values (issue 26 added
+    OUTPUT_SCHEMA, P27)."""
     assert [
         "TOOL_HIDDEN",
         "RESOURCE_HIDDEN",
@@ -151,6 +152,7 @@ def test_p11_rejection_reasons_are_a_closed_set_of_strings() -> None:
         "CONSENT_MISSING",
         "DELEGATION_INVALID",
         "BUDGET_EXCEEDED",
+        "OUTPUT_SCHEMA",
     ] == [str(r) for r in RejectionReason]
 
 
