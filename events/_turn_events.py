@@ -55,12 +55,21 @@ class TurnEnded(Event, tag="agent.turn_end", frozen=True):
 
 
 class LlmStarted(Event, tag="stream.llm_start", frozen=True):
-    """A model call began; ``provider`` as on ``agent.turn_start``."""
+    """A model call began; ``provider`` as on ``agent.turn_start``.
+
+    ``output_type`` is ``"json"`` when the request asks for a structured
+    answer (G92), ``""`` otherwise; ``stream`` whether the provider streams
+    its answer to the run (never while drafts are held: G41 keeps that
+    record the same either way), for ``gen_ai.output.type`` /
+    ``gen_ai.request.stream``.
+    """
 
     type: ClassVar[str] = "stream.llm_start"
     iteration: int
     model: str
     provider: str = ""
+    output_type: str = ""
+    stream: bool = False
 
 
 class LlmEnded(Event, tag="stream.llm_end", frozen=True):

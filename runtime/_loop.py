@@ -99,7 +99,14 @@ class Loop:
                 messages = plan.messages
             j.add(
                 LlmStarted(
-                    iteration=iteration, model=cfg.model, provider=name_of(cfg.provider)
+                    iteration=iteration,
+                    model=cfg.model,
+                    provider=name_of(cfg.provider),
+                    output_type="" if cfg.output is None else "json",
+                    # G41: a governed run's drafts are held, and its record
+                    # is the same whichever way the provider answers.
+                    stream=not cfg.output_governed
+                    and getattr(cfg.provider, "stream", False) is True,
                 )
             )
             await j.flush()

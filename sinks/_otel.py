@@ -332,25 +332,31 @@ class OtelSink:
             held.chat.end(end_time=ev.timestamp * _NS)
         provider = ev.provider or held.provider
         if held.model != ev.model or held.provider != provider:
-            self._name_turn(held, provider, ev.model)
+            self._name_turn(held, provider, ev.model, ev.output_type)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider or UNKNOWN_PROVIDER,
+            "gen_ai.request.model": ev.model,
+            "gen_ai.conversation.id": ev.session_id,
+            "helmlog.iteration": ev.iteration,
+        }
+        if ev.output_type:  # conditionally required: the request named one
+            attributes["gen_ai.output.type"] = ev.output_type
+        if ev.stream:  # conditionally required: iff the request streamed
+            attributes["gen_ai.request.stream"] = True
         held.chat = self._tracer.start_span(
             f"chat {ev.model}",
             context=held.span_context,
             kind=_CLIENT,
             start_time=ev.timestamp * _NS,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider or UNKNOWN_PROVIDER,
-                "gen_ai.request.model": ev.model,
-                "gen_ai.conversation.id": ev.session_id,
-                "helmlog.iteration": ev.iteration,
-            },
+            attributes=attributes,
         )
 
     @staticmethod
-    def _name_turn(held: OpenTurn, provider: str, model: str) -> None:
-        """The turn's span learns its model (and a provider it lacked) from
-        its first model call: ``turn_start`` names neither in older streams."""
+    def _name_turn(held: OpenTurn, provider: str, model: str, output_type: str) -> None:
+        """The turn's span learns its model and output type (and a provider
+        it lacked) from its first model call: ``turn_start`` names neither
+        model nor output type, and older streams no provider."""
         attributes: dict[str, Any] = {}
         if provider and provider != held.provider:
             held.provider = provider
@@ -358,6 +364,8 @@ class OtelSink:
         if model and not held.model:
             held.model = model
             attributes["gen_ai.request.model"] = model
+            if output_type:
+                attributes["gen_ai.output.type"] = output_type
         if attributes and held.span is not None:
             held.span.set_attributes(attributes)
 

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -543,3 +544,61 @@ async def test_issue26_served_calls_export_one_rooted_span_each_with_their_recor
     assert UNSET == good.status.code
     assert (ERROR, FRAUD) == (bad.status.code, bad.status.message)
     assert "denied" == attributes(bad.attributes)["error.type"]
+
+
+class Verdict(msgspec.Struct):
+    order: int
+    approved: bool
+
+
+async def test_issue26_a_structured_streamed_request_says_so_on_its_spans(
+    receiver: Receiver, children: list[OtelProcess]
+) -> None:
+    """Issue 26 item 6: v1.41's conditionally required request attributes:
+    ``gen_ai.output.type`` when the request names an output format (an
+    ``output_type``: ``json``, on ``chat`` and ``invoke_agent``) and
+    ``gen_ai.request.stream`` iff the provider streams to the run (a governed
+    run holds its drafts and records the same either way, G41)."""
+    process = child(receiver, children)
+    typed = (
+        Agent.create(
+            provider=scripted(
+                [Reply(output=Verdict(order=7, approved=True))], stream=True
+            ),
+            model="m",
+            output_type=Verdict,
+        )
+        .watch(process)
+        .build()
+    )
+    assert '{"order":7,"approved":true}' == await typed.run("decide order 7")
+    streamed = (
+        Agent.create(provider=scripted(["Hi."], stream=True), model="m")
+        .watch(process)
+        .build()
+    )
+    assert "Hi." == await streamed.run("hello")
+    plain = desk(process, replies=["Hello."])
+    assert "Hello." == await plain.run("hello")
+    spans, _ = exported(receiver, process)
+
+    def said(span: Span) -> tuple[Any, Any]:
+        got = attributes(span.attributes)
+        return got.get("gen_ai.output.type"), got.get("gen_ai.request.stream")
+
+    def of(agent: Agent) -> list[Span]:
+        return [
+            s
+            for s in spans
+            if attributes(s.attributes)["gen_ai.conversation.id"] == agent.session_id
+        ]
+
+    assert {
+        "chat m": ("json", None),
+        "invoke_agent helmlog": ("json", None),
+    } == {s.name: said(s) for s in of(typed)}
+    assert {
+        "chat m": (None, True),
+        "invoke_agent helmlog": (None, None),
+    } == {s.name: said(s) for s in of(streamed)}
+    assert [(None, None)] * 2 == [said(s) for s in of(plain)]
