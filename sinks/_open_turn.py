@@ -2,11 +2,13 @@
 
 Pattern: one ``__slots__`` object per session with an open turn: its parent
          context, its ``invoke_agent`` span, a continuation span still due,
-         the open model call and tool spans; ``close`` ends them at one time.
+         the open model call and tool spans; ``close`` ends them at one time
+         (``settle``, a served session's calls, which record no end).
 Role:    sinks layer; ``OtelSink`` keeps one per session, made at
          ``agent.turn_start`` (or a continuation), dropped at the turn's end.
 
-Laws: R6 (spans end at recorded times), issue 8 item 8 (``parent``).
+Laws: R6 (spans end at recorded times), issue 8 item 8 (``parent``), issue
+26 item 6 (``root``, ``refused``, ``served``).
 Why one slot object: looked up once per event, dropped at once. A
 continuation span may be due rather than open: a recovery that only settles
 calls has nothing to put under it.
