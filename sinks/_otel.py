@@ -246,6 +246,8 @@ class OtelSink:
         held = self._open.get(ev.session_id)
         if held is not None and (held.span is not None or held.due is not None):
             return None
+        if held is not None and held.turnless() and not ev.traceparent:
+            return None  # a served call's pause (no turn, no context): no turn
         turn = held.turn if held is not None else None
         provider = getattr(ev, "provider", "") or (held.provider if held else "")
         root: tuple[int, int] | None = None
@@ -569,7 +571,8 @@ class OtelSink:
             context = held.tool_contexts[call_id] = trace.set_span_in_context(span)
         if context is None:  # the first event of this call
             held.settle(keep=call_id)
-            traceparent = derived_traceparent(ev.session_id, f"call {call_id}")
+            place = f"call {call_id} seq {ev.seq if ev.seq is not None else -1}"
+            traceparent = derived_traceparent(ev.session_id, place)
             ids = own_ids(traceparent)
             if ids is not None and self._ids is not None:
                 self._ids.prime(*ids)

@@ -53,6 +53,7 @@ from helmlog.runtime import ProviderError
 from helmlog.runtime.providers import Reply, openai_chat, scripted
 from helmlog.sinks import OtelProcess, OtlpExport, export
 from tests.otlp_receiver import Receiver, attributes, otlp_receiver
+from tests.replay.streams import FIXTURES, load_records
 from tests.unit.runtime.chat_server import (
     ChatServer,
     JsonAnswer,
@@ -602,3 +603,22 @@ async def test_issue26_a_structured_streamed_request_says_so_on_its_spans(
         "invoke_agent helmlog": (None, None),
     } == {s.name: said(s) for s in of(streamed)}
     assert [(None, None)] * 2 == [said(s) for s in of(plain)]
+
+
+async def test_issue26_a_served_pause_exports_rooted_spans_with_their_records(
+    receiver: Receiver,
+) -> None:
+    """Issue 26 item 6, R10: the golden served pause (``mcp_serve``'s ask, no
+    turn, no trace context) exported as ``replay --otlp`` does: the call's
+    span before the pause and after the approval each root their trace (no
+    ``invoke_agent`` opens: no turn does, and none would end), and both
+    records name an exported span."""
+    records = load_records(FIXTURES / "v3_served_pause.jsonl")
+    with OtlpExport(receiver.url) as collector:
+        await export(records, collector.sink, target=receiver.url)
+    spans, logs = receiver.spans(), receiver.log_records()
+
+    assert ["execute_tool refund"] * 2 == [s.name for s in spans]
+    assert_one_root_per_trace(spans)
+    assert 2 == len(logs)
+    assert_records_traced(logs, spans)
