@@ -5,14 +5,15 @@ Pattern: a client transport factory: the SDK's ``streamable_http_client`` over
          default is the SDK's own, ``create_mcp_http_client``).
 Role:    gateway layer; ``Upstream`` opens it for a URL upstream; the upstream
          credentials (headers, bearer, OAuth, TLS, proxy) plug in as the factory.
-Emits:   nothing; a transport failure reaches its request as an ``MCPError``.
+Emits:   nothing; a transport failure reaches its request as an ``MCPError``
+         (a POST that raised is answered ``CONNECTION_CLOSED``: ``_Answering``).
 
 Laws: P25 (progress, list_changed, cancel and resumption are the SDK's),
-H4 (no URL or cause to the caller), issue 26 item 2 (one HTTP stack).
+P26 and issue 26 item 2 (one HTTP stack), H4 (no URL or cause to the caller).
 
 Why one stack: ``http://`` and ``https://`` go over the same client, so one
 set of proxy (``HTTP_PROXY``, ``trust_env``) and TLS settings governs both;
-the kept-alive HTTP/1.1 wire of the v1 era did not pay on v2 (bench/proxy.py).
+the fast path (``_fast``) posts on that same client.
 """
 
 from __future__ import annotations

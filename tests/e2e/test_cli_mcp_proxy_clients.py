@@ -123,8 +123,9 @@ async def _mcp(target: Any, mode: str) -> tuple[list[str], Any, str, str]:
 async def test_the_mcp_2_client_lists_and_calls_through_the_cli(
     transport: str, mode: str
 ) -> None:
-    """Items 1, 5: the mcp 2.x client, in its default era (2026-07-28) and the
-    handshake's, lists the upstream's tools and gets the scrubbed model."""
+    """P25, P27, items 1 and 5: the mcp 2.x client, in its default era
+    (2026-07-28) and the handshake's, lists the upstream's tools and gets the
+    scrubbed model."""
     if transport == "http":
         with _http_proxy() as url:
             tools, structured, text, era = await _mcp(url, mode)
@@ -141,8 +142,9 @@ async def test_the_mcp_2_client_lists_and_calls_through_the_cli(
 async def test_the_fastmcp_4_client_lists_and_calls_through_the_cli(
     transport: str,
 ) -> None:
-    """Items 3, 5: FastMCP 4's client (which checks structured content against
-    the output schema) lists and calls; ``.data`` is the scrubbed record."""
+    """P25, P27, items 3 and 5: FastMCP 4's client (which checks structured
+    content against the output schema) lists and calls; ``.data`` is the
+    scrubbed greeting."""
 
     async def run(target: Any) -> tuple[list[str], Any, Any]:
         async with fastmcp.Client(target) as client:
@@ -183,8 +185,8 @@ CALL = ("--method", "tools/call", "--tool-name", "customer", "--tool-arg", "name
 async def test_the_inspector_cli_lists_and_calls_through_the_cli(
     transport: str,
 ) -> None:
-    """Item 5: the Inspector's CLI, ``tools/list`` and ``tools/call``, over
-    stdio (it spawns the proxy) and over ``--transport http <url>``."""
+    """P25, P27, item 5: the Inspector's CLI, ``tools/list`` and ``tools/call``,
+    over stdio (it spawns the proxy) and over ``--transport http <url>``."""
     if transport == "http":
         with _http_proxy() as url:
             listed = await _inspector(
