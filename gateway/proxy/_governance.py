@@ -1,14 +1,15 @@
 """Governance links in the proxy: the innermost layer, on the one pipeline.
 
 Pattern: an adapter turning a forwarded ``tools/call`` into a run of the
-         runtime's ``ToolPipeline`` under the ``SERVED`` rules, whose
-         ``execute`` is the session's upstream call (handed in per call).
+         runtime's ``ToolPipeline`` under ``TASK_RULES`` (``SERVED`` whose
+         asks pause, as ``mcp_serve``'s), whose ``execute`` is the session's
+         upstream call (handed in per call); an ask goes to ``_asks``.
 Role:    gateway layer; ``McpProxy(governance=[links])`` makes one; the tool
          terminal of ``_routing`` calls it after every rewrite and P10.
 Emits:   rows and ``tool.dispatched`` into the session's stream (the ledger).
 
-Laws: P14 (S2–S4 as ``mcp_serve``; a refusal carries POLICY_DENIED; an
-upstream error is the tool's raise, S4 over P25, H6), R5, R7, P25.
+Laws: P14 (S2–S4 and S10 as ``mcp_serve``; a refusal carries POLICY_DENIED;
+an upstream error is the tool's raise, S4 over P25, H6), R5, R7, P25.
 
 Why the upstream's own answer goes back when no link changed it: the proxy is
 transparent; only a transform or a refusal replaces what the upstream said.
@@ -27,10 +28,11 @@ from mcp.shared.exceptions import MCPError
 from helmlog.events.lowlevel import compact_json
 from helmlog.runtime import Tool, wall_clock_ms
 from helmlog.runtime.lowlevel import (
-    SERVED,
     CallSite,
     Entry,
     Link,
+    Outcome,
+    Paused,
     Ran,
     Refused,
     ToolPipeline,
@@ -38,8 +40,11 @@ from helmlog.runtime.lowlevel import (
     tool_link_problem,
 )
 
+from .._serve import _ask_of
 from .._structured import structured
+from .._tasks import TASK_RULES
 from ..upstream import Upstream
+from ._asks import DivertingRecorder, ProxyAsks
 from ._audit import ProxyLedger
 from ._calls import CallState
 from ._layers import ProxyContext, RejectionReason
@@ -153,11 +158,13 @@ class Governance:
         self.upstream = upstream
         self.ledger = ledger
         self.links: tuple[Link, ...] = tuple(as_tool_link(obj) for obj in links)
-        self.pipeline = ToolPipeline({}, self.links, SERVED, clock=wall_clock_ms)
+        self.pipeline = ToolPipeline({}, self.links, TASK_RULES, clock=wall_clock_ms)
         self._counter = itertools.count(1)
         self._tools: dict[str, Tool] = {}
+        self.asks: ProxyAsks | None = None  # the proxy's (S10), set by McpProxy
+        self.forward: UpstreamCall | None = None  # a resume's, set by McpProxy
 
-    def _tool(self, name: str) -> Tool:
+    def tool(self, name: str) -> Tool:
         found = self._tools.get(name)
         if found is None:
             # The upstream judges its own schema; S3's validation here checks
@@ -179,8 +186,17 @@ class Governance:
         progress: Any,
         upstream_call: UpstreamCall,
     ) -> types.CallToolResult:
-        """Walk one forwarded call; return what the client receives (S4, P14)."""
-        tool = self._tool(forward.params.name)
+        """Walk one forwarded call; return what the client receives (S4, P14).
+
+        A call whose ``_meta`` names an ask (``helmlog/ask``) reads its
+        outcome back and is never forwarded (S4); a call whose rule asks is
+        the durable pause ``_asks`` records (S10).
+        """
+        asks = self.asks
+        ask_id = _ask_of(forward.params.meta)
+        if ask_id is not None and asks is not None:
+            return await asks.outcome(ask_id, forward.params.name, ctx.identity)
+        tool = self.tool(forward.params.name)
         args: Any = (
             forward.params.arguments if forward.params.arguments is not None else {}
         )
@@ -192,18 +208,57 @@ class Governance:
             history=(),
             identity=ctx.identity,
         )
-        recorder = self.ledger.recorder(audit_session)
+        inner = self.ledger.recorder(audit_session)
+        recorder: Any = (
+            inner if asks is None else DivertingRecorder(inner, asks.open_stream)
+        )
         fwd = _Forward(upstream_call, forward, state, progress)
         token = _current.set(fwd)
         try:
             out = await self.pipeline.run(tool, site, Entry.fresh(args), recorder)
         finally:
             _current.reset(token)
+        if isinstance(out, Paused):
+            if asks is None:
+                raise RuntimeError("McpProxy governance asked with no asks to hold it")
+            state.middleware = out.ask.middleware
+            return await asks.paused(recorder.stream, site, out)
+        return self._answer(out, fwd, recorder, state)
+
+    async def resumed(
+        self,
+        tool: Tool,
+        site: CallSite,
+        pending: Any,
+        decision: Any,
+        recorder: Any,
+        state: CallState,
+    ) -> types.CallToolResult | Paused:
+        """A decided pause's call (S10): the chain from the asker on, the
+        upstream's tool once if approved; what the client receives (P14)."""
+        upstream_call = self.forward
+        if upstream_call is None:
+            raise RuntimeError("McpProxy governance has no upstream to resume on")
+        params = types.CallToolRequestParams(name=tool.name, arguments=pending.args)
+        fwd = _Forward(upstream_call, types.CallToolRequest(params=params), state, None)
+        token = _current.set(fwd)
+        try:
+            out = await self.pipeline.resume(tool, site, pending, decision, recorder)
+        finally:
+            _current.reset(token)
+        if isinstance(out, Paused):
+            return out
+        return self._answer(out, fwd, recorder, state)
+
+    def _answer(
+        self, out: Outcome, fwd: _Forward, recorder: Any, state: CallState
+    ) -> types.CallToolResult:
+        """What the client receives for a walked call (S4, P14, P27)."""
         if isinstance(out, Refused) or (isinstance(out, Ran) and out.denied):
             state.reason = RejectionReason.POLICY_DENIED
             state.middleware = recorder.refused_by
             return _refusal(out.text, recorder.refused_by)
-        assert isinstance(out, Ran)  # SERVED never pauses
+        assert isinstance(out, Ran)
         if fwd.error is not None:
             # S4 wins over P25 here (docs/laws.md, H6): the upstream's error
             # is the tool's raise; the client gets the walk's verdict on it.

@@ -8,7 +8,9 @@ Role:    gateway layer; ``McpProxy(upstream, ...)``; ``async with proxy``, then
          ``serve_stdio``/``run`` or ``http_app``/``http_server``/``serve_http``.
 Emits:   through its parts: telemetry, audit chain, governance rows.
 
-Laws: P3, P8, P13, P14, P16, H6, P17, P18, P21, P24, P25 (see each part).
+Laws: P3, P8, P13, P14, P16, H6, P17, P18, P21, P24, P25 (see each part);
+S10 through P14 (``resume``/``on_store``: a governance ask decided by a
+person, carried out on the upstream by the deciding process).
 
 Why one upstream connection for every session: the upstream is a server the
 operator runs once; requests are independent JSON-RPC calls multiplexed by id.
@@ -16,6 +18,7 @@ operator runs once; requests are independent JSON-RPC calls multiplexed by id.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import uuid
@@ -26,10 +29,11 @@ from typing import Any
 import anyio
 import mcp.types as types
 
-from helmlog.events import EventStore
+from helmlog.events import Checkpoint, EventStore
 
 from ..upstream import Upstream
 from ._accounting import Accounting
+from ._asks import ProxyAsks
 from ._audit import ProxyLedger
 from ._calls import ToolCallTelemetry
 from ._governance import Governance
@@ -154,6 +158,10 @@ class McpProxy:
             )
         if observer_timeout_s <= 0:
             raise ValueError("McpProxy: observer_timeout_s > 0")
+        # What ``on_store`` rebuilds this proxy from (S10's deciding process).
+        self._options: dict[str, Any] = {
+            k: v for k, v in locals().items() if k not in ("self", "__class__")
+        }
         self.name = name
         self.version = version
         observers = Observers(
@@ -206,6 +214,12 @@ class McpProxy:
             pass_through_resources=pass_through_resources,
         )
         self.accounting = Accounting(self.ledger, observers, name=name, version=version)
+        # S10 via P14: a governance link's ask is a durable pause of its own.
+        self.asks = ProxyAsks(self)
+        if self.governance is not None:
+            self.governance.asks = self.asks
+            self.governance.forward = self.routing.forward
+        self._deciding = anyio.Lock()
 
     def __repr__(self) -> str:
         return f"McpProxy(name={self.name!r}, upstream={self.upstream.label!r})"
@@ -244,6 +258,61 @@ class McpProxy:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    # -- asks decided by a person (S10 through P14) -----------------------
+
+    @property
+    def store(self) -> EventStore:
+        """The store the proxy's sessions and governance asks are recorded in."""
+        return self.records.store
+
+    def on_store(self, store: EventStore) -> McpProxy:
+        """The same proxy (upstream, options, governance) recording into ``store``.
+
+        What ``--agent module:attr`` makes of an ``McpProxy`` (``helmlog
+        approve``, ``helmlog serve``): the command opens the store, and the
+        proxy decides that store's governance asks (S10, P14). An audit
+        keeps its settings and records into ``store`` too.
+        """
+        options = dict(self._options)
+        audit = options.get("audit")
+        if audit is not None:
+            options["audit"] = dataclasses.replace(audit, store=store)
+        options["store"] = store
+        return McpProxy(**options)
+
+    async def resume(
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> str:
+        """Decide a governance ask's pause and carry the call out (S10, P14).
+
+        What ``decide_pending`` hands a resumer. A proxy not started opens
+        its upstream for this decision (its own connection) and closes it
+        after; the upstream's tool runs once if approved. Returns the text
+        the asking call's client receives (recorded as its task's end).
+
+        Raises:
+            CheckpointError: the checkpoint is not a pending pause of this
+                proxy's (``stale``, ``replayed``, ``tampered``).
+            DecisionRequiredError: ``decision`` is not a ``CheckInDecision``.
+            UpstreamError: the upstream did not start.
+        """
+        del traceparent, tracestate  # a proxied call has no turn to trace
+        if self.governance is None:
+            raise ValueError("this McpProxy has no governance: it holds no asks")
+        async with self._deciding:
+            if self.upstream.session is not None:
+                return await self.asks.resume(checkpoint, decision)
+            await self.start()
+            try:
+                return await self.asks.resume(checkpoint, decision)
+            finally:
+                await self.close()
 
     # -- routing and observers (``Routing``, ``Observers``) --------------
 

@@ -32,9 +32,11 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._tasks import TASKS_EXTENSION, TaskParams, declared
 from .._withheld import withheld
 from ..upstream import Upstream
 from ._accounting import Accounting
+from ._asks import ASKED, Asked
 from ._calls import CallState, resource_hidden
 from ._layers import ProxyContext, clean_headers
 from ._outputs import judge
@@ -202,6 +204,18 @@ class ProxySession:
         for method, params_type, _result, capability in _FORWARDED:
             if getattr(caps, capability, None) is not None:
                 add(method, params_type, _guarded(self._forward))
+        governance = self.routing.governance
+        if governance is not None and governance.asks is not None:
+            # S10 through P14: a governance ask waits as a task.
+            asks = governance.asks
+            server.extensions[TASKS_EXTENSION] = {}
+
+            async def task_get(ctx: Ctx, params: TaskParams) -> dict[str, Any]:
+                return await asks.task_get(ctx, params, self.identity)
+
+            add("tasks/get", TaskParams, task_get)
+            add("tasks/update", TaskParams, asks.task_ack)
+            add("tasks/cancel", TaskParams, asks.task_ack)
         add("server/discover", types.RequestParams, self._discover)
         server.middleware.append(self._seen)
         return server
@@ -236,6 +250,8 @@ class ProxySession:
             update["resources"] = caps.resources.model_copy(
                 update={"list_changed": None, "subscribe": None}
             )
+        if self.server.extensions:  # the proxy's own (S10 through P14)
+            update["extensions"] = {**(caps.extensions or {}), **self.server.extensions}
         return types.DiscoverResult(
             supported_versions=list(MODERN_PROTOCOL_VERSIONS),
             capabilities=caps.model_copy(update=update),
@@ -325,7 +341,15 @@ class ProxySession:
                 raw = {"resultType": "complete", **raw}
             return raw
         req = types.CallToolRequest(params=params)
-        return await self.routed(req, pctx, self._progress(ctx), wire)
+        asked = Asked()
+        token = ASKED.set(asked)
+        try:
+            out = await self.routed(req, pctx, self._progress(ctx), wire)
+        finally:
+            ASKED.reset(token)
+        if asked.view is not None and declared(ctx):
+            return asked.view.wire(result_type="task")  # S10 through P14
+        return out
 
     async def routed(
         self,
