@@ -12,8 +12,9 @@ read; the sweep declines an ask past its deadline as ``timeout``).
 
 Why the agent is built in the lifespan: the factory must build on the store
 the app opened, and a cluster is joined and left with the app. The factory
-may build an ``mcp_serve`` result instead (S10): the page then lists and
-decides its served tools' asks (``ServedRunner``).
+may build an ``mcp_serve`` result or an ``McpProxy`` instead (S10, P14): the
+page then lists and decides its served tools' or governance's asks
+(``ServedRunner``).
 """
 
 from __future__ import annotations
@@ -207,12 +208,15 @@ def create_app(config: ServeConfig) -> Starlette:
                 )
             runner: Runner
             redact = None
-            if isinstance(local, ServedTools):
-                # S10: the served tools' asks, decided here; calls are MCP's.
+            from ..proxy import McpProxy
+
+            if isinstance(local, (ServedTools, McpProxy)):
+                # S10: the served tools' (or the proxy governance's, P14)
+                # asks, decided here; calls are MCP's.
                 if config.cluster is not None:
                     raise ValueError(
                         "--cluster runs agents' sessions; an mcp_serve result's "
-                        "asks are decided in this process"
+                        "or an McpProxy's asks are decided in this process"
                     )
                 runner = ServedRunner(local)
             elif config.cluster is None:

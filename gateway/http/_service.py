@@ -157,10 +157,12 @@ class ClusterRunner:
 
 
 class ServedRunner:
-    """The asks of tools served over MCP (an ``mcp_serve`` result, S10).
+    """The asks of tools served over MCP (an ``mcp_serve`` result, S10) or
+    of an ``McpProxy``'s governance (P14).
 
     Their calls start over MCP, not here: ``start`` and ``send`` are a 400;
-    ``resume`` carries a decided pause out with ``ServedTools.resume``.
+    ``resume`` carries a decided pause out with ``ServedTools.resume`` (or
+    ``McpProxy.resume``, which opens the proxy's upstream for it).
     """
 
     def __init__(self, served: Any) -> None:
@@ -185,7 +187,8 @@ def _no_sessions() -> HttpProblem:
     return HttpProblem(
         400,
         ERR_BAD_REQUEST,
-        "this server decides the asks of tools served over MCP (mcp_serve): "
+        "this server decides the asks of tools served over MCP (mcp_serve, "
+        "mcp-proxy): "
         "their calls start over MCP, not as sessions here",
     )
 
