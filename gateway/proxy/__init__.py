@@ -6,7 +6,8 @@ serves clients over stdio or Streamable HTTP. The names imported here are
 for ``helmlog.gateway`` to re-export: that is their one public namespace.
 
 Layout: ``_layers`` (onion, context, reasons), ``_calls`` (a call's values),
-``_observers``, ``_audit`` (the ledger), ``_governance``, ``_accounting``,
+``_observers``, ``_audit`` (the ledger), ``_governance`` (+ ``_asks``: an
+ask's pause, task and decision), ``_accounting``,
 ``_routing`` (the one tool route, on models or on JSON), ``_session`` (an SDK
 ``Server`` per session), ``_proxy``; HTTP ``_http`` (+ ``_resume``),
 ``_uvicorn``; stdio is the SDK's.

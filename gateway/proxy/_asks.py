@@ -18,7 +18,7 @@ import asyncio
 import contextvars
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
@@ -52,8 +52,20 @@ from ._layers import ProxyContext
 from ._outputs import judge
 
 if TYPE_CHECKING:
-    from ._audit import _Recorder, _Stream
-    from ._proxy import McpProxy
+    from ._audit import ProxyLedger, _Recorder, _Stream
+
+
+class ProxyParts(Protocol):
+    """What of its proxy an asks holder uses (``McpProxy`` is one; typed
+    structurally so this module imports neither it nor governance)."""
+
+    name: str
+    version: str
+    records: ProxyLedger
+    governance: Any
+    routing: Any
+    upstream: Any
+    accounting: Any
 
 
 class Asked:
@@ -128,13 +140,13 @@ class DivertingRecorder:
 class ProxyAsks:
     """The asks of one proxy's governance: recorded, read back, decided."""
 
-    def __init__(self, proxy: McpProxy) -> None:
+    def __init__(self, proxy: ProxyParts) -> None:
         self.proxy = proxy
         self.prefix = f"mcp-{proxy.name}-"
         self._resuming = asyncio.Lock()
 
     @property
-    def ledger(self) -> Any:
+    def ledger(self) -> ProxyLedger:
         return self.proxy.records
 
     def open_stream(self) -> _Stream:

@@ -77,13 +77,15 @@ async def _decide(page: str, ask: dict[str, Any], verb: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.parametrize("agent", ["PROXY", "build"])
 async def test_p14_s10_the_page_approves_a_proxy_ask_and_the_task_completes(
-    redis_url: str,
+    redis_url: str, agent: str
 ) -> None:
-    """P14, S10, P27: the page lists the proxy's waiting ask; approved, the
-    page's process runs the upstream tool and the client's task completes
-    with its structured result as the scrub left it."""
-    factory = load_factory("tests.unit.gateway.proxy_ask_desk:PROXY")
+    """P14, S10, P27: ``--agent`` names an ``McpProxy`` (or a factory of
+    one); the page lists the proxy's waiting ask; approved, the page's
+    process runs the upstream tool and the client's task completes with its
+    structured result as the scrub left it."""
+    factory = load_factory(f"tests.unit.gateway.proxy_ask_desk:{agent}")
     decided: list[dict[str, Any]] = []
 
     async def on_the_page(page: str) -> None:

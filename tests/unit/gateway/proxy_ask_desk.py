@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from helmlog import ToolMiddleware, allow, ask
+from helmlog.events import EventStore
 from helmlog.gateway import McpProxy
 
 from .fastmcp_upstream import SCRUB
@@ -41,3 +42,8 @@ POLICY: dict[str, Any] = {"name": "desk", "governance": [FOUR_EYES, SCRUB]}
 #: ``--agent tests.unit.gateway.proxy_ask_desk:PROXY``: rebuilt on the
 #: command's store (``McpProxy.on_store``), started for the decision only.
 PROXY = McpProxy(UPSTREAM, **POLICY)
+
+
+def build(store: EventStore) -> McpProxy:
+    """``--agent ...proxy_ask_desk:build``: the same proxy, built on ``store``."""
+    return McpProxy(UPSTREAM, store=store, **POLICY)
