@@ -87,14 +87,22 @@ ASKED: contextvars.ContextVar[Asked | None] = contextvars.ContextVar(
 def caller(identity: Any) -> dict[str, Any] | None:
     """A session's identity as a pause records it (a mapping; S2).
 
-    The proxy's resolver may return any value; one that is not a mapping is
-    recorded under ``"identity"``.
+    The proxy's resolver may return any value; one that is not a mapping
+    (or is one of the key ``"identity"`` alone) is recorded under
+    ``"identity"``.
     """
     if identity is None:
         return None
-    if isinstance(identity, Mapping):
+    if isinstance(identity, Mapping) and set(identity) != {"identity"}:
         return dict(identity)
-    return {"identity": identity}
+    return {"identity": identity}  # ``uncaller`` gives it back
+
+
+def uncaller(recorded: Any) -> Any:
+    """The session's identity from what ``caller`` recorded (a resume's, S10)."""
+    if isinstance(recorded, Mapping) and set(recorded) == {"identity"}:
+        return recorded["identity"]
+    return recorded
 
 
 class DivertingRecorder:
@@ -254,7 +262,7 @@ class ProxyAsks:
         governance = proxy.governance
         assert governance is not None
         tool = governance.tool(pending.tool_name)
-        identity = stream.journal.folder.identity
+        identity = uncaller(stream.journal.folder.identity)
         site = CallSite(
             tool_name=tool.name,
             tool_source=tool.source,

@@ -38,6 +38,7 @@ from helmlog.events import CheckpointError, EventStore, MemoryEventStore
 from helmlog.gateway import McpProxy, ProxyAudit
 from helmlog.runtime.lowlevel import decide_pending
 
+from .http_helpers import http_client
 from .proxy_ask_desk import POLICY, UPSTREAM
 from .proxy_helpers import proxied, text_of
 from .task_client import TASKS, TaskHandle, Tasks, client, get_task, wait_task
@@ -342,3 +343,57 @@ async def test_s10_over_redis_the_cli_decides_and_a_new_proxy_process_answers(
     async with client(server) as c:
         result = await wait_task(c.session, handle.task_id)
     assert (False, SCRUBBED) == (result.is_error, result.structured_content)
+
+
+# -- the caller's identity across the pause (S2) ------------------------------
+
+
+async def test_s10_s2_the_pause_keeps_the_caller_and_only_that_caller_reads_it() -> (
+    None
+):
+    """S2, S10, G62: over Streamable HTTP each session's identity comes from
+    the resolver; the links after the asker see the asking caller's identity
+    on resume (as the resolver gave it), and another caller's read-back of
+    the ask is refused, its ``tasks/get`` not found."""
+    seen: list[Any] = []
+
+    def spy(call: Any) -> Any:
+        seen.append(call.identity)
+        return allow()
+
+    store = MemoryEventStore()
+    proxy = McpProxy(
+        IN_PROCESS,
+        name="desk",
+        governance=[FOUR_EYES, ToolMiddleware(name="spy", on_tool_call=spy)],
+        store=store,
+        resolve_identity=lambda headers: headers.get("x-user"),
+    )
+    async with proxy, proxy.http_server() as url:
+        async with http_client(url, {"X-User": "ops-bot"}) as ops:
+            asked = await ops.call_tool("refund", {"amount": 250})
+        ask_id = _ask_id(text_of(asked))
+        said = await decide_pending(
+            store,
+            ask_id.partition("/")[0],
+            proxy.resume,
+            approved=True,
+            by="dana",
+            note=None,
+        )
+        meta = {"helmlog/ask": ask_id}
+        async with http_client(url, {"X-User": "eve"}) as eve:
+            stolen = await eve.call_tool("refund", {}, meta=meta)
+        async with http_client(url, {"X-User": "ops-bot"}) as ops:
+            read = await ops.call_tool("refund", {}, meta=meta)
+        async with client(url) as c:  # 2026-07-28, no identity (None)
+            with pytest.raises(MCPError) as hidden:
+                await get_task(c.session, ask_id)
+    assert "refunded 250.0" == said
+    assert ["ops-bot"] == seen  # the spy ran once, after the approval
+    assert (True, f"ask '{ask_id}' was made by another caller") == (
+        stolen.is_error,
+        text_of(stolen),
+    )
+    assert ("refunded 250.0", False) == (text_of(read), read.is_error)
+    assert types.INVALID_PARAMS == hidden.value.error.code
