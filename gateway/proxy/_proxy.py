@@ -390,9 +390,14 @@ class McpProxy:
             await self.ledger.close_session(session.audit_session)
         await self.observers.session_closed(session.audit_session)
 
-    async def run(self, read_stream: Any, write_stream: Any) -> None:
-        """Serve one stdio-style session over a pair of SDK streams (P21)."""
+    async def run(
+        self, read_stream: Any, write_stream: Any, *, lane: Any = None
+    ) -> None:
+        """Serve one stdio-style session over a pair of SDK streams (P21);
+        ``lane`` (a ``fast.ServingLane``) answers its plain calls."""
         session = await self._stdio_session()
+        if lane is not None:
+            lane.attach(session)
         try:
             await session.run(read_stream, write_stream)
         finally:
@@ -416,8 +421,11 @@ class McpProxy:
 
         from ._stdio import loop_pipes_usable, loop_stdio
 
-        transport = loop_stdio() if loop_pipes_usable() else stdio_server()
-        async with transport as (read_stream, write_stream):
+        if loop_pipes_usable():
+            async with loop_stdio() as (read_stream, write_stream, lane):
+                await self.run(read_stream, write_stream, lane=lane)
+            return
+        async with stdio_server() as (read_stream, write_stream):
             await self.run(read_stream, write_stream)
 
     def http_app(self, **kw: Any) -> Any:

@@ -7,9 +7,13 @@ Pattern: an async context manager yielding the SDK session's stream pair
          ``stdio_server`` does.
 Role:    gateway layer; ``McpProxy.serve_stdio`` when both are pipes, sockets
          or terminals on asyncio (the SDK's transport otherwise).
+         Each line is decoded once (msgspec) and offered to the session's
+         serving lane (``fast.ServingLane``) first: a plain ``tools/call`` it
+         claims never enters the SDK's dispatcher.
 Emits:   nothing; a malformed line reaches the session as the SDK's error.
 
-Laws: P25 (each line one message, as the SDK reads and writes it).
+Laws: P25 (each line one message, as the SDK reads and writes it; a lane
+answer is the SDK path's).
 
 Why not the SDK's ``stdio_server``: its file wrappers cost three worker-thread
 hops per call (bench/proxy.py); the descriptors are set blocking at close.
@@ -26,11 +30,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import msgspec
 import sniffio
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
+from ..fast import ServingLane
+
 CHUNK = 1 << 16
+_decode = msgspec.json.Decoder().decode
 
 
 def loop_pipes_usable() -> bool:
@@ -85,8 +93,9 @@ async def _lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
 
 
 @contextlib.asynccontextmanager
-async def loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
-    """This process's stdin/stdout as the SDK's (read, write) stream pair."""
+async def loop_stdio() -> AsyncIterator[tuple[Any, Any, ServingLane]]:
+    """This process's stdin/stdout as the SDK's (read, write) stream pair, and
+    the serving lane that sees each line first (``attach`` it to the session)."""
     loop = asyncio.get_running_loop()
     stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
     reader = asyncio.StreamReader(limit=CHUNK)
@@ -101,15 +110,30 @@ async def loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
     ](0)
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
 
+    async def write_line(data: bytes) -> None:
+        if writer.lost.is_set():
+            raise anyio.BrokenResourceError
+        write_transport.write(data + b"\n")
+        await writer.resumed.wait()
+
+    lane = ServingLane(write_line)
+
     async def read_lines() -> None:
         async with read_send:
             async for line in _lines(reader):
+                try:
+                    decoded = _decode(line)
+                except (msgspec.DecodeError, RecursionError):
+                    decoded = None  # the SDK's parser answers it
+                if decoded is not None and lane.take(decoded):
+                    continue
                 try:
                     message = jsonrpc_message_adapter.validate_json(line, by_name=False)
                 except ValueError as exc:  # the SDK's contract: the session answers
                     await read_send.send(exc)
                     continue
                 await read_send.send(SessionMessage(message))
+            lane.close()  # EOF: the SDK cancels its calls, the lane its own
 
     async def write_lines(done: anyio.Event) -> None:
         try:
@@ -127,11 +151,12 @@ async def loop_stdio() -> AsyncIterator[tuple[Any, Any]]:
 
     try:
         async with anyio.create_task_group() as tg:
+            lane.start(tg)
             written = anyio.Event()
             tg.start_soon(read_lines)
             tg.start_soon(write_lines, written)
             try:
-                yield read_stream, write_stream
+                yield read_stream, write_stream, lane
             finally:
                 # What the session wrote last still goes out; then stop reading.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):

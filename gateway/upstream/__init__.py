@@ -7,7 +7,7 @@ that failed raises (P25); its public namespace is ``helmlog.gateway``.
 
 Layout: ``_upstream`` (the connection), ``_stdio`` (the SDK's stdio client),
 ``_http`` (the SDK's Streamable HTTP client on one ``httpx2`` client, made by
-an ``HttpClientFactory``), ``_fast`` (the one fast path: a plain
+an ``HttpClientFactory``), ``..fast.upstream`` (the fast path: a plain
 ``tools/call`` as one raw POST on that same client), ``_credentials``
 (``HttpUpstream``: the headers, credentials, TLS and proxy settings that
 factory is built from, P26).

@@ -13,7 +13,7 @@ P26 and issue 26 item 2 (one HTTP stack), H4 (no URL or cause to the caller).
 
 Why one stack: ``http://`` and ``https://`` go over the same client, so one
 set of proxy (``HTTP_PROXY``, ``trust_env``) and TLS settings governs both;
-the fast path (``_fast``) posts on that same client.
+the fast path (``gateway.fast``) posts on that same client.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED
 
-from ._fast import HttpLink
+from ..fast import HttpLink
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -60,7 +60,7 @@ async def upstream_http(
         url: the upstream's MCP endpoint (``http://`` or ``https://``).
         label: how the upstream is named in logs (never to a client, H4).
         http_client: makes the ``httpx2.AsyncClient``; the SDK's by default.
-        link: given the client too, for the fast path's raw POSTs (``_fast``).
+        link: given the client too, for the fast path's raw POSTs (``gateway.fast``).
     """
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"an HTTP upstream is an http:// or https:// URL: {label}")

@@ -37,8 +37,8 @@ from pydantic import ConfigDict, TypeAdapter
 from helmlog.events import HelmlogError
 
 from .._withheld import withheld
+from ..fast import FastPosts, HttpLink
 from ._credentials import HttpUpstream
-from ._fast import FastPosts, HttpLink
 from ._http import HttpClientFactory
 
 log = logging.getLogger("helmlog.proxy")
@@ -157,7 +157,7 @@ class Upstream:
         self.session: ClientSession | None = None
         self.init: Connected | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        # The fast path of a plain tools/call to an HTTP upstream (``_fast``);
+        # The fast path of a plain tools/call to an HTTP upstream (``gateway.fast``);
         # tests turn it off to compare it with the SDK path.
         self.fast = True
         self._link: HttpLink | None = None

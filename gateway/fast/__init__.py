@@ -1,0 +1,31 @@
+"""The proxy's kept fast paths, both here: one serving lane, one upstream POST.
+
+Pattern: two modules beside the SDK's own machinery, each taking only a
+         plain ``tools/call`` (no progress token, no task) and handing every
+         other message to the SDK unchanged:
+         ``lane.ServingLane`` (serving side): a stdio line decoded once and
+         run through the SDK's kernel (``ServerRunner``/``serve_one``: its
+         validation, middleware, the session's handler, its result shaping)
+         without the dispatcher's message models, streams and task hop;
+         ``upstream.FastPosts`` (client side): one raw POST on the SDK
+         transport's own ``httpx2`` client, checked by the SDK's validator.
+Role:    gateway layer, under ``proxy`` and ``upstream`` (imports only the
+         SDK and ``gateway._withheld``); ``McpProxy.fast_calls = False``
+         turns both off (the SDK path everywhere).
+Emits:   nothing of their own.
+
+Laws: P25, P20. Checked by differential tests that run the same calls with
+the paths on and off and compare answers and audit rows whole:
+``tests/unit/gateway/test_proxy_lane.py`` (the lane: plain, tool error,
+hidden, renamed by a rule, structured, unknown tool, bad params, cancelled,
+both eras) and ``test_proxy_fast.py`` (the upstream POST).
+
+Why kept (bench/proxy.py, 400 calls, 5 ms tool, added p50): on the v2 SDK
+the proxy added 1.25–1.36 ms on stdio and 2.6–2.7 ms over HTTP without a
+rule; the figures with each path are in docs/design.md's proxy section.
+"""
+
+from .lane import ServingLane
+from .upstream import FastPosts, HttpLink
+
+__all__ = ["FastPosts", "HttpLink", "ServingLane"]
