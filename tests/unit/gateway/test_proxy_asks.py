@@ -5,8 +5,9 @@ Pattern: ``McpProxy(governance=[an asking rule, ...])`` in front of real
          FastMCP 4 server as a stdio child), reached by the ``mcp`` 2.x
          client in memory (handshake era), over Streamable HTTP (2026-07-28,
          declaring the tasks extension) and through ``helmlog mcp-proxy`` as
-         a stdio child over Redis; a person decides with ``decide_pending``
-         (what the page and ``helmlog approve`` call) or the real CLI.
+         a stdio child over Redis, by FastMCP 4's client and the MCP
+         Inspector's CLI; a person decides with ``decide_pending`` (what the
+         page and ``helmlog approve`` call) or the real CLI.
 Role:    unit tests for ``gateway/proxy/_asks.py`` and the ask paths of
          ``_governance.py``, ``_session.py`` and ``McpProxy.resume``.
 Emits:   nothing.
@@ -29,6 +30,8 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
+from fastmcp import Client as FastMCPClient
+from fastmcp.client.transports import StreamableHttpTransport
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -36,12 +39,14 @@ from helmlog import ToolMiddleware, allow, ask
 from helmlog._asks import pending_questions
 from helmlog.events import CheckpointError, EventStore, MemoryEventStore
 from helmlog.gateway import McpProxy, ProxyAudit
+from helmlog.gateway._tasks import ASK_META
 from helmlog.runtime.lowlevel import decide_pending
 
 from .http_helpers import http_client
 from .proxy_ask_desk import POLICY, UPSTREAM
 from .proxy_helpers import proxied, text_of
 from .task_client import TASKS, TaskHandle, Tasks, client, get_task, wait_task
+from .test_serve_clients import _inspector, needs_npx
 from .upstream_server import CALLS
 from .upstream_server import UPSTREAM as IN_PROCESS
 
@@ -397,3 +402,59 @@ async def test_s10_s2_the_pause_keeps_the_caller_and_only_that_caller_reads_it()
     )
     assert ("refunded 250.0", False) == (text_of(read), read.is_error)
     assert types.INVALID_PARAMS == hidden.value.error.code
+
+
+# -- real clients that take no tasks (S4 through P14) -------------------------
+
+
+async def test_s4_fastmcp_reads_back_a_proxy_ask_s_structured_outcome() -> None:
+    """S4, P14, P27: FastMCP 4's client (which checks a result against the
+    tool's output schema) gets the tool error naming the ask; once dana
+    approves, the same call with ``_meta`` naming it returns the FastMCP 4
+    upstream's structured result as the scrub left it."""
+    store = MemoryEventStore()
+    proxy = McpProxy(UPSTREAM, store=store, **POLICY)
+    async with (
+        proxy,
+        proxy.http_server() as url,
+        FastMCPClient(StreamableHttpTransport(url)) as c,
+    ):
+        asked = await c.call_tool("customer", {"name": "ann"}, raise_on_error=False)
+        ask_id = _ask_id(asked.content[0].text)
+        await decide_pending(
+            store,
+            ask_id.partition("/")[0],
+            proxy.resume,
+            approved=True,
+            by="dana",
+            note=None,
+        )
+        read = await c.call_tool("customer", {"name": "ann"}, meta={ASK_META: ask_id})
+    assert asked.is_error and "helmlog approve" in asked.content[0].text
+    assert (False, SCRUBBED) == (read.is_error, read.structured_content)
+
+
+@needs_npx
+async def test_s4_the_inspector_cli_is_told_the_pending_proxy_ask() -> None:
+    """S4, R18: the MCP Inspector's CLI ``tools/call`` through the proxy
+    exits as a tool error naming the ask, ``helmlog approve`` and the page."""
+    store = MemoryEventStore()
+    proxy = McpProxy(UPSTREAM, store=store, **POLICY)
+    async with proxy, proxy.http_server() as url:
+        called = await _inspector(
+            url,
+            "--transport",
+            "http",
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "customer",
+            "--tool-arg",
+            "name=ann",
+            tool_error=True,
+        )
+        [question] = await pending_questions(store)
+    text = called["content"][0]["text"]
+    assert called["isError"]
+    assert f"`helmlog approve {question.session_id}`" in text
+    assert "approvals page" in text
