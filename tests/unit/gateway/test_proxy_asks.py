@@ -32,6 +32,7 @@ import mcp.types as types
 import pytest
 from fastmcp import Client as FastMCPClient
 from fastmcp.client.transports import StreamableHttpTransport
+from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -458,3 +459,62 @@ async def test_s4_the_inspector_cli_is_told_the_pending_proxy_ask() -> None:
     assert called["isError"]
     assert f"`helmlog approve {question.session_id}`" in text
     assert "approvals page" in text
+
+
+# -- one decision, one run (R9) -----------------------------------------------
+
+
+async def test_r9_two_deciding_processes_at_once_run_the_upstream_tool_once() -> None:
+    """R9, S10: two proxies rebuilt on the store (two deciding processes,
+    each opening its own upstream connection) resume the same checkpoint at
+    once: one records the decision and runs the tool, the other is refused
+    as ``replayed``; the upstream tool ran once."""
+    CALLS.clear()
+    store = MemoryEventStore()
+    proxy = McpProxy(IN_PROCESS, name="desk", governance=[FOUR_EYES], store=store)
+    async with proxied(proxy) as c:
+        ask_id = _ask_id(text_of(await c.call_tool("refund", {"amount": 250})))
+    held: list[Any] = []
+
+    async def capture(checkpoint: Any, decision: Any) -> str:
+        held.append((checkpoint, decision))
+        raise RuntimeError("held for the race")
+
+    with pytest.raises(RuntimeError):
+        await decide_pending(
+            store,
+            ask_id.partition("/")[0],
+            capture,
+            approved=True,
+            by="dana",
+            note=None,
+        )
+    outcomes: list[Any] = []
+
+    async def decide(deciding: McpProxy) -> None:
+        try:
+            outcomes.append(await deciding.resume(*held[0]))
+        except CheckpointError as exc:
+            outcomes.append(exc.reason)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(decide, proxy.on_store(store))
+    assert ["refunded 250.0", "replayed"] == sorted(outcomes)
+    assert ["refund"] == CALLS
+
+
+async def test_s10_tasks_get_needs_the_extension_and_a_task_of_this_proxy() -> None:
+    """S10: ``tasks/get`` from a client that did not declare the extension
+    is ``-32021``; an id that names no task of this proxy is ``-32602``."""
+    store = MemoryEventStore()
+    proxy = McpProxy(IN_PROCESS, name="desk", governance=[FOUR_EYES], store=store)
+    async with proxy, proxy.http_server() as url:
+        async with Client(url, cache=None) as bare:
+            with pytest.raises(MCPError) as undeclared:
+                await get_task(bare.session, "mcp-desk-x/mcp-desk-1")
+        async with client(url) as c:
+            with pytest.raises(MCPError) as unknown:
+                await get_task(c.session, "mcp-other-x/mcp-other-1")
+    assert -32021 == undeclared.value.error.code
+    assert types.INVALID_PARAMS == unknown.value.error.code
