@@ -183,6 +183,7 @@ class ProxyAsks:
         await stream.append([pause_event(stream.journal, site, out)])
         ask = task_id(stream.journal.session_id, site.tool_call_id)
         view = await read_task(self.ledger.store, ask, self.prefix)
+        self.ledger.forget(stream.journal.session_id)
         holder = ASKED.get()
         if holder is not None:
             holder.view = view
@@ -256,8 +257,12 @@ class ProxyAsks:
             raise CheckpointError("tampered", "the pause is not this proxy's")
         async with self._resuming:
             stream = self.ledger.stream(cp.session_id)
-            async with stream.lock:
-                pending = await self._decided(stream, cp, decision)
+            try:
+                async with stream.lock:
+                    pending = await self._decided(stream, cp, decision)
+            except BaseException:
+                self.ledger.forget(cp.session_id)
+                raise
         proxy = self.proxy
         governance = proxy.governance
         assert governance is not None
@@ -308,9 +313,12 @@ class ProxyAsks:
             said.append(_text(answer))
             return answer
 
-        await proxy.accounting.run(
-            cp.session_id, ctx, tool.name, pending.args, None, route
-        )
+        try:
+            await proxy.accounting.run(
+                cp.session_id, ctx, tool.name, pending.args, None, route
+            )
+        finally:
+            self.ledger.forget(cp.session_id)
         return said[0] if said else ""
 
     async def _decided(self, stream: _Stream, cp: Checkpoint, decision: Any) -> Any:

@@ -406,6 +406,13 @@ class ProxyLedger:
             self._streams[audit_session] = found
         return found
 
+    def forget(self, audit_session: str) -> None:
+        """Drop a stream no call is using from the cache (an ask's, once its
+        pause or decision is recorded: its state is the store's, S10)."""
+        found = self._streams.get(audit_session)
+        if found is not None and not found.in_flight:
+            del self._streams[audit_session]
+
     def recorder(self, audit_session: str) -> _Recorder:
         """Where a governed call's rows and dispatch go (P14)."""
         if self.audit is not None:

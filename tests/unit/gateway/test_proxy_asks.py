@@ -518,3 +518,21 @@ async def test_s10_tasks_get_needs_the_extension_and_a_task_of_this_proxy() -> N
                 await get_task(c.session, "mcp-other-x/mcp-other-1")
     assert -32021 == undeclared.value.error.code
     assert types.INVALID_PARAMS == unknown.value.error.code
+
+
+async def test_s10_an_ask_s_stream_is_not_held_by_the_proxy_process() -> None:
+    """S10: the task's state is the store's; once its pause is recorded, and
+    once its decision is carried out, the proxy holds no stream for it (a
+    long-running proxy does not grow with its asks)."""
+    store = MemoryEventStore()
+    proxy = McpProxy(IN_PROCESS, name="desk", governance=[FOUR_EYES], store=store)
+    async with proxied(proxy) as c:
+        ask_id = _ask_id(text_of(await c.call_tool("refund", {"amount": 250})))
+        session_id = ask_id.partition("/")[0]
+        held = set(proxy.records._streams)
+        await decide_pending(
+            store, session_id, proxy.resume, approved=True, by="dana", note=None
+        )
+        after = set(proxy.records._streams)
+    assert session_id not in held and session_id not in after
+    assert [proxy.stdio_session_id] == sorted(held)
