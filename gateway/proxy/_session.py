@@ -11,7 +11,8 @@ Emits:   through the accounting: telemetry, audit events, governance rows.
 
 Laws: P1 (only tools/call, resources/read and tools/list intercepted), P5,
 P9, P17, H4 (a handler's failure answers a fixed message and an error id),
-P25 (capabilities mirrored, progress relayed, list_changed to the client).
+P25 (capabilities mirrored, progress relayed, list_changed to the client),
+P14/S10 (with governance: the tasks extension, ``tasks/*``, a paused call's task).
 
 Why a plain ``tools/call`` may return the upstream's JSON: the SDK validates
 and shapes a handler's dict for the negotiated version as it does a model,
