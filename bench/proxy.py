@@ -4,7 +4,8 @@ Pattern: one script, one run; the upstream (this file, ``serve``/
          ``serve-http``) and ``helmlog mcp-proxy`` run as their own processes,
          spoken to by the SDK's ``Client`` (v2, its default era); a human
          summary, then exactly one JSON line.
-Role:    bench; ``uv run python bench/proxy.py`` (``--quick``).
+Role:    bench; ``uv run python bench/proxy.py`` (``--quick``, ``--case=KEY``,
+         ``--rounds=N``: each case N times, the median round reported).
 Emits:   the summary, ending with ``{"bench": "proxy", "added_ms_p50_stdio",
          ...}``: ``echo`` audit off and on (``*_audit``), and a 5 ms tool with
          no rule (``*_5ms``) and one governance rule (``*_5ms_rule``).
@@ -256,9 +257,20 @@ async def _http_run(case: Case, calls: int, warmup: int) -> dict[str, float]:
             return await _alternate(direct, p, calls, warmup, proxy_pid, tool)
 
 
+def _median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Of several rounds of one case, the one with the median added p50."""
+    return sorted(runs, key=lambda r: r["added_p50"])[(len(runs) - 1) // 2]
+
+
 def main() -> int:
     quick = "--quick" in sys.argv
     calls, warmup = (60, 10) if quick else (400, 40)
+    rounds = next(
+        (int(a.removeprefix("--rounds=")) for a in sys.argv if a[:9] == "--rounds="),
+        1,
+    )
+    if rounds < 1:
+        raise SystemExit("bench/proxy.py: --rounds=N takes N >= 1")
     results: dict[str, dict[str, float]] = {}
     only = [a.removeprefix("--case=") for a in sys.argv if a.startswith("--case=")]
     for transport, run in (("stdio", _stdio_run), ("http", _http_run)):
@@ -266,16 +278,17 @@ def main() -> int:
             key = f"{transport}{suffix}"
             if only and key not in only:
                 continue
-            results[key] = asyncio.run(run(case, calls, warmup))
-            r = results[key]
+            runs = [asyncio.run(run(case, calls, warmup)) for _ in range(rounds)]
+            results[key] = r = _median_run(runs)
             print(
-                f"{key:>10}: direct p50 {r['direct_p50']:.3f} ms p99 "
+                f"{key:>10} (median of {rounds}): direct p50 "
+                f"{r['direct_p50']:.3f} ms p99 "
                 f"{r['direct_p99']:.3f} ms | proxied p50 {r['proxied_p50']:.3f} ms "
                 f"p99 {r['proxied_p99']:.3f} ms | added p50 {r['added_p50']:.3f} ms "
                 f"p99 {r['added_p99']:.3f} ms | proxy CPU "
                 f"{r.get('proxy_cpu_us', float('nan')):.0f} us/call"
             )
-    line: dict[str, Any] = {"bench": "proxy", "calls": calls}
+    line: dict[str, Any] = {"bench": "proxy", "calls": calls, "rounds": rounds}
     for key, r in results.items():
         transport, _, rest = key.partition("_")
         suffix = f"_{rest}" if rest else ""
