@@ -42,7 +42,7 @@ async def socket_server(handler: Handler) -> AsyncIterator[str]:
 
 async def test_one_kept_alive_connection_carries_call_after_call() -> None:
     """Twenty tools/call after the handshake go over httpx2's pool on the
-    fast path (``upstream/_fast.py``): the connections opened stay few (kept
+    fast path (``gateway/fast/upstream.py``): the connections opened stay few (kept
     alive), every answer whole."""
     opened: set[Any] = set()
 

@@ -1,10 +1,11 @@
-"""The proxy's fast lane for ``tools/call`` answers exactly as the SDK path does.
+"""The proxy's fast paths for ``tools/call`` answer exactly as the SDK path does.
 
-Pattern: the same raw JSON-RPC exchange run twice against one proxy, lane on
-         and lane off (``proxy.fast_calls``), in memory, over Streamable HTTP
-         and on a subprocess's stdio pipes; the answers are compared whole.
-Role:    differential tests of ``gateway/proxy/_lane.py`` against the SDK
-         path (``_routing.py``'s same-route rule).
+Pattern: the same raw JSON-RPC exchange run twice against one proxy, fast
+         paths on and off (``proxy.fast_calls``), in memory, over Streamable
+         HTTP and on a subprocess's stdio pipes; the answers are compared whole.
+Role:    differential tests of the JSON path (``_routing.py``'s same-route
+         rule), the upstream POST (``gateway/fast/upstream.py``) and, on the
+         pipes, the serving lane too (its own: ``test_proxy_lane.py``).
 Emits:   nothing.
 
 Laws: P25 (results, tool errors, hidden tools, renames, ``_meta``, upstream
@@ -444,7 +445,7 @@ async def test_p25_p20_the_upstream_fast_path_answers_and_audits_as_the_sdk_path
     None
 ):
     """P25, P20 (issue 26): with a Streamable HTTP upstream, the upstream fast
-    path (``upstream/_fast.py``) and the SDK's client give the proxy's clients
+    path (``gateway/fast/upstream.py``) and the SDK's client give the proxy's clients
     the same answers and the audit the same rows, with and without a layer."""
     from .http_helpers import http_upstream
 
