@@ -21,9 +21,9 @@ hidden, renamed by a rule, structured, unknown tool, bad params, cancelled,
 both eras) and ``test_proxy_fast.py`` (the upstream POST).
 
 Why kept (bench/proxy.py, 400 calls, 5 ms tool, added p50, medians of 3
-rounds, alternated): the lane takes ~0.3 ms and ~300 µs of proxy CPU off a
-stdio call (1.55 → 1.16–1.36 ms; one rule 1.87–2.09 → 1.60–1.66 ms); the
-POST ~1.3 ms off an HTTP upstream call. Figures: docs/design.md, the proxy.
+rounds, 3 alternated pairs): the lane takes 0.05–0.4 ms off a stdio call
+(1.22–1.56 → 1.16–1.36 ms; one rule 1.62–2.09 → 1.52–1.66 ms); the POST
+~1.3 ms off an HTTP upstream call. Figures: docs/design.md, the proxy.
 """
 
 from .lane import ServingLane
