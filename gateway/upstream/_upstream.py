@@ -13,7 +13,10 @@ H4 (a client hears neither the label nor the cause; both are logged).
 
 Why ``call_raw`` beside ``request``: a proxy forwards what the upstream
 answered; the raw form is the SDK's own request path (``send_request``) with
-the result kept as the JSON it was, with no model built on the way.
+the result kept as the JSON it was, with no model built on the way. A plain
+``tools/call`` (no timeout) takes a fast path of ``gateway.fast`` when one is
+ready: the raw POST (HTTP) or the raw call on a stdio child's pipes, which
+relays progress and the cancel itself.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from helmlog.events import HelmlogError
 
 from .._withheld import withheld
 from ..fast import FastPosts, HttpLink
+from ..fast.stdio_upstream import RawCalls
 from ._credentials import HttpUpstream
 from ._http import HttpClientFactory
 
@@ -162,6 +166,9 @@ class Upstream:
         self.fast = True
         self._link: HttpLink | None = None
         self._posts: FastPosts | None = None
+        # The fast path of a plain tools/call to a stdio upstream (its pipes,
+        # ``gateway.fast.stdio_upstream``): opened with ``fast`` on at ``open``.
+        self._raw: RawCalls | None = None
 
     def _transport(self) -> Any:
         target = self.target
@@ -173,7 +180,7 @@ class Upstream:
         if isinstance(target, (list, tuple)):
             from ._stdio import upstream_stdio
 
-            return upstream_stdio(target, self.label)
+            return upstream_stdio(target, self.label, fast=self.fast)
         return _in_process(target)
 
     async def open(self) -> Connected:
@@ -184,7 +191,8 @@ class Upstream:
         """
         try:
             async with contextlib.AsyncExitStack() as opening:
-                read, write = await opening.enter_async_context(self._transport())
+                streams = await opening.enter_async_context(self._transport())
+                read, write, raw = (*streams, None)[:3]
                 session = await opening.enter_async_context(
                     ClientSession(read, write, message_handler=self._incoming)
                 )
@@ -197,6 +205,10 @@ class Upstream:
             # task instead of leaving it pending for the caller's next await.
             raise UpstreamError(self.label, _cause(exc)) from exc
         self._stack, self.session, self.init = stack, session, init
+        if isinstance(raw, RawCalls):
+            # the session's own stamp: the raw request is stamped as its are
+            raw.bind(session._stamp, session.protocol_version)
+            self._raw = raw
         if self._link is not None:
             if session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
                 # Settled once the SDK's client has its standalone GET stream:
@@ -212,6 +224,9 @@ class Upstream:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
         self._posts = None
+        if self._raw is not None:  # as the session's closing fails its own calls
+            self._raw.fail_all("Connection closed")
+        self._raw = None
         if stack is None:
             return
         try:
@@ -282,6 +297,20 @@ class Upstream:
             )
             raw = await posts.call(params)
             return types.CallToolResult.model_validate(raw, by_name=False)
+        piped = self._raw
+        if (
+            piped is not None
+            and self.fast
+            and isinstance(request, types.CallToolRequest)
+            and result_type is types.CallToolResult
+            and timeout_s is None
+            and piped.ready
+        ):
+            params = request.params.model_dump(
+                by_alias=True, mode="json", exclude_none=True
+            )
+            out = await piped.call(params, progress)
+            return types.CallToolResult.model_validate(out, by_name=False)
         try:
             return await session.send_request(
                 request,
@@ -330,6 +359,16 @@ class Upstream:
             and posts.ready
         ):
             return await posts.call(params)
+        piped = self._raw
+        if (
+            piped is not None
+            and self.fast
+            and method == "tools/call"
+            and isinstance(params, dict)
+            and timeout_s is None
+            and piped.ready
+        ):
+            return await piped.call(params, progress)
         raw = (
             None if params is None else _RawParams.model_validate(params, by_name=False)
         )

@@ -470,3 +470,30 @@ async def test_p25_p20_the_upstream_fast_path_answers_and_audits_as_the_sdk_path
             assert answers[False] == answers[True]
             assert _finished(rows[False]) == _finished(rows[True])
             assert "HI" == answers[True][1]["result"]["content"][0]["text"]
+
+
+async def test_p25_p20_the_stdio_fast_path_answers_and_audits_as_the_sdk_path() -> None:
+    """P25, P20 (issue 26): with a stdio upstream, the raw calls on the child's
+    pipes (``gateway/fast/stdio_upstream.py``) and the SDK's ``stdio_client``
+    and client give the proxy's clients the same answers and the audit the
+    same rows, with and without a layer."""
+    command = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
+    for middleware in (False, True):
+        rows: dict[bool, list[Any]] = {True: [], False: []}
+        answers: dict[bool, Answers] = {}
+        for fast in (True, False):
+            proxy = McpProxy(
+                command,
+                audit=ProxyAudit(b"the secret", "k1"),
+                sensitivity=lambda tool, identity, args: "low",
+                on_event=rows[fast].append,
+                **options(middleware),
+            )
+            proxy.upstream.fast = fast  # before open: off is the SDK's transport
+            async with proxy:
+                answers[fast], _ = await _memory(proxy, CASES)
+                raw = proxy.upstream._raw
+                assert (raw is not None and raw.taken > 0) == fast
+        assert _unnamed(answers[False]) == _unnamed(answers[True])
+        assert _finished(rows[False]) == _finished(rows[True])
+        assert "HI" == answers[True][1]["result"]["content"][0]["text"]

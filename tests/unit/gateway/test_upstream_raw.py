@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +32,7 @@ import httpx2
 import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_MODERN_VERSION
 
 from helmlog.gateway.upstream import Upstream
 
@@ -384,3 +387,110 @@ async def test_the_fast_path_answers_as_the_sdk_path(kind: str) -> None:
     assert sdk == fast
     assert "HI" == fast[0][1]["content"][0]["text"]
     assert "error" == fast[4][0] or fast[4][1].get("isError") is True
+
+
+RAW_CASES: list[dict[str, Any]] = [
+    _call("echo", word="hi"),  # plain (structured: the SDK's {"result": ...})
+    _call("explode"),  # a tool error
+    _call("no_such_tool"),  # unknown tool
+    _call("echo", word=5),  # bad params
+    _call("echo"),  # bad params (missing)
+    {"name": 5, "arguments": {}},  # bad params (the name)
+    {"name": "meta_seen", "arguments": {}, "_meta": {"helmlog": {"agent": "a"}}},
+]
+
+
+def _outcome(exc: MCPError) -> tuple[Any, ...]:
+    """An error as a client sees it, the withheld id (fresh per error, H4) blanked."""
+    error = exc.error.model_dump(mode="json")
+    return ("error", re.sub(r"\b[0-9a-f]{32}\b", "<id>", json.dumps(error)))
+
+
+async def _raw_answers(up: Upstream, tmp: Path) -> list[Any]:
+    """The same calls as the differential runs them: plain cases, raw and
+    typed, one with progress, one cancelled, then one killed mid-call."""
+    out: list[Any] = []
+    for params in RAW_CASES:
+        for typed in (False, True):
+            try:
+                if typed:
+                    request = types.CallToolRequest(
+                        params=types.CallToolRequestParams.model_validate(params)
+                    )
+                    result = await up.request(request, types.CallToolResult)
+                    out.append(("typed", _json(result)))
+                else:
+                    out.append(("result", await up.call_raw("tools/call", params)))
+            except MCPError as exc:
+                out.append(_outcome(exc))
+            except ValueError as exc:  # a params model the SDK refuses locally
+                out.append(("refused", type(exc).__name__))
+    notes: list[tuple[Any, ...]] = []
+
+    async def progress(p: float, total: float | None, message: str | None) -> None:
+        notes.append((p, total, message))
+
+    slow = await up.call_raw("tools/call", _call("slow", steps=3), progress=progress)
+    out.append(("progress", slow, notes))
+    mark = tmp / f"mark-{up.fast}"
+    with anyio.move_on_after(0.5):
+        await up.call_raw(
+            "tools/call", _call("sleepy_marked", seconds=30, mark=str(mark))
+        )
+    await until("the upstream's cancellation", mark.exists, 10.0)
+    out.append(("cancelled", mark.read_text()))
+    out.append(("after", await up.call_raw("tools/call", _call("echo", word="on"))))
+    started = tmp / f"started-{up.fast}"
+    errors: list[Any] = []
+
+    async def pending(call: dict[str, Any]) -> None:
+        try:
+            await up.call_raw("tools/call", call)
+        except MCPError as exc:
+            errors.append(_outcome(exc))
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                pending, _call("sleepy_started", seconds=60, mark=str(started))
+            )
+            await until("the call runs upstream", started.exists, 10)
+            tg.start_soon(pending, _call("die"))
+    out.append(("killed", errors))
+    try:
+        await up.call_raw("tools/call", _call("echo", word="late"))
+    except MCPError as exc:
+        out.append(("after death", _outcome(exc)))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["legacy", LATEST_MODERN_VERSION])
+async def test_p25_the_stdio_fast_path_answers_as_the_sdk_transport(
+    mode: str, tmp_path: Path
+) -> None:
+    """P25, H4 (issue 26): a plain tools/call raw on the child's pipes
+    (``gateway/fast/stdio_upstream.py``) and the SDK's ``stdio_client`` and
+    client give the same answers in both eras: plain, tool error, unknown
+    tool, bad params, _meta, progress, cancelled upstream, the upstream
+    killed mid-call and a call after it; the fast path took the calls."""
+    answers: dict[bool, list[Any]] = {}
+    for fast in (True, False):
+        up = Upstream(STDIO, mode=mode)
+        up.fast = fast  # before open: off is the SDK's own transport
+        await up.open()
+        try:
+            raw = up._raw
+            assert (raw is not None and raw.ready) == fast
+            answers[fast] = await _raw_answers(up, tmp_path)
+            if raw is not None:
+                assert raw.taken >= len(RAW_CASES) * 2 + 4
+        finally:
+            await up.close()
+    assert answers[False] == answers[True]
+    assert "HI" == answers[True][0][1]["content"][0]["text"]
+    assert {"result": "HI"} == answers[True][0][1].get("structuredContent")
+    assert ("cancelled", "cancelled") in answers[True]
+    (progressed,) = [a for a in answers[True] if a[0] == "progress"]
+    assert [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")] == progressed[2]
+    assert 2 == len(answers[True][-2][1])
+    assert types.INTERNAL_ERROR == json.loads(answers[True][-1][1][1])["code"]
