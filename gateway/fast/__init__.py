@@ -31,9 +31,9 @@ progress, cancelled, the upstream killed mid-call).
 Why kept (bench/proxy.py, 400 calls, 5 ms tool, added p50, medians of 3
 rounds, 3 alternated pairs): the lane takes 0.05–0.4 ms off a stdio call
 (1.22–1.56 → 1.16–1.36 ms; one rule 1.62–2.09 → 1.52–1.66 ms); the POST
-~1.3 ms off an HTTP upstream call; the stdio raw call (2 alternated pairs,
-lane on) 0.58–0.59 ms off a 5 ms stdio call (1.23–1.29 → 0.65–0.70 ms; one
-rule 1.34–1.49 → 1.19–1.28 ms; proxy CPU 1375 → 725–750 µs a call).
+~1.3 ms off an HTTP upstream call; the stdio raw call (3 alternated pairs,
+lane on) 0.31–0.59 ms off a 5 ms stdio call (1.13–1.29 → 0.65–0.82 ms; one
+rule 1.34–1.49 → 1.12–1.28 ms; proxy CPU 1350–1375 → 725–1025 µs a call).
 Figures: docs/design.md, the proxy.
 """
 
