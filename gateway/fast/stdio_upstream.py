@@ -19,8 +19,9 @@ dying mid-call are the SDK path's: ``test_upstream_raw.py`` and
 
 Why: the SDK's client costs two pipe tasks, memory-stream hops, a pydantic
 parse each way and the dispatcher's per-call streams: 0.3–0.6 ms and
-25–45% of the proxy's CPU off a 5 ms stdio call (bench/proxy.py, docs/design.md). The
-SDK's own steps are called, not copied: the session's ``_stamp`` and
+25–45% of the proxy's CPU off a 5 ms stdio call (bench/proxy.py,
+docs/design.md). The SDK's own steps are called, not copied: the
+session's ``_stamp`` and
 ``send_request``'s ``_clamp_inbound_ttl``/``_later_revision_fields``
 (private names of mcp 2.3: the differential tests catch a change).
 """
