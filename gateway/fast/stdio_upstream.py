@@ -1,29 +1,22 @@
 """The fast path of a plain ``tools/call`` to a stdio upstream: raw on its pipes.
 
 Pattern: ``open_pipes`` spawns the child as the SDK's ``stdio_client`` does
-         (its allow-listed environment, own process group, stderr, and its
-         shutdown: close stdin, SIGTERM, SIGKILL) and reads its stdout in
-         the pipe's callback: a line holding one of our ids (``"hl-``) is
-         decoded by msgspec and resolves its waiter; every other line goes to
-         the SDK's ``ClientSession`` parsed as the SDK's transport parses it.
-         ``RawCalls.call`` writes the request stamped by the session's own
-         stamp (either era), and checks the result as ``send_request`` does.
+         (environment, process group, shutdown) and reads its stdout: a line
+         with one of our ids (``"hl-``) is decoded by msgspec for its waiter;
+         every other line goes to the SDK's ``ClientSession`` as the SDK's
+         transport parses it. ``RawCalls.call`` stamps a request with the
+         session's own stamp (either era), checks it as ``send_request`` does.
 Role:    gateway layer; ``Upstream`` opens it for a command upstream when its
-         ``fast`` is on, and ``call_raw``/``request`` take it for a plain
-         ``tools/call``; everything else is the SDK's, on the same pipes.
+         ``fast`` is on; everything but a plain call is the SDK's.
 Emits:   nothing; a cancelled call sends ``notifications/cancelled``.
 
-Laws: P25 (the answer, the error, the cancel, the progress and an upstream
-dying mid-call are the SDK path's: ``test_upstream_raw.py`` and
-``test_proxy_fast.py`` compare them), H4.
-
-Why: the SDK's client costs two pipe tasks, memory-stream hops, a pydantic
-parse each way and the dispatcher's per-call streams: 0.3–0.6 ms and
-25–45% of the proxy's CPU off a 5 ms stdio call (bench/proxy.py,
-docs/design.md). The SDK's own steps are called, not copied: the
-session's ``_stamp`` and
-``send_request``'s ``_clamp_inbound_ttl``/``_later_revision_fields``
-(private names of mcp 2.3: the differential tests catch a change).
+Laws: P25 (answers, errors, cancels, progress and a dying upstream are the
+SDK path's: test_upstream_raw.py, test_proxy_fast.py compare them), H4.
+Why: the SDK's client costs pipe tasks, stream hops, pydantic both ways:
+0.3–0.6 ms off a 5 ms stdio call (bench/proxy.py). The SDK's steps are
+called, not copied (``_stamp``, ``_clamp_inbound_ttl``,
+``_later_revision_fields``: private in mcp 2.3; the differential tests
+catch a change).
 """
 
 from __future__ import annotations
