@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import itertools
 import uuid
 import weakref
@@ -46,16 +45,12 @@ from helmlog.events import (
     LedgerAppendError,
     MemoryEventStore,
     MiddlewareDecision,
-    PauseResumed,
     SequenceConflictError,
     ToolDispatched,
     ToolEnded,
-    shape,
 )
 from helmlog.events.lowlevel import compact_json
 from helmlog.runtime import (
-    CheckInDecision,
-    DecisionRequiredError,
     Tool,
     wall_clock_ms,
 )
@@ -82,12 +77,15 @@ from ._tasks import (
     TASKS_EXTENSION,
     TaskParams,
     TaskView,
+    check_pause,
+    decision_event,
     declared,
     not_found,
     pause_event,
     pending_text,
     read_task,
     task_id,
+    tool_error,
 )
 
 LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
@@ -452,7 +450,7 @@ class ServedTools:
         """
         t = self.task_pipeline.lookup(tool_name)
         if isinstance(t, Refused):
-            return _error(t.text)
+            return tool_error(t.text)
         recorder = _Recorder(self._session(ctx), divert=self._new_session)
         site = self._site(t)
         out = await self.task_pipeline.run(t, site, Entry.fresh(args), recorder)
@@ -460,7 +458,7 @@ class ServedTools:
             view = await self._paused(recorder.diverted(), site, out)
             if as_task:
                 return view.wire(result_type="task")
-            return _error(
+            return tool_error(
                 pending_text(view.task_id, out.ask.question, out.ask.middleware)
             )
         return await self._answer(t, site, out, recorder)
@@ -501,17 +499,17 @@ class ServedTools:
         view = await read_task(self.store, ask_id, self._prefix)
         del args  # the id names the call; its arguments are the pause's (G60)
         if view.tool_name != tool_name:
-            return _error(
+            return tool_error(
                 f"ask '{ask_id}' was made for another call: it is read back "
                 f"by a call of tool '{view.tool_name}'"
             )
         if not _same_caller(view.identity, self._identity()):
-            return _error(f"ask '{ask_id}' was made by another caller")
+            return tool_error(f"ask '{ask_id}' was made by another caller")
         if view.status == "completed" and view.result is not None:
             return types.CallToolResult.model_validate(view.result)
         if view.decided is None:
-            return _error(f"ask '{ask_id}' is not decided yet: {view.message}")
-        return _error(
+            return tool_error(f"ask '{ask_id}' is not decided yet: {view.message}")
+        return tool_error(
             f"ask '{ask_id}' is decided; its call has not ended: {view.message}"
         )
 
@@ -520,10 +518,10 @@ class ServedTools:
     ) -> types.CallToolResult:
         """What the client receives for a finished call (S4), judged by S9."""
         if isinstance(out, Refused):
-            return _error(out.text)
+            return tool_error(out.text)
         assert isinstance(out, Ran)
         if out.error or out.denied:
-            return _error(out.text)
+            return tool_error(out.text)
         schema = self.output_schemas.get(t.name)
         if schema is None:
             return types.CallToolResult(
@@ -549,7 +547,7 @@ class ServedTools:
                     )
                 ]
             )
-            return _error(refusal)
+            return tool_error(refusal)
         # The text block is the structured value's JSON (the spec's SHOULD),
         # however the tool's own value would render.
         return types.CallToolResult(
@@ -623,31 +621,13 @@ class ServedTools:
         """``resume`` under its session's lock."""
         journal = Journal(self.store, cp.session_id, self.listeners, self.clock)
         await journal.activate()
-        pending = _check_pause(journal, cp, self.store.chain_key)
+        pending = check_pause(journal, cp, self.store.chain_key)
         t = self.task_pipeline.lookup(pending.tool_name)
         if isinstance(t, Refused):
             raise CheckpointError(
                 "tampered", f"no tool '{pending.tool_name}' is served here"
             )
-        if not isinstance(decision, CheckInDecision):
-            # G61, before anything is appended.
-            raise DecisionRequiredError(
-                gate=pending.kind,
-                middleware=pending.middleware,
-                tool_name=pending.tool_name,
-                received="nothing" if decision is None else shape(decision),
-            )
-        journal.add(
-            PauseResumed(
-                kind=pending.kind,
-                tool_call_id=pending.tool_call_id,
-                approved=decision.approved,
-                by=decision.by,
-                note=decision.note,
-                paused_duration_ms=max(0, self.clock() - pending.timestamp),
-                component_id=pending.component_id,
-            )
-        )
+        journal.add(decision_event(pending, decision, self.clock()))
         try:
             await journal.flush()
         except SequenceConflictError as exc:
@@ -684,13 +664,6 @@ class ServedTools:
         return _text(answer)
 
 
-def _error(text: str) -> types.CallToolResult:
-    """S4: a refusal is a tool error whose one text block is the reason."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=True
-    )
-
-
 def _text(result: types.CallToolResult) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
@@ -719,31 +692,6 @@ def _same_caller(recorded: Any, now: Mapping[str, Any] | None) -> bool:
     if now is None or not isinstance(recorded, Mapping):
         return False
     return bool(recorded.get("client_id") == now.get("client_id"))
-
-
-def _check_pause(journal: Journal, cp: Checkpoint, key: bytes | None) -> Any:
-    """R9 for a served pause: the checkpoint names this stream's pending pause.
-
-    The bindings (seq, call, arguments' digest) must match the verified
-    fold, and with a chain key the checkpoint's MAC must verify.
-    """
-    f = journal.folder
-    if cp.kind != "pause":
-        raise CheckpointError("stale", "a conversation checkpoint cannot be resumed")
-    if cp.seq in f.resolved_pauses:
-        raise CheckpointError(
-            "replayed", f"the pause at seq {cp.seq} was already resolved"
-        )
-    p = f.pending
-    if p is None or p.seq != cp.seq:
-        raise CheckpointError("stale", f"no pending pause at seq {cp.seq}")
-    if cp.tool_call_id != p.tool_call_id or cp.args_digest != p.args_digest:
-        raise CheckpointError("tampered", "a binding disagrees with the session stream")
-    if key:
-        expected = cp.expected_mac(key, p.content_digest or None)
-        if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
-            raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
-    return p
 
 
 def _connection_key(ctx: ServerRequestContext[Any] | None) -> object | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hmac
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -34,6 +35,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
 from helmlog.events import (
+    Checkpoint,
+    CheckpointError,
     EventStore,
     PausedCall,
     PauseRequested,
@@ -41,8 +44,10 @@ from helmlog.events import (
     ToolDispatched,
     ToolEnded,
     read_verified,
+    shape,
 )
 from helmlog.events.lowlevel import digest, pause_content_digest
+from helmlog.runtime import CheckInDecision, DecisionRequiredError
 from helmlog.runtime.lowlevel import SERVED, CallRules, CallSite, Journal, Paused
 
 #: The 2026-07-28 tasks extension's identifier (SEP-2663).
@@ -126,6 +131,63 @@ def pending_text(ask_id: str, question: str, middleware: str | None) -> str:
         "tool then runs once. Its outcome: this call again with _meta "
         f'{{"{ASK_META}": "{ask_id}"}}, or tasks/get of that id with the '
         f"{TASKS_EXTENSION} extension."
+    )
+
+
+def tool_error(text: str) -> types.CallToolResult:
+    """S4: a tool error whose one text block is ``text``."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=True
+    )
+
+
+def check_pause(journal: Journal, cp: Checkpoint, key: bytes | None) -> Any:
+    """R9 for a served pause: the checkpoint names this stream's pending pause.
+
+    The bindings (seq, call, arguments' digest) must match the verified
+    fold, and with a chain key the checkpoint's MAC must verify.
+    """
+    f = journal.folder
+    if cp.kind != "pause":
+        raise CheckpointError("stale", "a conversation checkpoint cannot be resumed")
+    if cp.seq in f.resolved_pauses:
+        raise CheckpointError(
+            "replayed", f"the pause at seq {cp.seq} was already resolved"
+        )
+    p = f.pending
+    if p is None or p.seq != cp.seq:
+        raise CheckpointError("stale", f"no pending pause at seq {cp.seq}")
+    if cp.tool_call_id != p.tool_call_id or cp.args_digest != p.args_digest:
+        raise CheckpointError("tampered", "a binding disagrees with the session stream")
+    if key:
+        expected = cp.expected_mac(key, p.content_digest or None)
+        if not cp.mac or not hmac.compare_digest(cp.mac.encode(), expected.encode()):
+            raise CheckpointError("tampered", "the checkpoint's MAC does not verify")
+    return p
+
+
+def decision_event(pending: Any, decision: Any, now_ms: int) -> PauseResumed:
+    """The ``pause.resume`` a person's ``decision`` on ``pending`` records.
+
+    Raises:
+        DecisionRequiredError: ``decision`` is not a ``CheckInDecision``
+            (G61, before anything is appended).
+    """
+    if not isinstance(decision, CheckInDecision):
+        raise DecisionRequiredError(
+            gate=pending.kind,
+            middleware=pending.middleware,
+            tool_name=pending.tool_name,
+            received="nothing" if decision is None else shape(decision),
+        )
+    return PauseResumed(
+        kind=pending.kind,
+        tool_call_id=pending.tool_call_id,
+        approved=decision.approved,
+        by=decision.by,
+        note=decision.note,
+        paused_duration_ms=max(0, now_ms - pending.timestamp),
+        component_id=pending.component_id,
     )
 
 

@@ -28,24 +28,24 @@ from helmlog.events import (
     Checkpoint,
     CheckpointError,
     MiddlewareDecision,
-    PauseResumed,
     SequenceConflictError,
     ToolEnded,
-    shape,
 )
-from helmlog.runtime import CheckInDecision, DecisionRequiredError, Tool
+from helmlog.runtime import Tool
 from helmlog.runtime.lowlevel import CallSite, Paused
 
-from .._serve import _check_pause
 from .._tasks import (
     TASKS_EXTENSION,
     TaskParams,
     TaskView,
+    check_pause,
+    decision_event,
     not_found,
     pause_event,
     pending_text,
     read_task,
     task_id,
+    tool_error,
 )
 from ._calls import CallState
 from ._layers import ProxyContext
@@ -187,7 +187,7 @@ class ProxyAsks:
         holder = ASKED.get()
         if holder is not None:
             holder.view = view
-        return _error(pending_text(ask, out.ask.question, out.ask.middleware))
+        return tool_error(pending_text(ask, out.ask.question, out.ask.middleware))
 
     async def outcome(
         self, ask_id: str, tool_name: str, identity: Any
@@ -201,17 +201,17 @@ class ProxyAsks:
         """
         view = await read_task(self.ledger.store, ask_id, self.prefix)
         if view.tool_name != tool_name:
-            return _error(
+            return tool_error(
                 f"ask '{ask_id}' was made for another call: it is read back "
                 f"by a call of tool '{view.tool_name}'"
             )
         if view.identity != caller(identity):
-            return _error(f"ask '{ask_id}' was made by another caller")
+            return tool_error(f"ask '{ask_id}' was made by another caller")
         if view.status == "completed" and view.result is not None:
             return types.CallToolResult.model_validate(view.result)
         if view.decided is None:
-            return _error(f"ask '{ask_id}' is not decided yet: {view.message}")
-        return _error(
+            return tool_error(f"ask '{ask_id}' is not decided yet: {view.message}")
+        return tool_error(
             f"ask '{ask_id}' is decided; its call has not ended: {view.message}"
         )
 
@@ -294,7 +294,7 @@ class ProxyAsks:
                 # A later link asks again: the task waits on that question.
                 await stream.append([pause_event(stream.journal, site, out)])
                 said.append(out.ask.question)
-                return _error(out.ask.question)
+                return tool_error(out.ask.question)
             schema = await proxy.routing.outputs.schema(tool.name, proxy.upstream)
             answer: types.CallToolResult = judge(out, schema, tool.name, state)  # P27
             await stream.append(
@@ -328,25 +328,8 @@ class ProxyAsks:
             journal = stream.journal = await journal.reopened()
         else:
             await journal.activate()
-        pending = _check_pause(journal, cp, self.ledger.store.chain_key)
-        if not isinstance(decision, CheckInDecision):
-            raise DecisionRequiredError(  # G61, before anything is appended
-                gate=pending.kind,
-                middleware=pending.middleware,
-                tool_name=pending.tool_name,
-                received="nothing" if decision is None else shape(decision),
-            )
-        journal.add(
-            PauseResumed(
-                kind=pending.kind,
-                tool_call_id=pending.tool_call_id,
-                approved=decision.approved,
-                by=decision.by,
-                note=decision.note,
-                paused_duration_ms=max(0, journal.clock() - pending.timestamp),
-                component_id=pending.component_id,
-            )
-        )
+        pending = check_pause(journal, cp, self.ledger.store.chain_key)
+        journal.add(decision_event(pending, decision, journal.clock()))
         try:
             await journal.flush()
         except SequenceConflictError as exc:
@@ -361,13 +344,6 @@ class ProxyAsks:
             journal.discard()
             raise
         return pending
-
-
-def _error(text: str) -> types.CallToolResult:
-    """S4: a tool error whose one text block is ``text``."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=True
-    )
 
 
 def _text(result: types.CallToolResult) -> str:
