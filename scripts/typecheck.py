@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("events", "runtime", "sinks", "actors", "gateway")
+LAYERS = ("events", "runtime", "sinks", "actors", "gateway", "integrations")
 
 
 def build_tree() -> Path:

@@ -23,7 +23,16 @@ CODE = re.compile(r"^Code: (.*?)(?:\n\n|\n<a id|\Z)", re.M | re.S)
 PATH = re.compile(
     r"`((?:events|runtime|sinks|actors|gateway|helmlog|integrations)/[\w/]+(?:\.py|/))`"
 )
-CITING = ("events", "runtime", "sinks", "actors", "gateway", "helmlog", "tests")
+CITING = (
+    "events",
+    "runtime",
+    "sinks",
+    "actors",
+    "gateway",
+    "integrations",
+    "helmlog",
+    "tests",
+)
 
 
 def _entries() -> dict[str, str]:

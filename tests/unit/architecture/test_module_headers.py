@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-PACKAGES = ("events", "runtime", "sinks", "actors", "gateway", "helmlog", "bench")
+PACKAGES = (
+    "events",
+    "runtime",
+    "sinks",
+    "actors",
+    "gateway",
+    "integrations",
+    "helmlog",
+    "bench",
+)
 
 
 def _modules() -> list[Path]:

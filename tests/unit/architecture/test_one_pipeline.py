@@ -12,7 +12,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-PACKAGES = ("events", "runtime", "sinks", "actors", "gateway", "helmlog")
+PACKAGES = (
+    "events",
+    "runtime",
+    "sinks",
+    "actors",
+    "gateway",
+    "integrations",
+    "helmlog",
+)
 STEPS = {"walk_tool_calls", "walk_tool_results", "with_credentials", "call_execute"}
 # Where a step may be called from: the pipeline; a ToolExecutor runs the
 # execute step of a call the pipeline dispatched, in its own process (G69).
