@@ -282,3 +282,74 @@ def test_the_dockerfile_is_multi_stage_non_root_with_the_cluster_extra() -> None
         "uv sync --locked" in line and "--extra cluster" in line for line in lines
     )
     assert ["10001:10001"] == users
+
+
+def _lock_version(package: str) -> str:
+    import tomllib
+
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    (found,) = [p["version"] for p in lock["package"] if p["name"] == package]
+    return str(found)
+
+
+def test_the_raycluster_runs_the_ray_the_lock_pins() -> None:
+    """``rayVersion`` is read from ``uv.lock`` (issue 28 item 6): the image's
+    Ray and the operator's idea of it are one version."""
+    (cluster,) = _kind("RayCluster")
+    assert _lock_version("ray") == cluster["spec"]["rayVersion"]
+
+
+def test_the_dockerfile_copies_every_layer_the_wheel_installs() -> None:
+    """Each folder ``pyproject.toml`` maps to a package is copied into the
+    build stage; a layer left out would import in tests and fail in the image."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    folders = set(project["tool"]["setuptools"]["package-dir"].values())
+    text = (DEPLOY / "Dockerfile").read_text()
+    copied = {
+        line.split()[1].rstrip("/")
+        for line in text.splitlines()
+        if line.startswith("COPY ") and line.split()[1].endswith("/")
+    }
+    assert folders <= copied, f"not copied into the image: {sorted(folders - copied)}"
+
+
+def _cmd() -> list[str]:
+    text = (DEPLOY / "Dockerfile").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("CMD ")]
+    parsed: list[str] = json.loads(line.removeprefix("CMD "))
+    return parsed
+
+
+def _agents_named() -> list[str]:
+    cmd = _cmd()
+    (serve,) = [
+        d for d in _kind("Deployment") if d["metadata"]["name"] == "helmlog-serve"
+    ]
+    (container,) = serve["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    return [cmd[cmd.index("--agent") + 1], args[args.index("--agent") + 1]]
+
+
+def test_the_image_and_the_manifests_serve_an_agent_the_wheel_ships() -> None:
+    """The default command has the ``--agent`` ``serve`` requires, and what it
+    and the manifests name is a module of the installed package: built on a
+    store, the desk answers a refund and pauses one over its four-eyes line."""
+    import asyncio
+    import importlib
+
+    from helmlog import is_ask_pause
+    from helmlog.events import open_event_store
+
+    cmd = _cmd()
+    assert "serve" == cmd[0]
+    for spec in _agents_named():
+        module, _, attr = spec.partition(":")
+        assert module.startswith("helmlog."), spec
+        factory = getattr(importlib.import_module(module), attr)
+        agent = factory(open_event_store("memory://"))
+        done = asyncio.run(agent.run("Refund order 7 for $250"))
+        assert isinstance(done, str) and "Refunded $250.00 on order 7" in done
+        paused = asyncio.run(agent.run("Refund order 8 for $800"))
+        assert is_ask_pause(paused) and "four-eyes" == paused.ask.middleware
