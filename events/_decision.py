@@ -44,6 +44,9 @@ class MiddlewareDecision(
             declared it (``allow(value, why, from_=...)``).
         changed_keys: the names of the arguments a before-tool rewrite
             changed (added, removed or given another value), never values.
+        masked: ``True`` when the link masks what it replaces (a PII scrub,
+            ``masks_values``): ``before`` holds the placeholder, never the
+            value (issue 28 item 7); the row survives, the value does not.
     """
 
     middleware: str
@@ -61,3 +64,4 @@ class MiddlewareDecision(
     component_id: str | None = None
     from_: dict[str, str] | None = msgspec.field(default=None, name="from")
     changed_keys: tuple[str, ...] | None = None
+    masked: bool | None = None

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from helmlog.events import Approval, Message, MiddlewareDecision, shape
 
 from ._context import MessageContext, ToolCallContext, ToolResultContext, clone
-from ._links import Link
+from ._links import MASKED, Link
 from ._verbs import Allow, Ask, Deny, judged
 
 
@@ -149,15 +149,16 @@ def changed_keys(before: Any, after: Any) -> tuple[str, ...] | None:
 
 
 def _tool_allow_row(
-    site: CallSite, moment: str, name: str, out: Allow, current: Any
+    site: CallSite, moment: str, link: Link, out: Allow, current: Any
 ) -> tuple[MiddlewareDecision, Any]:
     """The row for an allow at a tool moment, and the value that flows on.
 
     A pass-through files ``changed=False`` (G17, G22); a transform replaces the
     value wholesale and files it with the value it replaced (G16, G22), the
     link's ``from`` declaration and, at before-tool, the names it changed
-    (G93).
+    (G93). A masking link's row holds the placeholder for what it replaced.
     """
+    name = link.name
     if out.value is None:
         row = _tool_row(site, moment, name, outcome="allow", changed=False, why=out.why)
         return row, current
@@ -169,12 +170,13 @@ def _tool_allow_row(
         outcome="allow",
         changed=True,
         why=out.why,
-        before=current,
+        before=MASKED if link.masks else current,
         after=value,
         from_=None if out.from_ is None else dict(out.from_),
         changed_keys=(
             changed_keys(current, value) if moment == "before-tool" else None
         ),
+        masked=True if link.masks else None,
     )
     return row, value
 
@@ -210,7 +212,7 @@ async def walk_tool_calls(
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Allow):
-            row, args = _tool_allow_row(site, "before-tool", link.name, out, args)
+            row, args = _tool_allow_row(site, "before-tool", link, out, args)
             rows.append(row)
             continue
         if isinstance(out, Ask) and not ask_allowed:
@@ -296,12 +298,13 @@ async def walk_tool_results(
                     outcome="deny",
                     changed=True,
                     why=out.reason,
-                    before=result,
+                    before=MASKED if link.masks else result,
                     after=out.reason,
+                    masked=True if link.masks else None,
                 )
             )
             return ResultVerdict(result, rows, denied=True, reason=out.reason)
-        row, result = _tool_allow_row(site, "after-tool", link.name, out, result)
+        row, result = _tool_allow_row(site, "after-tool", link, out, result)
         rows.append(row)
     return ResultVerdict(result, rows)
 
@@ -414,9 +417,10 @@ async def walk_messages(
                     outcome="allow",
                     changed=True,
                     why=out.why,
-                    before=content,
+                    before=MASKED if link.masks else content,
                     after=out.value,
                     from_=None if out.from_ is None else dict(out.from_),
+                    masked=True if link.masks else None,
                 )
             )
             content = out.value

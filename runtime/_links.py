@@ -143,6 +143,8 @@ class Link:
     on_tool_result: Callable[..., Any] | None = None
     on_message: Callable[..., Any] | None = None
     only_phase: str | None = None
+    # The link's ``masks_values``: what it replaces is not stored (issue 28).
+    masks: bool = False
 
 
 def tool_link_problem(obj: Any) -> str | None:
@@ -174,6 +176,7 @@ def as_tool_link(obj: Any) -> Link:
         source=obj,
         on_tool_call=hook(obj, "on_tool_call"),
         on_tool_result=hook(obj, "on_tool_result"),
+        masks=masks_values(obj),
     )
 
 
@@ -182,5 +185,19 @@ def as_message_link(obj: Any, only_phase: str | None = None) -> Link:
     name = link_name(obj)
     assert name is not None
     return Link(
-        name=name, source=obj, on_message=hook(obj, "on_message"), only_phase=only_phase
+        name=name,
+        source=obj,
+        on_message=hook(obj, "on_message"),
+        only_phase=only_phase,
+        masks=masks_values(obj),
     )
+
+
+MASKED = "[redacted]"
+"""What a masking link's row holds in place of the value it replaced."""
+
+
+def masks_values(obj: Any) -> bool:
+    """Whether a link declares ``masks_values = True``: the values it replaces
+    (a transform's ``before``, a refused result) are not stored in its rows."""
+    return getattr(obj, "masks_values", False) is True

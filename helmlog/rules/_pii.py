@@ -116,6 +116,10 @@ class PiiScrub:
         messages: scrub at the input and output message moments.
         results: scrub tool results (after-tool).
         arguments: scrub tool arguments (before-tool).
+        keep_values: store what it replaced in its rows' ``before``. By default
+            the rows hold the placeholder instead (``masks_values``): the row
+            survives, the personal data does not reach the record, with or
+            without a redaction policy (issue 28 item 7).
     """
 
     def __init__(
@@ -127,6 +131,7 @@ class PiiScrub:
         messages: bool = True,
         results: bool = True,
         arguments: bool = False,
+        keep_values: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("PiiScrub needs a non-empty name")
@@ -138,6 +143,7 @@ class PiiScrub:
         self.name = name
         self.detector = detector if detector is not None else default_detector()
         self.placeholder = placeholder
+        self.masks_values = not keep_values
         self.on_message = self._on_message if messages else None
         self.on_tool_result = self._on_tool_result if results else None
         self.on_tool_call = self._on_tool_call if arguments else None

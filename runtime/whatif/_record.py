@@ -304,8 +304,9 @@ def raw_message(point: Admission) -> str | None:
 def _placeholders(rewrites: list[MiddlewareDecision]) -> bool:
     """A rewrite whose ``before``, ``after`` and ``why`` are one value: each was
     replaced by the same placeholder (G87), since a rule that rewrote a value
-    said why in other words than the value itself."""
-    return any(r.before == r.after == r.why for r in rewrites)
+    said why in other words than the value itself; or a masking link's row,
+    whose ``before`` the record never held (``masked``, issue 28 item 7)."""
+    return any(r.masked or r.before == r.after == r.why for r in rewrites)
 
 
 def result_trusted(call: CallRecord, result: Any) -> bool:
@@ -315,6 +316,8 @@ def result_trusted(call: CallRecord, result: Any) -> bool:
     denied = [r for r in rows if r.outcome == "deny"]
     rewrites = _changed(rows)
     if _placeholders(rewrites):
+        return False
+    if any(r.masked for r in denied):
         return False
     if denied:
         return denied[-1].why == call.content and (
