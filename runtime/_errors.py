@@ -287,3 +287,63 @@ class OutputValidationError(HelmlogError):
             "The session continues from its last answer (raise "
             "Agent.create(..., max_output_retries=...) to ask again more often)"
         )
+
+
+class SteeringError(HelmlogError, ValueError):
+    """A steered turn was driven out of order (issue 27, ``Steering``).
+
+    ``reason`` names the misuse: ``"no-open-turn"`` (the session has no turn
+    open: open one with ``open_turn``), ``"turn-open"`` (``open_turn`` on a
+    session whose turn is still open: re-attach with ``turn(session_id)``),
+    ``"unknown-call"`` (the call is not one the model proposed in this turn:
+    record the reply with ``model_reply`` first), ``"not-admitted"``
+    (``after_tool`` for a call ``before_tool`` did not admit),
+    ``"pending-question"`` (another call waits on a person), or
+    ``"unsupported"`` (an agent option the framework's loop cannot honour).
+    Raised before anything is appended; carries no value. Not retryable as is.
+    """
+
+    code = "ERR_STEERING"
+    REASONS = (
+        "no-open-turn",
+        "turn-open",
+        "unknown-call",
+        "not-admitted",
+        "pending-question",
+        "unsupported",
+    )
+
+    def __init__(
+        self,
+        *,
+        reason: str,
+        session_id: str,
+        detail: str,
+        tool_call_id: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.session_id = session_id
+        self.tool_call_id = tool_call_id
+        self.detail = detail
+        super().__init__(f"session '{session_id}': {detail}")
+
+
+class FrameworkModelError(ProviderError):
+    """The native loop called a ``framework_model`` provider (issue 27).
+
+    An agent steered by another framework (``Steering``) never calls its
+    provider: that framework calls its own model, and the provider's name
+    is only what the record keeps (``gen_ai.provider.name``). Running such
+    an agent with ``agent.run``/``resume`` reaches this. Not retryable.
+    """
+
+    code = "ERR_FRAMEWORK_MODEL"
+    retryable = False
+
+    def __init__(self, *, provider: str) -> None:
+        self.provider = provider
+        super().__init__(
+            f"framework_model({provider!r}) is a placeholder for a model another "
+            "framework calls (Steering): the native loop cannot call it; drive "
+            "the agent through its framework, or build it with a real provider"
+        )

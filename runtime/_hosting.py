@@ -20,6 +20,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 from helmlog.events import CheckpointError, HelmlogError
 from helmlog.events.lowlevel import sign_checkpoint
@@ -34,6 +35,8 @@ from ._watchers import Listeners
 from .pause._pause import AskPause, TurnResult
 
 log = logging.getLogger("helmlog")
+
+T = TypeVar("T")
 
 
 class Hosting:
@@ -144,18 +147,21 @@ class Hosting:
     async def guard(
         self,
         s: Session,
-        body: Awaitable[str | AskPause],
+        body: Awaitable[T],
         *,
         resumed: int | None = None,
-    ) -> str | AskPause:
+    ) -> T:
         """Run a body; on a raise, record it once (G91) and re-raise.
+
+        The body is a run's, a resume's or one step of a steered turn
+        (``_steering.py``): whatever it returns is handed back.
 
         A body that lost a sequence conflict records nothing (R20); when it
         was resuming the pause at seq ``resumed`` and the winner resolved that
         pause, the loss is the checkpoint's replay (R9).
         """
         try:
-            out: str | AskPause = await body
+            out: T = await body
         except MessageRefused as refused:
             err = refused.error
             await self._loop.fail(

@@ -347,17 +347,21 @@ class Loop:
         """A call that did not execute: the model reads ``text`` (G51)."""
         self.record_result(s, call, text, False, 0, text)
 
-    async def recover_call(self, s: Session, call: ToolCallRequest) -> AskPause | None:
+    async def recover_call(
+        self, s: Session, call: ToolCallRequest, given: Tool | None = None
+    ) -> AskPause | None:
         """One call dispatched on a host that stopped before its result (R7).
 
         Only an idempotent tool runs again, entering the pipeline at dispatch
         with the recorded arguments; any other call (or one whose recorded
         arguments no longer validate) is recorded as ``tool.outcome_unknown``.
-        ``Agent.recover`` is the session-level operation that gets here.
+        ``Agent.recover`` is the session-level operation that gets here; a
+        steered turn's re-entered call too, with its framework's tool
+        (``given``).
         """
         j = s.journal
         record = j.folder.dispatched[call.id]
-        tool = self.config.tools.get(call.name)
+        tool = self.config.tools.get(call.name) if given is None else given
         if tool is not None and tool.idempotent:
             site = self.site(s, call, tool, j.folder.iteration)
             entry = Entry.redispatch(record.args, record.attempt + 1)

@@ -28,6 +28,7 @@ from ._context import ToolCallContext, clone
 from ._errors import DecisionRequiredError
 from ._links import Link
 from ._steps import (
+    Admitted,
     CallRecorder,
     CallRules,
     Entry,
@@ -148,9 +149,37 @@ class ToolPipeline:
         self, tool: Tool, site: CallSite, entry: Entry, record: CallRecorder
     ) -> Outcome:
         """Walk the steps from ``entry.step`` to the call's outcome (G51)."""
-        at = entry.step
-        if at is _AFTER_TOOL:
+        if entry.step is _AFTER_TOOL:
             return await self.after(site, entry.args, entry.answer, False, 0, record)
+        admitted = await self.admit(tool, site, entry, record)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        args = admitted.args
+        assert admitted.kwargs is not None
+        started = self.clock()
+        error = False
+        try:
+            result = await call_execute(tool, admitted.kwargs, site.tool_call_id)
+        except AskHumanSignal as signal:
+            return self.rules.ask_human(signal, args)
+        except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
+            result, error = str(exc) or type(exc).__name__, True
+        duration_ms = max(0, self.clock() - started)
+        if not self.has_result_hooks:  # G11; inline: the hot path of a bare chain
+            return Ran(result, error, render_result(result), False, duration_ms)
+        return await self.after(site, args, result, error, duration_ms, record)
+
+    async def admit(
+        self, tool: Tool, site: CallSite, entry: Entry, record: CallRecorder
+    ) -> Admitted | Refused | Paused:
+        """The steps from ``entry.step`` up to and including dispatch (3–8).
+
+        ``run`` goes on to execute and the after-tool walk; a caller whose
+        tool runs elsewhere (a framework's own tool call, between two of its
+        hooks: ``Steering.before_tool``) stops here, and hands the result to
+        ``after`` later. Either way the rows and events are the same.
+        """
+        at = entry.step
         args = entry.args
         if at <= _GATE and self.permissions is not None:
             refusal = await self.gate(site, args)
@@ -198,18 +227,7 @@ class ToolPipeline:
         if resolved is None:
             return Refused(Step.CREDENTIALS, refusal or "")
         await record.dispatched(tool, site.tool_call_id, args, entry.attempt)
-        started = self.clock()
-        error = False
-        try:
-            result = await call_execute(tool, resolved, site.tool_call_id)
-        except AskHumanSignal as signal:
-            return self.rules.ask_human(signal, args)
-        except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
-            result, error = str(exc) or type(exc).__name__, True
-        duration_ms = max(0, self.clock() - started)
-        if not self.has_result_hooks:  # G11; inline: the hot path of a bare chain
-            return Ran(result, error, render_result(result), False, duration_ms)
-        return await self.after(site, args, result, error, duration_ms, record)
+        return Admitted(args, resolved)
 
     async def gate(self, site: CallSite, args: Any) -> str | None:
         """Step 3, the permission gate (G54): ``None`` to pass, else the refusal."""

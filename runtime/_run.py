@@ -5,7 +5,9 @@ Pattern: check, admit, record, hand over: the session a run names is found
          (``pause/_bindings.py``) before anything is appended, the input walk admits
          the message, the turn's opening events are recorded, and the loop
          drives the turn under the operation guard (``Hosting.guard``).
-Role:    runtime layer; ``Agent.run``/``turn``/``stream`` delegate here.
+Role:    runtime layer; ``Agent.run``/``turn``/``stream`` delegate here;
+         a steered turn (``_steering.py``) opens by the same ``session``,
+         ``caught_up`` and ``admit``, and is driven by another framework.
 
 Laws: G33–G38 (input first; a refused input is not a conversation,
 ``Cursor.refused``), R1, R9, R14, R19, R20, issue 8 item 8 (trace context).
@@ -64,45 +66,12 @@ class Run:
         tracestate: str | None,
     ) -> TurnResult:
         """Run one turn on the session named (``Agent.turn``'s rules)."""
-        if not isinstance(message, str):
-            raise TypeError(f"run() takes the message as a str, got {shape(message)}")
-        seed: Checkpoint | None = None
-        cp: Checkpoint | None = None
-        by_id = False
-        base_seq = 0
+        session, cp, seed, by_id = await self.session(
+            message, continue_from, session_id
+        )
         hosting = self._hosting
-        if session_id is not None and (
-            not isinstance(session_id, str) or not session_id
-        ):
-            raise ValueError("run(session_id=...) takes a non-empty str")
-        if continue_from is None and session_id is not None:
-            found = await hosting.activate(session_id)
-            if found is None:
-                session = hosting.new(session_id)
-            else:
-                session, by_id = found, True
-        elif continue_from is None:
-            session = hosting.new(self._config.new_id())
-        else:
-            cp = Checkpoint.coerce(continue_from)
-            if session_id is not None and session_id != cp.session_id:
-                raise ValueError(
-                    f"run(): session_id '{session_id}' is not the checkpoint's "
-                    f"session '{cp.session_id}'"
-                )
-            # R25: a conversation checkpoint of a deleted session seeds nothing.
-            found = await activate_checkpointed(hosting, self._config, cp.session_id)
-            if found is None:
-                session, seed, cp = hosting.new(cp.session_id), cp, None
-            else:
-                session = found
         async with hosting.operating(session):
-            if cp is not None:
-                await session.journal.activate()  # catch up with other hosts
-                base_seq = check_continuation(session.journal.folder, cp)
-            elif by_id:
-                await session.journal.activate()  # catch up with other hosts
-                base_seq = continuation_by_id(session.journal.folder)
+            base_seq = await self.caught_up(session, cp, by_id)
             hosting.use(session)
             trace = resolve(
                 traceparent, tracestate, NO_TRACE, self._config.new_traceparent
@@ -113,6 +82,59 @@ class Run:
                 self._start(session, message, identity, base_seq, seed, trace, minted),
             )
             return hosting.result(session, out)
+
+    async def session(
+        self,
+        message: str,
+        continue_from: Checkpoint | str | None,
+        session_id: str | None,
+    ) -> tuple[Session, Checkpoint | None, Checkpoint | None, bool]:
+        """The session a turn names, found or made, before its lock is taken:
+        with the checkpoint it continues from, the one it is seeded from, and
+        whether a stored session was named by its id.
+
+        Raises:
+            TypeError: the message is not a str.
+            ValueError: a malformed ``session_id``, or one that is not the
+                checkpoint's session.
+        """
+        if not isinstance(message, str):
+            raise TypeError(f"run() takes the message as a str, got {shape(message)}")
+        hosting = self._hosting
+        if session_id is not None and (
+            not isinstance(session_id, str) or not session_id
+        ):
+            raise ValueError("run(session_id=...) takes a non-empty str")
+        if continue_from is None and session_id is not None:
+            found = await hosting.activate(session_id)
+            if found is None:
+                return hosting.new(session_id), None, None, False
+            return found, None, None, True
+        if continue_from is None:
+            return hosting.new(self._config.new_id()), None, None, False
+        cp = Checkpoint.coerce(continue_from)
+        if session_id is not None and session_id != cp.session_id:
+            raise ValueError(
+                f"run(): session_id '{session_id}' is not the checkpoint's "
+                f"session '{cp.session_id}'"
+            )
+        # R25: a conversation checkpoint of a deleted session seeds nothing.
+        found = await activate_checkpointed(hosting, self._config, cp.session_id)
+        if found is None:
+            return hosting.new(cp.session_id), None, cp, False
+        return found, cp, None, False
+
+    @staticmethod
+    async def caught_up(s: Session, cp: Checkpoint | None, by_id: bool) -> int:
+        """Under the session's lock: catch up with other hosts, and the seq
+        the turn continues from, checked on the fold (R9, R1)."""
+        if cp is not None:
+            await s.journal.activate()  # catch up with other hosts
+            return check_continuation(s.journal.folder, cp)
+        if by_id:
+            await s.journal.activate()  # catch up with other hosts
+            return continuation_by_id(s.journal.folder)
+        return 0
 
     def session_id(
         self, continue_from: Checkpoint | str | None, session_id: str | None
@@ -136,6 +158,25 @@ class Run:
         minted: bool,
     ) -> str | AskPause:
         """Admit the message, record the turn's opening, drive the turn."""
+        await self.admit(s, message, identity, base_seq, seed, trace, minted)
+        return await self._loop.drive(s)
+
+    async def admit(
+        self,
+        s: Session,
+        message: str,
+        identity: Mapping[str, Any] | None,
+        base_seq: int,
+        seed: Checkpoint | None,
+        trace: Trace,
+        minted: bool,
+    ) -> str:
+        """The input walk (its rows filed), ``agent.turn_start`` and the user's
+        message committed; the message as admitted (G33–G38).
+
+        Raises:
+            MessageRefused: the input chain refused it (rows filed first).
+        """
         cfg = self._config
         j = s.journal
         ident = dict(identity) if identity is not None else {"session_id": s.session_id}
@@ -174,4 +215,4 @@ class Run:
             )
         )
         j.add(MessageCommitted(message=Message(role="user", content=admitted)))
-        return await self._loop.drive(s)
+        return admitted

@@ -2,7 +2,8 @@
 
 Pattern: typed values (Temporal's one typed input per hook): ``Step`` names
          G51's steps in order, an ``Entry`` says where a call enters and what
-         the record holds there, ``Ran``/``Refused``/``Paused`` are outcomes,
+         the record holds there, ``Ran``/``Refused``/``Paused`` are outcomes
+         (``Admitted`` where a caller stops at dispatch, ``ToolPipeline.admit``),
          ``CallRules`` what a caller does where a person is needed
          (``IN_AGENT`` pauses; ``SERVED`` refuses).
 Role:    runtime layer; ``_pipeline.py`` walks with these; ``lowlevel``.
@@ -107,6 +108,19 @@ class Ran(msgspec.Struct, frozen=True):
     text: str
     denied: bool = False
     duration_ms: int = 0
+
+
+class Admitted(msgspec.Struct, frozen=True):
+    """The call passed every step up to and including dispatch (recorded).
+
+    ``args`` are the arguments the tool must run with: as the before-tool
+    chain left them, as ``tool.dispatched`` records them. ``kwargs`` are what
+    ``execute`` gets (validated, credentials resolved: never recorded, G57);
+    ``None`` where the tool runs elsewhere (a framework's own tool call).
+    """
+
+    args: Any
+    kwargs: dict[str, Any] | None = None
 
 
 class Refused(msgspec.Struct, frozen=True):

@@ -2,7 +2,8 @@
 
 Pattern: a public low-level namespace (trio's ``trio.lowlevel``): the walkers,
          the journal, the one tool-call pipeline (``ToolPipeline``, ``Entry``,
-         ``Step``, outcomes, ``IN_AGENT``/``SERVED``), the conversation
+         ``Step``, outcomes, ``IN_AGENT``/``SERVED``), ``Steering`` (an
+         agent's turns driven by another framework's loop), the conversation
          ``Cursor``, the ``Residency`` cache, ``decide_pending``, the
          recovery sweep and what-if over a store, pinned by a test.
 Role:    runtime layer; imported by ``actors`` and ``gateway``, so no other
@@ -14,14 +15,17 @@ Why re-exports: the private modules stay free to be split and renamed.
 
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._cursor import Cursor
+from ._errors import FrameworkModelError, SteeringError
 from ._journal import Journal
 from ._links import Link, as_tool_link, tool_link_problem
 from ._pipeline import ToolPipeline
 from ._recorded import NotRecorded, RecordedCall, RecordedCalls
 from ._residency import Residency
+from ._steering import SteeredTurn, Steering
 from ._steps import (
     IN_AGENT,
     SERVED,
+    Admitted,
     CallRecorder,
     CallRules,
     Entry,
@@ -50,6 +54,7 @@ from .whatif._whatif import WhatIf
 __all__ = [
     "IN_AGENT",
     "SERVED",
+    "Admitted",
     "AskHumanSignal",
     "CallRecorder",
     "CallRules",
@@ -57,6 +62,7 @@ __all__ = [
     "CredentialResolver",
     "Cursor",
     "Entry",
+    "FrameworkModelError",
     "Journal",
     "Link",
     "Listeners",
@@ -71,6 +77,9 @@ __all__ = [
     "Recovered",
     "Refused",
     "Residency",
+    "SteeredTurn",
+    "Steering",
+    "SteeringError",
     "Step",
     "ToolPipeline",
     "WhatIf",

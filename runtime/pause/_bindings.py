@@ -111,16 +111,24 @@ def importable(cp: Checkpoint) -> SessionImported:
 
 
 def paused_call(
-    config: AgentConfig, f: Folder, p: PendingPause
+    config: AgentConfig, f: Folder, p: PendingPause, tool: Tool | None = None
 ) -> tuple[ToolCallRequest, Tool]:
     """The paused call and its tool, checked as read from the stream.
 
     The stream is data, not an invariant: a pause whose kind, call, tool or
     asking link the session does not hold is refused as ``"tampered"``
-    before anything is appended (G91, R9), never by an ``assert``.
+    before anything is appended (G91, R9), never by an ``assert``. ``tool``
+    is the tool a steered turn's framework runs (``_steering.py``); by
+    default the agent's registered tool of the pause's name.
     """
     call = find_call(f.history, p.tool_call_id)
-    tool = config.tools.get(p.tool_name)
+    if tool is None:
+        tool = config.tools.get(p.tool_name)
+    elif tool.name != p.tool_name:
+        raise CheckpointError(
+            "tampered",
+            f"the pause is of tool '{p.tool_name}', not of '{tool.name}'",
+        )
     if call is None or tool is None or call.name != p.tool_name:
         raise CheckpointError(
             "tampered", f"call {p.tool_call_id} is not in the session"

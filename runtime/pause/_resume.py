@@ -5,7 +5,9 @@ Pattern: check everything, then hand over: the checkpoint's bindings
          checked before anything is appended; then ``pause.resumed`` is
          recorded, the paused call re-enters the one pipeline
          (``ToolPipeline.resume``) and the loop drives the turn on.
-Role:    runtime layer; ``Agent.resume`` delegates here.
+Role:    runtime layer; ``Agent.resume`` delegates here; a steered turn
+         (``_steering.py``) answers its pauses by the same ``answer``, and
+         stops at the call's outcome (the framework calls the model).
 
 Laws: G59–G70 (pause, resume, decisions), R9 (checked, single-use; a pause
 checkpoint the store lacks is imported, ``session.imported``), R25
@@ -16,7 +18,9 @@ what the call does next is the pipeline's, the same steps a fresh call takes.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -37,11 +41,14 @@ from .._errors import DecisionRequiredError
 from .._hosting import Hosting
 from .._loop import Loop
 from .._session import Session
+from .._steps import Paused, Ran, Refused
 from .._tools import Tool
 from .._trace import Trace, given, resolve
 from ..providers._base import name_of
 from ._bindings import check_pause, importable, paused_call
 from ._pause import AskPause, CheckInDecision, TurnResult
+
+T = TypeVar("T")
 
 
 class Resume:
@@ -62,6 +69,27 @@ class Resume:
         tracestate: str | None,
     ) -> TurnResult:
         """Answer the pause ``checkpoint`` names and continue the run."""
+        return await self.answer(
+            checkpoint, decision, traceparent, tracestate, self._drive_on
+        )
+
+    async def answer(
+        self,
+        checkpoint: Checkpoint | str,
+        decision: Any,
+        traceparent: str | None,
+        tracestate: str | None,
+        then: Then[T],
+        tool: Tool | None = None,
+    ) -> T:
+        """Check the pause and the decision, then hand over to ``then``.
+
+        ``then`` runs under the session's lock once nothing is left to
+        refuse: ``_drive_on`` (the run goes on to the model) or a steered
+        turn's (``_steering.py``: the call's outcome, the framework calls the
+        model). ``tool`` is the tool a steered turn runs (default: the
+        agent's registered tool of the pause's name).
+        """
         cp = Checkpoint.coerce(checkpoint)
         caller = given(traceparent, tracestate)
         found = await activate_checkpointed(self._hosting, self._config, cp.session_id)
@@ -79,7 +107,9 @@ class Resume:
         else:
             session = found
         try:
-            return await self._resume_in(session, cp, decision, imported, caller)
+            return await self._resume_in(
+                session, cp, decision, imported, caller, then, tool
+            )
         finally:
             if imported is not None and session.journal.folder.last_seq == 0:
                 # Refused before anything was appended: no session to keep.
@@ -92,7 +122,9 @@ class Resume:
         decision: Any,
         imported: SessionImported | None,
         caller: Trace | None,
-    ) -> TurnResult:
+        then: Then[T],
+        tool: Tool | None,
+    ) -> T:
         hosting = self._hosting
         async with hosting.operating(session):
             if imported is None:
@@ -104,7 +136,7 @@ class Resume:
                 f = Folder(cp.session_id)
                 f.apply(imported)
             pending = check_pause(self._config, f, cp)
-            call, tool = paused_call(self._config, f, pending)
+            call, tool = paused_call(self._config, f, pending, tool)
             check_decision(pending, decision)
             if imported is not None:
                 # The pause as recorded (stamped) is the one resumed.
@@ -114,24 +146,34 @@ class Resume:
             trace = caller or resolve(
                 None, None, session.journal.folder.trace, self._config.new_traceparent
             )
-            out = await hosting.guard(
-                session,
-                self._continue(session, pending, call, tool, decision, trace),
-                resumed=cp.seq,
+            return await then(
+                Resumed(session, pending, call, tool, decision, trace, cp.seq)
             )
-            return hosting.result(session, out)
 
-    async def _continue(
-        self,
-        s: Session,
-        p: PendingPause,
-        call: ToolCallRequest,
-        tool: Tool,
-        decision: Any,
-        trace: Trace,
-    ) -> str | AskPause:
+    async def _drive_on(self, r: Resumed) -> TurnResult:
+        """Agent.resume's ``then``: the call, then the loop to the next answer."""
+        out = await self._hosting.guard(r.session, self._continue(r), resumed=r.seq)
+        return self._hosting.result(r.session, out)
+
+    async def _continue(self, r: Resumed) -> str | AskPause:
         """Record ``pause.resumed``; the pipeline and then the loop go on."""
+        out = await self.call(r)
+        if isinstance(out, AskPause):
+            return out
+        return await self._loop.drive(r.session)
+
+    async def call(self, r: Resumed) -> Ran | Refused | AskPause:
+        """Record ``pause.resumed``; the paused call goes on through the
+        pipeline, and its outcome (or its next pause) is recorded."""
         loop = self._loop
+        s, p, call, tool, decision, trace = (
+            r.session,
+            r.pending,
+            r.call,
+            r.tool,
+            r.decision,
+            r.trace,
+        )
         j = s.journal
         checkin = decision if isinstance(decision, CheckInDecision) else None
         if checkin is None and p.kind != "ask-human":
@@ -167,10 +209,30 @@ class Resume:
             j.folder.approvals,
         )
         outcome = await loop.pipeline.resume(tool, site, p, decision, s)
-        pause = await loop.conclude(s, call, site, outcome)
-        if pause is not None:
-            return pause
-        return await loop.drive(s)
+        if isinstance(outcome, Paused):
+            return await loop.paused(s, call, site, outcome)
+        loop.record_outcome(s, call, outcome)
+        return outcome
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resumed:
+    """A pause checked and ready to answer: what a resume's ``then`` gets.
+
+    ``seq`` is the pause's (``Hosting.guard``'s ``resumed``: a lost conflict
+    over it is the checkpoint's replay, R9).
+    """
+
+    session: Session
+    pending: PendingPause
+    call: ToolCallRequest
+    tool: Tool
+    decision: Any
+    trace: Trace
+    seq: int
+
+
+Then = Callable[[Resumed], Awaitable[T]]
 
 
 async def activate_checkpointed(

@@ -3,7 +3,9 @@
 ``scripted(...)`` is the embedded default and the test double;
 ``openai_chat(...)`` speaks to any OpenAI-compatible Chat Completions endpoint,
 ``openai_responses(...)`` to the OpenAI Responses API, and
-``anthropic_messages(...)`` to the Anthropic Messages API.
+``anthropic_messages(...)`` to the Anthropic Messages API;
+``framework_model(name)`` names the model of an agent another framework
+drives (``Steering``) and refuses to be called.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ._base import (
     TokenSink,
     ToolSpec,
 )
+from ._framework import FrameworkModel, framework_model
 from ._scripted import ScriptedProvider, scripted, word_chunks
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AnthropicMessagesProvider",
+    "FrameworkModel",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
     "OutputSchema",
@@ -64,6 +68,7 @@ __all__ = [
     "TokenSink",
     "ToolSpec",
     "anthropic_messages",
+    "framework_model",
     "openai_chat",
     "openai_responses",
     "scripted",

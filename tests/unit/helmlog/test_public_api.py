@@ -240,6 +240,7 @@ RUNTIME = [
 
 PROVIDERS = [
     "AnthropicMessagesProvider",
+    "FrameworkModel",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
     "OutputSchema",
@@ -250,6 +251,7 @@ PROVIDERS = [
     "TokenSink",
     "ToolSpec",
     "anthropic_messages",
+    "framework_model",
     "openai_chat",
     "openai_responses",
     "scripted",
@@ -340,6 +342,7 @@ EVENTS_LOWLEVEL = [
 LOWLEVEL = [
     "IN_AGENT",
     "SERVED",
+    "Admitted",
     "AskHumanSignal",
     "CallRecorder",
     "CallRules",
@@ -347,6 +350,7 @@ LOWLEVEL = [
     "CredentialResolver",
     "Cursor",
     "Entry",
+    "FrameworkModelError",
     "Journal",
     "Link",
     "Listeners",
@@ -362,6 +366,9 @@ LOWLEVEL = [
     "Refused",
     "Residency",
     "Step",
+    "SteeredTurn",
+    "Steering",
+    "SteeringError",
     "ToolPipeline",
     "WhatIf",
     "as_tool_link",
