@@ -13,6 +13,10 @@ Laws: issue 11 (items 1–4), H1, H3, H5 (see each module).
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
+from typing import Any
+
 from .._uvicorn import Server as _UvicornServer
 from .._uvicorn import server_config
 from ._app import ServeConfig, create_app
@@ -41,8 +45,15 @@ __all__ = [
 class Server(_UvicornServer):
     """The app of ``config`` on uvicorn; shutting down ends its event streams."""
 
-    def __init__(self, config: ServeConfig, host: str, port: int) -> None:
+    def __init__(
+        self,
+        config: ServeConfig,
+        host: str,
+        port: int,
+        ready: Callable[[str], None] | None = None,
+    ) -> None:
         self.serve_config = config
+        self._ready = ready
         super().__init__(
             server_config(
                 create_app(config),
@@ -59,7 +70,23 @@ class Server(_UvicornServer):
             on_shutdown=config.closing.set,
         )
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup; then ``ready`` hears the bound URL (port 0's too)."""
+        await super().startup(sockets)
+        if self.started and self._ready is not None:
+            self._ready(_url(self.servers[0].sockets[0].getsockname()))
 
-def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Run the app until interrupted."""
-    Server(config, host, port).run()
+
+def _url(name: Any) -> str:
+    host, port = name[0], name[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(
+    config: ServeConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the app until interrupted; ``ready`` hears its URL once it listens."""
+    Server(config, host, port, ready).run()

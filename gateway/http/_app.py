@@ -37,6 +37,7 @@ from starlette.routing import Match, Route
 from helmlog.events import EventStore, HelmlogError, open_event_store
 
 from .._serve import ServedTools
+from ._access import AccessLog
 from ._auth import Authenticator
 from ._limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -251,7 +252,11 @@ def create_app(config: ServeConfig) -> Starlette:
     app = Starlette(
         routes=ROUTES,
         lifespan=lifespan,
-        middleware=[Middleware(BodyLimit, max_bytes=config.max_body_bytes)],
+        middleware=[
+            # Outermost: a 413 or a 500 is logged too (silent unless enabled).
+            Middleware(AccessLog),
+            Middleware(BodyLimit, max_bytes=config.max_body_bytes),
+        ],
         exception_handlers={
             HttpProblem: _on_problem,
             HelmlogError: _on_helmlog,

@@ -18,7 +18,12 @@ neither Starlette, uvicorn nor the MCP SDK.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,6 +63,12 @@ LOGIN_TTL_HELP = (
     "How long a sign-in on the approvals page lasts, in seconds (the cookie's "
     "Max-Age; the login is then forgotten by the server)."
 )
+ACCESS_LOG_HELP = (
+    "Append the access log (one line per request: method, path, status, "
+    "principal, duration; never a token, a cookie or a body) to FILE instead "
+    "of stderr."
+)
+ACCESS_LOGGER = "helmlog.access"  # the gateway's access-log logger
 ASK_TIMEOUT_HELP = (
     "Decline, as 'timeout', an ask not answered within this many seconds "
     "(an ask's own timeout_s wins)."
@@ -101,14 +112,18 @@ def serve(
         float, typer.Option(min=0.001, help=HEADER_TIMEOUT_HELP)
     ] = 10.0,
     login_ttl: Annotated[float, typer.Option(min=1.0, help=LOGIN_TTL_HELP)] = 28_800.0,
+    access_log: Annotated[
+        Path | None,
+        typer.Option(help=ACCESS_LOG_HELP, metavar="FILE", show_default=False),
+    ] = None,
 ) -> None:
-    """Serve the HTTP API and the approvals page (issue 11).
+    """Serve the HTTP API and the approvals page.
 
     Sessions, their snapshots and facts (SSE), the pending asks and their
-    decisions; the approver is whoever authenticated, never a field.
+    decisions; the approver is whoever authenticated, never a field. Prints
+    the address it listens on (the real port with --port 0), then one access
+    log line per request.
     """
-    import os
-
     from helmlog.gateway.http import AuthConfigError, Authenticator, ServeConfig
     from helmlog.gateway.http import serve as run_server
 
@@ -143,11 +158,39 @@ def serve(
         login_ttl_s=login_ttl,
     )
     try:
-        run_server(config, host, port)
+        with _access_log(access_log):
+            run_server(
+                config, host, port, lambda url: typer.echo(f"helmlog serve on {url}")
+            )
     except KeyboardInterrupt:
         return  # uvicorn re-raises the Ctrl-C it shut down on: a clean stop
     except (HelmlogError, ValueError, OSError) as exc:
         raise fail(err, "serve", exc) from None
+
+
+@contextlib.contextmanager
+def _access_log(path: Path | None) -> Iterator[None]:
+    """Give the gateway's access logger a handler (stderr, or ``path``
+    appended) for the block: one line per request, stamped in UTC."""
+    handler: logging.Handler = (
+        logging.StreamHandler(sys.stderr)
+        if path is None
+        else logging.FileHandler(path, encoding="utf-8")
+    )
+    stamp = logging.Formatter(
+        "%(asctime)s.%(msecs)03dZ %(message)s", datefmt="%Y-%m-%dT%H:%M:%S"
+    )
+    stamp.converter = time.gmtime
+    handler.setFormatter(stamp)
+    logger = logging.getLogger(ACCESS_LOGGER)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # once, whatever the root logger does
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
 
 
 RECOVER_SESSION_ARG = (
