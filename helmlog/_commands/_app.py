@@ -60,15 +60,42 @@ def _root(
 
 STORE_ENV = "HELMLOG_STORE"  # --store's default, where it is not given
 SESSION_ARG = "The session id (helmlog demo --store URL prints them)."
-READ_STORE_HELP = "Event store URL to read: redis://host:port/db (or memory://)."
+READ_STORE_HELP = (
+    "Event store URL to read: redis://host:port/db (or memory://). "
+    "Default: $HELMLOG_STORE; one of the two is needed."
+)
 OTLP_HELP = (
     "Export to an OTLP/HTTP collector: its base URL or its /v1/traces URL "
     "(spans per turn, model call and tool call; decision facts as log records). "
     "Headers, certificates and timeout come from OTEL_EXPORTER_OTLP_*."
 )
 
+ReadStore = Annotated[
+    str | None,
+    typer.Option(
+        help=READ_STORE_HELP, envvar=STORE_ENV, show_default=False, metavar="URL"
+    ),
+]
+"""The ``--store`` of a command that reads the record (``store_or_exit``)."""
 
 T = TypeVar("T")
+
+
+def store_or_exit(store: str | None, command: str) -> str:
+    """The store a command that reads the record works on: ``--store`` or
+    ``$HELMLOG_STORE``; with neither, one line on stderr and exit 2.
+
+    An empty memory store would answer every read with nothing (an inbox
+    silently empty, a session "not found"): that is refused, not guessed.
+    """
+    if store:
+        return store
+    typer.echo(
+        f"helmlog {command} needs a store: pass --store redis://HOST:PORT/DB "
+        f"or set ${STORE_ENV}",
+        err=True,
+    )
+    raise typer.Exit(2)
 
 
 def on_store(url: str, use: Callable[[EventStore], Awaitable[T]]) -> T:

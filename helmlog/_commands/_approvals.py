@@ -28,19 +28,18 @@ from rich.text import Text
 from helmlog import AskPause, HelmlogError
 from helmlog._asks import decide, load_factory, pending_questions
 
-from ._app import READ_STORE_HELP, SESSION_ARG, STORE_ENV, app, fail, on_store
+from ._app import SESSION_ARG, ReadStore, app, fail, on_store, store_or_exit
 
 AGENT_HELP = "The agent that paused: module:function taking the store, returning it."
 
 
 @app.command()
 def asks(
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the pauses waiting on a person: session, tool, call, who asks, what."""
+    store = store_or_exit(store, "asks")
     err = Console(stderr=True)
     try:
         found = on_store(store, pending_questions)
@@ -129,7 +128,6 @@ DECIDE_AUTH_HELP = "The auth file that $HELMLOG_TOKEN is looked up in ($HELMLOG_
 DecideSession = Annotated[str, typer.Argument(help=SESSION_ARG)]
 DecideAgent = Annotated[str, typer.Option(help=AGENT_HELP)]
 DecideBy = Annotated[str | None, typer.Option(help=BY_HELP, show_default=False)]
-DecideStore = Annotated[str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)]
 DecideNote = Annotated[str | None, typer.Option(help="Why (recorded).")]
 DecideCall = Annotated[str | None, typer.Option(help=CALL_HELP, show_default=False)]
 DecideAuth = Annotated[
@@ -142,7 +140,7 @@ def approve(
     session: DecideSession,
     agent: DecideAgent,
     by: DecideBy = None,
-    store: DecideStore = "memory://",
+    store: ReadStore = None,
     note: DecideNote = None,
     call: DecideCall = None,
     auth: DecideAuth = None,
@@ -152,6 +150,7 @@ def approve(
     The ask must be in the store's pending-asks index; the approver is who
     this shell is configured as.
     """
+    store = store_or_exit(store, "approve")
     _decide(session, store, agent, True, by, note, call, auth)
 
 
@@ -160,7 +159,7 @@ def decline(
     session: DecideSession,
     agent: DecideAgent,
     by: DecideBy = None,
-    store: DecideStore = "memory://",
+    store: ReadStore = None,
     note: DecideNote = None,
     call: DecideCall = None,
     auth: DecideAuth = None,
@@ -170,4 +169,5 @@ def decline(
     The ask must be in the store's pending-asks index; the decliner is who
     this shell is configured as.
     """
+    store = store_or_exit(store, "decline")
     _decide(session, store, agent, False, by, note, call, auth)

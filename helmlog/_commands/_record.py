@@ -35,15 +35,7 @@ from helmlog.events import EventStore, StoredEvent, verify_session
 from helmlog.events import upgrade_heads as upgrade_session_heads
 from helmlog.sinks import ExportError, JsonlSink, OtlpExport, export
 
-from ._app import (
-    OTLP_HELP,
-    READ_STORE_HELP,
-    SESSION_ARG,
-    STORE_ENV,
-    app,
-    fail,
-    on_store,
-)
+from ._app import OTLP_HELP, SESSION_ARG, ReadStore, app, fail, on_store, store_or_exit
 
 
 async def _replay_otlp(records: list[StoredEvent], url: str) -> int:
@@ -60,9 +52,7 @@ def _terminal() -> bool:
 @app.command()
 def replay(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the events as JSON.")
     ] = False,
@@ -75,6 +65,7 @@ def replay(
     ] = None,
 ) -> None:
     """Print a session as a timeline: turns, messages, tool calls, decisions."""
+    store = store_or_exit(store, "replay")
     err = Console(stderr=True)
     try:
         records = on_store(store, lambda opened: opened.read(session))
@@ -105,9 +96,7 @@ def replay(
 @app.command()
 def verify(
     session: Annotated[str, typer.Argument(help=SESSION_ARG)],
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
 ) -> None:
     """Check a session's hash chain and head; exit 1 naming what broke.
 
@@ -116,6 +105,7 @@ def verify(
     while its head remains, "deleted"; a stream without its head on a store
     that writes heads, "its head record is missing".
     """
+    store = store_or_exit(store, "verify")
     err = Console(stderr=True)
     key = chain_key_from_env()
     try:
@@ -136,16 +126,15 @@ def upgrade_heads(
         list[str] | None,
         typer.Argument(help="Sessions to upgrade (default: every one stored)."),
     ] = None,
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
 ) -> None:
     """Give streams written before head records their heads; exit 1 if one fails.
 
-    The explicit upgrade (R26): on a store that writes head records a stream
+    The explicit upgrade: on a store that writes head records a stream
     without one is refused, so an older stream is verified by its chain
     (keyed by $HELMLOG_CHAIN_KEY) and given its head here, never silently.
     """
+    store = store_or_exit(store, "upgrade-heads")
     err = Console(stderr=True)
     key = chain_key_from_env()
 
@@ -165,9 +154,7 @@ def upgrade_heads(
 
 @app.command()
 def tail(
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Show facts already published.")
     ] = False,
@@ -179,6 +166,7 @@ def tail(
     ] = None,
 ) -> None:
     """Follow middleware.decision facts live (facts only, never values)."""
+    store = store_or_exit(store, "tail")
     err = Console(stderr=True)
     try:
         on_store(
@@ -203,9 +191,7 @@ def watch(
         str, typer.Option(help="The consumer group; its members share the facts.")
     ],
     sink: Annotated[str, typer.Option(help=SINK_HELP)],
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
     consumer: Annotated[
         str | None,
         typer.Option(
@@ -231,7 +217,7 @@ def watch(
         float | None, typer.Option(help="Stop after this many idle seconds.", min=0)
     ] = None,
 ) -> None:
-    """Deliver decision facts to a sink through a consumer group (R4).
+    """Deliver decision facts to a sink through a consumer group.
 
     Each fact is acknowledged only after the sink took it; a watcher that
     dies leaves it pending, for its restart or another consumer to deliver.
@@ -245,8 +231,10 @@ def watch(
         raise typer.Exit(2) from None
     name = consumer or default_consumer()
     try:
+        # After the sink: a sink that cannot be opened is named first.
+        url = store_or_exit(store, "watch")
         delivered = on_store(
-            store,
+            url,
             lambda opened: run_watch(
                 opened,
                 group=group,

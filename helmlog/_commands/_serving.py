@@ -35,11 +35,15 @@ from helmlog._asks import load_factory
 from helmlog._record import chain_key_from_env
 from helmlog.runtime.lowlevel import recover_sessions
 
-from ._app import READ_STORE_HELP, STORE_ENV, app, fail, on_store
+from ._app import STORE_ENV, ReadStore, app, fail, on_store, store_or_exit
 
 SERVE_AGENT_HELP = (
     "The agent to serve: module:function taking the store, returning the agent "
     "(the current directory is importable)."
+)
+SERVE_STORE_HELP = (
+    "Event store URL to record into: redis://host:port/db, or memory:// "
+    "(sessions held by this process only). Default: $HELMLOG_STORE, else memory://."
 )
 SERVE_CLUSTER_HELP = (
     "Run the sessions on a Ray cluster's session hosts: a cluster NAME (a local "
@@ -79,7 +83,7 @@ ASK_TIMEOUT_HELP = (
 def serve(
     agent: Annotated[str, typer.Option(help=SERVE_AGENT_HELP)],
     store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
+        str, typer.Option(help=SERVE_STORE_HELP, envvar=STORE_ENV)
     ] = "memory://",
     cluster: Annotated[
         str | None, typer.Option(help=SERVE_CLUSTER_HELP, show_default=False)
@@ -208,16 +212,15 @@ def recover(
     session: Annotated[
         str | None, typer.Argument(help=RECOVER_SESSION_ARG, show_default=False)
     ] = None,
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
 ) -> None:
-    """Finish turns a stopped host left unfinished (R7): one session, or all.
+    """Finish turns a stopped host left unfinished: one session, or all.
 
     A call recorded as dispatched without a result is not run again (unless
     its tool is idempotent); the model reads that its outcome is unknown, and
     the turn goes on. Exits 1 if any session could not be recovered.
     """
+    store = store_or_exit(store, "recover")
     err = Console(stderr=True)
     try:
         factory = load_factory(agent)
@@ -382,7 +385,7 @@ def mcp_proxy(
         ),
     ] = None,
 ) -> None:
-    """Run the MCP governance proxy in front of an MCP server (section P)."""
+    """Run the MCP governance proxy in front of an MCP server."""
     from helmlog._proxy_cli import ProxyCliError, build_proxy, run, run_proxy
     from helmlog._upstream_options import UpstreamFlags
 

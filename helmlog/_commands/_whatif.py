@@ -34,7 +34,7 @@ from helmlog._whatif import load_agent, parse_since, render
 from helmlog.events import EventStore
 from helmlog.runtime.lowlevel import sessions_since, whatif_store
 
-from ._app import READ_STORE_HELP, STORE_ENV, app, fail, on_store
+from ._app import ReadStore, app, fail, on_store, store_or_exit
 
 WHATIF_SESSIONS_ARG = "The sessions to re-judge (or --all)."
 WHATIF_AGENT_HELP = (
@@ -56,9 +56,7 @@ def whatif_command(
         list[str] | None,
         typer.Argument(help=WHATIF_SESSIONS_ARG, metavar="SESSION", show_default=False),
     ] = None,
-    store: Annotated[
-        str, typer.Option(help=READ_STORE_HELP, envvar=STORE_ENV)
-    ] = "memory://",
+    store: ReadStore = None,
     all_sessions: Annotated[bool, typer.Option("--all", help=WHATIF_ALL_HELP)] = False,
     since: Annotated[str | None, typer.Option(help=WHATIF_SINCE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help=WHATIF_JSON_HELP)] = False,
@@ -70,6 +68,7 @@ def whatif_command(
     a decision flipped, 2 on bad input (an unknown session, an agent factory
     that does not import, a tampered stream: refused, never re-judged).
     """
+    store = store_or_exit(store, "whatif")
     err = Console(stderr=True)
     if bool(sessions) == all_sessions or (since is not None and not all_sessions):
         err.print("[bold red]helmlog whatif:[/] name SESSION... or --all [--since]")
