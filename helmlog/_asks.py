@@ -59,9 +59,12 @@ async def pending_questions(store: EventStore) -> list[PendingQuestion]:
 def load_factory(spec: str) -> Callable[[EventStore], Agent]:
     """``module:function`` → the function (raises ``ValueError`` naming the problem).
 
-    ``module:attr`` may also name an ``mcp_serve`` result or an ``McpProxy``:
-    its ``on_store`` is the function (the served tools, or the proxy with
-    its governance, on the store given; S10, P14).
+    ``module:attr`` may also name an ``mcp_serve`` result, an ``McpProxy`` or
+    an integration's ``Governance``: its ``on_store`` is the function (the
+    served tools, the proxy with its governance, or the framework's
+    governance with its registered tools, on the store given; S10, P14,
+    issue 27). A function may build any of them as well as an ``Agent``:
+    ``decide`` needs only ``.store`` and ``.resume``.
 
     The current directory is put on ``sys.path`` first, so an agent module
     beside the shell imports as it would with ``python -m``.
@@ -81,8 +84,9 @@ def load_factory(spec: str) -> Callable[[EventStore], Agent]:
     factory = getattr(module, attr, None)
     on_store = getattr(factory, "on_store", None)
     if not callable(factory) and callable(on_store):
-        # An ``mcp_serve`` result or an ``McpProxy`` (S10, P14): rebuilt on
-        # the store the command opens, it decides that store's asks.
+        # An ``mcp_serve`` result, an ``McpProxy`` or a ``Governance`` (S10,
+        # P14, issue 27): rebuilt on the store the command opens, it decides
+        # that store's asks.
         return on_store  # type: ignore[no-any-return]
     if not callable(factory):
         raise ValueError(f"--agent: {module_name!r} has no function {attr!r}")

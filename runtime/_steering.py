@@ -28,6 +28,7 @@ from helmlog.events import (
     Checkpoint,
     CheckpointError,
     DecisionFiled,
+    EventStore,
     Folder,
     LlmEnded,
     LlmStarted,
@@ -98,6 +99,17 @@ class Steering:
     def agent(self) -> Agent:
         """The agent whose sessions this steers."""
         return self._agent
+
+    def on_store(self, store: EventStore) -> Steering:
+        """The same agent (configuration, rules, tools, watchers) recording
+        into ``store``: what a second process that decides this agent's asks
+        builds on the store it opened (``helmlog approve --agent ...``)."""
+        if store is self._config.store:
+            return self
+        if not isinstance(store, EventStore):
+            raise TypeError(f"on_store() takes an EventStore, got {shape(store)}")
+        config = dataclasses.replace(self._config, store=store)
+        return Steering(Agent(config, self._agent._listeners))
 
     async def open_turn(
         self,

@@ -12,9 +12,9 @@ read; the sweep declines an ask past its deadline as ``timeout``).
 
 Why the agent is built in the lifespan: the factory must build on the store
 the app opened, and a cluster is joined and left with the app. The factory
-may build an ``mcp_serve`` result or an ``McpProxy`` instead (S10, P14): the
-page then lists and decides its served tools' or governance's asks
-(``ServedRunner``).
+may build an ``mcp_serve`` result, an ``McpProxy`` or an integration's
+``Governance`` instead (S10, P14, issue 27): anything ``DecidesAsks``; the
+page then lists and decides its asks (``ServedRunner``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from starlette.routing import Match, Route
 
 from helmlog.events import EventStore, HelmlogError, open_event_store
 
-from .._serve import ServedTools
 from ._access import AccessLog
 from ._auth import Authenticator
 from ._limits import (
@@ -60,7 +59,14 @@ from ._routes import (
     send_message,
     start_session,
 )
-from ._service import ClusterRunner, LocalRunner, Runner, ServedRunner, Service
+from ._service import (
+    ClusterRunner,
+    DecidesAsks,
+    LocalRunner,
+    Runner,
+    ServedRunner,
+    Service,
+)
 from ._streams import asks_events, page_asks_events, session_events
 from ._wire import (
     ERR_BAD_REQUEST,
@@ -209,15 +215,15 @@ def create_app(config: ServeConfig) -> Starlette:
                 )
             runner: Runner
             redact = None
-            from ..proxy import McpProxy
-
-            if isinstance(local, (ServedTools, McpProxy)):
-                # S10: the served tools' (or the proxy governance's, P14)
-                # asks, decided here; calls are MCP's.
+            if isinstance(local, DecidesAsks):
+                # S10: the served tools' (or the proxy governance's, P14, or
+                # an integration's, issue 27) asks, decided here; their calls
+                # start over MCP or in their framework.
                 if config.cluster is not None:
                     raise ValueError(
-                        "--cluster runs agents' sessions; an mcp_serve result's "
-                        "or an McpProxy's asks are decided in this process"
+                        "--cluster runs agents' sessions; an mcp_serve result's, "
+                        "an McpProxy's or a Governance's asks are decided in "
+                        "this process"
                     )
                 runner = ServedRunner(local)
             elif config.cluster is None:

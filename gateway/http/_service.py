@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from helmlog.events import (
     Checkpoint,
@@ -156,13 +156,34 @@ class ClusterRunner:
         return out
 
 
+@runtime_checkable
+class DecidesAsks(Protocol):
+    """What decides the asks of calls that start elsewhere: an ``mcp_serve``
+    result (S10), an ``McpProxy`` (P14), an integration's ``Governance``
+    (issue 27). Rebuilt on the store a command opens (``on_store``), it
+    resumes a pause (``resume``) and starts no session here; an ``Agent``
+    has no ``on_store``. The app picks ``ServedRunner`` by this shape, so
+    the gateway names none of the layers beside it.
+    """
+
+    def on_store(self, store: Any) -> Any:
+        """The same decider, recording into ``store``."""
+        ...
+
+    async def resume(self, checkpoint: Checkpoint, decision: Any) -> Any:
+        """Answer a pause; what the caller reads (or the call's next pause)."""
+        ...
+
+
 class ServedRunner:
-    """The asks of tools served over MCP (an ``mcp_serve`` result, S10) or
-    of an ``McpProxy``'s governance (P14).
+    """The asks of tools served over MCP (an ``mcp_serve`` result, S10), of
+    an ``McpProxy``'s governance (P14), or of an integration's
+    ``Governance`` (issue 27): any ``DecidesAsks``.
 
     Their calls start over MCP, not here: ``start`` and ``send`` are a 400;
     ``resume`` carries a decided pause out with ``ServedTools.resume`` (or
-    ``McpProxy.resume``, which opens the proxy's upstream for it).
+    ``McpProxy.resume``, which opens the proxy's upstream for it, or
+    ``Governance.resume``, which runs the agent's registered tool).
     """
 
     def __init__(self, served: Any) -> None:
@@ -179,7 +200,7 @@ class ServedRunner:
         raise _no_sessions()
 
     async def resume(self, checkpoint: Checkpoint, decision: Any) -> str | AskPause:
-        out: str = await self.served.resume(checkpoint, decision)
+        out: str | AskPause = await self.served.resume(checkpoint, decision)
         return out
 
 
@@ -188,8 +209,8 @@ def _no_sessions() -> HttpProblem:
         400,
         ERR_BAD_REQUEST,
         "this server decides the asks of tools served over MCP (mcp_serve, "
-        "mcp-proxy): "
-        "their calls start over MCP, not as sessions here",
+        "mcp-proxy) or of an integration's Governance: "
+        "their calls start over MCP or in their framework, not as sessions here",
     )
 
 

@@ -1,0 +1,1 @@
+"""Integration tests of ``helmlog.integrations``: the core, each framework."""
