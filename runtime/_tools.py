@@ -6,7 +6,8 @@ Role:    runtime layer; the pipeline validates arguments here after the
 
 Laws: G25, G55, G56 (``check_in``), G57 (credentials), G58 (``@tool``), issue
 12 item 4 (signatures read in ``_signature.py``; texts in ``_validation.py``),
-R7 (a cancel during a sync tool is deferred, ``_limits.py``).
+R7 (a cancel during a sync tool is deferred, ``_limits.py``), issue 27 item 4
+(``Tool.from_langchain``/``from_openai_agents``/``from_pydantic_ai``).
 Why per-field validation, not one ``convert``: the model must read every
 problem at once to fix its call in one try; ``convert`` stops at the first.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -115,6 +117,39 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, source={self.source!r})"
+
+    # -- tools written for other frameworks (issue 27 item 4) ----------------
+
+    @classmethod
+    def from_langchain(cls, tool: Any) -> Tool:
+        """A LangChain tool (``@tool``, a ``BaseTool``) as a helmlog tool: its
+        name, description and schema kept; LangChain runs it.
+
+        Raises:
+            ImportError: LangChain is not installed (``helmlog[langchain]``).
+        """
+        return _across("langchain", tool)
+
+    @classmethod
+    def from_openai_agents(cls, tool: Any) -> Tool:
+        """An OpenAI Agents SDK ``FunctionTool`` as a helmlog tool: its name,
+        description and schema kept; the SDK runs it.
+
+        Raises:
+            ImportError: the SDK is not installed (``helmlog[openai-agents]``).
+        """
+        return _across("openai_agents", tool)
+
+    @classmethod
+    def from_pydantic_ai(cls, tool: Any) -> Tool:
+        """A Pydantic AI ``Tool`` (or a plain function it would take) as a
+        helmlog tool: its name, description and schema kept; Pydantic AI
+        runs it.
+
+        Raises:
+            ImportError: Pydantic AI is not installed (``helmlog[pydantic-ai]``).
+        """
+        return _across("pydantic_ai", tool)
 
     # -- validation -------------------------------------------------------
 
@@ -299,6 +334,20 @@ async def _in_thread(tool: Tool, kwargs: dict[str, Any]) -> Any:
         task.uncancel()
         deferred.append(True)
     return work.result()  # the tool's own raise propagates as its error
+
+
+def _across(framework: str, tool: Any) -> Tool:
+    """``helmlog.integrations.<framework>.tool_from(tool)``, imported when
+    first asked for: the runtime names no layer above it, and a framework is
+    imported only by its own integration (an optional extra)."""
+    module = importlib.import_module(f"helmlog.integrations.{framework}")
+    made = module.tool_from(tool)
+    if not isinstance(made, Tool):  # pragma: no cover - the integration's contract
+        raise TypeError(
+            f"helmlog.integrations.{framework}.tool_from returned {shape(made)}, "
+            "not a helmlog Tool"
+        )
+    return made
 
 
 def _is_async(execute: Any) -> bool:
