@@ -58,11 +58,21 @@ JSON_HELP = "Print a machine-readable summary instead of tables."
 CLUSTER_HELP = (
     "Run the sessions on a local Ray cluster of session hosts, recording into "
     "--store redis://... or, without --store, a redis-server the demo starts "
-    "and stops itself."
+    "and stops itself (its sessions are gone when the demo exits)."
 )
 JSONL_HELP = "Export the recorded events into a JSON-lines file."
 DEMO_EXPORT_NOTE = " The sessions are exported from the record once they have run."
 SHOWN_IDS = 10
+DEMO_HOSTS = 2
+KEEP_THEM = (
+    "cannot be read back (replay, verify, whatif); run it with "
+    "--store redis://HOST:PORT/DB to keep them"
+)
+EMBEDDED_NOTE = (
+    f"note: the embedded redis-server stopped with the demo, so these session ids "
+    f"{KEEP_THEM}"
+)
+MEMORY_NOTE = f"note: memory:// ended with the demo, so these session ids {KEEP_THEM}"
 # Events delivered between flushes of a many-session OTLP export, so the
 # exporters' bounded queues (2,048 spans, 2,048 records) never drop any.
 FLUSH_EVERY = 1_000
@@ -124,6 +134,7 @@ def demo(
     report = summary(finished, where, elapsed)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
+        say_ids_are_gone(err, embedded=embedded, recorded=recorded)
         return
     first = finished.first
     render_transcript(out, first)
@@ -140,6 +151,27 @@ def demo(
         f"rows: {report['rows']}  elapsed: {elapsed:.2f}s",
         highlight=False,
     )
+    say_ids_are_gone(err, embedded=embedded, recorded=recorded)
+
+
+def say_starting_ray(err: Console, hosts: int = DEMO_HOSTS) -> None:
+    """Say, before the wait, that Ray is starting: the first start of a local
+    cluster takes 5 to 40 seconds, with nothing else on the screen."""
+    err.print(
+        f"starting Ray: a local cluster of {hosts} session hosts "
+        "(5-40 s the first time) ...",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def say_ids_are_gone(err: Console, *, embedded: bool, recorded: str) -> None:
+    """Where the store ended with the demo (its embedded redis-server, or
+    memory://), say so: the session ids printed point into nothing."""
+    if embedded:
+        err.print(EMBEDDED_NOTE, highlight=False, soft_wrap=True)
+    elif recorded.startswith("memory://"):
+        err.print(MEMORY_NOTE, highlight=False, soft_wrap=True)
 
 
 async def _run_demo(
@@ -169,7 +201,10 @@ async def _run_demo(
 
             # Hosts of its own, named for this run and stopped at its end: a
             # cluster name serves one agent factory on one store.
-            hosts = Cluster.local(url, n_hosts=2, name=f"demo-{uuid.uuid4().hex[:8]}")
+            say_starting_ray(err)
+            hosts = Cluster.local(
+                url, n_hosts=DEMO_HOSTS, name=f"demo-{uuid.uuid4().hex[:8]}"
+            )
         with Progress(
             TextColumn("sessions"),
             BarColumn(),

@@ -11,6 +11,7 @@ the installed ``helmlog`` script, and in-process through Typer's runner.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from helmlog import LOOP_MOMENTS
@@ -339,3 +341,47 @@ def test_r11_demo_200_sessions_on_redis_fail_no_turn(redis_url: str) -> None:
         "--sessions", "200", "--concurrency", "200", "--store", redis_url
     )
     assert (200, 600, 4000) == (summary["sessions"], summary["turns"], summary["rows"])
+
+
+def test_demo_on_memory_says_its_session_ids_end_with_it() -> None:
+    """Issue 28 item 4: the default store ends with the demo; stderr says the
+    ids printed cannot be read back and names --store to keep them."""
+    result = CliRunner().invoke(app, ["demo"], env={**WIDE, "HELMLOG_STORE": ""})
+    assert 0 == result.exit_code, result.output
+    # (The transient progress bar leaves an empty line on a non-terminal.)
+    assert [demo_command.MEMORY_NOTE] == _lines(result.stderr)
+    assert "--store redis://HOST:PORT/DB" in demo_command.MEMORY_NOTE
+
+
+@pytest.mark.redis
+def test_demo_on_a_store_that_outlives_it_adds_no_note(redis_url: str) -> None:
+    """Issue 28 item 4: on the user's Redis the ids stay readable: no note."""
+    result = CliRunner().invoke(app, ["demo", "--store", redis_url], env=WIDE)
+    assert (0, []) == (result.exit_code, _lines(result.stderr))
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_the_embedded_redis_note_says_the_ids_will_not_outlive_it() -> None:
+    """Issue 28 item 4: with its embedded redis-server (``--cluster``, no
+    --store) the demo says the session ids point into a server that stopped."""
+    err = Console(file=io.StringIO(), width=300)
+    demo_command.say_ids_are_gone(
+        err, embedded=True, recorded="redis://127.0.0.1:6399/0"
+    )
+    text = err.file.getvalue()  # type: ignore[attr-defined]
+    assert [demo_command.EMBEDDED_NOTE] == text.splitlines()
+    assert "embedded redis-server stopped" in text
+    assert "cannot be read back" in text
+
+
+def test_demo_says_ray_is_starting_before_the_wait() -> None:
+    """Issue 28 item 4: ``demo --cluster`` says Ray is starting, and that it
+    takes seconds, before it starts it (checked here without starting Ray)."""
+    err = Console(file=io.StringIO(), width=300)
+    demo_command.say_starting_ray(err)
+    (line,) = err.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert line.startswith("starting Ray: a local cluster of 2 session hosts")
+    assert "5-40 s" in line
