@@ -35,12 +35,15 @@ def build_tree() -> Path:
             (pkg / item.name).symlink_to(item)
     for layer in LAYERS:
         (pkg / layer).symlink_to(ROOT / layer)
+    # The standalone verifier installs top-level (pyproject's package-dir).
+    (tree / "helmlog_evidence").symlink_to(ROOT / "evidence")
     return tree
 
 
 def main() -> int:
     tree = build_tree()
     cmd = [sys.executable, "-m", "mypy", "--strict", "-p", "helmlog"]
+    cmd += ["-p", "helmlog_evidence"]
     return subprocess.call(cmd, cwd=ROOT, env={"MYPYPATH": str(tree), "PATH": ""})
 
 

@@ -19,13 +19,16 @@ import helmlog
 import helmlog.events
 import helmlog.runtime
 import helmlog.runtime.providers
+import helmlog_evidence
 
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json, helmlog, helmlog.events, helmlog.runtime, helmlog.runtime.providers
 import helmlog.sinks, helmlog.actors, helmlog.gateway, helmlog.cli
+import helmlog_evidence
 print(json.dumps({
+    "evidence": sorted(helmlog_evidence.__all__),
     "face": sorted(helmlog.__all__),
     "events": sorted(helmlog.events.__all__),
     "runtime": sorted(helmlog.runtime.__all__),
@@ -73,3 +76,5 @@ def test_wheel_imports_the_same_names_as_the_editable_install(tmp_path: Path) ->
     assert sorted(helmlog.events.__all__) == got["events"]
     assert sorted(helmlog.runtime.__all__) == got["runtime"]
     assert sorted(helmlog.runtime.providers.__all__) == got["providers"]
+    # The standalone verifier ships in the same wheel (issue 30 item 4).
+    assert sorted(helmlog_evidence.__all__) == got["evidence"]

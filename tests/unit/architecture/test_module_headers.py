@@ -16,6 +16,7 @@ PACKAGES = (
     "gateway",
     "integrations",
     "helmlog",
+    "evidence",
     "bench",
 )
 
