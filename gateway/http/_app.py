@@ -49,8 +49,10 @@ from ._metrics import Metrics
 from ._protocol import DEFAULT_HEADER_TIMEOUT_S
 from ._routes import (
     decide,
+    export_session,
     get_session,
     healthz,
+    history,
     home,
     list_asks,
     login,
@@ -184,10 +186,12 @@ ROUTES: Final = [
     Route("/login", _counted(login), methods=["POST"]),
     Route("/logout", _counted(logout), methods=["POST"]),
     Route("/page/asks/events", _counted(page_asks_events), methods=["GET"]),
+    Route("/history", _counted(history), methods=["GET"]),
     Route("/sessions", _counted(start_session), methods=["POST"]),
     Route("/sessions/{session_id}", _counted(get_session), methods=["GET"]),
     Route("/sessions/{session_id}/messages", _counted(send_message), methods=["POST"]),
     Route("/sessions/{session_id}/events", _counted(session_events), methods=["GET"]),
+    Route("/sessions/{session_id}/export", _counted(export_session), methods=["GET"]),
     Route("/asks", _counted(list_asks), methods=["GET"]),
     Route("/asks/events", _counted(asks_events), methods=["GET"]),
     Route(

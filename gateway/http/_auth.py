@@ -7,8 +7,9 @@ Role:    gateway layer (http), for ``helmlog serve`` and ``approve|decline``.
 Emits:   nothing; its identity is what the ledger row names (``by``).
 
 Laws: issue 11 item 2 (identity from authentication, never a field), G63,
-H2 (a session entry belongs to one app; an approver names its apps), fail
-closed (no configuration, no access; an approver without ``apps`` refused).
+H2 (a session entry belongs to one app; an approver or auditor names its
+apps), fail closed (no configuration, no access; no ``apps``, refused),
+issue 28 item 2 (``auditor``: reads sessions and history, never decides).
 
 Why tokens are compared by SHA-256 digest: the file may hold digests only,
 and ``hmac.compare_digest`` on digests leaks no prefix through timing.
@@ -26,8 +27,11 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-Role = Literal["session", "approver"]
-ROLES: Final = ("session", "approver")
+Role = Literal["session", "approver", "auditor"]
+ROLES: Final = ("session", "approver", "auditor")
+# The roles that name the apps they cover (``apps``), and may read what is
+# recorded there: an approver decides, an auditor only reads (issue 28).
+SCOPED_ROLES: Final = frozenset({"approver", "auditor"})
 TOKEN_ENV: Final = "HELMLOG_TOKEN"
 AUTH_ENV: Final = "HELMLOG_AUTH"
 APPROVER_ENV: Final = "HELMLOG_APPROVER"
@@ -74,9 +78,23 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
             return False
         return ALL_APPS in self.apps or (app is not None and app in self.apps)
 
+    def audits(self, app: str | None) -> bool:
+        """Whether this ``auditor`` may read sessions of ``app`` (issue 28);
+        like an approver's, a session with no recorded owner is only an
+        every-app auditor's."""
+        if not self.can("auditor"):
+            return False
+        return ALL_APPS in self.apps or (app is not None and app in self.apps)
+
     def sees(self, app: str | None) -> bool:
         """Whether a session of ``app`` is this caller's to read (H2)."""
-        return self.owns(app) or self.decides_for(app)
+        return self.owns(app) or self.decides_for(app) or self.audits(app)
+
+    @property
+    def reads_everything(self) -> bool:
+        """Whether this caller reads every app's sessions (``apps = ["*"]``
+        with a role that reads: approver or auditor)."""
+        return bool(self.roles & SCOPED_ROLES) and ALL_APPS in self.apps
 
 
 def token_digest(token: str) -> str:
@@ -114,6 +132,12 @@ class Authenticator:
             roles = ["approver"]
             apps = ["billing", "support"]  # the apps it decides for; ["*"]: all
             token_sha256 = "<hex sha-256 of the token>"  # or: token = "<token>"
+
+            [[tokens]]
+            identity = "audit@ops"
+            roles = ["auditor"]      # reads sessions and history; decides nothing
+            apps = ["*"]
+            token_sha256 = "<hex>"
 
             [[tokens]]
             identity = "billing-api"
@@ -261,16 +285,17 @@ def _scope(
             "this entry has no session role"
         )
     raw = entry.get("apps")
-    if "approver" not in roles:
+    if not roles & SCOPED_ROLES:
         if raw is not None:
             raise AuthConfigError(
-                f"{what}: apps names what an approver decides for; "
-                "this entry has no approver role"
+                f"{what}: apps names what an approver decides for (or an auditor "
+                "reads); this entry has no approver role and no auditor role"
             )
         return app, frozenset()
     if raw is None:
+        who = "an approver" if "approver" in roles else "an auditor"
         raise AuthConfigError(
-            f"{what}: an approver names the apps it decides for (H2): "
+            f"{what}: {who} names the apps it covers (H2): "
             'apps = ["billing"], or apps = ["*"] for every app (as before)'
         )
     if (

@@ -9,7 +9,8 @@ Emits:   nothing itself; the service's runner records the sessions.
 Laws: issue 11 item 2 (the role is checked before anything is read; ``by``
 is the authenticated identity; a cookie POST needs ``X-Requested-With``),
 H5 (the cookie is an opaque login id; ``/login|/logout`` check ``Origin``),
-H2 (out of scope answers 404 as unknown, so ids do not leak).
+H2 (out of scope answers 404 as unknown, so ids do not leak), issue 28
+(the session view and history for auditors, who never decide).
 
 Why ``require`` runs first: an unauthenticated client learns nothing, not
 even whether a session exists.
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from datetime import UTC, datetime
 from typing import Any, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from starlette.requests import Request
 from starlette.responses import (
@@ -33,11 +35,11 @@ from starlette.responses import (
 from helmlog.events import StoreError
 from helmlog.runtime import wall_clock_ms
 
+from ._audit import OUTCOMES, HistoryFilter
 from ._auth import COOKIE, Authenticator, Principal, Role
 from ._limits import check_length
 from ._logins import Logins
 from ._metrics import CONTENT_TYPE
-from ._page import page
 from ._service import Service
 from ._wire import (
     Decide,
@@ -47,6 +49,13 @@ from ._wire import (
     StartSession,
     decode_body,
     encode,
+)
+from .pages import (
+    approvals_page,
+    auditor_home,
+    history_page,
+    session_page,
+    sign_in_page,
 )
 
 JSON: Final = "application/json"
@@ -126,9 +135,122 @@ async def send_message(request: Request) -> Response:
 
 
 async def get_session(request: Request) -> Response:
-    who = require(request, "session", "approver")
+    """The session's fold as JSON; asked for HTML (a browser), its timeline
+    for a person to read (issue 28 item 2)."""
+    if wants_html(request):
+        return await session_view(request)
+    who = require(request, "session", "approver", "auditor")
     sid = request.path_params["session_id"]
     return json_response(await service_of(request).snapshot(who, sid))
+
+
+def wants_html(request: Request) -> bool:
+    """Whether the client asked for a page (a browser's ``Accept``)."""
+    return "text/html" in request.headers.get("accept", "")
+
+
+READ_ROLES: Final[tuple[Role, ...]] = ("session", "approver", "auditor")
+SIGN_IN_TO_READ: Final = "Sign in to read this: an approver or auditor token."
+
+
+async def session_view(request: Request) -> Response:
+    """``GET /sessions/{id}`` as a page: the timeline and the chain's state."""
+    who = principal_of(request)
+    if who is None:
+        return HTMLResponse(sign_in_page(SIGN_IN_TO_READ), status_code=401)
+    who = require(request, *READ_ROLES)
+    sid = request.path_params["session_id"]
+    service = service_of(request)
+    timeline = await service.timeline(who, sid)
+    command = f"helmlog replay {sid} --store {_shown_url(service.store.url)} "
+    command += "--otlp http://localhost:4318"
+    return HTMLResponse(
+        session_page(who.identity, frozenset(who.roles), timeline, command)
+    )
+
+
+async def export_session(request: Request) -> Response:
+    """The session's events as a JSON-lines download (served, issue 28)."""
+    who = require(request, *READ_ROLES)
+    sid = request.path_params["session_id"]
+    body = await service_of(request).export(who, sid)
+    return Response(
+        body,
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{_file(sid)}.jsonl"'},
+    )
+
+
+def _file(sid: str) -> str:
+    kept = "".join(c if c.isalnum() or c in "-_." else "_" for c in sid)
+    return f"helmlog-{kept}"[:120]
+
+
+def _shown_url(url: str) -> str:
+    """A store URL without its credentials (shown on a page)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "URL"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
+
+
+# -- history ----------------------------------------------------------------------
+
+
+async def history(request: Request) -> Response:
+    """``GET /history``: past decisions, filtered and paged (issue 28)."""
+    who = principal_of(request)
+    if who is None:
+        return HTMLResponse(sign_in_page(SIGN_IN_TO_READ), status_code=401)
+    who = require(request, "approver", "auditor")
+    query = {k: v.strip() for k, v in request.query_params.items()}
+    page = await service_of(request).decisions(who, history_filter(query))
+    return HTMLResponse(history_page(who.identity, frozenset(who.roles), page, query))
+
+
+MAX_PAGE_SIZE: Final = 200
+
+
+def history_filter(query: dict[str, str]) -> HistoryFilter:
+    """The filter a history query names; a malformed one is a 400."""
+    outcome = query.get("outcome", "")
+    if outcome and outcome not in OUTCOMES:
+        raise HttpProblem(
+            400, "ERR_BAD_REQUEST", f"outcome is one of {', '.join(OUTCOMES)}"
+        )
+    raw_page = query.get("page", "") or "1"
+    if not raw_page.isdigit() or int(raw_page) < 1:
+        raise HttpProblem(400, "ERR_BAD_REQUEST", "page is a number from 1")
+    raw_size = query.get("size", "") or "20"
+    if not raw_size.isdigit() or not 1 <= int(raw_size) <= MAX_PAGE_SIZE:
+        raise HttpProblem(
+            400, "ERR_BAD_REQUEST", f"size is a number from 1 to {MAX_PAGE_SIZE}"
+        )
+    return HistoryFilter(
+        approver=query.get("approver", ""),
+        rule=query.get("rule", ""),
+        tool=query.get("tool", ""),
+        outcome=outcome,
+        since=_day(query, "since"),
+        until=_day(query, "until"),
+        page=int(raw_page),
+        size=int(raw_size),
+    )
+
+
+def _day(query: dict[str, str], name: str) -> int | None:
+    raw = query.get(name, "")
+    if not raw:
+        return None
+    try:
+        day = datetime.strptime(raw, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise HttpProblem(
+            400, "ERR_BAD_REQUEST", f"{name} is a date, YYYY-MM-DD (UTC)"
+        ) from None
+    return int(day.timestamp() * 1000)
 
 
 # -- asks -----------------------------------------------------------------------
@@ -164,19 +286,33 @@ BAD_TOKEN: Final = "That token is not valid: sign in with an approver token."
 ENDED: Final = "Your sign-in has expired or was ended: sign in again."
 
 
+def not_an_approver(who: Principal) -> str:
+    """What the page says to a caller who may not decide (issue 28)."""
+    return (
+        f"You are signed in as {who.identity}, who may not decide asks: "
+        "sign in with an approver token."
+    )
+
+
 async def home(request: Request) -> Response:
     who = principal_of(request)
-    if who is None or not who.can("approver"):
-        stale = who is None and COOKIE in request.cookies
-        notice = ENDED if stale else None
-        response = HTMLResponse(
-            page(None, (), 0, notice=notice), status_code=200 if who is None else 403
+    roles = frozenset(who.roles) if who is not None else frozenset()
+    if who is not None and who.can("approver"):
+        service = service_of(request)
+        cards = await service.cards(who)
+        decided = await service.recent(who)
+        return HTMLResponse(
+            approvals_page(who.identity, roles, cards, decided, wall_clock_ms())
         )
-        if stale:
-            _forget_cookie(request, response)
-        return response
-    asks = await service_of(request).asks(who)
-    return HTMLResponse(page(who.identity, asks, wall_clock_ms()))
+    if who is not None and who.can("auditor"):
+        return HTMLResponse(auditor_home(who.identity, roles))
+    if who is not None:
+        return HTMLResponse(sign_in_page(not_an_approver(who)), status_code=403)
+    stale = COOKIE in request.cookies
+    response = HTMLResponse(sign_in_page(ENDED if stale else None))
+    if stale:
+        _forget_cookie(request, response)
+    return response
 
 
 async def login(request: Request) -> Response:
@@ -186,10 +322,10 @@ async def login(request: Request) -> Response:
     token = (form.get("token") or [""])[0].strip()
     auth: Authenticator = request.app.state.config.auth
     who = auth.by_token(token) if token else None
-    if who is None or not who.can("approver"):
+    if who is None or not (who.can("approver") or who.can("auditor")):
         # One message for an unknown token and a session token: the form does
         # not tell a guesser which tokens exist.
-        return HTMLResponse(page(None, (), 0, notice=BAD_TOKEN), status_code=401)
+        return HTMLResponse(sign_in_page(BAD_TOKEN), status_code=401)
     logins = logins_of(request)
     previous = request.cookies.get(COOKIE)
     if previous:

@@ -8,7 +8,8 @@ Emits:   through the agent it drives; nothing itself.
 
 Laws: R1, R19, R9 (of two decisions on one ask one proceeds; the other is a
 409), R18, G86, issue 11 item 4, H2 (a session belongs to the app of its
-first turn; out of scope is 404).
+first turn; out of scope is 404), issue 28 (cards, history, timeline; a
+stale decision says who decided and when).
 
 Why the owner is read from the stream, only cached: every replica must
 enforce the same ownership, and an owner never changes once recorded.
@@ -21,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
 
+import msgspec
+
 from helmlog.events import (
     Checkpoint,
     CheckpointError,
@@ -30,10 +33,13 @@ from helmlog.events import (
     PauseResumed,
     SessionImported,
     SessionState,
+    StreamTamperedError,
     TurnStarted,
     encode_event,
     fold,
     read_verified,
+    verify_records,
+    verify_session,
     watched,
 )
 from helmlog.runtime import (
@@ -44,6 +50,19 @@ from helmlog.runtime import (
 )
 from helmlog.runtime.lowlevel import NoPendingAsk, decide_pending
 
+from ._audit import (
+    DecisionHistory,
+    Entry,
+    HistoryFilter,
+    HistoryPage,
+    Resolution,
+    Timeline,
+    card_context,
+    decoded,
+    resolutions,
+    said,
+    timeline_of,
+)
 from ._auth import ALL_APPS, Principal
 from ._metrics import Metrics
 from ._wire import (
@@ -57,6 +76,10 @@ from ._wire import (
 )
 
 TIMEOUT_BY = "timeout"
+# Cards' conversations kept: a stream up to its pause never changes.
+CARDS_CACHED: Final = 1_024
+# Decisions the approvals page keeps showing as decided.
+RECENT: Final = 8
 # H2: the key of a turn's identity that names the app owning the session.
 OWNER_KEY: Final = "app"
 OWNERS_CACHED: Final = 65_536
@@ -233,6 +256,9 @@ class Service:
         self.ask_timeout_s = ask_timeout_s
         # session id -> owning app; a cache of what the streams say (H2).
         self._owners: OrderedDict[str, str] = OrderedDict()
+        # Issue 28: decided asks of every session, computed from the streams.
+        self.history = DecisionHistory(store)
+        self._cards: OrderedDict[tuple[str, int], AskCard] = OrderedDict()
 
     def served(self, value: Any) -> Any:
         """``value`` as the policy lets it be served (G86)."""
@@ -322,9 +348,13 @@ class Service:
     async def asks(self, who: Principal) -> list[AskView]:
         """Pending pauses ``who`` decides for (H2), from the index, each with
         its arguments (served)."""
+        return [view for view, _seq in await self._pending(who)]
+
+    async def _pending(self, who: Principal) -> list[tuple[AskView, int]]:
+        """``asks``, each with the seq of its ``pause.request``."""
         with self.metrics.timed("helmlog_store_seconds", op="pending_asks"):
             pending = await self.store.pending_asks()
-        views: list[AskView] = []
+        views: list[tuple[AskView, int]] = []
         for entry in sorted(pending, key=lambda a: (a.timestamp, a.session_id)):
             if not await self._in_scope(who, entry.session_id, who.decides_for):
                 continue
@@ -336,7 +366,7 @@ class Service:
             ev = events[0]
             if not isinstance(ev, PauseRequested) or ev.seq != entry.seq:
                 continue
-            views.append(self.served(self._ask_view(entry.session_id, ev)))
+            views.append((self.served(self._ask_view(entry.session_id, ev)), ev.seq))
         return views
 
     def _deadline(self, asked_at: int, timeout_ms: int | None) -> int | None:
@@ -385,9 +415,9 @@ class Service:
 
         Raises:
             HttpProblem: 404 for an unknown session or one out of ``scope``;
-                409 when the ask is not pending (answered, replaced) or waits
-                on an answer, not a decision.
-            CheckpointError: ``replayed`` when a concurrent decision won.
+                409 when the ask is not pending (answered, replaced; a
+                concurrent decision won: who decided it and when, issue 28)
+                or waits on an answer, not a decision.
         """
         if scope is not None and not await self._in_scope(
             scope, session_id, scope.decides_for
@@ -406,6 +436,10 @@ class Service:
             )
         except NoPendingAsk as exc:
             raise await self._not_pending(exc) from None
+        except CheckpointError as exc:
+            if exc.reason not in ("replayed", "stale"):
+                raise
+            raise await self._answered(session_id, call_id) from None
         verdict = "approved" if approved else "declined"
         self.metrics.inc("helmlog_decisions_total", decision=verdict)
         return self._outcome(session_id, out)
@@ -425,7 +459,7 @@ class Service:
                 "on an answer, not on an approval",
                 session_id=session_id,
             )
-        return _resolved(session_id, call_id)
+        return await self._answered(session_id, call_id)
 
     async def expire(self, now_ms: int | None = None) -> int:
         """Decline, as ``timeout``, every pending ask past its deadline.
@@ -464,6 +498,138 @@ class Service:
                 continue
             declined += 1
         return declined
+
+    async def _answered(self, session_id: str, call_id: str) -> HttpProblem:
+        """The 409 of a decision that came too late: who answered the ask and
+        when, in words (issue 28), else the plain conflict."""
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            records = await self.store.read(session_id)
+        events = [e for e in decoded(records) if not isinstance(e, tuple)]
+        found = [
+            r for r in resolutions(session_id, events) if r.tool_call_id == call_id
+        ]
+        if not found:
+            return _resolved(session_id, call_id)
+        last = found[-1]
+        return HttpProblem(
+            409,
+            ERR_ASK_RESOLVED,
+            f"already {said(last)}",
+            session_id=session_id,
+            decided_by=last.by,
+            decided_at=last.decided_at,
+            approved=last.outcome == "approved",
+        )
+
+    # -- what the pages read (issue 28) -------------------------------------------
+
+    async def cards(self, who: Principal) -> list[AskCard]:
+        """``asks`` with what an approver reads beside each: the conversation
+        up to the ask and the decisions of its turn, served."""
+        out: list[AskCard] = []
+        for view, seq in await self._pending(who):
+            key = (view.session_id, seq)
+            card = self._cards.get(key)
+            if card is None:
+                card = await self._card(view, seq)
+                self._cards[key] = card
+                while len(self._cards) > CARDS_CACHED:
+                    self._cards.popitem(last=False)
+            out.append(card)
+        return out
+
+    async def _card(self, view: AskView, seq: int) -> AskCard:
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            records = await self.store.read(view.session_id)
+        upto = [r for r in records if r.seq < seq]
+        try:
+            verify_records(view.session_id, upto, self.store.chain_key)
+        except StreamTamperedError as exc:
+            return AskCard(ask=view, seq=seq, broken=exc.seq)
+        events = [self.served(e) for e in decoded(upto)]
+        messages, turn = card_context(events, seq)
+        return AskCard(ask=view, seq=seq, messages=messages, turn=turn)
+
+    async def resolution(
+        self, session_id: str, call_id: str, from_seq: int
+    ) -> Resolution | None:
+        """How the ask ``call_id`` paused at ``from_seq`` was answered (served),
+        or ``None`` while it is not."""
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            records = await self.store.read(session_id, max(0, from_seq - 1))
+        events = [e for e in decoded(records) if not isinstance(e, tuple)]
+        for r in resolutions(session_id, events):
+            if r.tool_call_id == call_id:
+                served: Resolution = self.served(r)
+                return served
+        return None
+
+    async def recent(self, who: Principal, limit: int = RECENT) -> list[Resolution]:
+        """The last ``limit`` decided asks ``who`` decides for (served)."""
+        await self.history.refresh()
+        out: list[Resolution] = []
+        for owner, r in self.history.rows():
+            if len(out) == limit:
+                break
+            if who.decides_for(owner):
+                out.append(self.served(r))
+        return out
+
+    async def decisions(self, who: Principal, flt: HistoryFilter) -> HistoryPage:
+        """A page of the decided asks ``who`` reads, filtered (issue 28)."""
+        await self.history.refresh()
+        seen = [r for owner, r in self.history.rows() if who.sees(owner)]
+        rows = [r for r in seen if flt.admits(r)]
+        pages = max(1, -(-len(rows) // flt.size))
+        page = min(max(1, flt.page), pages)
+        cut = rows[(page - 1) * flt.size : page * flt.size]
+        broken = self.history.broken() if who.reads_everything else {}
+        return HistoryPage(
+            rows=tuple(self.served(r) for r in cut),
+            total=len(rows),
+            page=page,
+            pages=pages,
+            approvers=tuple(sorted({r.by for r in seen if r.by})),
+            rules=tuple(sorted({r.rule for r in seen if r.rule})),
+            tools=tuple(sorted({r.tool_name for r in seen if r.tool_name})),
+            broken=tuple(sorted(broken.items())),
+        )
+
+    async def timeline(self, who: Principal, session_id: str) -> Timeline:
+        """The session as its turns, served, with its chain's verdict (R18).
+
+        Read even when broken (an auditor must see what is there), but then
+        its recorded owner is not believed: only an every-app reader sees it.
+        """
+        events, verdict = await self._audited(who, session_id)
+        return timeline_of(
+            session_id,
+            [e if isinstance(e, tuple) else self.served(e) for e in events],
+            verdict.text(session_id),
+            verdict.broken,
+        )
+
+    async def export(self, who: Principal, session_id: str) -> bytes:
+        """The session's events as JSON lines, served (what an auditor keeps)."""
+        events, _verdict = await self._audited(who, session_id)
+        lines = [
+            encode_event(self.served(e)) for e in events if not isinstance(e, tuple)
+        ]
+        return b"".join(line + b"\n" for line in lines)
+
+    async def _audited(self, who: Principal, session_id: str) -> tuple[list[Any], Any]:
+        with self.metrics.timed("helmlog_store_seconds", op="read"):
+            verdict = await verify_session(self.store, session_id, self.store.chain_key)
+            records = await self.store.read(session_id)
+        if not records:
+            raise _unknown(session_id)
+        events = decoded(records)
+        if not who.reads_everything and (
+            verdict.broken is not None
+            or not who.sees(owner_of(e for e in events if not isinstance(e, tuple)))
+        ):
+            raise _unknown(session_id)
+        return events, verdict
 
     # -- helpers ----------------------------------------------------------------
 
@@ -506,6 +672,18 @@ class Service:
                 session_id=session_id, status="paused", ask=self.served(view)
             )
         return Outcome(session_id=session_id, status="answered", answer=out)
+
+
+class AskCard(msgspec.Struct, frozen=True, kw_only=True):
+    """A pending ask as the approvals page shows it (issue 28 item 1): the
+    ask, the last messages up to it, the decisions of its turn before it;
+    ``broken``: the seq where its stream fails verification (nothing shown)."""
+
+    ask: AskView
+    seq: int = 0
+    messages: tuple[Entry, ...] = ()
+    turn: tuple[Entry, ...] = ()
+    broken: int | None = None
 
 
 def _identity(who: Principal) -> dict[str, Any]:

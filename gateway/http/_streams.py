@@ -7,7 +7,8 @@ Role:    gateway layer (http); ``_app`` mounts these beside ``_routes``.
 Emits:   nothing: it reads the store and writes Server-Sent Events.
 
 Laws: issue 11 items 1–2, H2 (only what the caller sees, else 404), G49
-(facts only), R4 (each fact once per cursor; ``Last-Event-ID`` resumes).
+(facts only), R4 (each fact once per cursor; ``Last-Event-ID`` resumes),
+issue 28 item 1 (the page's decided asks, live).
 
 Why polling the store: any replica serves any session, so a stream reads the
 truth, not a replica's memory. A stream ends when the server starts closing
@@ -27,11 +28,12 @@ from starlette.responses import Response, StreamingResponse
 from helmlog.events import StoreError
 from helmlog.runtime import wall_clock_ms
 
+from ._audit import Resolution
 from ._auth import Principal
-from ._page import asks_fragment
 from ._routes import principal_of, require, service_of
-from ._service import Service
+from ._service import RECENT, Service
 from ._wire import HttpProblem, encode, problem_of
+from .pages import asks_fragment
 
 SESSION_POLL_S: Final = 0.2
 ASKS_POLL_S: Final = 0.5
@@ -74,11 +76,27 @@ async def asks_events(request: Request) -> Response:
 
 
 async def page_asks_events(request: Request) -> Response:
+    """The approvals page's cards as they change: an ask that leaves the
+    pending list is shown decided, by whom and when (issue 28 item 1)."""
     who = require(request, "approver")
     service = service_of(request)
+    decided: list[Resolution] = list(await service.recent(who))
+    shown: dict[tuple[str, str], int] = {}
 
     async def fragment() -> bytes:
-        return asks_fragment(await service.asks(who), wall_clock_ms()).encode()
+        cards = await service.cards(who)
+        now = {(c.ask.session_id, c.ask.tool_call_id): c for c in cards}
+        for (sid, call), seq in list(shown.items()):
+            if (sid, call) in now:
+                continue
+            del shown[(sid, call)]
+            answered = await service.resolution(sid, call, seq)
+            if answered is not None and answered not in decided:
+                decided.insert(0, answered)
+        del decided[RECENT:]
+        for c in cards:
+            shown[(c.ask.session_id, c.ask.tool_call_id)] = c.seq
+        return asks_fragment(cards, decided, wall_clock_ms()).encode()
 
     return _stream(_asks_stream(request, fragment, "asks"))
 

@@ -104,6 +104,11 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     retryable: bool = False
     detail: str = ""
     session_id: str | None = None
+    # ERR_ASK_RESOLVED: who answered the ask and when (ms), so a stale page
+    # can say so in words (issue 28 item 1); absent when unknown.
+    decided_by: str | None = None
+    decided_at: int | None = None
+    approved: bool | None = None
 
 
 class HttpProblem(Exception):
@@ -117,11 +122,14 @@ class HttpProblem(Exception):
         *,
         retryable: bool = False,
         session_id: str | None = None,
+        **resolved: Any,
     ) -> None:
         super().__init__(detail)
         self.problem = problem(
             status, code, detail, retryable=retryable, session_id=session_id
         )
+        if resolved:  # ``decided_by``/``decided_at``/``approved`` of a 409
+            self.problem = msgspec.structs.replace(self.problem, **resolved)
 
 
 _TITLES: Final = {
