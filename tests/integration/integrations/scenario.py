@@ -152,10 +152,16 @@ def native_tools() -> list[Tool]:
 # -- the governance table ---------------------------------------------------------
 
 
-def _ceiling(call: Any) -> Any:
-    if call.tool_name == "refund" and float(call.args["amount"]) > 10_000:
-        return deny(REFUSAL)
-    return allow()
+CEILING = 10_000
+
+
+def _ceiling(limit: float) -> Any:
+    def judge(call: Any) -> Any:
+        if call.tool_name == "refund" and float(call.args["amount"]) > limit:
+            return deny(REFUSAL if limit == CEILING else f"refunds over ${limit:,.0f}")
+        return allow()
+
+    return judge
 
 
 def _four_eyes(call: Any) -> Any:
@@ -182,12 +188,13 @@ def _codenames(msg: Any) -> Any:
     return allow()
 
 
-def rules() -> dict[str, Any]:
-    """The act-table, fresh links each call: ``.act(**rules())``."""
+def rules(ceiling: float = CEILING) -> dict[str, Any]:
+    """The act-table, fresh links each call: ``.act(**rules())``; a lower
+    ``ceiling`` is the changed table ``helmlog whatif`` re-judges with."""
     return {
         "input": [PiiScrub("pii-scrub", results=False)],
         "before_tool": [
-            ToolMiddleware(name="refund-ceiling", on_tool_call=_ceiling),
+            ToolMiddleware(name="refund-ceiling", on_tool_call=_ceiling(ceiling)),
             ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes),
         ],
         "after_tool": [ToolMiddleware(name="card-redaction", on_tool_result=_cards)],
@@ -221,6 +228,7 @@ def build_agent(
     provider: Provider | None = None,
     *,
     tools: Iterable[Tool] | None = None,
+    ceiling: float = CEILING,
 ) -> Agent:
     """The scenario's agent: the table, the tools, on ``store``.
 
@@ -236,7 +244,7 @@ def build_agent(
             store=store if store is not None else MemoryEventStore(),
         )
         .tool(*(tools if tools is not None else native_tools()))
-        .act(**rules())
+        .act(**rules(ceiling))
         .build()
     )
 
@@ -244,6 +252,12 @@ def build_agent(
 def native_agent(store: EventStore) -> Agent:
     """``--agent`` for the native loop's approver: the agent on ``store``."""
     return build_agent(store)
+
+
+def stricter_agent(store: EventStore) -> Agent:
+    """``helmlog whatif --agent`` for a changed table: refunds over $500 are
+    denied (the approved $800 refund flips from ask to deny)."""
+    return build_agent(store, ceiling=500)
 
 
 def governance(store: EventStore, *, tools: Iterable[Tool] | None = None) -> Governance:
