@@ -1,19 +1,21 @@
 """The fast path of a plain ``tools/call`` to an HTTP upstream: one raw POST.
 
-Pattern: ``FastPosts`` posts the JSON-RPC request itself, on the very
-         ``httpx2`` client the SDK's transport uses (one stack: its headers,
-         auth, TLS and proxy), in the upstream's handshake-era session; reads
-         the JSON or SSE answer to its end (the connection is kept alive);
-         checks the result with the SDK's own per-version validator.
+Pattern: ``FastPosts`` posts the JSON-RPC request itself, in the upstream's
+         handshake-era session: on the link's ``HttpWire`` (``wire.py``:
+         the SDK transport's client's settings, carried whole), else on that
+         ``httpx2`` client (one stack: its headers, auth, TLS and proxy);
+         reads the JSON or SSE answer to its end (the connection is kept
+         alive); checks the result with the SDK's own per-version validator.
 Role:    gateway layer; ``Upstream.call_raw`` takes it for ``tools/call``
          without progress when it is ``ready``; everything else is the SDK's.
 Emits:   nothing; a cancelled call sends ``notifications/cancelled``.
 
 Laws: P25 (the answer, the error and the cancel are the SDK path's:
-``test_proxy_fast.py`` compares them), H4.
+``test_proxy_fast.py``, ``test_upstream_wire.py``), P26, H4.
 
 Why: the SDK's client costs a task, memory streams, models and a TCP connect
-per call (it closes an SSE answer before the server ends it); bench/proxy.py.
+per call (it closes an SSE answer before the server ends it); httpx2 and h11
+~1.3 ms of CPU more than the wire (bench/proxy.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +36,7 @@ from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .._withheld import withheld
+from .wire import HttpWire, WireError, WireResponse, wire_for
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -43,10 +48,21 @@ class HttpLink:
     """What the fast path needs of an HTTP upstream's connection: its client,
     its URL and the session id the upstream gave at initialize."""
 
-    def __init__(self, url: str, label: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        label: str,
+        verify: ssl.SSLContext | bool | None = None,
+        on_status: Callable[[int, str], None] | None = None,
+    ) -> None:
         self.url = url
         self.label = label
+        # The TLS setting the client is built with; ``None``: a caller's own
+        # client, whose settings the wire cannot know (``wire.wire_for``).
+        self.verify = verify
+        self.on_status = on_status
         self.client: httpx2.AsyncClient | None = None
+        self.wire: HttpWire | None = None
         self.session_id: str | None = None
         # The SDK's client has had its answer to the standalone GET stream:
         # from then on the upstream's notifications have a stream to go to
@@ -54,8 +70,10 @@ class HttpLink:
         self.listening = anyio.Event()
 
     def attach(self, client: httpx2.AsyncClient) -> None:
-        """Use ``client`` (the SDK transport's) and note the session id it gets."""
+        """Use ``client`` (the SDK transport's) and note the session id it gets;
+        the raw POSTs go on a wire with its settings where one carries them."""
         self.client = client
+        self.wire = wire_for(self.url, client, self.verify, self.on_status)
 
         async def noted(response: httpx2.Response) -> None:
             sid = response.headers.get(SESSION)
@@ -122,7 +140,7 @@ class FastPosts:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self._cancel(client, rid)
             raise
-        except httpx2.HTTPError as exc:
+        except (httpx2.HTTPError, WireError, TimeoutError) as exc:
             raise withheld(  # H4: the URL and the cause only in the log
                 "the upstream MCP server went away",
                 detail=f"{self.link.label}: {type(exc).__name__}: {exc}",
@@ -154,6 +172,10 @@ class FastPosts:
         self, client: httpx2.AsyncClient, body: dict[str, Any], rid: str
     ) -> dict[str, Any]:
         content = json.dumps(body, separators=(",", ":")).encode()
+        wire = self.link.wire
+        if wire is not None:
+            async with wire.request("POST", self._headers(), content) as answer:
+                return await self._answer(answer, rid)
         async with client.stream(
             "POST", self.link.url, content=content, headers=self._headers()
         ) as response:
@@ -170,6 +192,18 @@ class FastPosts:
             if not isinstance(message, dict):
                 raise httpx2.DecodingError("not a JSON-RPC message")
             return message
+
+    async def _answer(self, answer: WireResponse, rid: str) -> dict[str, Any]:
+        """The wire's answer, read as ``_post`` reads httpx2's."""
+        kind = answer.headers.get(b"content-type", b"")
+        if answer.status >= 300 and not kind.startswith(b"application/json"):
+            raise WireError(f"HTTP {answer.status}")
+        if kind.startswith(b"text/event-stream"):
+            return await _from_wire_events(answer, rid, self._noted)
+        message = json.loads(await answer.read())
+        if not isinstance(message, dict):
+            raise WireError("not a JSON-RPC message")
+        return message
 
     async def _noted(self, message: dict[str, Any]) -> None:
         """A notification on the answer's stream (list_changed, a log line):
@@ -194,15 +228,60 @@ class FastPosts:
             "method": "notifications/cancelled",
             "params": {"requestId": rid, "reason": "cancelled by client"},
         }
+        content = json.dumps(note).encode()
+        wire = self.link.wire
         try:
+            if wire is not None:
+                async with wire.request("POST", self._headers(), content) as answer:
+                    await answer.read()
+                return
             response = await client.post(
-                self.link.url,
-                content=json.dumps(note).encode(),
-                headers=self._headers(),
+                self.link.url, content=content, headers=self._headers()
             )
             await response.aclose()
-        except httpx2.HTTPError:  # best effort: the call is gone either way
-            return
+        except (httpx2.HTTPError, WireError, TimeoutError):  # best effort: the
+            return  # call is gone either way
+
+
+async def _from_wire_events(
+    answer: WireResponse,
+    rid: str,
+    noted: Callable[[dict[str, Any]], Awaitable[None]],
+) -> dict[str, Any]:
+    """``_from_events`` on the wire: the same reading of an SSE answer."""
+    found: dict[str, Any] | None = None
+    pending = b""
+    async for chunk in answer.chunks():
+        pending += chunk
+        *events, pending = _EVENT_END.split(pending)
+        for event in events:
+            message = _event_message(event)
+            if not isinstance(message, dict):
+                continue
+            if message.get("id") == rid:
+                found = message  # the server ends the stream after it
+            elif "method" in message and "id" not in message:
+                await noted(message)
+    if pending.strip():
+        message = _event_message(pending)
+        if isinstance(message, dict) and message.get("id") == rid:
+            found = message
+    if found is None:
+        raise WireError("the answer's stream ended without it")
+    return found
+
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def _event_message(event: bytes) -> Any:
+    """The JSON of one SSE event's ``data:`` lines (``None`` without any)."""
+    data = [
+        line[5:].lstrip(b" ")
+        for line in event.splitlines()
+        if line.startswith(b"data:")
+    ]
+    return json.loads(b"\n".join(data)) if data else None
 
 
 async def _from_events(

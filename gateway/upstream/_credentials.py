@@ -12,7 +12,8 @@ Laws: P26 (credentials, one HTTP stack, bad settings refused before any
 connection), H4 (no secret in an error, a log line or a ``repr``).
 
 Why an ``httpx2.Auth`` for every credential: the SDK's OAuth providers are
-one, so a bearer token and OAuth sit in the same slot, applied per request.
+one, so a bearer token and OAuth sit in the same slot, applied per request
+(a bearer's header also on the fast path's wire, ``_wire_settings``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import re
 import ssl
 import tempfile
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -283,6 +284,10 @@ class BearerAuth(httpx2.Auth):
         request.headers["Authorization"] = self._header
         yield request
 
+    def static_headers(self) -> Mapping[str, str]:
+        """The header it sets (``gateway.fast.wire`` sends it as httpx2 would)."""
+        return {"Authorization": self._header}
+
     def __repr__(self) -> str:
         return "BearerAuth(<token withheld>)"
 
@@ -428,14 +433,26 @@ class HttpUpstream:
 
     async def _refused(self, response: httpx2.Response) -> None:
         """Say why: the SDK turns a 401/403 into "Server returned an error"."""
-        if response.status_code in (401, 403):
+        self._said_refused(response.status_code, response.reason_phrase)
+
+    def _said_refused(self, status: int, reason: str) -> None:
+        """The WARNING of an answer 401 or 403 (the httpx2 hook's and the wire's)."""
+        if status in (401, 403):
             log.warning(
                 "proxy: the upstream %s answered %d %s: its credentials are "
                 "missing or refused",
                 shown_url(self.url),
-                response.status_code,
-                response.reason_phrase,
+                status,
+                reason,
             )
+
+    def _wire_settings(
+        self,
+    ) -> tuple[ssl.SSLContext | bool, Callable[[int, str], None] | None]:
+        """What ``gateway.fast.wire`` needs beside the client: the TLS setting
+        the client is built with, and who says a 401/403 (none for OAuth,
+        which answers a 401 itself)."""
+        return self._verify, None if _handles_401(self._auth) else self._said_refused
 
     def __repr__(self) -> str:
         # Names only: header values and credentials may be secrets (H4).

@@ -13,7 +13,8 @@ P26 and issue 26 item 2 (one HTTP stack), H4 (no URL or cause to the caller).
 
 Why one stack: ``http://`` and ``https://`` go over the same client, so one
 set of proxy (``HTTP_PROXY``, ``trust_env``) and TLS settings governs both;
-the fast path (``gateway.fast``) posts on that same client.
+the fast path (``gateway.fast``) posts on that client, or on a wire that
+carries its settings whole.
 """
 
 from __future__ import annotations

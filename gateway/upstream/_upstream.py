@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shlex
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -144,7 +145,10 @@ class Upstream:
         http_client: HttpClientFactory | None = None,
         mode: str = "auto",
     ) -> None:
+        self._settings: HttpUpstream | None = None
         if isinstance(target, HttpUpstream):  # a URL with how to reach it (P26)
+            if http_client is None:
+                self._settings = target
             http_client = http_client or target.client
             target = target.url
         if isinstance(target, str) and not target.startswith(("http://", "https://")):
@@ -166,6 +170,9 @@ class Upstream:
         self.fast = True
         self._link: HttpLink | None = None
         self._posts: FastPosts | None = None
+        # Its POSTs on ``gateway.fast.wire`` where the wire carries the
+        # client's settings whole; off (before ``open``): on httpx2.
+        self.wire = True
         # The fast path of a plain tools/call to a stdio upstream (its pipes,
         # ``gateway.fast.stdio_upstream``): opened with ``fast`` on at ``open``.
         self._raw: RawCalls | None = None
@@ -175,13 +182,28 @@ class Upstream:
         if isinstance(target, str):
             from ._http import upstream_http
 
-            self._link = HttpLink(target, self.label)
+            verify, on_status = self._wire_settings()
+            self._link = HttpLink(target, self.label, verify, on_status)
             return upstream_http(target, self.label, self.http_client, self._link)
         if isinstance(target, (list, tuple)):
             from ._stdio import upstream_stdio
 
             return upstream_stdio(target, self.label, fast=self.fast)
         return _in_process(target)
+
+    def _wire_settings(
+        self,
+    ) -> tuple[ssl.SSLContext | bool | None, Callable[[int, str], None] | None]:
+        """P26: the TLS setting of the client the proxy builds (``HttpUpstream``'s,
+        or the SDK's default: the system's store), for the fast path's wire;
+        ``None`` for a caller's own client factory (its settings are its own)."""
+        if not (self.fast and self.wire):
+            return None, None
+        if self._settings is not None:
+            return self._settings._wire_settings()
+        if self.http_client is None:
+            return True, None
+        return None, None
 
     async def open(self) -> Connected:
         """Start (or connect to) the upstream and negotiate with it.
@@ -224,6 +246,8 @@ class Upstream:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
         self._posts = None
+        if self._link is not None and self._link.wire is not None:
+            await self._link.wire.aclose()
         if self._raw is not None:  # as the session's closing fails its own calls
             self._raw.fail_all("Connection closed")
         self._raw = None
