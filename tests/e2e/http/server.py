@@ -21,6 +21,7 @@ from tests.polling import until_sync
 SESSION_TOKEN = "s-token-alice"
 APPROVER_TOKEN = "a-token-dana"
 OTHER_APPROVER_TOKEN = "a-token-erin"
+AUDITOR_TOKEN = "r-token-olga"  # reads sessions and history, decides nothing
 AUTH = {
     "tokens": [
         {"identity": "alice@app", "roles": ["session"], "token": SESSION_TOKEN},
@@ -35,6 +36,12 @@ AUTH = {
             "roles": ["approver"],
             "apps": ["*"],
             "token": OTHER_APPROVER_TOKEN,
+        },
+        {
+            "identity": "olga@audit",
+            "roles": ["auditor"],
+            "apps": ["*"],
+            "token": AUDITOR_TOKEN,
         },
     ],
     "trusted_header": {

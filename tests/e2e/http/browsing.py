@@ -1,0 +1,79 @@
+"""Browser support for the page tests: Debian's Chromium under Playwright.
+
+The browser is the Debian ``chromium`` package (``/usr/bin/chromium``), never
+a Playwright download; a missing one fails the test (a skip reads as green).
+Screenshots go to ``tests/artifacts/`` (gitignored, a folder CI keeps on the
+machine it ran on; ``docs/img/`` holds the one the README shows).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from tests.e2e.http.server import APPROVER_TOKEN, SESSION_TOKEN, client
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """Headless Debian Chromium (fails, never skips, when it is missing)."""
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(
+            f"{CHROMIUM} is missing: apt-get install chromium (Debian/Ubuntu) or "
+            "brew install chromium (macOS); the page tests need a real browser",
+            pytrace=False,
+        )
+    with sync_playwright() as p:
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@contextmanager
+def opened(browser: Browser, **options: Any) -> Iterator[tuple[BrowserContext, Page]]:
+    """A fresh context (its own cookies) and a page in it, closed after."""
+    context = browser.new_context(**options)
+    try:
+        yield context, context.new_page()
+    finally:
+        context.close()
+
+
+def sign_in(
+    page: Page, url: str, token: str = APPROVER_TOKEN, who: str = "dana@ops"
+) -> None:
+    """Sign in on the page's form and wait until it names ``who``."""
+    page.goto(url + "/")
+    page.fill("#token", token)
+    page.click("#sign-in")
+    expect(page.locator("#who")).to_have_text(who)
+
+
+def pause(url: str, message: str) -> str:
+    """Start a session through the API that pauses on an ask; its id."""
+    with client(url, SESSION_TOKEN) as c:
+        reply = c.post("/sessions", json={"message": message})
+    assert "paused" == reply.json()["status"], reply.text
+    sid: str = reply.json()["session_id"]
+    return sid
+
+
+def shot(page: Page, name: str) -> Path:
+    """A full-page screenshot kept as ``tests/artifacts/<name>``."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=True)
+    return path
