@@ -12,16 +12,15 @@ caller's trace).
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from helmlog._named import import_named
 from helmlog.events import Checkpoint, EventStore
-from helmlog.runtime import Agent, AskPause, CheckInDecision
+from helmlog.runtime import Agent, AgentFactoryError, AskPause, CheckInDecision
 from helmlog.runtime.lowlevel import decide_pending
 
 
@@ -57,7 +56,8 @@ async def pending_questions(store: EventStore) -> list[PendingQuestion]:
 
 
 def load_factory(spec: str) -> Callable[[EventStore], Agent]:
-    """``module:function`` → the function (raises ``ValueError`` naming the problem).
+    """``module:function`` → the function (``AgentFactoryError``, a
+    ``ValueError``, naming the problem).
 
     ``module:attr`` may also name an ``mcp_serve`` result, an ``McpProxy`` or
     an integration's ``Governance``: its ``on_store`` is the function (the
@@ -66,22 +66,11 @@ def load_factory(spec: str) -> Callable[[EventStore], Agent]:
     issue 27). A function may build any of them as well as an ``Agent``:
     ``decide`` needs only ``.store`` and ``.resume``.
 
-    The current directory is put on ``sys.path`` first, so an agent module
-    beside the shell imports as it would with ``python -m``.
+    Imported by ``helmlog._named.import_named``, as every command's
+    ``--agent`` is: the current directory first on ``sys.path``, so an agent
+    module beside the shell imports as it would with ``python -m``.
     """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--agent takes module:function, got {spec!r}")
-    # As ``python -m`` does: a module beside the shell is importable without
-    # setting PYTHONPATH (issue 11).
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"--agent: cannot import {module_name!r}: {exc}") from None
-    factory = getattr(module, attr, None)
+    factory = import_named(spec)
     on_store = getattr(factory, "on_store", None)
     if not callable(factory) and callable(on_store):
         # An ``mcp_serve`` result, an ``McpProxy`` or a ``Governance`` (S10,
@@ -89,7 +78,12 @@ def load_factory(spec: str) -> Callable[[EventStore], Agent]:
         # that store's asks.
         return on_store  # type: ignore[no-any-return]
     if not callable(factory):
-        raise ValueError(f"--agent: {module_name!r} has no function {attr!r}")
+        module_name, _, attr = spec.partition(":")
+        raise AgentFactoryError(
+            spec=spec,
+            reason="missing",
+            detail=f"{module_name!r} has no function {attr!r}",
+        )
     return factory  # type: ignore[no-any-return]
 
 

@@ -20,17 +20,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import importlib
 import inspect
 import os
 import shlex
-import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from helmlog._named import import_named
 from helmlog._upstream_options import UpstreamFlags, http_upstream
 from helmlog.events import open_event_store
 from helmlog.gateway import McpProxy, ProxyAudit
+from helmlog.runtime import AgentFactoryError
 
 AUDIT_SECRET_ENV = "HELMLOG_AUDIT_SECRET"
 AUDIT_KEY_ID_ENV = "HELMLOG_AUDIT_KEY_ID"
@@ -40,28 +40,13 @@ class ProxyCliError(ValueError):
     """A bad option, policy or upstream: printed as one line."""
 
 
-def cwd_on_path() -> None:
-    """Put the current directory first on the import path (once)."""
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
-
-
 def load_attr(spec: str, option: str) -> Any:
-    """``module:attr`` → the attribute, importable from the current directory."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ProxyCliError(f"{option} takes module:attr, got {spec!r}")
-    cwd_on_path()
+    """``module:attr`` → the attribute, imported as every command's
+    ``--agent`` is (the current directory first on the import path)."""
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 — any import failure is the policy's
-        raise ProxyCliError(
-            f"{option}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from None
-    if not hasattr(module, attr):
-        raise ProxyCliError(f"{option}: {module_name!r} has no attribute {attr!r}")
-    return getattr(module, attr)
+        return import_named(spec, what="attribute")
+    except AgentFactoryError as exc:
+        raise ProxyCliError(f"{option} {spec!r}: {exc.detail}") from None
 
 
 OPTIONS = frozenset(inspect.signature(McpProxy.__init__).parameters) - {

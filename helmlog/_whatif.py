@@ -6,7 +6,8 @@ Pattern: load the changed agent by ``module:function`` on the store, parse
 Role:    the face; ``helmlog whatif`` uses these.
 
 Laws: issue 13 (a factory that does not import is a typed error), R18
-(stores by URL, ``$HELMLOG_CHAIN_KEY``).
+(stores by URL, ``$HELMLOG_CHAIN_KEY``; ``--agent`` imported as every
+command's is, the current directory first).
 Why ``--agent`` takes the store, as ``approve`` does: the factory that runs
 the sessions builds the changed agent that judges them.
 """
@@ -14,7 +15,6 @@ the sessions builds the changed agent that judges them.
 from __future__ import annotations
 
 import datetime
-import importlib
 import re
 import time
 
@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from helmlog._asks import load_factory
 from helmlog.events import EventStore
 from helmlog.runtime import FLIPS, Agent, AgentFactoryError, WhatIfReport
 
@@ -53,27 +54,14 @@ def parse_since(text: str, now_ms: int | None = None) -> int:
 def load_agent(spec: str, store: EventStore) -> Agent:
     """``module:function`` → the agent it builds on ``store``.
 
+    Imported as every command's ``--agent`` is (``load_factory``: the
+    current directory first on ``sys.path``).
+
     Raises:
         AgentFactoryError: naming what is wrong (``reason``).
     """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise AgentFactoryError(
-            spec=spec, reason="malformed", detail="expected module:function"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 — any import failure is this error
-        raise AgentFactoryError(
-            spec=spec,
-            reason="import",
-            detail=f"cannot import {module_name!r}: {type(exc).__name__}: {exc}",
-        ) from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise AgentFactoryError(
-            spec=spec, reason="missing", detail=f"{module_name!r} has no {attr!r}"
-        )
+    factory = load_factory(spec)
+    attr = spec.partition(":")[2]
     try:
         agent = factory(store)
     except Exception as exc:  # noqa: BLE001 — the factory's failure, named
