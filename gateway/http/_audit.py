@@ -305,37 +305,45 @@ def decoded(records: Sequence[StoredEvent]) -> list[Any]:
 def timeline_of(
     session_id: str, events: Sequence[Any], verdict: str, broken: int | None
 ) -> Timeline:
-    """The turns of ``events`` (served already), ``broken`` from the verdict."""
+    """The turns of ``events`` (served already), ``broken`` from the verdict.
+
+    What is recorded between turns (a message's input rules run before its
+    turn starts) opens the next turn; left at the end (an input refused, so
+    no turn started), it is a section of its own.
+    """
     turns: list[Turn] = []
-    entries: list[Entry] = []
-    number, title = 0, "before any turn"
-
-    def close() -> None:
-        if entries:
-            turns.append(Turn(number=number, title=title, entries=tuple(entries)))
-
+    pending: list[Entry] = []
+    current: tuple[int, str, list[Entry]] | None = None
+    last = 0
     for ev in events:
         if isinstance(ev, (TurnStarted, SessionImported)):
-            close()
-            entries = []
+            if current is not None:
+                turns.append(_turn(*current))
             if isinstance(ev, TurnStarted):
-                number = ev.turn
-                who = (
-                    ev.identity.get("principal")
-                    if isinstance(ev.identity, dict)
-                    else None
-                )
+                ident = ev.identity if isinstance(ev.identity, dict) else {}
+                who = ident.get("principal")
+                last = ev.turn
                 title = f"turn {ev.turn}" + (f", for {who}" if who else "")
             else:
-                number += 1
+                last += 1
                 title = f"imported from a checkpoint ({ev.kind} pause)"
+            current, pending = (last, title, pending), []
         entry = _entry(ev)
         if entry is not None:
-            seq = entry.seq
-            if broken is not None and seq >= broken:
+            if broken is not None and entry.seq >= broken:
                 entry = msgspec.structs.replace(entry, verified=False)
-            entries.append(entry)
-    close()
+            (current[2] if current is not None else pending).append(entry)
+        if isinstance(ev, TurnEnded) and current is not None:
+            turns.append(_turn(*current))
+            current = None
+    if current is not None:
+        turns.append(_turn(*current))
+    if pending:
+        refused = any(x.kind == "error" for x in pending)
+        title = (
+            "an input refused before its turn began" if refused else "outside a turn"
+        )
+        turns.append(_turn(last + 1, title, pending))
     return Timeline(
         session_id=session_id,
         turns=tuple(turns),
@@ -344,6 +352,10 @@ def timeline_of(
         verdict=verdict,
         broken=broken,
     )
+
+
+def _turn(number: int, title: str, entries: list[Entry]) -> Turn:
+    return Turn(number=number, title=title, entries=tuple(entries))
 
 
 def _calls(message: Message) -> tuple[tuple[str, Any], ...]:
