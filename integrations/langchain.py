@@ -521,6 +521,8 @@ class HelmlogMiddleware(AgentMiddleware[HelmlogState, Any, Any]):
             outcome = await self._ran(turn, call, tool, running, outcome.args)
         token = _RUNNING.set(running)  # a resumed call runs in the pipeline
         try:
+            # One interrupt per call (G64: a later ask on an approved call is
+            # a denial), so LangGraph's by-order resume values always match.
             while isinstance(outcome, AskPause):
                 answer = interrupt(_ask_value(outcome, call), response_schema=_RESUME)
                 if answer == RECORDED:

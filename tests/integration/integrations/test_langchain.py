@@ -592,3 +592,111 @@ async def test_g35_g36_a_refused_input_never_reaches_the_model_on_the_thread() -
     out = await agent.ainvoke({"messages": [HumanMessage("hi")]}, CFG)
     assert [["hi"]] == [[m.content for m in sent] for sent in model.sent]
     assert "Hello." == out["messages"][-1].content
+
+
+async def test_g64_one_question_per_call_a_later_ask_after_approval_is_a_denial() -> (
+    None
+):
+    """G64, as in the native loop: after the first ask is approved through
+    ``Command(resume=...)``, a later link's ask on the same call is a denial;
+    one interrupt per call, the tool never runs."""
+    store = MemoryEventStore()
+    desk = Desk()
+
+    def legal(call: Any) -> Any:
+        return ask("Legal sign-off?")
+
+    rules = _rules(
+        store,
+        before_tool=[
+            ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes),
+            ToolMiddleware(name="legal", on_tool_call=legal),
+        ],
+    )
+    model = _model(
+        _calls(("c2", "refund", {"order_id": "7", "amount": 800})), "Not refunded."
+    )
+    agent = _agent(rules, model, desk)
+    out = await agent.ainvoke({"messages": [HumanMessage("Refund order 7")]}, CFG)
+    assert "four-eyes" == out["__interrupt__"][0].value["rule"]
+    out = await agent.ainvoke(Command(resume={"approved": True, "by": "dana"}), CFG)
+    assert "__interrupt__" not in out
+    assert [] == desk.runs
+    text = (
+        "middleware 'legal' asked a person to decide, and there is no pause "
+        "here to carry that ask: Legal sign-off?"
+    )
+    assert ("error", text) == (out["messages"][2].status, out["messages"][2].content)
+    rows = (await _state(store, out[SESSION_KEY])).middleware_decisions
+    assert [
+        ("four-eyes", "ask", "Refund over $500?"),
+        ("four-eyes", "allow", "approved by dana"),
+        ("legal", "deny", text),
+    ] == [(r.middleware, r.outcome, r.why) for r in rows]
+
+
+def test_a_sync_invoke_is_refused_not_run_ungoverned() -> None:
+    """Fail closed: the middleware is async; LangGraph refuses a sync
+    ``invoke`` before the model is called (nothing runs ungoverned)."""
+    model = _model("hello")
+    with pytest.raises(TypeError, match="async API"):
+        _agent(_rules(MemoryEventStore()), model, Desk()).invoke(
+            {"messages": [HumanMessage("hi")]}, CFG
+        )
+    assert [] == model.sent
+
+
+async def test_parallel_tool_calls_are_each_governed_and_all_recorded() -> None:
+    """One reply, two calls (LangGraph runs them in parallel): each is walked
+    and recorded; the record's messages are the thread's."""
+    store = MemoryEventStore()
+    desk = Desk()
+    rules = _rules(
+        store, before_tool=[ToolMiddleware(name="pass", on_tool_call=lambda c: allow())]
+    )
+    model = _model(
+        _calls(
+            ("c1", "lookup_order", {"order_id": "1"}),
+            ("c2", "lookup_order", {"order_id": "2"}),
+        ),
+        "Both found.",
+    )
+    out = await _agent(rules, model, desk).ainvoke(
+        {"messages": [HumanMessage("Find 1 and 2")]}, CFG
+    )
+    assert 2 == len(desk.runs)
+    state = await _state(store, out[SESSION_KEY])
+    assert {"c1", "c2"} == {r.tool_call_id for r in state.middleware_decisions}
+    assert to_messages(out["messages"]) == tuple(state.history)
+
+
+async def test_g18_a_tool_that_raises_is_its_result_with_error_true() -> None:
+    """G18: the tool's raise is its result (error=True), the after-tool walk
+    sees it, and the model reads it as the tool's error message."""
+    store = MemoryEventStore()
+    seen: list[tuple[Any, bool]] = []
+
+    @lc_tool
+    def lookup_order(order_id: str) -> str:
+        """Look up an order."""
+        raise LookupError(f"no order {order_id}")
+
+    def look(call: Any) -> Any:
+        seen.append((call.result, call.error))
+        return allow()
+
+    rules = _rules(store, after_tool=[ToolMiddleware(name="look", on_tool_result=look)])
+    model = _model(_calls(("c1", "lookup_order", {"order_id": "7"})), "Not found.")
+    agent = create_agent(
+        model,
+        [lookup_order],
+        middleware=[governance(rules)],
+        checkpointer=InMemorySaver(),
+    )
+    out = await agent.ainvoke({"messages": [HumanMessage("Where is 7?")]}, CFG)
+    assert [("no order 7", True)] == seen
+    assert ("error", "no order 7") == (
+        out["messages"][2].status,
+        out["messages"][2].content,
+    )
+    assert "Not found." == out["messages"][-1].content
