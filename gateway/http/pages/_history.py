@@ -107,11 +107,11 @@ def history_page(
             "not verify (their later decisions are not listed)</h2>"
             f"<ul>{items}</ul></section>"
         )
-    count = "decision" if page.total == 1 else "decisions"
+    count = "decision matches" if page.total == 1 else "decisions match"
     body = (
         nav(who, roles) + '<main id="main"><h1>Past decisions</h1>'
         f"{form}"
-        f'<p id="count" role="status">{page.total} {count} match.</p>'
+        f'<p id="count" role="status">{page.total} {count}.</p>'
         f'{table}<nav class="pager" aria-label="pages">{"".join(pager)}</nav>'
         f"{broken}</main>"
     )

@@ -45,7 +45,8 @@ def value(v: Any) -> str:
 STYLE = """
 *{box-sizing:border-box}
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;padding:1rem;max-width:60rem;
-color:#1f2328;overflow-wrap:anywhere}
+color:#1f2328}
+pre,code,a,.said{overflow-wrap:anywhere}
 h1{font-size:1.3rem;margin:.4rem 0} h2{font-size:1.1rem;margin:1.2rem 0 .4rem}
 h3{font-size:1rem;margin:.6rem 0 .3rem}
 a{color:#0550ae} a:focus-visible,button:focus-visible,input:focus-visible,
