@@ -28,6 +28,7 @@ from pydantic import Field
 
 from helmlog import (
     Agent,
+    Message,
     MessageDeniedError,
     MessageMiddleware,
     Tool,
@@ -55,6 +56,7 @@ from helmlog.integrations.langchain import (
     to_messages,
     tool_from,
 )
+from helmlog.runtime import WindowPlan
 from helmlog.runtime.providers import Reply, framework_model, scripted
 from helmlog.runtime.providers import ToolCallRequest as Call
 
@@ -700,3 +702,33 @@ async def test_g18_a_tool_that_raises_is_its_result_with_error_true() -> None:
         out["messages"][2].content,
     )
     assert "Not found." == out["messages"][-1].content
+
+
+async def test_g79_a_window_that_summarises_sends_its_new_message() -> None:
+    """G79: a window whose plan holds a message the history lacks (a summary)
+    sends it as a new LangChain message, beside the thread's own."""
+    store = MemoryEventStore()
+
+    class Summary:
+        name = "summary"
+
+        def plan(
+            self,
+            messages: tuple[Message, ...],
+            *,
+            iteration: int,
+            paused_call_ids: frozenset[str] = frozenset(),
+        ) -> WindowPlan:
+            if len(messages) < 3:
+                return WindowPlan(messages)
+            head = Message(role="user", content=f"(summary of {len(messages) - 1})")
+            return WindowPlan((head, messages[-1]))
+
+    model = _model("First.", "Second.")
+    agent = _agent(_rules(store, window=Summary()), model, Desk())
+    await agent.ainvoke({"messages": [HumanMessage("one")]}, CFG)
+    await agent.ainvoke({"messages": [HumanMessage("two")]}, CFG)
+    assert [["one"], ["(summary of 2)", "two"]] == [
+        [m.content for m in sent] for sent in model.sent
+    ]
+    assert [HumanMessage, HumanMessage] == [type(m) for m in model.sent[1]]

@@ -9,8 +9,8 @@ Role:    issue 27 items 1, 5 and 6 for LangChain: the ask approved through
          LangGraph's ``Command(resume=...)``, and from a second process
          (``helmlog approve`` on a real Redis) then read back on resume.
 
-Laws: G15, G21, G33, G39, G59–G64, R9, R18 (asks listed from the index),
-R3 (verify), R14 (replay).
+Laws: G15, G21, G33, G39, G59–G64, R9, R3 (the chain ``verify`` checks),
+R18 (``asks``, ``approve``, ``verify``, ``replay`` on the command line).
 """
 
 from __future__ import annotations
