@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 try:
@@ -120,6 +121,8 @@ def _bad(detail: str) -> NoReturn:
 
 
 def _field(item: Any, key: str) -> Any:
+    if type(item) is dict:  # the SDK's input items: the hot path
+        return item.get(key)
     if isinstance(item, Mapping):
         return item.get(key)
     return getattr(item, key, None)
@@ -149,7 +152,20 @@ def _args(arguments: Any) -> Any:
         return arguments
 
 
-def _groups(items: Sequence[Any]) -> list[tuple[Message | None, list[int]]]:
+@functools.lru_cache(maxsize=4096)
+def _parsed(arguments: str) -> Any:
+    return _args(arguments)
+
+
+def _compared(arguments: Any) -> Any:
+    """Arguments parsed for comparison only (cached: the SDK sends the whole
+    history before each model call; never handed out, so never mutated)."""
+    return _parsed(arguments) if isinstance(arguments, str) else _args(arguments)
+
+
+def _groups(
+    items: Sequence[Any], parse: Callable[[Any], Any] = _args
+) -> list[tuple[Message | None, list[int]]]:
     """SDK items grouped into helmlog messages, with the items each came from.
 
     An assistant text and the calls it proposed are one helmlog message (one
@@ -166,7 +182,7 @@ def _groups(items: Sequence[Any]) -> list[tuple[Message | None, list[int]]]:
             call = ToolCallRequest(
                 id=str(_field(item, "call_id")),
                 name=str(_field(item, "name")),
-                args=_args(_field(item, "arguments")),
+                args=parse(_field(item, "arguments")),
             )
             names[call.id] = call.name
             if last is not None and last[0] is not None and last[0].role == "assistant":
@@ -281,7 +297,7 @@ def _model_view(
     given less history than the session holds) the plan is the input, after
     any leading system items.
     """
-    groups = _groups(items)
+    groups = _groups(items, _compared)
     messages = [(m, at) for m, at in groups if m is not None]
     if len(messages) == len(plan):
         out: list[Any] = []
