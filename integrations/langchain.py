@@ -7,7 +7,8 @@ Pattern: one ``AgentMiddleware`` driving a ``SteeredTurn`` at the five moments:
 Role:    integrations layer, the ``helmlog[langchain]`` extra; imports LangChain
          at its top. ``tool_from`` backs ``Tool.from_langchain``.
 
-Laws: G15 (a denial is the tool's message), G18, G25, G33, G39, G59, G63, R9.
+Laws: G15 (a denial is the tool's message), G18, G25, G33, G35, G39, G59,
+G63, G64 (one interrupt per call), R9.
 Why the session id is a state key, not the thread config: state is
 checkpointed with the thread, so a resumed run (another process with the same
 checkpointer) finds it, and a run without a thread still carries it.
@@ -72,6 +73,7 @@ __all__ = [
     "from_messages",
     "governance",
     "to_messages",
+    "tool_calls_of",
     "tool_from",
 ]
 
