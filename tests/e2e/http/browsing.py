@@ -1,9 +1,10 @@
-"""Browser support for the page tests: Debian's Chromium under Playwright.
+"""Support for the page tests: Debian's Chromium under Playwright, and an edit.
 
 The browser is the Debian ``chromium`` package (``/usr/bin/chromium``), never
 a Playwright download; a missing one fails the test (a skip reads as green).
 Screenshots go to ``tests/artifacts/`` (gitignored, a folder CI keeps on the
 machine it ran on; ``docs/img/`` holds the one the README shows).
+``tamper_user_message`` edits a stream in Redis behind the store's back.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from helmlog.events.redis import stream_key
 from tests.e2e.http.server import APPROVER_TOKEN, SESSION_TOKEN, client
 
 CHROMIUM = "/usr/bin/chromium"
@@ -77,3 +80,24 @@ def shot(page: Page, name: str) -> Path:
     path = ARTIFACTS / name
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def tamper_user_message(url: str, sid: str, old: bytes, new: bytes) -> int:
+    """Rewrite the first user message of ``sid`` in Redis, as an attacker
+    would; the seq it sat at."""
+    client_ = redis.Redis.from_url(url)
+    found: list[int] = []
+    try:
+        key = stream_key(sid)
+        entries = client_.xrange(key)
+        client_.delete(key)
+        for entry_id, fields in entries:
+            data = fields[b"data"]
+            if not found and b'"role":"user"' in data and old in data:
+                fields[b"data"] = data.replace(old, new)
+                found.append(int(fields[b"seq"]))
+            client_.xadd(key, fields, id=entry_id)
+    finally:
+        client_.close()
+    assert 1 == len(found)
+    return found[0]

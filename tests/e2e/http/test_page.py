@@ -26,7 +26,13 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.e2e.http import agents
-from tests.e2e.http.browsing import opened, pause, shot, sign_in
+from tests.e2e.http.browsing import (
+    opened,
+    pause,
+    shot,
+    sign_in,
+    tamper_user_message,
+)
 from tests.e2e.http.server import (
     APPROVER_TOKEN,
     OTHER_APPROVER_TOKEN,
@@ -402,3 +408,21 @@ def test_the_page_works_at_phone_width(api: Running, browser: Browser) -> None:
         shot(page, "approvals-phone.png")
         card.locator("button.decline").click()
         expect(_decided(page, sid)).to_contain_text("Declined by dana@ops")
+
+
+def test_a_card_whose_record_does_not_verify_shows_no_conversation(
+    api: Running, browser: Browser, redis_url: str
+) -> None:
+    """Issue 28 item 1, R3 (fail closed): a stream edited before its ask is
+    not shown as the conversation; the card says where it breaks and sends
+    the approver to the session view."""
+    sid = pause(api.url, "Refund order 8 for $900")
+    seq = tamper_user_message(redis_url, sid, b"order 8", b"order 1")
+    with opened(browser) as (_context, page):
+        sign_in(page, api.url)
+        card = _card(page, sid)
+        expect(card.locator("p.conversation")).to_have_text(
+            f"This session's record does not verify (broken at seq {seq}): "
+            "open the session view before deciding."
+        )
+        assert "order 1" not in card.inner_text()

@@ -19,15 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from playwright.sync_api import Browser, expect
 
 from helmlog import Agent, MessageMiddleware, ToolMiddleware, allow, deny
 from helmlog.events import EventStore
-from helmlog.events.redis import stream_key
 from helmlog.runtime.providers import scripted
 from tests.e2e.http import agents
-from tests.e2e.http.browsing import chromium, opened, pause, shot, sign_in
+from tests.e2e.http.browsing import (
+    chromium,
+    opened,
+    pause,
+    shot,
+    sign_in,
+    tamper_user_message,
+)
 from tests.e2e.http.server import (
     APPROVER_TOKEN,
     AUDITOR_TOKEN,
@@ -158,7 +163,7 @@ def test_a_tampered_session_shows_broken_at_its_seq(
     at its seq; the view says "broken at seq N" and marks what follows as
     unverified; the owning app no longer reads it (its owner is not believed)."""
     sid = _story(api.url)
-    edited = _edit_user_message(redis_url, sid, b"order 8", b"order 1")
+    edited = tamper_user_message(redis_url, sid, b"order 8", b"order 1")
     with opened(browser) as (_context, page):
         sign_in(page, api.url, AUDITOR_TOKEN, "olga@audit")
         page.goto(f"{api.url}/sessions/{sid}")
@@ -173,27 +178,6 @@ def test_a_tampered_session_shows_broken_at_its_seq(
         shot(page, "session-broken.png")
     with client(api.url, SESSION_TOKEN) as c:
         assert 404 == c.get(f"/sessions/{sid}", headers=HTML).status_code
-
-
-def _edit_user_message(url: str, sid: str, old: bytes, new: bytes) -> int:
-    """Rewrite the first user message of ``sid`` in Redis, as an attacker
-    would; the seq it sat at."""
-    client_ = redis.Redis.from_url(url)
-    found: list[int] = []
-    try:
-        key = stream_key(sid)
-        entries = client_.xrange(key)
-        client_.delete(key)
-        for entry_id, fields in entries:
-            data = fields[b"data"]
-            if not found and b'"role":"user"' in data and old in data:
-                fields[b"data"] = data.replace(old, new)
-                found.append(int(fields[b"seq"]))
-            client_.xadd(key, fields, id=entry_id)
-    finally:
-        client_.close()
-    assert 1 == len(found)
-    return found[0]
 
 
 def test_an_auditor_reads_but_a_decision_by_an_auditor_is_a_403(api: Running) -> None:
