@@ -49,6 +49,7 @@ from helmlog import (
     ToolMiddleware,
     allow,
     deny,
+    sliding_window,
 )
 from helmlog.events import (
     EventStore,
@@ -416,6 +417,65 @@ async def test_model_replies_are_recorded_with_the_sdks_usage() -> None:
     ended = [r.decode() for r in await store.read(session.id)]
     usage = [e.usage for e in ended if isinstance(e, LlmEnded)]
     assert 2 * [{"input_tokens": 31, "output_tokens": 7}] == usage
+
+
+def _chat_desk(
+    store: EventStore, replies: list[str], *, window: Any = None
+) -> tuple[AgentsGovernance, SdkAgent[Any], ScriptedModel]:
+    builder = Agent.create(
+        provider=framework_model("openai-agents"), model="m", store=store
+    )
+    if window is not None:
+        builder = builder.window(window)
+    helm = AgentsGovernance(builder.build())
+    model = ScriptedModel([[assistant_message(r)] for r in replies])
+    return helm, helm.govern(SdkAgent(name="chat", model=model)), model
+
+
+async def test_i5_a_next_turn_continues_the_helmlog_session_and_the_model_sees_it() -> (
+    None
+):
+    """Issue 27 item 5, G79: a second ``run`` on one session is its next turn;
+    the model sees the session's history (helmlog's plan), though the SDK was
+    given the new message alone."""
+    store = MemoryEventStore()
+    helm, agent, model = _chat_desk(store, ["Hello Ann.", "You are Ann."])
+    session = helm.session()
+    await session.run(agent, "I am Ann")
+    await session.run(agent, "Who am I?")
+
+    assert [
+        ("user", "I am Ann"),
+        ("assistant", "Hello Ann."),
+        ("user", "Who am I?"),
+    ] == [(m.role, m.content) for m in sent(model)[-1]]
+    assert session.id is not None
+    (_, history) = await record(store, session.id)
+    assert 4 == len(history)
+
+
+async def test_g79_the_window_moment_decides_what_the_model_sees() -> None:
+    """G79, G81: a sliding window on the helmlog agent is the window moment:
+    the SDK's model is sent the window's plan (the last turn only), while the
+    session keeps the whole history."""
+    store = MemoryEventStore()
+    helm, agent, model = _chat_desk(
+        store, ["Hello Ann.", "I do not know."], window=sliding_window(1)
+    )
+    session = helm.session()
+    first = await session.run(agent, "I am Ann")
+    await session.run(agent, [*first.to_input_list(), _user("Who am I?")])
+
+    assert [("user", "Who am I?")] == [(m.role, m.content) for m in sent(model)[-1]]
+    assert session.id is not None
+    (_, history) = await record(store, session.id)
+    assert ["I am Ann", "Hello Ann.", "Who am I?", "I do not know."] == [
+        m.content for m in history
+    ]
+
+
+def _user(text: str) -> Any:
+    return {"role": "user", "content": text}
 
 
 @pytest.mark.parametrize(
