@@ -39,8 +39,11 @@ from ._errors import (
     StoreError,
     StreamTamperedError,
 )
+from ._evidence import log_checkpoint, session_bundle
+from ._evidence_events import HeadSigned
 from ._facts import fact_of, watched
 from ._fold import Folder, fold
+from ._headlog import HeadsLog
 from ._index import PendingAsk
 from ._messages import Message, ToolCallRequest
 from ._open import open_event_store
@@ -53,6 +56,7 @@ from ._pause_events import (
 )
 from ._proxy_events import ProxyCallFinished, ProxyCallStarted, ProxySessionClosed
 from ._session_state import Approval, PendingPause, SessionState
+from ._signed_heads import HeadSigner
 from ._store import (
     EventStore,
     FactDelivery,
@@ -123,6 +127,9 @@ __all__ = [
     "FactsLog",
     "FatalError",
     "Folder",
+    "HeadSigned",
+    "HeadSigner",
+    "HeadsLog",
     "HelmlogError",
     "LedgerAppendError",
     "LedgerOutcomeUnknownError",
@@ -169,9 +176,11 @@ __all__ = [
     "event_type",
     "fact_of",
     "fold",
+    "log_checkpoint",
     "open_event_store",
     "read_verified",
     "refuse_headless",
+    "session_bundle",
     "shape",
     "upgrade_heads",
     "verify_chain",

@@ -110,6 +110,7 @@ class StreamTamperedError(HelmlogError):
         "deleted",
         "head",
         "no-head",
+        "signature",
     )
 
     def __init__(self, *, session_id: str, seq: int, reason: str) -> None:

@@ -25,6 +25,7 @@ from ._chain import StoredEvent, StreamHead, seal, verify_records
 from ._envelope import Event
 from ._errors import SequenceConflictError, StreamTamperedError
 from ._index import PendingAsk
+from ._signed_heads import HeadSigner
 
 
 class FactRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -254,6 +255,9 @@ class StoreBase:
 
     chain_key: bytes | None = None
     url: str = ""
+    # The signing key and trusted public keys of signed heads (issue 30);
+    # ``None``: nothing is signed or checked.
+    signer: HeadSigner | None = None
 
     async def head(self, session_id: str) -> tuple[int, str]:
         raise NotImplementedError

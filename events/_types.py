@@ -7,7 +7,7 @@ Role:    events layer; the runtime appends these, stores keep them, ``fold``
 Emits:   nothing; these are the emissions.
 
 Laws: R12, R13 (the types, by family: ``_turn_events``, ``_pause_events``,
-``_decision_events``, ``_proxy_events``), R10, R4.
+``_decision_events``, ``_proxy_events``, ``_evidence_events``), R10, R4.
 
 Why the union lives here: a stream interleaves every family, so there is one
 union and one decoder per format, and every list of all the types is written
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ._decision_events import DecisionFiled, MiddlewareDecisionEvent
 from ._envelope import Event
+from ._evidence_events import HeadSigned
 from ._pause_events import (
     ConversationSeeded,
     PauseRequested,
@@ -64,6 +65,7 @@ AnyEvent = (
     | ProxyCallStarted
     | ProxyCallFinished
     | ProxySessionClosed
+    | HeadSigned
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -89,6 +91,7 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     ProxyCallStarted,
     ProxyCallFinished,
     ProxySessionClosed,
+    HeadSigned,
 )
 EVENT_TYPES: frozenset[str] = frozenset(c.type for c in EVENT_CLASSES)
 

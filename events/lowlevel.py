@@ -10,7 +10,8 @@ Emits:   nothing.
 
 Laws: G95 (``RecordTaker``: taking stored records is an internal, explicit
 opt-in; every other watcher hears facts), R27 (``LeaseStore``: the lease
-port session hosts hold their shards of open turns by).
+port session hosts hold their shards of open turns by), R19 and issue 30
+(``check_heads``, ``advance_digest``: the journal signs and checks heads).
 """
 
 from ._chain import hash_bytes, seal, stored_encoding
@@ -25,13 +26,19 @@ from ._codec import (
 from ._decision_events import fact_for
 from ._lease import LeaseStore
 from ._session_state import sign_checkpoint
+from ._signed_heads import DIGEST_START, SIGN_AFTER, check_heads
+from ._signed_heads import advance as advance_digest
 from ._taker import RecordTaker
 
 __all__ = [
+    "DIGEST_START",
+    "SIGN_AFTER",
     "LeaseStore",
     "RecordTaker",
+    "advance_digest",
     "binding_mac",
     "canonical_json",
+    "check_heads",
     "compact_json",
     "decode_msgpack",
     "digest",

@@ -11,7 +11,8 @@ stream without yielding, so it is atomic), R4 (facts through the same
 per-session cursor as a remote outbox, synchronously), R7/R18 (the index
 beside the streams), R19 (the head record outlives a deleted stream), R25
 (every session an append created is remembered), R26 (marked as writing
-heads by its first append; ``upgrade_head`` gives an older stream its head).
+heads by its first append; ``upgrade_head`` gives an older stream its head);
+issue 30 (a signed head's log leaf is appended in the head's own step).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import msgspec
 
 from .._chain import StoredEvent, StreamHead, head_of, type_of, verify_records
 from .._errors import SequenceConflictError
+from .._evidence_events import HeadSigned
 from .._index import MemoryIndex, PendingAsk, delta_of
 from .._lease import MemoryLeases
+from .._signed_heads import HeadSigner, head_leaves
 from .._store import FactDelivery, FactRecord, StoreBase
 from .facts import MemoryFacts
 
@@ -35,8 +38,11 @@ class MemoryEventStore(StoreBase):
     seq check and the write.
     """
 
-    def __init__(self, *, chain_key: bytes | None = None) -> None:
+    def __init__(
+        self, *, chain_key: bytes | None = None, signer: HeadSigner | None = None
+    ) -> None:
         self.chain_key = chain_key
+        self.signer = signer
         self.url = "memory://"
         self._streams: dict[str, list[StoredEvent]] = {}
         self._heads: dict[str, StreamHead] = {}
@@ -47,6 +53,9 @@ class MemoryEventStore(StoreBase):
         self._known: set[str] = set()
         self._writes_heads = False
         self._leases = MemoryLeases()  # R27
+        # The log of signed heads (issue 30): leaf hashes, and their indexes.
+        self._log: list[bytes] = []
+        self._log_at: dict[bytes, int] = {}
 
     async def head(self, session_id: str) -> tuple[int, str]:
         stream = self._streams.get(session_id)
@@ -78,6 +87,8 @@ class MemoryEventStore(StoreBase):
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
+        if any(r.type == HeadSigned.type for r in records):
+            self._append_leaves(head_leaves(records))  # the head's own step
         if records:
             last = records[-1]
             self._heads[session_id] = head_of(
@@ -171,6 +182,7 @@ class MemoryEventStore(StoreBase):
     async def reindex(self, session_id: str) -> None:
         stream = self._streams.get(session_id, [])
         self._index.replace(session_id, delta_of(session_id, stream))
+        self._append_leaves(head_leaves(stream))
         if not stream:
             self._facts.cursors.pop(session_id, None)  # no stream, no cursor
             return
@@ -182,6 +194,28 @@ class MemoryEventStore(StoreBase):
         for session_id in sessions:
             await self.reindex(session_id)
         return len(sessions)
+
+    def _append_leaves(self, leaves: list[bytes]) -> int:
+        added = 0
+        for leaf in leaves:
+            if leaf not in self._log_at:
+                self._log_at[leaf] = len(self._log)
+                self._log.append(leaf)
+                added += 1
+        return added
+
+    async def log_leaves(self, size: int | None = None) -> list[bytes]:
+        return list(self._log if size is None else self._log[:size])
+
+    async def log_index(self, leaf: bytes) -> int | None:
+        return self._log_at.get(leaf)
+
+    async def repair_log(self, session_id: str | None = None) -> int:
+        sessions = sorted(self._streams) if session_id is None else [session_id]
+        return sum(
+            self._append_leaves(head_leaves(self._streams.get(sid, [])))
+            for sid in sessions
+        )
 
     async def claim_lease(self, name: str, owner: str, ttl_s: float) -> bool:
         return self._leases.claim(name, owner, ttl_s)

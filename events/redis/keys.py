@@ -41,6 +41,9 @@ from .._store import FactRecord
 #     helmlog:open:{<n>}              hash: session id -> seq of its open turn
 #     helmlog:asks:{<n>}              hash: session id -> "<seq>:<PendingAsk json>"
 #     helmlog:lease:{<name>}          string: a lease's owner, expiring (PX) (R27)
+#     helmlog:{evidence}:log          list: the log of signed heads, leaf hashes
+#                                     (32 bytes) in log order (issue 30)
+#     helmlog:{evidence}:leaves       hash: leaf hash -> its index in the log
 #
 #     n = sha256(session_id)[:8] (big-endian) mod shards   (``shard_of``)
 
@@ -53,6 +56,9 @@ KNOWN_SUFFIX: Final = "}:known"
 FORMAT_KEY: Final = "helmlog:format"
 FORMAT_HEADS: Final = b"heads"
 CURSOR_PREFIX: Final = "f1:"
+# The log of signed heads: one slot (one hash tag), store-wide (issue 30).
+HEADLOG_KEY: Final = "helmlog:{evidence}:log"
+HEADLOG_AT_KEY: Final = "helmlog:{evidence}:leaves"
 # Invariant: a blocking read waits at most this long per command, so the
 # client's socket timeout (5 s by default) never cuts a healthy BLOCK short.
 BLOCK_SLICE_MS: Final = 1_000

@@ -27,11 +27,14 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from .._chain import StoredEvent, StreamHead
 from .._envelope import Event
+from .._evidence_events import HeadSigned
 from .._index import PendingAsk
+from .._signed_heads import HeadSigner, head_leaves, note_leaf
 from .._store import FactDelivery, FactRecord
 from .appender import Appender
 from .backend import Backend
 from .groups import Groups
+from .headlog import RedisHeadLog
 from .heads import Heads
 from .indexes import Indexes
 from .leases import RedisLeases
@@ -72,8 +75,11 @@ class RedisEventStore:
         chain_key: bytes | None = None,
         url: str | None = None,
         options: StoreOptions | None = None,
+        signer: HeadSigner | None = None,
     ) -> None:
         self.url = public_url(url) if url else _url_of(client)
+        # The signing key and trusted keys of signed heads (issue 30).
+        self.signer = signer
         self.options = options or StoreOptions()
         self._client = client
         self._routes = Routes(
@@ -89,6 +95,7 @@ class RedisEventStore:
         self._groups = Groups(self._backend)
         self._indexes = Indexes(self._backend, self._reader, self._outbox)
         self._leases = RedisLeases(self._routes, self.url)  # R27
+        self._headlog = RedisHeadLog(self._backend, self._reader)
         self._closed = False
 
     @classmethod
@@ -99,6 +106,7 @@ class RedisEventStore:
         *,
         max_connections: int | None = None,
         pool_timeout: float | None = None,
+        signer: HeadSigner | None = None,
     ) -> RedisEventStore:
         """A store on ``redis://`` or ``rediss://``; connects on first use.
 
@@ -124,7 +132,7 @@ class RedisEventStore:
         )
         # from_pool: the client owns the pool and closes it with itself.
         client = aioredis.Redis.from_pool(pool)
-        return cls(client, chain_key=chain_key, url=url, options=options)
+        return cls(client, chain_key=chain_key, url=url, options=options, signer=signer)
 
     @property
     def chain_key(self) -> bytes | None:
@@ -156,12 +164,20 @@ class RedisEventStore:
     async def append(
         self, session_id: str, events: Sequence[Event], expected_seq: int
     ) -> int:
-        return await self._appender.append(session_id, events, expected_seq)
+        seq = await self._appender.append(session_id, events, expected_seq)
+        notes = [e.note for e in events if isinstance(e, HeadSigned)]
+        leaves = [leaf for leaf in map(note_leaf, notes) if leaf is not None]
+        if leaves:
+            await self._headlog.after_append(session_id, leaves)
+        return seq
 
     async def append_sealed(
         self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
     ) -> int:
-        return await self._appender.append_sealed(session_id, records, expected_seq)
+        seq = await self._appender.append_sealed(session_id, records, expected_seq)
+        if any(r.type == HeadSigned.type for r in records):
+            await self._headlog.after_append(session_id, head_leaves(records))
+        return seq
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         return await self._reader.read(session_id, after_seq)
@@ -236,9 +252,23 @@ class RedisEventStore:
 
     async def reindex(self, session_id: str) -> None:
         await self._indexes.reindex(session_id)
+        await self._headlog.repair(session_id)
 
     async def repair_indexes(self) -> int:
-        return await self._indexes.repair_indexes()
+        repaired = await self._indexes.repair_indexes()
+        await self._headlog.repair()
+        return repaired
+
+    # -- the log of signed heads (issue 30) -------------------------------------
+
+    async def log_leaves(self, size: int | None = None) -> list[bytes]:
+        return await self._headlog.leaves(size)
+
+    async def log_index(self, leaf: bytes) -> int | None:
+        return await self._headlog.index(leaf)
+
+    async def repair_log(self, session_id: str | None = None) -> int:
+        return await self._headlog.repair(session_id)
 
     # -- leases (R27) and lifetime ----------------------------------------------
 

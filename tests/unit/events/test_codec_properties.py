@@ -158,6 +158,8 @@ REQUIRED: dict[str, list[str]] = {
         "turns_before",
         "turns_after",
     ],
+    # Issue 30: a signed head is its signed note, whole.
+    "session.head_signed": ["note"],
 }
 
 
