@@ -444,7 +444,12 @@ class HelmlogMiddleware(AgentMiddleware[HelmlogState, Any, Any]):
     async def abefore_agent(
         self, state: HelmlogState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """The input moment on the run's user message; opens the turn."""
+        """The input moment on the run's user message; opens the turn.
+
+        The run's LangGraph context, when it is a mapping (``ainvoke(...,
+        context={"user": ...})``), is the turn's identity (G13: what every
+        rule's context carries); else the default, the session id.
+        """
         messages = state["messages"]
         last = messages[-1] if messages else None
         if not isinstance(last, HumanMessage):
@@ -452,8 +457,11 @@ class HelmlogMiddleware(AgentMiddleware[HelmlogState, Any, Any]):
                 "a governed LangChain run starts on a user message: the input's "
                 f"last message is {shape(last)}"
             )
+        context = runtime.context
         turn = await self.governance.steering.open_turn(
-            _text(last.content), session_id=state.get(SESSION_KEY)
+            _text(last.content),
+            session_id=state.get(SESSION_KEY),
+            identity=dict(context) if isinstance(context, Mapping) else None,
         )
         update: dict[str, Any] = {SESSION_KEY: turn.session_id}
         if turn.admitted != last.content:

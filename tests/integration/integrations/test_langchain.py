@@ -732,3 +732,32 @@ async def test_g79_a_window_that_summarises_sends_its_new_message() -> None:
         [m.content for m in sent] for sent in model.sent
     ]
     assert [HumanMessage, HumanMessage] == [type(m) for m in model.sent[1]]
+
+
+async def test_g13_the_runs_context_is_the_identity_rules_see() -> None:
+    """G13: a mapping given as LangGraph's run context is the turn's identity,
+    seen by every rule (here a before-tool rule keyed on the caller)."""
+    store = MemoryEventStore()
+    desk = Desk()
+    seen: list[Any] = []
+
+    def who(call: Any) -> Any:
+        seen.append(call.identity)
+        return allow() if call.identity.get("role") == "agent" else deny("agents only")
+
+    rules = _rules(store, before_tool=[ToolMiddleware(name="who", on_tool_call=who)])
+    model = _model(_calls(("c1", "lookup_order", {"order_id": "7"})), "Found.")
+    agent = create_agent(
+        model,
+        desk.tools,
+        middleware=[governance(rules)],
+        checkpointer=InMemorySaver(),
+        context_schema=dict,
+    )
+    await agent.ainvoke(
+        {"messages": [HumanMessage("Where is 7?")]},
+        CFG,
+        context={"user": "ann", "role": "agent"},
+    )
+    assert [{"user": "ann", "role": "agent"}] == seen
+    assert 1 == len(desk.runs)
