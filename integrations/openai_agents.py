@@ -46,7 +46,7 @@ try:
         ToolInputGuardrailData,
         TResponseInputItem,
     )
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.run_config import CallModelData, ModelInputData, ToolExecutionConfig
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover — the extra is in the dev group
     raise ImportError(
@@ -65,7 +65,7 @@ from helmlog.runtime import (
     check_in_declined,
     is_ask_pause,
 )
-from helmlog.runtime.lowlevel import Admitted, Ran, Refused, SteeredTurn
+from helmlog.runtime.lowlevel import Admitted, Ran, Refused, SteeredTurn, SteeringError
 
 from ._governance import Governance
 
@@ -675,9 +675,11 @@ class AgentsGovernance:
         return GovernedSession(self, session_id, identity)
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
-        """``base`` (or a default ``RunConfig``) with helmlog's model-input filter."""
+        """``base`` (or a default ``RunConfig``) with helmlog's model-input filter,
+        and a reply's function calls run one at a time, in order (as the native
+        loop runs them: the rows come in the same order)."""
         if base is None:
-            return RunConfig(call_model_input_filter=_model_input)
+            base = RunConfig()
         if not isinstance(base, RunConfig):
             _bad(
                 f"run_config must be an Agents SDK RunConfig, got {type(base).__name__}"
@@ -687,7 +689,14 @@ class AgentsGovernance:
                 "run_config already has a call_model_input_filter: helmlog's decides "
                 "what the model sees (use a window strategy on the helmlog agent)"
             )
-        return dataclasses.replace(base, call_model_input_filter=_model_input)
+        execution = base.tool_execution or ToolExecutionConfig()
+        return dataclasses.replace(
+            base,
+            call_model_input_filter=_model_input,
+            tool_execution=dataclasses.replace(
+                execution, max_function_tool_concurrency=1
+            ),
+        )
 
     def is_governed(self, agent: object) -> bool:
         """Whether ``agent`` is one ``govern`` returned."""
@@ -732,7 +741,14 @@ class AgentsGovernance:
             run = _current()
             turn = await run.attach()
             call = ToolCallRequest(id=call_id, name=ft.name, args=params)
-            outcome = await turn.before_tool(call, adapter._tool(ft, None))
+            try:
+                outcome = await turn.before_tool(call, adapter._tool(ft, None))
+            except SteeringError as exc:
+                if exc.reason != "pending-question":
+                    raise
+                # An earlier call of this reply waits on a person: this one
+                # waits too (an interruption); its rules run when it is approved.
+                return True
             if isinstance(outcome, Admitted):
                 run.admitted[call_id] = outcome
                 return False
@@ -955,7 +971,8 @@ class GovernedSession:
 
         A pause decided elsewhere (``helmlog approve|decline``) is approved or
         rejected in the SDK's state with the recorded outcome; a decline given
-        here is recorded now, so the model reads helmlog's refusal.
+        here is recorded now, so the model reads helmlog's refusal; a call that
+        waited behind another's question, that question settled, is walked.
         """
         calls = [
             (i, c) for i in state.get_interruptions() if (c := _call_of(i)) is not None
@@ -965,14 +982,24 @@ class GovernedSession:
         turn = await run.attach()
         for item, call in calls:
             probe = self.adapter._probe(agent, call.name)
-            outcome: Any = await turn.call_tool(call, probe)
+            try:
+                # Re-entrant: a pending pause or a recorded outcome is read
+                # back; a call that waited behind a question is walked now.
+                outcome: Any = await turn.before_tool(call, probe)
+            except SteeringError as exc:
+                if exc.reason != "pending-question":
+                    raise
+                continue  # still behind another call's question
             if is_ask_pause(outcome):
                 decision = self._decisions.get(call.id)
                 if decision is None or decision.approved:
                     continue  # still pending, or run by ``invoke`` in the SDK's loop
                 del self._decisions[call.id]
                 outcome = await turn.resume_tool(outcome.checkpoint, decision, probe)
-            if isinstance(outcome, Ran):
+            if isinstance(outcome, Admitted):
+                run.admitted[call.id] = outcome
+                state.approve(item)
+            elif isinstance(outcome, Ran):
                 state.approve(item)
             elif isinstance(outcome, Refused):
                 state.reject(item, rejection_message=outcome.text)

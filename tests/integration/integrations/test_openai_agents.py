@@ -310,6 +310,63 @@ async def test_g61_a_decline_through_the_sdks_state_is_recorded_and_the_model_re
     assert "declined" in read.content
 
 
+@pytest.mark.parametrize("approve", ["both", "the-question-only"])
+async def test_g51_a_replys_calls_run_in_order_and_one_behind_a_question_waits(
+    runs_file: Path, approve: str
+) -> None:
+    """G51, G59, issue 27 item 6: a reply proposing two calls, the first of
+    which asks: both are the SDK's interruptions (the second waits behind
+    the question). Approved (both at once, or the question first and the
+    waiting call walked by the run after), they run in order, and the rows
+    are the native loop's for the same reply, row for row."""
+    both = [
+        Reply(
+            tool_calls=[
+                Call(id="c1", name="refund", args={"order_id": "7", "amount": 800}),
+                Call(id="c2", name="lookup_order", args={"order_id": "7"}),
+            ]
+        ),
+        Reply("Refunded."),
+    ]
+    native_store = MemoryEventStore()
+    native = sc.build_agent(native_store, scripted(list(both)))
+    paused = await native.run(sc.MESSAGES[sc.REFUND_800], session_id="native")
+    assert isinstance(paused, AskPause)
+    await native.resume(paused.checkpoint, sc.check_in_approved(by=sc.APPROVER))
+    native_runs = sc.runs(runs_file)
+    runs_file.unlink()
+
+    store = MemoryEventStore()
+    rules = sc.build_agent(
+        store,
+        framework_model("openai-agents"),
+        tools=[tool_from(ft) for ft in sdk_tools()],
+    )
+    helm = AgentsGovernance(rules)
+    model = ScriptedModel(sdk_steps(both))
+    agent = helm.govern(SdkAgent(name="desk", tools=sdk_tools(), model=model))
+    session = helm.session()
+    first = await session.run(agent, sc.MESSAGES[sc.REFUND_800])
+    assert ["c1", "c2"] == [i.raw_item.call_id for i in first.interruptions]
+    assert [] == sc.runs(runs_file)
+    state = first.to_state()
+    asked = first.interruptions if approve == "both" else first.interruptions[:1]
+    for item in asked:
+        session.approve(state, item, by=sc.APPROVER)
+    done = await session.run(agent, state)
+    if approve != "both":
+        assert ["c2"] == [i.raw_item.call_id for i in done.interruptions]
+        assert ["refund"] == sc.runs(runs_file)
+        done = await session.run(agent, done.to_state())
+
+    assert "Refunded." == admitted_output(done)
+    assert native_runs == sc.runs(runs_file) == ["refund", "lookup_order"]
+    assert session.id is not None
+    assert await sc.session_rows(native_store, "native") == await sc.session_rows(
+        store, session.id
+    )
+
+
 # -- moments, refusals, bad input ------------------------------------------------
 
 
