@@ -152,26 +152,33 @@ def check_heads(
     position: Position = (0, DIGEST_START),
     last_hash: str = "",
 ) -> Position:
-    """Extend the digest over ``records`` and check each signed head among
-    them under ``public_keys`` (R19); the position they end at.
+    """Extend the digest over ``records`` (those after ``position``, whose
+    last hash is ``last_hash``) and check the latest signed head among them
+    under ``public_keys`` (R19); the position they end at.
 
     A signed head at seq k must be signed by a held key and name seq k-1,
     this session, the hash of record k-1 and the digest of records 1..k-1.
+    Only the latest is checked: its digest commits to every record before
+    it, earlier signed heads included, so none of them can change unseen.
 
     Raises:
         StreamTamperedError: ``reason="signature"`` at the signed head's seq.
     """
-    seq, digest = position
-    for record in records:
+    latest = -1
+    for i, record in enumerate(records):
         if type_of(record) == HeadSigned.type:
-            signed = _signed_head(record, public_keys)
-            if signed != (session_id, seq, last_hash, digest):
-                raise StreamTamperedError(
-                    session_id=session_id, seq=record.seq, reason="signature"
-                )
-        seq, digest = record.seq, hashlib.sha256(digest + record.data).digest()
-        last_hash = record.hash
-    return seq, digest
+            latest = i
+    if latest >= 0:
+        seq, digest = advance(position, records[:latest])
+        before = records[latest - 1].hash if latest > 0 else last_hash
+        signed = _signed_head(records[latest], public_keys)
+        if signed != (session_id, seq, before, digest):
+            raise StreamTamperedError(
+                session_id=session_id, seq=records[latest].seq, reason="signature"
+            )
+        position = (seq, digest)
+        records = records[latest:]
+    return advance(position, records)
 
 
 def _note_of(record: StoredEvent) -> str | None:

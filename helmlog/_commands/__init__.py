@@ -18,12 +18,12 @@ from __future__ import annotations
 
 # isort: off
 # Each registers its commands as it is imported: this is --help's order.
-from . import _demo, _record, _approvals, _serving, _whatif
+from . import _demo, _record, _approvals, _serving, _whatif, _evidence
 
 # isort: on
 from ._app import app
 
 __all__ = ["app"]
 
-COMMAND_MODULES = (_demo, _record, _approvals, _serving, _whatif)
+COMMAND_MODULES = (_demo, _record, _approvals, _serving, _whatif, _evidence)
 """The command modules, in the order their commands were registered."""
