@@ -6,7 +6,8 @@ Pattern: one ``typer.Typer``; command modules decorate their functions with
 Role:    the face; ``helmlog.cli`` imports ``app`` from this package.
 Emits:   nothing.
 
-Laws: R18 (one app, one ``--store`` with one default, ``$HELMLOG_STORE``).
+Laws: R18 (one app; every ``--store`` defaults to ``$HELMLOG_STORE``, and a
+command that reads the record refuses with neither: ``store_or_exit``).
 
 Why not in ``helmlog/cli.py``: ``python -m helmlog.cli`` runs that file as
 ``__main__``, so a command importing ``helmlog.cli`` would register on a

@@ -6,7 +6,8 @@ Role:    the face; registers ``demo`` on the one app.
 Emits:   nothing itself; the sessions record through the agents they run.
 
 Laws: R18 (no server needed; ``--sessions N``, ``--store URL``,
-``--cluster`` on a redis-server it starts itself; ``--otlp``/``--jsonl``).
+``--cluster`` on a redis-server it starts itself; ``--otlp``/``--jsonl``);
+issue 28 (it says Ray is starting, and when its ids end with it).
 
 Why the export runs before the store closes: a memory store's record ends
 with it, so the sessions are exported inside the loop that ran them.

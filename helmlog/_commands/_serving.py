@@ -7,7 +7,8 @@ Pattern: thin commands; each loads what it serves (an agent factory, an auth
 Role:    the face; registers ``serve``, ``recover`` and ``mcp-proxy``.
 Emits:   nothing itself; the agents they run record their sessions.
 
-Laws: issue 11 (``serve`` refused without an auth file), R7/R22
+Laws: issue 11 (``serve`` refused without an auth file), issue 28 (it
+prints the address it listens on, then an access log), R7/R22
 (``recover`` exits 1 if a session could not be recovered), section P
 (P26: ``mcp-proxy``'s upstream flags each have an environment twin and
 take secrets only as a variable's name or a file's path).
