@@ -325,7 +325,7 @@ class SteeringError(HelmlogError, ValueError):
         self.session_id = session_id
         self.tool_call_id = tool_call_id
         self.detail = detail
-        super().__init__(f"session '{session_id}': {detail}")
+        super().__init__(f"session '{session_id}': {detail}" if session_id else detail)
 
 
 class FrameworkModelError(ProviderError):

@@ -537,3 +537,18 @@ def test_framework_model_needs_a_name() -> None:
 
 
 _ = Tool
+
+
+def test_an_agent_with_an_output_type_is_not_steered() -> None:
+    """Bad input: the framework parses its own output (``"unsupported"``)."""
+    import msgspec
+
+    class Answer(msgspec.Struct):
+        text: str
+
+    agent = Agent.create(
+        provider=framework_model("fw"), model="m", output_type=Answer
+    ).build()
+    with pytest.raises(SteeringError, match=r"^an agent with an output_type") as caught:
+        Steering(agent)
+    assert "unsupported" == caught.value.reason
