@@ -188,6 +188,7 @@ def _access_log(path: Path | None) -> Iterator[None]:
     stamp.converter = time.gmtime
     handler.setFormatter(stamp)
     logger = logging.getLogger(ACCESS_LOGGER)
+    level, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False  # once, whatever the root logger does
@@ -195,6 +196,8 @@ def _access_log(path: Path | None) -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
         handler.close()
 
 

@@ -232,3 +232,24 @@ def test_serve_access_log_goes_to_the_file_it_is_given(tmp_path: Path) -> None:
     assert text.startswith("kept\n")
     assert EXPECTED_ACCESS == _access_lines(text)
     assert "t-app" not in text and "my secret body" not in text
+
+
+def test_serve_refuses_an_access_log_it_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 item 4: an --access-log FILE that cannot be opened stops the
+    start with one line naming it (exit 2), before anything listens."""
+    (tmp_path / "desk.py").write_text(DESK)
+    (tmp_path / "auth.toml").write_text(AUTH)
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "no-such-dir" / "access.log"
+    result = CliRunner().invoke(
+        app,
+        ["serve", "--agent", "desk:desk", "--auth", "auth.toml", "--port", "0",
+         "--access-log", str(missing)],
+        env={"HELMLOG_STORE": "", "COLUMNS": "400"},
+    )  # fmt: skip
+    assert 2 == result.exit_code
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("helmlog serve failed: FileNotFoundError")
+    assert str(missing) in line
