@@ -36,6 +36,7 @@ from helmlog import (
     allow,
     ask,
     check_in_approved,
+    check_in_declined,
     deny,
     sliding_window,
 )
@@ -761,3 +762,32 @@ async def test_g13_the_runs_context_is_the_identity_rules_see() -> None:
     )
     assert [{"user": "ann", "role": "agent"}] == seen
     assert 1 == len(desk.runs)
+
+
+async def test_an_ask_declined_on_helmlogs_side_is_read_back_with_recorded() -> None:
+    """A decline made through another ``Governance`` on the same store (what
+    the approvals page and ``helmlog decline`` call) is read back by
+    ``Command(resume=RECORDED)``: the model reads the refusal; nothing ran."""
+    store = MemoryEventStore()
+    desk = Desk()
+    agent, value = await _asked(store, desk)
+    page = Governance(
+        Agent.create(provider=framework_model("langchain"), model="m", store=store)
+        .tool(Tool.from_langchain(desk.refund))
+        .act(
+            before_tool=[
+                ToolMiddleware(name="refund-ceiling", on_tool_call=_ceiling),
+                ToolMiddleware(name="four-eyes", on_tool_call=_four_eyes),
+            ]
+        )
+        .build()
+    )
+    out = await page.resume(value["checkpoint"], check_in_declined("eve@ops"))
+    assert "declined by human" == out
+    resumed = await agent.ainvoke(Command(resume=RECORDED), CFG)
+    assert [] == desk.runs
+    assert ("error", "declined by human") == (
+        resumed["messages"][2].status,
+        resumed["messages"][2].content,
+    )
+    assert "Refunded." == resumed["messages"][-1].content
