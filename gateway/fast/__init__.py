@@ -1,8 +1,9 @@
-"""The proxy's kept fast paths, all here: a serving lane and two upstream calls.
+"""The proxy's kept fast paths, all here: two serving lanes, two upstream calls.
 
 Pattern: each takes only a plain ``tools/call`` (no progress token, no task)
          and hands every other message to the SDK unchanged: ``ServingLane``
-         runs a stdio line through the SDK's kernel without its dispatcher;
+         runs a stdio line through the SDK's kernel without its dispatcher,
+         ``HttpLane`` a 2026-era POST without its HTTP entry;
          ``FastPosts`` is one raw POST on ``wire.HttpWire`` (kept-alive
          HTTP/1.1 carrying the upstream client's settings) or on that
          ``httpx2`` client; ``RawCalls`` a raw call on a stdio child's pipes.
@@ -12,13 +13,15 @@ Emits:   nothing of their own.
 
 Laws: P25, P20, P26; differential tests run the same calls with the paths on
 and off and compare answers and audit rows whole (test_proxy_lane.py,
-test_proxy_fast.py, test_upstream_raw.py, test_upstream_wire.py: both eras,
-errors, cancels, an upstream killed mid-call, https). Why kept: each pays
-in bench/proxy.py (figures and method: docs/design.md, the proxy).
+test_proxy_lane_http.py, test_proxy_fast.py, test_upstream_raw.py,
+test_upstream_wire.py: both eras, errors, cancels, an upstream killed
+mid-call, https). Why kept: each pays in bench/proxy.py (figures and
+method: docs/design.md, the proxy).
 """
 
+from .http_lane import HttpLane
 from .lane import ServingLane
 from .stdio_upstream import RawCalls
 from .upstream import FastPosts, HttpLink
 
-__all__ = ["FastPosts", "HttpLink", "RawCalls", "ServingLane"]
+__all__ = ["FastPosts", "HttpLane", "HttpLink", "RawCalls", "ServingLane"]

@@ -4,7 +4,8 @@ Pattern: an ASGI app that admits, runs and ends sessions itself: per
          handshake-era session one ``ProxySession``, one SDK transport and
          one event store (``_resume``), driven by the SDK's ``serve_loop``;
          a 2026-07-28 request (no session on that revision) is one
-         ``ProxySession`` of its own, answered by the SDK's modern handler.
+         ``ProxySession`` of its own, answered by the SDK's modern handler
+         (a plain ``tools/call`` by ``gateway.fast.HttpLane``, its kernel).
 Role:    gateway layer; ``McpProxy.http_app()``, served by ``_uvicorn``.
 Emits:   through the sessions; the manifest and ``on_session_closed`` at
          every session end.
@@ -36,6 +37,7 @@ from mcp.server.streamable_http import (
 from mcp_types import jsonrpc_message_adapter
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from ..fast import HttpLane
 from ._layers import RejectionReason
 from ._resume import SessionEventStore
 from ._routing import has_progress
@@ -138,6 +140,8 @@ class ProxyHttpApp:
         self.allowed_origins = origins
         self.live: dict[str, _Live] = {}
         self.admitting = 0
+        # P25: a plain 2026-era tools/call beside the SDK's entry (``gateway.fast``)
+        self.lane = HttpLane()
         self._lock = anyio.Lock()
         self._tg: Any = None
 
@@ -362,10 +366,15 @@ class ProxyHttpApp:
         # every other answer is one JSON body (the SDK's ``json_response``).
         params = message.get("params") if isinstance(message, dict) else None
         json_response = not has_progress(params)
+        out = _null_ids(send)
+        route = self.lane.route(message, scope, head) if session.fast else None
         try:
-            await handle_modern_request(
-                session.server, None, json_response, {}, scope, receive, _null_ids(send)
-            )
+            if route is None or not await self.lane.answer(
+                session.server, route, message, scope, receive, out
+            ):
+                await handle_modern_request(
+                    session.server, None, json_response, {}, scope, receive, out
+                )
         finally:
             with anyio.CancelScope(shield=True):
                 await self.proxy.close_session(session)
