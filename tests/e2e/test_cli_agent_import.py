@@ -127,6 +127,10 @@ def test_every_command_imports_module_attr_from_the_current_directory(
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)  # serve runs until interrupted
-        _, err = proc.communicate(timeout=30)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
     assert "cannot import" not in err.decode()
     assert "stricter" == (cwd / "imported").read_text()
