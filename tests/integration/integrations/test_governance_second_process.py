@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from helmlog import AskPause
+from helmlog import AskPause, check_in_approved
 from helmlog.events import EventStore, open_event_store
 from helmlog.integrations import Governance
 from helmlog.runtime.lowlevel import Ran, Refused, SteeredTurn
@@ -153,24 +153,49 @@ async def test_helmlog_decline_refuses_the_call_and_it_never_runs(
         await store.close()
 
 
-async def test_verify_replay_and_whatif_work_on_a_steered_session(
-    redis_url: str, approver_env: dict[str, str]
-) -> None:
-    """Issue 27 item 5: ``helmlog verify`` passes, ``replay`` prints its
-    timeline, ``whatif`` re-judges it: nothing flips under the same table,
-    the approved refund flips to a denial under a stricter one."""
-    store, g = await _governance(redis_url)
+async def _steered_session(url: str) -> None:
+    """The $800 conversation steered to its answer on ``url``; its ask
+    approved by another governance on the store (as an approver would)."""
+    store, g = await _governance(url)
     try:
-        turn, _ = await until_the_ask(g, sc.REFUND_800)
-        env = {**approver_env, "HELMLOG_STORE": redis_url}
-        await cli(env, "approve", sc.REFUND_800, "--agent", GOVERNANCE)
+        turn, pause = await until_the_ask(g, sc.REFUND_800)
+        approver = sc.governance(store)
+        await approver.resume(pause.checkpoint, check_in_approved(by=sc.APPROVER))
         await to_the_end(g, turn, sc.REFUND_800)
     finally:
         await store.close()
+
+
+async def test_verify_works_on_a_steered_session(
+    redis_url: str, approver_env: dict[str, str]
+) -> None:
+    """Issue 27 item 5, R19: ``helmlog verify`` checks the steered session's
+    chain and head as any session's."""
+    await _steered_session(redis_url)
+    env = {**approver_env, "HELMLOG_STORE": redis_url}
     verified = await cli(env, "verify", sc.REFUND_800)
     assert f"intact: session {sc.REFUND_800} — 33 events verify" == verified.strip()
+
+
+async def test_replay_works_on_a_steered_session(
+    redis_url: str, approver_env: dict[str, str]
+) -> None:
+    """Issue 27 item 5: ``helmlog replay --json`` re-emits the steered
+    session: the native loop's event types, in order."""
+    await _steered_session(redis_url)
+    env = {**approver_env, "HELMLOG_STORE": redis_url}
     replayed = json.loads(await cli(env, "replay", sc.REFUND_800, "--json"))
-    assert "agent.turn_end" == replayed[-1]["type"]
+    assert await sc.expected_types(sc.REFUND_800) == [e["type"] for e in replayed]
+
+
+async def test_whatif_works_on_a_steered_session(
+    redis_url: str, approver_env: dict[str, str]
+) -> None:
+    """Issue 27 item 5: ``helmlog whatif`` re-judges the steered session:
+    nothing flips under the same table; under a stricter one the approved
+    refund (call c2) flips to a denial, its divergence point."""
+    await _steered_session(redis_url)
+    env = {**approver_env, "HELMLOG_STORE": redis_url}
     same = json.loads(
         await cli(
             env,
