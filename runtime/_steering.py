@@ -502,14 +502,14 @@ class SteeredTurn:
         *,
         error: bool = False,
         duration_ms: int = 0,
-    ) -> Outcome:
+    ) -> Ran | Refused:
         """The after-tool walk over the result of a call ``before_tool``
         admitted, and the result recorded (``stream.tool_end``, the tool's
         message). Re-entrant: a call already recorded returns its outcome.
 
         Raises:
             SteeringError: ``"not-admitted"``, ``before_tool`` did not admit
-                this call.
+                this call (it was refused, or it waits on a person).
         """
         tool = self._checked(call, tool)
         if not isinstance(error, bool):
@@ -519,7 +519,7 @@ class SteeredTurn:
             proposed = self._proposed(f, call)
             if call.id not in f.dispatched:
                 known = await self._known(s, call, tool)
-                if known is not None:
+                if known is not None and not isinstance(known, AskPause):
                     return known
                 raise SteeringError(
                     reason="not-admitted",
@@ -540,7 +540,7 @@ class SteeredTurn:
         result: Any,
         error: bool,
         duration_ms: int,
-    ) -> Outcome:
+    ) -> Ran:
         loop = self.steering._loop
         f = s.journal.folder
         found = loop.pipeline.lookup(call.name) if tool is None else tool

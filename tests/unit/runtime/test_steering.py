@@ -552,3 +552,17 @@ def test_an_agent_with_an_output_type_is_not_steered() -> None:
     with pytest.raises(SteeringError, match=r"^an agent with an output_type") as caught:
         Steering(agent)
     assert "unsupported" == caught.value.reason
+
+
+async def test_after_tool_for_a_call_not_admitted_is_refused() -> None:
+    """Bad input: ``after_tool`` for a call ``before_tool`` paused (or never
+    saw) names the problem; nothing is appended."""
+    agent = build(framework_model("fw"))
+    mid = call("c2", "refund", order_id="7", amount=800)
+    turn = await _proposed(Steering(agent), mid)
+    assert isinstance(await turn.before_tool(mid, refund), AskPause)
+    length = len(await agent.store.read("s1"))
+    with pytest.raises(SteeringError) as caught:
+        await turn.after_tool(mid, refund, "refunded")
+    assert ("not-admitted", "c2") == (caught.value.reason, caught.value.tool_call_id)
+    assert length == len(await agent.store.read("s1"))
