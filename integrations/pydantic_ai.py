@@ -296,7 +296,8 @@ async def recorded_results(
 
     After ``helmlog approve|decline`` (or the approvals page) decided an ask
     from another process, the framework run resumes with these: each call
-    reads the outcome that process recorded; the tool does not run again. A
+    reads the outcome that process recorded (a decline is Pydantic AI's
+    ``ToolDenied`` with helmlog's refusal); the tool does not run again. A
     call that only waited behind the ask is released (it runs now). Calls
     helmlog did not defer are left out (answer them yourself: ``update``).
 
@@ -321,7 +322,30 @@ async def recorded_results(
             f"session '{session_id}': calls {waiting} still wait on a person "
             "(decide them with `helmlog approve|decline`, or deferred_results())"
         )
-    return DeferredToolResults(approvals={k: ToolApproved() for k in ours})
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+    for c in requests.approvals:
+        if c.tool_call_id not in ours:
+            continue
+        if c.tool_call_id not in answered:
+            approvals[c.tool_call_id] = ToolApproved()  # it waited behind the ask
+            continue
+        call = ToolCallRequest(
+            id=c.tool_call_id, name=c.tool_name, args=c.args_as_dict()
+        )
+        # Re-entrant: an answered call returns its recorded outcome, never runs.
+        outcome = await turn.call_tool(call, None)
+        if isinstance(outcome, AskPause):  # a further ask after the decision
+            raise ValueError(
+                f"session '{session_id}': call '{c.tool_call_id}' waits on a "
+                "person again (decide it with `helmlog approve|decline`)"
+            )
+        refused = isinstance(outcome, Refused) or (
+            isinstance(outcome, Ran) and (outcome.denied or outcome.error)
+        )
+        approvals[c.tool_call_id] = (
+            ToolDenied(outcome.text) if refused else ToolApproved()
+        )
+    return DeferredToolResults(approvals=approvals)
 
 
 # --- the capability -----------------------------------------------------------

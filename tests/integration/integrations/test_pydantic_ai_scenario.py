@@ -251,3 +251,68 @@ async def test_refund_800_approved_from_a_second_process_is_read_back_on_resume(
     replayed = _cli("replay", sid, "--store", redis_url, "--json")
     assert 0 == replayed.returncode, replayed.stderr
     assert sc.FINAL[sc.REFUND_800] in replayed.stdout
+    flipped = [
+        json.loads(
+            _cli(
+                "whatif",
+                sid,
+                "--store",
+                redis_url,
+                "--agent",
+                agent,
+                "--json",
+                env=approver_env,
+            ).stdout
+        )["whatif"]["flipped"]
+        for agent in (
+            "tests.integration.integrations.scenario:native_agent",
+            "tests.integration.integrations.scenario:stricter_agent",
+        )
+    ]
+    assert [0, 1] == flipped  # the same table, then refunds over $500 denied
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_refund_800_declined_from_a_second_process_is_read_back_as_denied(
+    redis_url: str, runs_file: Path, approver_env: dict[str, str]
+) -> None:
+    """Items 3, 5: ``helmlog decline`` (another process) refuses the refund;
+    the run resumed with ``recorded_results`` reads helmlog's refusal as
+    Pydantic AI's denied tool return; the refund never runs; the row names
+    who declined."""
+    sid = f"pa-2p-decline-{sc.REFUND_800}"
+    store = open_event_store(redis_url)
+    try:
+        agent, governance = _governed(store, sc.REFUND_800)
+        first = await agent.run(sc.MESSAGES[sc.REFUND_800], conversation_id=sid)
+        declined = _cli(
+            "decline",
+            sid,
+            "--note",
+            "over budget",
+            "--store",
+            redis_url,
+            "--agent",
+            APPROVER_AGENT,
+            env=approver_env,
+        )
+        assert 0 == declined.returncode, declined.stderr
+
+        done = await agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=await recorded_results(governance, sid, first.output),
+        )
+
+        assert ["lookup_order"] == sc.runs(runs_file)
+        # G64: the model reads "declined by human"; the row names who declined.
+        assert ("refund", "denied", "declined by human: over budget") == (
+            _tool_texts(done.all_messages())[1]
+        )
+        rows = [
+            (r.middleware, r.outcome, r.why) for r in await sc.session_rows(store, sid)
+        ]
+        assert ("four-eyes", "deny", "declined by dana@ops: over budget") in rows
+        assert sc.FINAL[sc.REFUND_800] == done.output
+    finally:
+        await store.close()
