@@ -308,7 +308,7 @@ def _model_view(
                 continue
             target = plan[position]
             position += 1
-            if _same(message, target):
+            if message == target or _same(message, target):
                 out.extend(items[i] for i in at)
             else:
                 out.extend(to_input_items([target]))
@@ -625,6 +625,7 @@ class AgentsGovernance:
             _bad("approver must be a non-empty name or None")
         self.governance = governance
         self.approver = approver
+        self._default_config: RunConfig | None = None
 
     def govern(self, agent: Agent[Any]) -> Agent[Any]:
         """A clone of ``agent`` whose input, model calls, function tools and output
@@ -679,7 +680,10 @@ class AgentsGovernance:
         and a reply's function calls run one at a time, in order (as the native
         loop runs them: the rows come in the same order)."""
         if base is None:
-            base = RunConfig()
+            if self._default_config is None:
+                # Built once: a RunConfig resolves its own type hints when made.
+                self._default_config = self.run_config(RunConfig())
+            return self._default_config
         if not isinstance(base, RunConfig):
             _bad(
                 f"run_config must be an Agents SDK RunConfig, got {type(base).__name__}"
