@@ -31,6 +31,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from helmlog import (
     Agent,
+    AskPause,
     DecisionRequiredError,
     Message,
     MessageDeniedError,
@@ -39,8 +40,10 @@ from helmlog import (
     ToolMiddleware,
     allow,
     ask,
+    check_in_approved,
     deny,
     sliding_window,
+    tool,
 )
 from helmlog.events import (
     LlmEnded,
@@ -115,6 +118,30 @@ class Desk:
             """Refund an order."""
             self.ran.append(("refund", {"order_id": order_id, "amount": amount}))
             return f"refunded {amount} on order {order_id}"
+
+
+def _native_lookup_order(order_id: str) -> dict[str, Any]:
+    """Look an order up."""
+    return {"order_id": order_id, "status": "paid", "card": "4111 1111 1111 1111"}
+
+
+def _native_refund(order_id: str, amount: float) -> str:
+    """Refund an order."""
+    return f"refunded {amount} on order {order_id}"
+
+
+NATIVE_TOOLS = (
+    Tool(
+        "lookup_order",
+        "Look an order up.",
+        tool(_native_lookup_order).input_schema,
+        _native_lookup_order,
+    ),
+    Tool(
+        "refund", "Refund an order.", tool(_native_refund).input_schema, _native_refund
+    ),
+)
+"""``Desk``'s tools as the native loop's, for the record to compare with."""
 
 
 def ceiling(call: Any) -> Any:
@@ -372,6 +399,60 @@ async def test_r9_the_capabilitys_approver_signs_a_bare_approval() -> None:
         "approved by desk-bot"
         == (await rows(governance, first.conversation_id))[-1].why
     )
+
+
+async def test_g66_a_batch_waits_behind_its_ask_and_files_the_native_record() -> None:
+    """G66: a reply proposing an asking refund and a lookup: both wait (the
+    lookup behind the ask, as a deferred approval too); approved, both run
+    once, and the record is the native loop's, row for row, event for event."""
+    batch = calls(
+        ("c1", "refund", {"order_id": "7", "amount": 800}),
+        ("c2", "lookup_order", {"order_id": "7"}),
+    )
+    agent, governance, desk = governed(Script(batch, text("Done.")), act=RULES)
+
+    first = await agent.run("Refund and look up order 7", conversation_id="batch")
+
+    asked = first.output
+    assert isinstance(asked, DeferredToolRequests)
+    assert ["c1", "c2"] == [c.tool_call_id for c in asked.approvals]
+    assert "c1" == asked.metadata["c2"]["helmlog"]["waits_on"]
+    assert [] == desk.ran
+    done = await agent.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=deferred_results(asked, by="dana@ops"),
+    )
+    assert "Done." == done.output
+    assert ["refund", "lookup_order"] == [name for name, _ in desk.ran]
+
+    native_store = MemoryEventStore()
+    native = (
+        Agent.create(
+            provider=scripted(
+                [
+                    Reply(
+                        tool_calls=[
+                            Call(id=p.tool_call_id, name=p.tool_name, args=p.args)
+                            for p in batch.tool_calls
+                        ]
+                    ),
+                    "Done.",
+                ]
+            ),
+            model="function",
+            store=native_store,
+        )
+        .tool(*NATIVE_TOOLS)
+        .act(**RULES)
+        .build()
+    )
+    paused = await native.run("Refund and look up order 7", session_id="batch")
+    assert isinstance(paused, AskPause)
+    await native.resume(paused.checkpoint, check_in_approved(by="dana@ops"))
+    native_events = [r.decode() for r in await native_store.read("batch")]
+    events = [r.decode() for r in await governance.store.read("batch")]
+    assert fold(native_events).middleware_decisions == fold(events).middleware_decisions
+    assert [e.type for e in native_events] == [e.type for e in events]
 
 
 # -- message moments --------------------------------------------------------------

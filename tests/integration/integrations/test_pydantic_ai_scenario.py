@@ -156,6 +156,9 @@ async def test_refund_800_approved_through_deferred_results_files_the_native_row
     assert all("123-45-6789" not in t for t in _user_texts(done.all_messages()))
     expected = await sc.expected_rows(sc.REFUND_800)
     assert expected == await sc.session_rows(store, sid)
+    # Item 5: not only the rows: the same events, in the same order.
+    types = [r.decode().type for r in await store.read(sid)]
+    assert await sc.expected_types(sc.REFUND_800) == types
 
 
 async def test_refund_20000_denied_the_model_reads_the_refusal_native_rows(
@@ -174,6 +177,8 @@ async def test_refund_20000_denied_the_model_reads_the_refusal_native_rows(
     assert [("refund", "failed", sc.REFUSAL)] == _tool_texts(result.all_messages())
     expected = await sc.expected_rows(sc.REFUND_20000)
     assert expected == await sc.session_rows(store, sid)
+    types = [r.decode().type for r in await store.read(sid)]
+    assert await sc.expected_types(sc.REFUND_20000) == types
 
 
 def _cli(
