@@ -7,7 +7,8 @@ Pattern: the SDK's own hooks drive a ``SteeredTurn``: a blocking input guardrail
          function tool's own call wrapped (after-tool), an output guardrail.
 Role:    integrations layer; ``AgentsGovernance(governance).govern(agent)`` and
          ``.session().run(...)``; ``tool_from`` is ``Tool.from_openai_agents``.
-Laws:    issue 27 items 2, 4–7 (one record: the native loop's rows); G7, R9.
+Laws:    issue 27 items 2, 4–7 (one record: the native loop's rows); G7, G33,
+         G39, G51, G59–G64, G79, G91, R9.
 
 Why the tool is wrapped: the SDK evaluates ``needs_approval`` first, and its tool
 guardrails can only allow, reject or raise; they cannot rewrite arguments or a
@@ -104,6 +105,14 @@ class AgentsGovernanceError(HelmlogError, ValueError):
 
     code = "ERR_OPENAI_AGENTS"
     retryable = False
+    REASONS = (
+        "bad-argument",
+        "unsupported",
+        "not-governed",
+        "outside-session",
+        "no-decider",
+        "asks-again",
+    )
 
     def __init__(self, *, reason: str, detail: str) -> None:
         self.reason = reason

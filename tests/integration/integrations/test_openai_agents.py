@@ -535,6 +535,35 @@ def _user(text: str) -> Any:
     return {"role": "user", "content": text}
 
 
+async def test_g91_a_run_that_raises_fails_its_turn_once_and_the_session_goes_on() -> (
+    None
+):
+    """G91, G66: the SDK's run raising (its model failed) is recorded once as
+    the native loop records it (``error.fatal``); the session's next run opens
+    a new turn."""
+    store = MemoryEventStore()
+    helm = AgentsGovernance(
+        Agent.create(
+            provider=framework_model("openai-agents"), model="m", store=store
+        ).build()
+    )
+    model = ScriptedModel(
+        [RuntimeError("the model's service is down"), [assistant_message("Back.")]]
+    )
+    agent = helm.govern(SdkAgent(name="chat", model=model))
+    session = helm.session()
+    with pytest.raises(RuntimeError):
+        await session.run(agent, "hello")
+    done = await session.run(agent, "hello again")
+
+    assert "Back." == admitted_output(done)
+    assert session.id is not None
+    types, _ = await record(store, session.id)
+    assert 1 == types.count("error.fatal")
+    assert 2 == types.count("agent.turn_start")
+    assert "agent.turn_end" == types[-1]
+
+
 @pytest.mark.parametrize(
     ("make", "reason", "names"),
     [
