@@ -7,9 +7,9 @@ Role:    gateway layer (http); ``create_app`` installs ``AccessLog``; the CLI
          gives the logger a handler (stderr or ``--access-log FILE``).
 Emits:   log records only; nothing is stored.
 
-Laws: H5 (a token, a cookie or a body is never written: the path is the
-raw one without its query, the principal is the identity the credential
-stood for).
+Laws: R18 (``helmlog serve``'s access log), H5 (a token, a cookie or a body
+is never written: the path is the raw one without its query, the principal
+is the identity the credential stood for).
 
 Why it costs nothing unless enabled: with no INFO handler on
 ``helmlog.access`` (a library user's app, the benches) a request passes
