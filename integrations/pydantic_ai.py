@@ -646,6 +646,19 @@ class HelmlogCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, request_context: Any, handler: Any
     ) -> ModelResponse:
         turn = self._state.open()
+        if getattr(request_context, "streaming", False):
+            # A streamed reply reaches the caller before the output rules
+            # could hold it (G41), and Pydantic AI processes its output
+            # before the reply ends: refused, the turn closed as failed.
+            refused = SteeringError(
+                reason="unsupported",
+                session_id=turn.session_id,
+                detail="HelmlogCapability governs run()/run_sync()/iter(), not "
+                "streamed runs (run_stream): a streamed answer reaches the "
+                "caller before helmlog's output rules can hold it",
+            )
+            await turn.fail(refused)
+            raise refused
         view = await turn.model_request()
         if view != turn.history:
             system = [

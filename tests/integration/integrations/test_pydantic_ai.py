@@ -60,6 +60,7 @@ from helmlog.integrations.pydantic_ai import (
     to_model_messages,
     tool_from,
 )
+from helmlog.runtime.lowlevel import SteeringError
 from helmlog.runtime.providers import Reply, framework_model, scripted
 from helmlog.runtime.providers import ToolCallRequest as Call
 
@@ -550,6 +551,28 @@ async def test_g43_a_refused_answer_raises_message_denied_error() -> None:
         ("no-codenames", "input", "allow", None),  # G26: one list, two phases
         ("no-codenames", "output", "deny", "codenames stay inside"),
     ] == brief(await rows(governance, "s-out"))
+
+
+async def test_g41_a_streamed_run_is_refused_before_the_model_is_called() -> None:
+    """G41: drafts are held; a streamed answer would reach the caller before
+    the output rules: ``run_stream`` is refused (SteeringError
+    ``"unsupported"``) before the model is called, the turn closed as failed;
+    the conversation goes on with a next run."""
+    script = Script(text("Held."))
+    agent, governance, _ = governed(script)
+
+    with pytest.raises(SteeringError) as caught:
+        async with agent.run_stream("Status?", conversation_id="s-stream") as run:
+            await run.get_output()
+
+    assert "unsupported" == caught.value.reason
+    assert [] == script.sent
+    result = await agent.run("Status?", conversation_id="s-stream")
+    assert "Held." == result.output
+    events = [r.decode() for r in await governance.store.read("s-stream")]
+    assert ["error.fatal", "agent.turn_end"] == [
+        e.type for e in events if e.type in ("error.fatal", "agent.turn_end")
+    ]
 
 
 async def _events_history(
