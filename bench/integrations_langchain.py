@@ -181,6 +181,10 @@ async def measure() -> dict[str, Any]:
         "added_ratio": round(added_per_call / framework_per_call, 3),
         "target_ratio": TARGET_RATIO,
         "plumbing_us_per_call": round(plumbing_per_call - framework_per_call, 1),
+        # What helmlog's own work adds, beside LangChain's middleware plumbing.
+        "own_ratio": round(
+            (governed_per_call - plumbing_per_call) / framework_per_call, 3
+        ),
         "framework_us_per_run_no_call": round(bare0.us_per_run, 1),
         "added_us_per_run": round(governed0.us_per_run - bare0.us_per_run, 1),
         "plumbing_us_per_run": round(passing0.us_per_run - bare0.us_per_run, 1),
@@ -200,7 +204,8 @@ def summary(result: dict[str, Any]) -> str:
             f"  helmlog adds per call    {result['added_us_per_call']:9.1f} us  "
             f"= {ratio:.1%}; target <= {TARGET_RATIO:.0%}: {verdict}",
             f"    of which LangChain's middleware plumbing "
-            f"{result['plumbing_us_per_call']:.1f} us (a pass-through middleware)",
+            f"{result['plumbing_us_per_call']:.1f} us (a pass-through middleware);"
+            f" helmlog's own work {result['own_ratio']:.1%}",
             f"  LangChain per run        {result['framework_us_per_run_no_call']:9.1f}"
             f" us (answer at once); helmlog adds {result['added_us_per_run']:.1f} us"
             f" (plumbing {result['plumbing_us_per_run']:.1f})",
