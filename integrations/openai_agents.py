@@ -440,6 +440,7 @@ class _Run:
     """What one ``Runner.run`` of a session carries between the SDK's hooks."""
 
     session: GovernedSession
+    identity: Mapping[str, Any] | None = None
     turn: SteeredTurn | None = None
     admitted: dict[str, Admitted] = dataclasses.field(default_factory=dict)
     refused: dict[str, Refused] = dataclasses.field(default_factory=dict)
@@ -484,7 +485,7 @@ async def _input_moment(
     session = run.session
     try:
         turn = await session.governance.steering.open_turn(
-            _user_text(input), session_id=session.id, identity=session.identity
+            _user_text(input), session_id=session.id, identity=run.identity
         )
     except MessageDeniedError as refused:
         return GuardrailFunctionOutput(output_info=refused, tripwire_triggered=True)
@@ -872,6 +873,8 @@ class GovernedSession:
         """``Runner.run(agent, input, ...)`` under this session's governance.
 
         ``kwargs`` go to ``Runner.run`` (``context``, ``max_turns``, ``hooks``…).
+        The turn's identity (what every rule's context carries) is the
+        session's, else a mapping ``context``.
         A refused input or output raises the SDK's tripwire exception (its
         ``guardrail_result.output.output_info`` is the ``MessageDeniedError``).
         """
@@ -881,7 +884,11 @@ class GovernedSession:
                 detail="run takes the agent AgentsGovernance.govern returned",
             )
         config = self.adapter.run_config(run_config)
-        run = _Run(session=self)
+        context = kwargs.get("context")
+        identity = self.identity
+        if identity is None and isinstance(context, Mapping):
+            identity = context  # as LangChain's: a mapping run context
+        run = _Run(session=self, identity=identity)
         token = _RUN.set(run)
         try:
             if isinstance(input, RunState):

@@ -8,8 +8,9 @@ Pattern: the real ``Runner`` with the SDK's own scripted test model
          ``helmlog approve`` subprocess.
 Role:    integration tests of ``integrations/openai_agents.py``.
 
-Laws: issue 27 items 2, 4, 5, 6; G7 (a raising rule is a denial), G15, G21,
-G33, G39, G59–G64, R9, R18 (asks listed from the index), R19 (verify).
+Laws: issue 27 items 2, 4, 5, 6; G7 (a raising rule is a denial), G13, G15,
+G21, G33, G39, G51, G59–G64, G79, G91, R9, R18 (asks listed from the index),
+R19 (verify).
 Beyond the rows, the scenario's sessions hold the native loop's event types,
 in order, and its committed messages.
 """
@@ -562,6 +563,42 @@ async def test_g91_a_run_that_raises_fails_its_turn_once_and_the_session_goes_on
     assert 1 == types.count("error.fatal")
     assert 2 == types.count("agent.turn_start")
     assert "agent.turn_end" == types[-1]
+
+
+@pytest.mark.parametrize("given", ["session", "run-context"])
+async def test_g13_the_identity_reaches_every_rule(given: str) -> None:
+    """G13: the identity a session names, or the SDK run's mapping context,
+    is what the input and before-tool rules see."""
+    seen: list[Any] = []
+
+    def spy(call: Any) -> Any:
+        seen.append(call.identity)
+        return allow()
+
+    def spy_message(msg: Any) -> Any:
+        seen.append(msg.identity)
+        return allow()
+
+    store = MemoryEventStore()
+    helm, agent, _ = _one_tool_desk(
+        store,
+        [
+            Reply(
+                tool_calls=[
+                    Call(id="c1", name="refund", args={"order_id": "7", "amount": 5})
+                ]
+            ),
+            Reply("Done."),
+        ],
+        input=[MessageMiddleware(name="spy-in", on_message=spy_message)],
+        before_tool=[ToolMiddleware(name="spy", on_tool_call=spy)],
+    )
+    ann = {"user": "ann", "tenant": "acme"}
+    if given == "session":
+        await helm.session(identity=ann).run(agent, "refund 5")
+    else:
+        await helm.session().run(agent, "refund 5", context=dict(ann))
+    assert [ann, ann] == [dict(i) for i in seen]
 
 
 @pytest.mark.parametrize(
