@@ -11,7 +11,7 @@ Laws: G7, G15, G18, G29, G33, G37, G39, G59, G63, G79; issue 27 items 1, 4, 5.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 import pytest
@@ -20,7 +20,7 @@ from langchain_core.language_models.fake_chat_models import (
     FakeMessagesListChatModel,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, InjectedToolCallId
 from langchain_core.tools import tool as lc_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -791,3 +791,40 @@ async def test_an_ask_declined_on_helmlogs_side_is_read_back_with_recorded() -> 
         resumed["messages"][2].content,
     )
     assert "Refunded." == resumed["messages"][-1].content
+
+
+async def test_g22_a_tool_that_returns_a_command_has_its_message_governed() -> None:
+    """G22: a LangChain tool that answers with a ``Command`` (its own state
+    update) keeps it; the ``ToolMessage`` inside carries the after-tool verdict."""
+    store = MemoryEventStore()
+
+    @lc_tool
+    def note(
+        text: str, tool_call_id: Annotated[str, InjectedToolCallId]
+    ) -> Command[Any]:
+        """Keep a note."""
+        content = f"noted {text} for card 4111 1111 1111 1111"
+        return Command(
+            update={"messages": [ToolMessage(content, tool_call_id=tool_call_id)]}
+        )
+
+    def cards(call: Any) -> Any:
+        masked = call.result.replace("4111 1111 1111 1111", "[card]")
+        return allow(masked, "masked a card number")
+
+    rules = _rules(
+        store, after_tool=[ToolMiddleware(name="cards", on_tool_result=cards)]
+    )
+    model = _model(_calls(("c1", "note", {"text": "hi"})), "Noted.")
+    agent = create_agent(
+        model, [note], middleware=[governance(rules)], checkpointer=InMemorySaver()
+    )
+    out = await agent.ainvoke({"messages": [HumanMessage("Note hi")]}, CFG)
+    msg = out["messages"][2]
+    assert (ToolMessage, "c1", "noted hi for card [card]") == (
+        type(msg),
+        msg.tool_call_id,
+        msg.content,
+    )
+    state = await _state(store, out[SESSION_KEY])
+    assert "noted hi for card [card]" == state.history[2].content
