@@ -181,3 +181,21 @@ def test_only_approvers_and_auditors_read_the_history(api: Running) -> None:
         unsigned = c.get("/history", headers=HTML)
     assert (403, 401) == (as_app.status_code, unsigned.status_code)
     assert "Sign in to read this" in unsigned.text
+
+
+def test_the_history_and_session_view_work_at_phone_width(
+    api: Running, browser: Browser
+) -> None:
+    """Issue 28 item 1: at 375 px the history's rows and the session view do
+    not scroll sideways; each row still names its approver."""
+    ids = _three_decisions(api.url)
+    with opened(browser, viewport={"width": 375, "height": 812}) as (_ctx, page):
+        sign_in(page, api.url, AUDITOR_TOKEN, "olga@audit")
+        page.goto(api.url + "/history")
+        expect(page.locator("tr.decision")).to_have_count(3)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        expect(page.locator("td.by").first).to_be_visible()
+        shot(page, "history-phone.png")
+        page.goto(f"{api.url}/sessions/{ids['dana-ok']}")
+        expect(page.locator("#chain")).to_contain_text("Chain intact")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
