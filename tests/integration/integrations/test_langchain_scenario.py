@@ -42,6 +42,7 @@ from helmlog.runtime.providers import framework_model
 from . import scenario as sc
 
 APPROVER_AGENT = "tests.integration.integrations.scenario:governance"
+NATIVE_AGENT = "tests.integration.integrations.scenario:native_agent"
 
 
 class ScriptedChat(FakeMessagesListChatModel):
@@ -98,6 +99,11 @@ def _cfg(name: str) -> Any:
     return {"configurable": {"thread_id": name}}
 
 
+async def _types(store: EventStore, out: dict[str, Any]) -> list[str]:
+    """The session's event types in order (item 5: the native loop's events)."""
+    return [r.decode().type for r in await store.read(out[SESSION_KEY])]
+
+
 def _tool_texts(messages: list[Any]) -> list[tuple[str | None, str, str]]:
     return [
         (m.name, m.status, m.content) for m in messages if isinstance(m, ToolMessage)
@@ -107,8 +113,9 @@ def _tool_texts(messages: list[Any]) -> list[tuple[str | None, str, str]]:
 async def test_refund_800_approved_through_command_resume_files_the_native_rows(
     runs_file: Path,
 ) -> None:
-    """Items 1, 6: the ask interrupts; ``Command(resume=check_in_approved)``
-    runs the real refund once; the ledger equals the native loop's, whole."""
+    """Items 1, 5, 6: the ask interrupts; ``Command(resume=check_in_approved)``
+    runs the real refund once; the ledger equals the native loop's, whole,
+    and so do the session's events, type for type."""
     store = MemoryEventStore()
     agent = _agent(store, sc.REFUND_800)
     cfg = _cfg(sc.REFUND_800)
@@ -132,6 +139,7 @@ async def test_refund_800_approved_through_command_resume_files_the_native_rows(
     assert "123-45-6789" not in out["messages"][0].content
     expected = await sc.expected_rows(sc.REFUND_800)
     assert expected == await sc.session_rows(store, out[SESSION_KEY])
+    assert await sc.expected_types(sc.REFUND_800) == await _types(store, out)
 
 
 async def test_refund_20000_denied_the_model_reads_the_refusal_native_rows(
@@ -148,6 +156,7 @@ async def test_refund_20000_denied_the_model_reads_the_refusal_native_rows(
     assert sc.FINAL[sc.REFUND_20000] == out["messages"][-1].content
     expected = await sc.expected_rows(sc.REFUND_20000)
     assert expected == await sc.session_rows(store, out[SESSION_KEY])
+    assert await sc.expected_types(sc.REFUND_20000) == await _types(store, out)
 
 
 def _cli(
@@ -171,7 +180,8 @@ async def test_refund_800_approved_from_a_second_process_is_read_back_on_resume(
     """Items 1, 5, 6: on Redis, ``helmlog asks`` lists the LangChain run's ask;
     ``helmlog approve`` (another process) runs the refund; the run resumed with
     ``Command(resume=RECORDED)`` reads that result (the refund ran once); the
-    rows are the native loop's; ``verify`` says intact; ``replay`` emits it."""
+    rows are the native loop's; ``verify`` says intact; ``replay`` emits it;
+    ``whatif`` under the same table flips nothing."""
     store = open_event_store(redis_url)
     try:
         agent = _agent(store, sc.REFUND_800)
@@ -210,6 +220,7 @@ async def test_refund_800_approved_from_a_second_process_is_read_back_on_resume(
         )[1]
         expected = await sc.expected_rows(sc.REFUND_800)
         assert expected == await sc.session_rows(store, sid)
+        assert await sc.expected_types(sc.REFUND_800) == await _types(store, out)
     finally:
         await store.close()
     assert [] == json.loads(_cli("asks", "--store", redis_url, "--json").stdout)
@@ -219,3 +230,8 @@ async def test_refund_800_approved_from_a_second_process_is_read_back_on_resume(
     replayed = _cli("replay", sid, "--store", redis_url, "--json")
     assert 0 == replayed.returncode, replayed.stderr
     assert sc.FINAL[sc.REFUND_800] in replayed.stdout
+    # Re-judged under the same table, nothing flips (exit 0).
+    judged = _cli(
+        "whatif", sid, "--store", redis_url, "--agent", NATIVE_AGENT, env=approver_env
+    )
+    assert 0 == judged.returncode, judged.stdout + judged.stderr
