@@ -41,7 +41,7 @@ HEARTBEAT_S: Final = 15.0
 
 
 async def session_events(request: Request) -> Response:
-    who = require(request, "session", "approver")
+    who = require(request, "session", "approver", "auditor")
     service = service_of(request)
     sid = request.path_params["session_id"]
     await service.check_sees(who, sid)  # H2: out of scope is unknown, 404

@@ -147,6 +147,7 @@ def asks_fragment(
     """The pending cards and the recently decided ones (what SSE replaces)."""
     if cards:
         pending = (
+            '<h2 class="sr-only">Asks waiting on a person</h2>'
             '<ul id="asks-list" class="cards" aria-label="asks waiting on a person">'
             + "".join(_card(c, i, now_ms) for i, c in enumerate(cards))
             + "</ul>"

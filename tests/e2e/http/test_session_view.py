@@ -181,8 +181,9 @@ def test_a_tampered_session_shows_broken_at_its_seq(
 
 
 def test_an_auditor_reads_but_a_decision_by_an_auditor_is_a_403(api: Running) -> None:
-    """Issue 28 item 2: the auditor role reads sessions (JSON and page) and
-    history, and may not decide or list asks; the ask stays pending."""
+    """Issue 28 item 2: the auditor role reads sessions (JSON, page, facts
+    stream, export) and history, and may not decide or list asks; the ask
+    stays pending."""
     sid = pause(api.url, "Refund order 8 for $900")
     with client(api.url, AUDITOR_TOKEN) as c:
         decided = c.post(f"/asks/{sid}/c8/approve", json={})
@@ -191,6 +192,9 @@ def test_an_auditor_reads_but_a_decision_by_an_auditor_is_a_403(api: Running) ->
         page = c.get(f"/sessions/{sid}", headers=HTML)
         history = c.get("/history", headers=HTML)
         export = c.get(f"/sessions/{sid}/export")
+        with c.stream("GET", f"/sessions/{sid}/events") as facts:
+            first = next(facts.iter_lines())
+    assert (200, "event: middleware.decision") == (facts.status_code, first)
     assert (403, "ERR_FORBIDDEN") == (decided.status_code, decided.json()["code"])
     assert 403 == listed.status_code
     assert (200, 200, 200, 200) == (
