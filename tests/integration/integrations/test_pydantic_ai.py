@@ -456,6 +456,34 @@ async def test_g66_a_batch_waits_behind_its_ask_and_files_the_native_record() ->
     assert [e.type for e in native_events] == [e.type for e in events]
 
 
+async def test_g13_the_capabilitys_identity_is_what_the_rules_see() -> None:
+    """G13/G28: ``HelmlogCapability(identity=...)`` is the turn's identity:
+    the input and before-tool rules read it."""
+    seen: list[Any] = []
+
+    def who(call: Any) -> Any:
+        seen.append(call.identity.get("desk"))
+        return allow()
+
+    def who_speaks(msg: Any) -> Any:
+        seen.append(msg.identity.get("desk"))
+        return allow()
+
+    script = Script(calls(("c1", "lookup_order", {"order_id": "7"})), text("Paid."))
+    agent, _, _ = governed(
+        script,
+        act={
+            "input": [MessageMiddleware(name="who-speaks", on_message=who_speaks)],
+            "before_tool": [ToolMiddleware(name="who", on_tool_call=who)],
+        },
+        identity={"desk": "refunds-emea"},
+    )
+
+    await agent.run("Where is order 7?")
+
+    assert ["refunds-emea", "refunds-emea"] == seen  # input, then before-tool
+
+
 # -- message moments --------------------------------------------------------------
 
 
