@@ -15,6 +15,8 @@ window, output, the reply recorded) is reported beside it.
 
 Why the difference of two runs: the issue asks a tool call's cost; the
 per-run moments would otherwise be spread over however many calls we chose.
+The process's CPU time is reported beside the wall clock: on a shared
+machine it counts the work, not the waits for a core.
 """
 
 from __future__ import annotations
@@ -134,23 +136,31 @@ class Case:
             middleware.append(governance(rules))
         self.agent = create_agent(model(n_calls), [lookup], middleware=middleware)
         self.samples: list[float] = []
+        self.cpu_samples: list[float] = []
 
-    async def run(self, runs: int) -> float:
-        """Seconds for ``runs`` fresh agent runs (one tool turn, one answer)."""
-        started = time.perf_counter()
+    async def run(self, runs: int) -> tuple[float, float]:
+        """Wall and CPU seconds for ``runs`` fresh agent runs (one tool turn,
+        one answer); CPU is the process's, its tool threads included."""
+        started, cpu = time.perf_counter(), time.process_time()
         for _ in range(runs):
             out = await self.agent.ainvoke({"messages": [HumanMessage("Look up.")]})
             last: BaseMessage = out["messages"][-1]
             if last.content != ANSWER or len(out["messages"]) != self.n_messages:
                 raise RuntimeError(f"{self.label}: unexpected run {out['messages']}")
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
 
     async def sample(self) -> None:
-        self.samples.append(await self.run(RUNS) / RUNS * 1e6)
+        wall, cpu = await self.run(RUNS)
+        self.samples.append(wall / RUNS * 1e6)
+        self.cpu_samples.append(cpu / RUNS * 1e6)
 
     @property
     def us_per_run(self) -> float:
         return statistics.median(self.samples)
+
+    @property
+    def cpu_us_per_run(self) -> float:
+        return statistics.median(self.cpu_samples)
 
 
 async def measure() -> dict[str, Any]:
@@ -163,7 +173,7 @@ async def measure() -> dict[str, Any]:
     passing0 = Case("langchain+passing, no call", 0, governed=False, passing=True)
     cases = [bare, governed, passing, bare0, governed0, passing0]
     for case in cases:
-        await case.run(WARMUP_RUNS)
+        await case.run(WARMUP_RUNS)  # warm caches; not sampled
     for _ in range(REPETITIONS):
         for case in cases:
             gc.collect()
@@ -172,6 +182,9 @@ async def measure() -> dict[str, Any]:
     governed_per_call = (governed.us_per_run - governed0.us_per_run) / CALLS
     added_per_call = governed_per_call - framework_per_call
     plumbing_per_call = (passing.us_per_run - passing0.us_per_run) / CALLS
+    cpu_framework = (bare.cpu_us_per_run - bare0.cpu_us_per_run) / CALLS
+    cpu_governed = (governed.cpu_us_per_run - governed0.cpu_us_per_run) / CALLS
+    cpu_passing = (passing.cpu_us_per_run - passing0.cpu_us_per_run) / CALLS
     return {
         "bench": "integrations_langchain",
         "framework": "langchain",
@@ -185,6 +198,12 @@ async def measure() -> dict[str, Any]:
         "own_ratio": round(
             (governed_per_call - plumbing_per_call) / framework_per_call, 3
         ),
+        # The same from the process's CPU time: on a shared machine, what the
+        # work costs rather than how long it waited for a core.
+        "cpu_framework_us_per_call": round(cpu_framework, 1),
+        "cpu_added_us_per_call": round(cpu_governed - cpu_framework, 1),
+        "cpu_added_ratio": round((cpu_governed - cpu_framework) / cpu_framework, 3),
+        "cpu_plumbing_us_per_call": round(cpu_passing - cpu_framework, 1),
         "framework_us_per_run_no_call": round(bare0.us_per_run, 1),
         "added_us_per_run": round(governed0.us_per_run - bare0.us_per_run, 1),
         "plumbing_us_per_run": round(passing0.us_per_run - bare0.us_per_run, 1),
@@ -206,6 +225,10 @@ def summary(result: dict[str, Any]) -> str:
             f"    of which LangChain's middleware plumbing "
             f"{result['plumbing_us_per_call']:.1f} us (a pass-through middleware);"
             f" helmlog's own work {result['own_ratio']:.1%}",
+            f"  CPU time: LangChain {result['cpu_framework_us_per_call']:.1f} us per "
+            f"call, helmlog adds {result['cpu_added_us_per_call']:.1f} us = "
+            f"{result['cpu_added_ratio']:.1%} (plumbing "
+            f"{result['cpu_plumbing_us_per_call']:.1f} us)",
             f"  LangChain per run        {result['framework_us_per_run_no_call']:9.1f}"
             f" us (answer at once); helmlog adds {result['added_us_per_run']:.1f} us"
             f" (plumbing {result['plumbing_us_per_run']:.1f})",
