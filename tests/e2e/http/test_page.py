@@ -426,3 +426,18 @@ def test_a_card_whose_record_does_not_verify_shows_no_conversation(
             "open the session view before deciding."
         )
         assert "order 1" not in card.inner_text()
+
+
+def test_a_caller_who_may_not_decide_is_told_so_not_shown_a_blank_form(
+    api: Running,
+) -> None:
+    """Issue 28 item 1: a session token at ``/`` gets 403 with a sentence
+    naming who it is and what it lacks, above the sign-in form."""
+    with client(api.url, SESSION_TOKEN) as c:
+        reply = c.get("/")
+    assert 403 == reply.status_code
+    assert (
+        "You are signed in as alice@app, who may not decide asks: sign in with "
+        "an approver token."
+    ) in reply.text
+    assert 'id="login"' in reply.text
