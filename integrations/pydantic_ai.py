@@ -408,9 +408,10 @@ def _ask_metadata(pause: AskPause, session_id: str) -> dict[str, Any]:
 
 
 _CALL: contextvars.ContextVar[
-    tuple[AbstractToolset[Any], str, RunContext[Any], ToolsetTool[Any]]
+    tuple[AbstractToolset[Any], str, RunContext[Any], ToolsetTool[Any]] | str
 ] = contextvars.ContextVar("helmlog_pydantic_ai_call")
-"""The framework call a governed ``call_tool`` is walking (task-local)."""
+"""The framework call a governed ``call_tool`` is walking (task-local), or
+the framework's refusal of its arguments (``on_tool_validate_error``)."""
 
 
 async def _framework_call(**kwargs: Any) -> Any:
@@ -422,11 +423,16 @@ async def _framework_call(**kwargs: Any) -> Any:
     run context travels in a context variable set by ``HelmlogToolset``.
     """
     try:
-        wrapped, name, ctx, tool = _CALL.get()
+        current = _CALL.get()
     except LookupError:
         raise RuntimeError(
             "a governed Pydantic AI tool ran outside HelmlogToolset.call_tool"
         ) from None
+    if isinstance(current, str):
+        # Pydantic AI refused arguments helmlog's schema admitted: the call
+        # fails as the framework would have it fail (recorded as an error).
+        raise ValueError(current)
+    wrapped, name, ctx, tool = current
     # The arguments as helmlog's rules admitted them (JSON), validated again
     # by the framework into what its function takes.
     args = tool.args_validator.validate_python(kwargs)
@@ -640,6 +646,42 @@ class HelmlogCapability(AbstractCapability[Any]):
             )
             changed = True
         return dataclasses.replace(node, tool_call_results=results) if changed else node
+
+    # arguments the framework refused: helmlog's own pipeline decides (G55)
+    async def on_tool_validate_error(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: Any,
+        args: Any,
+        error: Exception,
+    ) -> Any:
+        """A call whose arguments Pydantic AI refused never reaches the
+        toolset; helmlog walks it as the native loop walks any call (the
+        gate, before-tool, then its own validation refuses it, G55), so the
+        reply's every call has its record (G66), and the model reads that."""
+        turn = self._state.open()
+        request = ToolCallRequest(
+            id=call.tool_call_id, name=call.tool_name, args=call.args_as_dict()
+        )
+        htool = self.governance.tool_for(
+            call.tool_name,
+            _framework_call,
+            description=tool_def.description or "",
+            input_schema=tool_def.parameters_json_schema,
+        )
+        token = _CALL.set(f"Invalid arguments for tool '{call.tool_name}': {error}")
+        try:
+            async with self._state.lock:
+                outcome = await turn.call_tool(request, htool)
+        finally:
+            _CALL.reset(token)
+        if isinstance(outcome, AskPause):
+            # Pydantic AI cannot defer a call whose arguments it refused; the
+            # pause stays pending (the next step raises, fail closed).
+            raise ToolFailed(outcome.ask.question)
+        raise ToolFailed(outcome.text)
 
     # the window and the model's reply
     async def wrap_model_request(

@@ -456,6 +456,61 @@ async def test_g66_a_batch_waits_behind_its_ask_and_files_the_native_record() ->
     assert [e.type for e in native_events] == [e.type for e in events]
 
 
+async def test_g55_arguments_the_framework_refuses_are_walked_and_refused() -> None:
+    """G55/G66: a call whose arguments Pydantic AI refuses never reaches the
+    toolset; helmlog walks it (before-tool, then its own validation refuses
+    it), the model reads the invalid-arguments text as a failed tool message,
+    the tool never runs; the record is the native loop's, event for event."""
+    passes = {
+        "before_tool": [ToolMiddleware(name="log", on_tool_call=lambda c: allow())]
+    }
+    replies = [
+        calls(("c1", "refund", {"order_id": 7, "amount": 5})),
+        calls(("c2", "refund", {"order_id": "7", "amount": 5})),
+        text("Done."),
+    ]
+    script = Script(*replies)
+    agent, governance, desk = governed(script, act=passes)
+
+    result = await agent.run("Refund order 7 for $5", conversation_id="args")
+
+    assert "Done." == result.output
+    assert [("refund", {"order_id": "7", "amount": 5.0})] == desk.ran
+    refused = script.sent[1][-1].parts[-1]
+    assert isinstance(refused, ToolReturnPart)
+    assert "failed" == refused.outcome
+    assert refused.content.startswith("Invalid arguments for tool 'refund'")
+
+    native_store = MemoryEventStore()
+    native = (
+        Agent.create(
+            provider=scripted(
+                [
+                    Reply(
+                        tool_calls=[
+                            Call(id=p.tool_call_id, name=p.tool_name, args=p.args)
+                            for p in r.tool_calls
+                        ]
+                    )
+                    for r in replies[:2]
+                ]
+                + ["Done."]
+            ),
+            model="function",
+            store=native_store,
+        )
+        .tool(*NATIVE_TOOLS)
+        .act(**passes)
+        .build()
+    )
+    assert "Done." == await native.run("Refund order 7 for $5", session_id="args")
+    native_events = [r.decode() for r in await native_store.read("args")]
+    events = [r.decode() for r in await governance.store.read("args")]
+    assert fold(native_events).middleware_decisions == fold(events).middleware_decisions
+    assert [e.type for e in native_events] == [e.type for e in events]
+    assert fold(native_events).history[2] == fold(events).history[2]  # G55's text
+
+
 async def test_g13_the_capabilitys_identity_is_what_the_rules_see() -> None:
     """G13/G28: ``HelmlogCapability(identity=...)`` is the turn's identity:
     the input and before-tool rules read it."""
