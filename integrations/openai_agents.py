@@ -40,6 +40,7 @@ try:
         RunContextWrapper,
         Runner,
         RunResult,
+        RunResultStreaming,
         RunState,
         ToolApprovalItem,
         ToolGuardrailFunctionOutput,
@@ -878,6 +879,60 @@ class GovernedSession:
         A refused input or output raises the SDK's tripwire exception (its
         ``guardrail_result.output.output_info`` is the ``MessageDeniedError``).
         """
+        config, run = self._prepared(agent, run_config, kwargs)
+        token = _RUN.set(run)
+        try:
+            if isinstance(input, RunState):
+                await self._reconcile(run, input, agent)
+            try:
+                return await Runner.run(agent, input, run_config=config, **kwargs)
+            except Exception as exc:
+                await self._failed(run, exc)
+                raise
+        finally:
+            _RUN.reset(token)
+
+    async def run_streamed(
+        self,
+        agent: Agent[Any],
+        input: str | list[TResponseInputItem] | RunState[Any],
+        *,
+        run_config: RunConfig | None = None,
+        **kwargs: Any,
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed(agent, input, ...)`` under this session's
+        governance; consume ``stream_events()`` as usual (the same hooks run).
+
+        The stream runs after this returns, so a run that raises while it is
+        consumed is recorded by ``await session.fail(exc)`` (as ``run`` does
+        by itself); until then the turn stays open.
+        """
+        config, run = self._prepared(agent, run_config, kwargs)
+        token = _RUN.set(run)
+        try:
+            if isinstance(input, RunState):
+                await self._reconcile(run, input, agent)
+            # The SDK's stream task copies the context now: it carries ``run``.
+            return Runner.run_streamed(agent, input, run_config=config, **kwargs)
+        finally:
+            _RUN.reset(token)
+
+    async def fail(self, exc: BaseException) -> None:
+        """Record that the session's open turn failed (``error.fatal``), as the
+        native loop records a run that raised; nothing if no turn is open."""
+        if self._id is None:
+            return
+        try:
+            turn = await self.governance.steering.turn(self._id)
+        except SteeringError as error:
+            if error.reason == "no-open-turn":
+                return
+            raise
+        await turn.fail(exc)
+
+    def _prepared(
+        self, agent: Agent[Any], run_config: RunConfig | None, kwargs: Mapping[str, Any]
+    ) -> tuple[RunConfig, _Run]:
         if not self.adapter.is_governed(agent):
             raise AgentsGovernanceError(
                 reason="not-governed",
@@ -888,27 +943,21 @@ class GovernedSession:
         identity = self.identity
         if identity is None and isinstance(context, Mapping):
             identity = context  # as LangChain's: a mapping run context
-        run = _Run(session=self, identity=identity)
-        token = _RUN.set(run)
-        try:
-            if isinstance(input, RunState):
-                await self._reconcile(run, input, agent)
-            try:
-                return await Runner.run(agent, input, run_config=config, **kwargs)
-            except (
-                InputGuardrailTripwireTriggered,
-                OutputGuardrailTripwireTriggered,
-                AgentsGovernanceError,
-            ):
-                raise
-            except Exception as exc:
-                if isinstance(exc.__cause__, AgentsGovernanceError):
-                    raise
-                if run.turn is not None:
-                    await run.turn.fail(exc)
-                raise
-        finally:
-            _RUN.reset(token)
+        return config, _Run(session=self, identity=identity)
+
+    @staticmethod
+    async def _failed(run: _Run, exc: Exception) -> None:
+        """A run raised: its turn fails once, unless the raise is a refusal
+        already recorded, or helmlog's own (it failed closed, the turn waits)."""
+        if isinstance(
+            exc,
+            InputGuardrailTripwireTriggered
+            | OutputGuardrailTripwireTriggered
+            | AgentsGovernanceError,
+        ) or isinstance(exc.__cause__, AgentsGovernanceError):
+            return
+        if run.turn is not None:
+            await run.turn.fail(exc)
 
     def approve(
         self,

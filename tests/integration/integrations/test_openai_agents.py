@@ -196,6 +196,36 @@ async def test_i6_approved_through_the_sdks_state_the_rows_are_the_native_loops(
     model.assert_complete()
 
 
+async def test_i6_streamed_the_approve_conversation_files_the_native_rows(
+    runs_file: Path,
+) -> None:
+    """Issue 27 items 2, 6: ``run_streamed`` drives the same hooks: streamed
+    and approved through the SDK's state, the rows are the native loop's;
+    a streamed run that raises is recorded by ``session.fail``."""
+    store = MemoryEventStore()
+    helm, agent, _ = desk(store, sc.REFUND_800)
+    session = helm.session()
+    first = await session.run_streamed(agent, sc.MESSAGES[sc.REFUND_800])
+    kinds = [event.type async for event in first.stream_events()]
+    assert "run_item_stream_event" in kinds
+    (item,) = first.interruptions
+    state = first.to_state()
+    session.approve(state, item, by=sc.APPROVER)
+    done = await session.run_streamed(agent, state)
+    async for _ in done.stream_events():
+        pass
+
+    assert sc.FINAL[sc.REFUND_800] == admitted_output(done)
+    assert ["lookup_order", "refund"] == sc.runs(runs_file)
+    assert session.id is not None
+    assert await sc.expected_rows(sc.REFUND_800) == await sc.session_rows(
+        store, session.id
+    )
+    await session.fail(RuntimeError("after the turn ended: nothing recorded"))
+    types, _ = await record(store, session.id)
+    assert "error.fatal" not in types
+
+
 async def test_i6_denied_the_rows_are_the_native_loops_and_the_model_reads_why(
     runs_file: Path,
 ) -> None:
@@ -536,12 +566,13 @@ def _user(text: str) -> Any:
     return {"role": "user", "content": text}
 
 
-async def test_g91_a_run_that_raises_fails_its_turn_once_and_the_session_goes_on() -> (
-    None
-):
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_g91_a_run_that_raises_fails_its_turn_once_and_the_session_goes_on(
+    streamed: bool,
+) -> None:
     """G91, G66: the SDK's run raising (its model failed) is recorded once as
-    the native loop records it (``error.fatal``); the session's next run opens
-    a new turn."""
+    the native loop records it (``error.fatal``; streamed: by ``session.fail``
+    where the stream raised); the session's next run opens a new turn."""
     store = MemoryEventStore()
     helm = AgentsGovernance(
         Agent.create(
@@ -553,8 +584,15 @@ async def test_g91_a_run_that_raises_fails_its_turn_once_and_the_session_goes_on
     )
     agent = helm.govern(SdkAgent(name="chat", model=model))
     session = helm.session()
-    with pytest.raises(RuntimeError):
-        await session.run(agent, "hello")
+    with pytest.raises(RuntimeError) as raised:
+        if streamed:
+            stream = await session.run_streamed(agent, "hello")
+            async for _ in stream.stream_events():
+                pass
+        else:
+            await session.run(agent, "hello")
+    if streamed:
+        await session.fail(raised.value)
     done = await session.run(agent, "hello again")
 
     assert "Back." == admitted_output(done)

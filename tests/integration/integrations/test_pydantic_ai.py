@@ -511,6 +511,52 @@ async def test_g55_arguments_the_framework_refuses_are_walked_and_refused() -> N
     assert fold(native_events).history[2] == fold(events).history[2]  # G55's text
 
 
+async def test_g25_a_tool_that_raises_is_an_error_the_model_reads() -> None:
+    """G25/G18: a framework tool that raises: the error is recorded as the
+    native loop records a raising tool, the model reads it as a failed tool
+    message, and the run goes on."""
+
+    def broken(order_id: str) -> str:
+        """Look an order up (the backend is down)."""
+        raise ConnectionError("orders backend unreachable")
+
+    replies = [calls(("c1", "broken", {"order_id": "7"})), text("Try later.")]
+    script = Script(*replies)
+    agent, governance, _ = governed(script)
+    agent.tool_plain(broken)
+    native_store = MemoryEventStore()
+    native = (
+        Agent.create(
+            provider=scripted(
+                [
+                    Reply(
+                        tool_calls=[
+                            Call(id="c1", name="broken", args={"order_id": "7"})
+                        ]
+                    ),
+                    "Try later.",
+                ]
+            ),
+            model="function",
+            store=native_store,
+        )
+        .tool(tool(broken))
+        .build()
+    )
+
+    result = await agent.run("Where is order 7?", conversation_id="raises")
+    assert "Try later." == await native.run("Where is order 7?", session_id="raises")
+
+    assert "Try later." == result.output
+    returned = script.last_tool_return()
+    assert "failed" == returned.outcome
+    native_events = [r.decode() for r in await native_store.read("raises")]
+    events = [r.decode() for r in await governance.store.read("raises")]
+    assert [e.type for e in native_events] == [e.type for e in events]
+    assert fold(native_events).history[2] == fold(events).history[2]
+    assert returned.content == fold(events).history[2].content
+
+
 async def test_g13_the_capabilitys_identity_is_what_the_rules_see() -> None:
     """G13/G28: ``HelmlogCapability(identity=...)`` is the turn's identity:
     the input and before-tool rules read it."""
