@@ -7,7 +7,8 @@ Pattern: ``scenario.py``'s two conversations played by Pydantic AI's own
          ledger is compared whole with ``expected_rows()``, the native loop's.
 Role:    issue 27 items 3, 5 and 6 for Pydantic AI: the ask approved through
          Pydantic AI's own ``DeferredToolResults``, and from a second process
-         (``helmlog approve`` on a real Redis) then read back on resume.
+         (``helmlog approve|decline`` on a real Redis, the approvals page of
+         ``helmlog serve``) then read back on resume.
 
 Laws: G15, G21, G33, G39, G59–G64, R9, R18 (asks listed from the index),
 R3 (verify), R14 (replay).
@@ -21,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import Tool as PydanticTool
@@ -38,6 +40,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from helmlog import Tool
+from helmlog._asks import load_factory
 from helmlog.events import EventStore, MemoryEventStore, open_event_store
 from helmlog.integrations import Governance
 from helmlog.integrations.pydantic_ai import (
@@ -46,6 +49,7 @@ from helmlog.integrations.pydantic_ai import (
     recorded_results,
 )
 from helmlog.runtime.providers import framework_model
+from tests.e2e.http.server import APPROVER_TOKEN, bearer, running
 
 from . import scenario as sc
 
@@ -319,5 +323,45 @@ async def test_refund_800_declined_from_a_second_process_is_read_back_as_denied(
         ]
         assert ("four-eyes", "deny", "declined by dana@ops: over budget") in rows
         assert sc.FINAL[sc.REFUND_800] == done.output
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_refund_800_approved_on_the_approvals_page_is_read_back_on_resume(
+    redis_url: str, runs_file: Path
+) -> None:
+    """Items 3, 5, 6: ``helmlog serve --agent ...scenario:governance`` (its own
+    event loop, sharing only the Redis store) lists the Pydantic AI run's ask
+    on the approvals page; dana approves it over HTTP, the page's side runs
+    the refund; the run resumed with ``recorded_results`` reads that result
+    (the refund ran once); the rows are the native loop's."""
+    sid = f"pa-page-{sc.REFUND_800}"
+    store = open_event_store(redis_url)
+    try:
+        agent, governance = _governed(store, sc.REFUND_800)
+        first = await agent.run(sc.MESSAGES[sc.REFUND_800], conversation_id=sid)
+        with running(load_factory(APPROVER_AGENT), redis_url) as page:
+            async with httpx2.AsyncClient(
+                base_url=page.url, headers=bearer(APPROVER_TOKEN)
+            ) as h:
+                listed = (await h.get("/asks")).json()
+                assert [(sid, "c2", "four-eyes")] == [
+                    (a["session_id"], a["tool_call_id"], a["middleware"])
+                    for a in listed
+                ]
+                decided = await h.post(f"/asks/{sid}/c2/approve", json={})
+                assert 200 == decided.status_code, decided.text
+        assert ["lookup_order", "refund"] == sc.runs(runs_file)
+
+        done = await agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=await recorded_results(governance, sid, first.output),
+        )
+
+        assert sc.FINAL[sc.REFUND_800] == done.output
+        assert ["lookup_order", "refund"] == sc.runs(runs_file)  # exactly once
+        expected = await sc.expected_rows(sc.REFUND_800)
+        assert expected == await sc.session_rows(store, sid)
     finally:
         await store.close()
