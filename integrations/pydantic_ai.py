@@ -9,7 +9,7 @@ Pattern: ``HelmlogCapability`` drives a ``SteeredTurn`` from Pydantic AI's own
 Role:    integrations layer, the ``helmlog[pydantic-ai]`` extra; imports
          Pydantic AI at its top. ``tool_from`` backs ``Tool.from_pydantic_ai``.
 
-Laws: G15 (a denial is the tool's message), G25, G33, G39, G59, R9; issue 27.
+Laws: G7, G15, G25, G33, G39, G41, G55, G59, G61, G64, G66, R9; issue 27.
 Why the session is the run's ``conversation_id``: Pydantic AI carries it on
 the message history, so the run that resumes a deferred call (another
 process, another day) names the same helmlog session without help.
