@@ -1,7 +1,9 @@
 """Support for the page tests: Debian's Chromium under Playwright, and an edit.
 
-The browser is the Debian ``chromium`` package (``/usr/bin/chromium``), never
-a Playwright download; a missing one fails the test (a skip reads as green).
+The browser is the system's Chromium (Debian's ``chromium`` package, or
+``chromium`` on PATH, or macOS's Chromium.app; ``$HELMLOG_CHROMIUM`` names
+another), never a Playwright download; a missing one fails the test (a skip
+reads as green).
 Screenshots go to ``tests/artifacts/`` (gitignored, a folder CI keeps on the
 machine it ran on; ``docs/img/`` holds the one the README shows).
 ``tamper_user_message`` edits a stream in Redis behind the store's back.
@@ -9,6 +11,7 @@ machine it ran on; ``docs/img/`` holds the one the README shows).
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,22 +25,36 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 from helmlog.events.redis import stream_key
 from tests.e2e.http.server import APPROVER_TOKEN, SESSION_TOKEN, client
 
-CHROMIUM = "/usr/bin/chromium"
+MACOS_CHROMIUM = "/Applications/Chromium.app/Contents/MacOS/Chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+
+def chromium_path() -> str | None:
+    """The system Chromium: ``$HELMLOG_CHROMIUM``, else on PATH, else macOS's."""
+    named = os.environ.get("HELMLOG_CHROMIUM")
+    if named:
+        return shutil.which(named)
+    for candidate in ("chromium", "chromium-browser", MACOS_CHROMIUM):
+        found = shutil.which(candidate)
+        if found is not None:
+            return found
+    return None
 
 
 @contextmanager
 def chromium() -> Iterator[Browser]:
-    """Headless Debian Chromium (fails, never skips, when it is missing)."""
-    if shutil.which(CHROMIUM) is None:
+    """Headless system Chromium (fails, never skips, when it is missing)."""
+    path = chromium_path()
+    if path is None:
         pytest.fail(
-            f"{CHROMIUM} is missing: apt-get install chromium (Debian/Ubuntu) or "
-            "brew install chromium (macOS); the page tests need a real browser",
+            "no chromium found ($HELMLOG_CHROMIUM, PATH, /Applications): "
+            "apt-get install chromium (Debian/Ubuntu) or brew install chromium "
+            "(macOS); the page tests need a real browser",
             pytrace=False,
         )
     with sync_playwright() as p:
         launched = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+            executable_path=path, headless=True, args=["--no-sandbox"]
         )
         try:
             yield launched

@@ -3,7 +3,7 @@
 Pattern: a real ``helmlog serve`` (uvicorn on a free loopback port, real
          Redis); httpx2 sends what a browser and a hostile site send (cookies
          and Origin set by hand, redirects not followed), and headless Debian
-         Chromium (Playwright, ``/usr/bin/chromium``) drives the page itself,
+         Chromium (Playwright, the system ``chromium``) drives the page itself,
          including a form on a foreign origin.
 Role:    e2e tests of ``login``/``logout``/``home`` in
          ``gateway/http/_routes.py`` and ``gateway/http/_logins.py``.
@@ -18,22 +18,21 @@ Origin with 403 and set nothing; a refused token is said on the page).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 from typer.testing import CliRunner
 
 from helmlog.cli import app
+from tests.e2e.http.browsing import chromium
 from tests.polling import until_sync
 
 from . import agents
 from .server import APPROVER_TOKEN, SESSION_TOKEN, Running, running
 
-CHROMIUM = "/usr/bin/chromium"
 COOKIE = "helmlog_login"
 FOREIGN = "http://evil.example"
 
@@ -302,21 +301,9 @@ def test_h5_the_login_lifetime_is_a_serve_option() -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Debian Chromium (fails, never skips, when it is missing)."""
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(
-            f"{CHROMIUM} is missing: apt-get install chromium (Debian/Ubuntu) or "
-            "brew install chromium (macOS); the page test needs a real browser",
-            pytrace=False,
-        )
-    with sync_playwright() as p:
-        launched = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Headless system Chromium (fails, never skips, when it is missing)."""
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ approver token, sees the ask (question, rule, tool, arguments, session, age)
 arrive live over SSE, approves it with a note, and the ask leaves the list;
 the session finishes and its row names the authenticated approver.
 
-The browser is the Debian ``chromium`` package (``/usr/bin/chromium``), never
+The browser is the system ``chromium`` (``browsing.chromium``), never
 a Playwright download. Screenshots are kept in ``tests/artifacts/``
 (gitignored): ``approvals-page.png`` with the asks, ``approvals-done.png``
 after the approval; issue 28's ``approvals-card.png`` (a card's conversation),
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.http import agents
 from tests.e2e.http.browsing import (
+    chromium,
     opened,
     pause,
     shot,
@@ -44,28 +44,14 @@ from tests.e2e.http.server import (
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Debian Chromium (fails, never skips, when it is missing)."""
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(
-            f"{CHROMIUM} is missing: apt-get install chromium (Debian/Ubuntu) or "
-            "brew install chromium (macOS); the page test "
-            "needs a real browser)",
-            pytrace=False,
-        )
-    with sync_playwright() as p:
-        launched = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Headless system Chromium (fails, never skips, when it is missing)."""
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
