@@ -154,10 +154,15 @@ class SigningKey:
         return f"{body}\n{_SIG_PREFIX}{self.name} {_b64(blob)}\n"
 
 
+# Control characters but the newline (C0, DEL, C1) and the Unicode line and
+# paragraph separators: a note's lines are split on "\n" alone.
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def _check_text(body: str) -> None:
     if not body.endswith("\n") or "\n\n" in body:
         raise EvidenceFormatError("note", "text must end in one newline, no blank line")
-    if any(c != "\n" and not c.isprintable() for c in body):
+    if _CONTROL.search(body):
         raise EvidenceFormatError("note", "text holds a control character")
 
 

@@ -27,8 +27,11 @@ from .._chain import StoredEvent, encode_head, head_of, seal, type_of
 from .._codec import decode_envelope
 from .._envelope import Event
 from .._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
+from .._evidence_events import HeadSigned
 from .._index import RELEVANT_TYPES, delta_of, encode_ask
+from .._signed_heads import head_leaves
 from .backend import Backend
+from .headlog import RedisHeadLog, after_append_command
 from .heads import Heads
 from .keys import Op, append_keys, fact_ops, stream_key
 from .outbox import Outbox
@@ -58,6 +61,7 @@ class Appender:
         "_tokens",
         "_writer",
         "closed",
+        "headlog",
     )
 
     def __init__(
@@ -80,6 +84,8 @@ class Appender:
         self._acks: list[tuple[asyncio.Future[int], int]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.closed = False
+        # The store's log of signed heads (issue 30), set by the store.
+        self.headlog: RedisHeadLog | None = None
 
     def flushing(self) -> bool:
         """Whether the flusher is sending (the outbox waits for it)."""
@@ -224,6 +230,9 @@ class Appender:
             loop.create_future(),
         )
         item.token, item.last_seq = token, last.seq
+        signed = [r for r in records if type_of(r) == HeadSigned.type]
+        if signed and self.headlog is not None:
+            item.heads = (signed[-1].seq, signed[-1].hash, head_leaves(signed))
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
@@ -312,9 +321,18 @@ class Appender:
                             )
                     batch = go
                 else:
-                    replies = await self._backend.routes.call([*shard_cmds, *appends])
+                    # Issue 30: on one server the log of heads' share rides in
+                    # the same pipeline, after the appends (its script checks
+                    # that the head landed); on a cluster it follows settling.
+                    logs = self._log_commands(batch)
+                    replies = await self._backend.routes.call(
+                        [*shard_cmds, *appends, *logs]
+                    )
                     shard_replies = replies[: len(shard_cmds)]
-                    append_replies = replies[len(shard_cmds) :]
+                    append_replies = replies[
+                        len(shard_cmds) : len(shard_cmds) + len(appends)
+                    ]
+                    self._logged(batch, replies[len(shard_cmds) + len(appends) :])
             except (*DRIVER_ERRORS, StoreError) as exc:
                 self._outbox.requeue(staged, exc)
                 if isinstance(exc, ReplyLostError):
@@ -354,6 +372,29 @@ class Appender:
                 batch, f"an append to {self._backend.url} was interrupted", unknown=True
             )
 
+    def _log_commands(self, batch: list[QueuedAppend]) -> list[tuple[str, list[Arg]]]:
+        """The log's share of each append with signed heads, on one server."""
+        if self._backend.routes.cluster:
+            return []
+        return [
+            (
+                stream_key(i.session_id),
+                after_append_command(stream_key(i.session_id), i.heads),
+            )
+            for i in batch
+            if i.heads is not None
+        ]
+
+    def _logged(self, batch: list[QueuedAppend], replies: list[Any]) -> None:
+        """Settle the log's share: an item whose leaves the pipelined script
+        appended is done; any other (the script ran before a NOSCRIPT resend
+        of its append, or failed) keeps them for ``settle`` to queue, which
+        the script's index makes safe to send twice."""
+        owing = [item for item in batch if item.heads is not None]
+        for item, reply in zip(owing, replies, strict=False):
+            if isinstance(reply, int) and reply > 0:
+                item.heads = None
+
     def settle(self, item: QueuedAppend, reply: Any) -> None:
         future = item.future
         sid = item.session_id
@@ -382,6 +423,10 @@ class Appender:
                 )
             return
         self._heads.remember(sid, (seq, item.last_hash))
+        if item.heads is not None and self.headlog is not None:
+            # Landed on a cluster (or read back, R24): the log follows.
+            self.headlog.after_append(sid, item.heads[2])
+            item.heads = None
         after = item.after
         if self._outbox.vouches(sid, item.expected):
             self._outbox.vouch(sid, seq)

@@ -5,7 +5,8 @@ Role:    events layer, ``events/redis``; made by ``appender.Appender``, held by
          ``readback.ReadBack`` while a lost reply is read back (R24).
 
 Laws: R24 (``token``/``last_seq``/``resolving``: what a read-back needs), R7
-(``premark``: the open-turn mark sent before the append).
+(``premark``: the open-turn mark sent before the append), issue 30
+(``heads``: the leaves the log of heads owes).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class QueuedAppend:
         "args",
         "expected",
         "future",
+        "heads",
         "last_hash",
         "last_seq",
         "premark",
@@ -58,3 +60,6 @@ class QueuedAppend:
         self.token = ""
         self.last_seq = expected
         self.resolving = False
+        # Issue 30: the log of heads' share of this append: the signed head's
+        # ``(seq, hash)`` and the leaves, until they are sent (``headlog.py``).
+        self.heads: tuple[int, str, list[bytes]] | None = None

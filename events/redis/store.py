@@ -27,9 +27,8 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from .._chain import StoredEvent, StreamHead
 from .._envelope import Event
-from .._evidence_events import HeadSigned
 from .._index import PendingAsk
-from .._signed_heads import HeadSigner, head_leaves, note_leaf
+from .._signed_heads import HeadSigner
 from .._store import FactDelivery, FactRecord
 from .appender import Appender
 from .backend import Backend
@@ -96,6 +95,7 @@ class RedisEventStore:
         self._indexes = Indexes(self._backend, self._reader, self._outbox)
         self._leases = RedisLeases(self._routes, self.url)  # R27
         self._headlog = RedisHeadLog(self._backend, self._reader)
+        self._appender.headlog = self._headlog
         self._closed = False
 
     @classmethod
@@ -164,20 +164,13 @@ class RedisEventStore:
     async def append(
         self, session_id: str, events: Sequence[Event], expected_seq: int
     ) -> int:
-        seq = await self._appender.append(session_id, events, expected_seq)
-        notes = [e.note for e in events if isinstance(e, HeadSigned)]
-        leaves = [leaf for leaf in map(note_leaf, notes) if leaf is not None]
-        if leaves:
-            await self._headlog.after_append(session_id, leaves)
-        return seq
+        # The appender sends the log of heads' share of the append (issue 30).
+        return await self._appender.append(session_id, events, expected_seq)
 
     async def append_sealed(
         self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
     ) -> int:
-        seq = await self._appender.append_sealed(session_id, records, expected_seq)
-        if any(r.type == HeadSigned.type for r in records):
-            await self._headlog.after_append(session_id, head_leaves(records))
-        return seq
+        return await self._appender.append_sealed(session_id, records, expected_seq)
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         return await self._reader.read(session_id, after_seq)
@@ -283,6 +276,7 @@ class RedisEventStore:
             return
         self._closed = True
         try:
+            await self._headlog.drain()
             await self._appender.drain()
         finally:
             await self._routes.close()
