@@ -95,7 +95,8 @@ class AgentsGovernanceError(HelmlogError, ValueError):
     ``reason`` names it: ``"bad-argument"`` (a constructor or method got the
     wrong kind of value: ``detail`` names which), ``"unsupported"`` (an agent
     part helmlog cannot govern: hosted tools, MCP servers, handoffs, a tool's
-    own ``needs_approval``), ``"not-governed"`` (an agent ``govern`` did not
+    own ``needs_approval`` or tool guardrails), ``"not-governed"`` (an agent
+    ``govern`` did not
     return), ``"outside-session"`` (a governed agent run without
     ``GovernedSession.run``), ``"no-decider"`` (the SDK approved a call but
     nobody is named as having decided: use ``GovernedSession.approve``), or
@@ -662,6 +663,14 @@ class AgentsGovernance:
                     f"tool '{tool.name}''s own needs_approval (approvals are "
                     "helmlog's: an ask rule or the tool's check_in)",
                 )
+            if tool.tool_input_guardrails or tool.tool_output_guardrails:
+                # They would refuse or replace a call helmlog has recorded as
+                # dispatched or answered: the record and the model would part.
+                _unsupported(
+                    agent,
+                    f"tool '{tool.name}''s own tool guardrails (make them helmlog "
+                    "before-tool / after-tool rules)",
+                )
             tools.append(self._wrap(tool))
         return agent.clone(
             tools=tools,
@@ -810,7 +819,7 @@ class AgentsGovernance:
             ft,
             on_invoke_tool=invoke,
             needs_approval=needs_approval,
-            tool_input_guardrails=[_TOOL_INPUT, *(ft.tool_input_guardrails or [])],
+            tool_input_guardrails=[_TOOL_INPUT],
         )
 
 

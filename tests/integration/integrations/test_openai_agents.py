@@ -33,10 +33,12 @@ from agents import (
     InputGuardrailTripwireTriggered,
     OutputGuardrailTripwireTriggered,
     RunState,
+    ToolGuardrailFunctionOutput,
     Usage,
     WebSearchTool,
     function_tool,
     set_tracing_disabled,
+    tool_input_guardrail,
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -669,6 +671,25 @@ async def test_g13_the_identity_reaches_every_rule(given: str) -> None:
             ),
             "unsupported",
             "handoffs",
+        ),
+        (
+            lambda h: h.govern(
+                SdkAgent(
+                    name="guarded",
+                    tools=[
+                        function_tool(
+                            sc.refund,
+                            tool_input_guardrails=[
+                                tool_input_guardrail(
+                                    lambda data: ToolGuardrailFunctionOutput.allow()
+                                )
+                            ],
+                        )
+                    ],
+                )
+            ),
+            "unsupported",
+            "tool guardrails",
         ),
         (lambda h: h.session(""), "bad-argument", "session_id"),
         (lambda h: h.run_config("fast"), "bad-argument", "RunConfig"),  # type: ignore[arg-type]
