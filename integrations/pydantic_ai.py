@@ -452,8 +452,15 @@ class HelmlogToolset(WrapperToolset[Any]):
     state: _RunState | None = None
     approver: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.governance, Governance) or self.state is None:
+            raise TypeError(
+                "HelmlogToolset is built by HelmlogCapability for each run: "
+                "put HelmlogCapability(governance) among the agent's capabilities"
+            )
+
     def _helmlog_tool(self, name: str, tool: ToolsetTool[Any]) -> Tool:
-        assert self.governance is not None
+        assert self.governance is not None  # __post_init__
         return self.governance.tool_for(
             name,
             _framework_call,
@@ -468,7 +475,7 @@ class HelmlogToolset(WrapperToolset[Any]):
         ctx: RunContext[Any],
         tool: ToolsetTool[Any],
     ) -> Any:
-        assert self.state is not None
+        assert self.state is not None  # __post_init__
         turn = self.state.open()
         call_id = ctx.tool_call_id
         if not call_id:

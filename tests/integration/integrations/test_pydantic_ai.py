@@ -28,6 +28,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.toolsets import FunctionToolset
 
 from helmlog import (
     Agent,
@@ -55,6 +56,7 @@ from helmlog.events import (
 from helmlog.integrations import Governance
 from helmlog.integrations.pydantic_ai import (
     HelmlogCapability,
+    HelmlogToolset,
     deferred_results,
     to_messages,
     to_model_messages,
@@ -758,6 +760,8 @@ def test_bad_input_to_the_capability_is_a_typed_error_naming_it() -> None:
         deferred_results({"c1": True}, by="dana")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="by="):
         deferred_results(DeferredToolRequests(), by="")
+    with pytest.raises(TypeError, match="HelmlogCapability"):
+        HelmlogToolset(FunctionToolset([]))
 
 
 async def test_g31_a_prompt_that_is_not_text_is_a_typed_error() -> None:
