@@ -161,3 +161,39 @@ async def test_a_resent_head_is_not_logged_twice(signing_store: EventStore) -> N
     assert 0 == await store.repair_log("once")
     assert 0 == await store.repair_log()
     assert 1 == len(await store.log_leaves())
+
+
+async def test_every_tampering_of_a_stored_sessions_bundle_fails(
+    signing_store: EventStore,
+) -> None:
+    """A bundle built from the store verifies; an edit, a delete, a reorder,
+    a truncation and a replacement of an event after signing each fail, on
+    every store (issue 30 item 4)."""
+    import msgspec
+
+    store = signing_store
+    await signed_turn(store, "t-1", HeadSigner(KEY), n=4)
+    await signed_turn(store, "t-2", HeadSigner(KEY), n=2)
+    bundle = await session_bundle(store, "t-1", KEY)
+    assert verify(bundle, [KEY.public]).ok
+    recs = bundle.records
+    other = (await session_bundle(store, "t-2", KEY)).records
+    edited = msgspec.structs.replace(recs[2], data=recs[2].data.replace(b"m1", b"mX"))
+    cases = {
+        "edit": [*recs[:2], edited, *recs[3:]],
+        "delete": [*recs[:2], *recs[3:]],
+        "reorder": [recs[0], recs[2], recs[1], *recs[3:]],
+        "truncate": recs[:-1],
+        "replace": [*recs[:1], other[1], *recs[2:]],
+    }
+    failures = {
+        name: verify(msgspec.structs.replace(bundle, records=changed), [KEY.public])
+        for name, changed in cases.items()
+    }
+    assert {
+        "edit": ("hash", 3),
+        "delete": ("order", 3),
+        "reorder": ("order", 2),
+        "truncate": ("truncated", len(recs)),
+        "replace": ("chain", 2),
+    } == {name: (v.failure, v.seq) for name, v in failures.items()}
