@@ -59,6 +59,7 @@ from helmlog.events import (
     LlmEnded,
     MemoryEventStore,
     ToolDispatched,
+    ToolEnded,
     fold,
     open_event_store,
 )
@@ -455,6 +456,47 @@ async def test_g7_a_rule_that_raises_is_a_denial_and_the_tool_does_not_run(
     )
     read = sent(model)[-1][-1]
     assert ("tool", "c1", row.why) == (read.role, read.tool_call_id, read.content)
+
+
+@pytest.mark.parametrize("sdk_handles_errors", [False, True])
+async def test_g18_a_tool_that_raises_is_its_result(sdk_handles_errors: bool) -> None:
+    """G18: with ``failure_error_function=None`` a raising SDK tool is recorded
+    as the native loop records it (the error is the result, ``error`` true,
+    the model reads it); with the SDK's default failure function the SDK has
+    turned the raise into text already, and that text is the recorded result."""
+
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an amount on an order."""
+        raise RuntimeError("the payment service refused")
+
+    ft = (
+        function_tool(refund)
+        if sdk_handles_errors
+        else function_tool(refund, failure_error_function=None)
+    )
+    store = MemoryEventStore()
+    helm = AgentsGovernance(
+        Agent.create(provider=framework_model("openai-agents"), model="m", store=store)
+        .tool(tool_from(ft))
+        .build()
+    )
+    call = Call(id="c1", name="refund", args={"order_id": "7", "amount": 5})
+    model = ScriptedModel(sdk_steps([Reply(tool_calls=[call]), Reply("It failed.")]))
+    agent = helm.govern(SdkAgent(name="desk", tools=[ft], model=model))
+    session = helm.session()
+    await session.run(agent, "refund 5")
+
+    assert session.id is not None
+    (ended,) = [
+        e
+        for e in (r.decode() for r in await store.read(session.id))
+        if isinstance(e, ToolEnded)
+    ]
+    read = sent(model)[-1][-1]
+    assert (not sdk_handles_errors) == ended.error
+    assert str(ended.result) == read.content
+    if not sdk_handles_errors:
+        assert "the payment service refused" == read.content
 
 
 async def test_g33_a_refused_input_trips_the_sdks_input_wire_before_the_model() -> None:
