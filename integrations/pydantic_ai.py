@@ -555,7 +555,9 @@ class HelmlogCapability(AbstractCapability[Any]):
     governance: Governance
     identity: Mapping[str, Any] | None = None
     approver: str | None = None
-    _state: _RunState = dataclasses.field(default_factory=_RunState, repr=False)
+    _state: _RunState = dataclasses.field(
+        default_factory=_RunState, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.governance, Governance):
@@ -575,7 +577,7 @@ class HelmlogCapability(AbstractCapability[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         # One turn per run: a fresh state, never shared by concurrent runs.
-        return dataclasses.replace(self, _state=_RunState())
+        return dataclasses.replace(self)  # _state is not copied: a new one
 
     def get_wrapper_toolset(self, toolset: Any) -> Any:
         return HelmlogToolset(

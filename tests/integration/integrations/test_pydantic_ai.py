@@ -11,6 +11,8 @@ items 3, 4, 5.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -168,7 +170,7 @@ RULES: dict[str, Any] = {
 
 
 def governed(
-    script: Script,
+    script: Callable[[list[ModelMessage], AgentInfo], ModelResponse],
     *,
     act: dict[str, Any] | None = None,
     store: MemoryEventStore | None = None,
@@ -557,6 +559,30 @@ async def test_g25_a_tool_that_raises_is_an_error_the_model_reads() -> None:
     assert [e.type for e in native_events] == [e.type for e in events]
     assert fold(native_events).history[2] == fold(events).history[2]
     assert returned.content == fold(events).history[2].content
+
+
+async def test_concurrent_runs_of_one_agent_are_separate_sessions() -> None:
+    """Issue 27 item 5: one governed agent, two conversations at once: each
+    run holds its own turn (``for_run``), each session its own record."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = messages[0].parts[-1].content  # type: ignore[union-attr]
+        if len(messages) == 1:
+            order = "7" if "7" in prompt else "9"
+            return calls((f"c-{order}", "lookup_order", {"order_id": order}))
+        return text(f"Looked up: {prompt}")
+
+    agent, governance, _ = governed(respond)
+
+    seven, nine = await asyncio.gather(
+        agent.run("order 7", conversation_id="s-7"),
+        agent.run("order 9", conversation_id="s-9"),
+    )
+
+    assert ("Looked up: order 7", "Looked up: order 9") == (seven.output, nine.output)
+    for sid, order in (("s-7", "7"), ("s-9", "9")):
+        history = await _events_history(governance, sid)
+        assert [f"c-{order}"] == [m.tool_call_id for m in history if m.role == "tool"]
 
 
 async def test_g13_the_capabilitys_identity_is_what_the_rules_see() -> None:
