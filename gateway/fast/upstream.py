@@ -248,27 +248,51 @@ async def _from_wire_events(
     rid: str,
     noted: Callable[[dict[str, Any]], Awaitable[None]],
 ) -> dict[str, Any]:
-    """``_from_events`` on the wire: the same reading of an SSE answer."""
-    found: dict[str, Any] | None = None
+    """``_from_events`` on the wire: the same reading of an SSE answer, except
+    that the message answering ``rid`` is returned as soon as it is read (the
+    server ends the stream after it); the rest is read after, its
+    notifications to ``noted`` too, and the connection then kept alive."""
     pending = b""
-    async for chunk in answer.chunks():
+    while (chunk := await answer.next_chunk()) is not None:
         pending += chunk
         *events, pending = _EVENT_END.split(pending)
-        for event in events:
+        for n, event in enumerate(events):
             message = _event_message(event)
             if not isinstance(message, dict):
                 continue
             if message.get("id") == rid:
-                found = message  # the server ends the stream after it
-            elif "method" in message and "id" not in message:
-                await noted(message)
-    if pending.strip():
-        message = _event_message(pending)
-        if isinstance(message, dict) and message.get("id") == rid:
-            found = message
-    if found is None:
-        raise WireError("the answer's stream ended without it")
-    return found
+                for later in events[n + 1 :]:
+                    await _note(_event_message(later), noted)
+                answer.release(_Rest(pending, noted))
+                return message
+            await _note(message, noted)
+    message = _event_message(pending) if pending.strip() else None
+    if isinstance(message, dict) and message.get("id") == rid:
+        return message
+    raise WireError("the answer's stream ended without it")
+
+
+async def _note(
+    message: Any, noted: Callable[[dict[str, Any]], Awaitable[None]]
+) -> None:
+    if isinstance(message, dict) and "method" in message and "id" not in message:
+        await noted(message)
+
+
+class _Rest:
+    """The events of a released answer after its message: notifications on."""
+
+    def __init__(
+        self, pending: bytes, noted: Callable[[dict[str, Any]], Awaitable[None]]
+    ) -> None:
+        self.pending = pending
+        self.noted = noted
+
+    async def __call__(self, chunk: bytes) -> None:
+        self.pending += chunk
+        *events, self.pending = _EVENT_END.split(self.pending)
+        for event in events:
+            await _note(_event_message(event), self.noted)
 
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import ssl
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import httptools
 import httpx2
+
+log = logging.getLogger("helmlog.proxy")
 
 IDLE_S = 4.0  # an idle connection older than this is closed, not reused
 MAX_IDLE = 16  # idle connections kept
@@ -165,6 +168,15 @@ class WireResponse:
         self._timeout_s = timeout_s
         self.status: int = parsed.parser.get_status_code()
         self.headers = parsed.headers
+        # What reads the rest once the caller has what it needs (``release``).
+        self.rest: Callable[[bytes], Awaitable[None]] | None = None
+        self.released = False
+
+    def release(self, rest: Callable[[bytes], Awaitable[None]]) -> None:
+        """The caller has its answer: the rest of the body is read after the
+        block (each chunk to ``rest``), and the connection then pooled."""
+        self.released = True
+        self.rest = rest
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives, dechunked, until the answer ends."""
@@ -177,6 +189,15 @@ class WireResponse:
             if parsed.complete:
                 return
             await _feed(self._conn, parsed, self._timeout_s)
+
+    async def next_chunk(self) -> bytes | None:
+        """The body's next chunk as it arrives, ``None`` once it has ended."""
+        parsed = self._parsed
+        while not parsed.chunks:
+            if parsed.complete:
+                return None
+            await _feed(self._conn, parsed, self._timeout_s)
+        return parsed.chunks.pop(0)
 
     async def read(self) -> bytes:
         """The whole body."""
@@ -222,6 +243,8 @@ class HttpWire:
         self.read_timeout_s = read_timeout_s
         self.on_status = on_status
         self._idle: list[_Connection] = []
+        # released answers being read to their end, and their connections
+        self._draining: dict[asyncio.Task[None], _Connection] = {}
         self._closed = False
         self.opened = 0  # connections opened so far (kept-alive reuse shows here)
         self.requests = 0  # requests sent (the differential tests)
@@ -237,7 +260,9 @@ class HttpWire:
         """Send one request; yield its answer once its head arrived.
 
         Leaving the block with the body read to its end returns the
-        connection to the pool; leaving it early (or on an error) closes it.
+        connection to the pool; with the answer ``release``d, the rest is
+        read after the block, then pooled; leaving it early otherwise (or on
+        an error) closes it.
 
         Raises:
             WireError: the connection failed, or the answer was not HTTP.
@@ -246,6 +271,7 @@ class HttpWire:
         conn = await self._connection()
         self.requests += 1
         reused = False
+        released: WireResponse | None = None
         timeout = self.read_timeout_s
         try:
             conn.writer.write(self._head(method, headers, len(body)) + body)
@@ -257,12 +283,56 @@ class HttpWire:
                 self.on_status(response.status, parsed.reason)
             yield response
             reused = parsed.complete and parsed.keep_alive
+            if response.released and not parsed.complete:
+                released = response
         finally:
-            if reused and not self._closed and len(self._idle) < MAX_IDLE:
-                conn.idle_since = time.monotonic()
-                self._idle.append(conn)
+            if released is not None and not self._closed:
+                task = asyncio.get_running_loop().create_task(
+                    self._drain(conn, parsed, released.rest)
+                )
+                self._draining[task] = conn
+                task.add_done_callback(self._drained)
+            elif reused:
+                self._pool(conn)
             else:
                 conn.close()
+
+    def _drained(self, task: asyncio.Task[None]) -> None:
+        self._draining.pop(task, None)
+
+    def _pool(self, conn: _Connection) -> None:
+        if not self._closed and len(self._idle) < MAX_IDLE:
+            conn.idle_since = time.monotonic()
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    async def _drain(
+        self,
+        conn: _Connection,
+        parsed: _Parsed,
+        rest: Callable[[bytes], Awaitable[None]] | None,
+    ) -> None:
+        """Read a released answer to its end, then pool its connection."""
+        try:
+            while True:
+                held, parsed.chunks = parsed.chunks, []
+                for chunk in held:
+                    if rest is not None:
+                        await _told(rest, chunk)
+                if parsed.complete:
+                    break
+                await _feed(conn, parsed, self.read_timeout_s)
+        except (WireError, TimeoutError):
+            conn.close()  # the answer was had; the connection is not reused
+            return
+        except BaseException:
+            conn.close()
+            raise
+        if parsed.keep_alive:
+            self._pool(conn)
+        else:
+            conn.close()
 
     def _head(self, method: str, headers: Mapping[str, str], length: int) -> bytes:
         lines = [f"{method} {self.target} HTTP/1.1", self._fixed]
@@ -298,11 +368,28 @@ class HttpWire:
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:
-        """Close every idle connection; the pool takes no more requests."""
+        """Close every idle connection (and stop reading released answers);
+        the pool takes no more requests."""
         self._closed = True
+        draining = dict(self._draining)
+        for task in draining:
+            task.cancel()
+        if draining:
+            await asyncio.gather(*draining, return_exceptions=True)
+        for conn in draining.values():  # a task cancelled before it ran
+            conn.close()
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+async def _told(rest: Callable[[bytes], Awaitable[None]], chunk: bytes) -> None:
+    """Hand a released answer's chunk on; a failure there is the reader's,
+    logged, and the answer is still read to its end (the connection's)."""
+    try:
+        await rest(chunk)
+    except Exception:
+        log.warning("proxy: a released answer's reader failed", exc_info=True)
 
 
 async def _feed(conn: _Connection, parsed: _Parsed, timeout_s: float | None) -> None:
