@@ -26,7 +26,7 @@ from helmlog.events import CheckpointError, MiddlewareDecision, PendingPause, sh
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
 from ._context import ToolCallContext, clone
 from ._errors import DecisionRequiredError
-from ._links import Link
+from ._links import MASKED, Link
 from ._steps import (
     Admitted,
     CallRecorder,
@@ -266,14 +266,20 @@ class ToolPipeline:
         duration_ms: int,
         record: CallRecorder,
     ) -> Ran:
-        """Step 10, the after-tool walk over a result (G18–G25)."""
+        """Step 10, the after-tool walk over a result (G18–G25).
+
+        When a masking link (``masks_values``) rewrote or refused the result,
+        the result recorded behind it is the placeholder too (issue 28 item
+        7): its row holds none, and neither does ``tool.end``.
+        """
         if not self.has_result_hooks:
             return Ran(result, error, render_result(result), False, duration_ms)
         verdict = await walk_tool_results(self.links, site, args, result, error=error)
         await record.file(verdict.rows)
+        kept = MASKED if any(r.masked for r in verdict.rows) else result
         if verdict.denied:
-            return Ran(result, error, verdict.reason or "", True, duration_ms)
-        return Ran(result, error, render_result(verdict.result), False, duration_ms)
+            return Ran(kept, error, verdict.reason or "", True, duration_ms)
+        return Ran(kept, error, render_result(verdict.result), False, duration_ms)
 
     async def resume(
         self,

@@ -105,3 +105,44 @@ async def test_a_masked_session_still_verifies_and_replays() -> None:
     assert events and all(SSN not in repr(e) for e in events)
     again = _agent(store, PiiScrub())
     assert "Done." == await again.run("and order 8?", session_id="s-chain")
+
+
+async def test_a_scrubbed_tool_result_is_not_stored_behind_it(redis_url: str) -> None:
+    """After a tool, the scrub's row and ``tool.end`` hold the placeholder, the
+    model reads the scrubbed text, and Redis holds neither the SSN nor the
+    address the tool returned (issue 28 item 7)."""
+    from helmlog import tool
+    from helmlog.runtime.providers import Reply, ToolCallRequest
+
+    @tool
+    def customer(order: int) -> str:
+        """The customer behind an order."""
+        return f"order {order}: Ana Ruiz, SSN {SSN}, {EMAIL}"
+
+    store = open_event_store(redis_url)
+    try:
+        model = scripted(
+            [
+                Reply(
+                    tool_calls=[
+                        ToolCallRequest(id="c1", name="customer", args={"order": 7})
+                    ]
+                ),
+                "Found her.",
+            ]
+        )
+        agent = (
+            Agent.create(provider=model, model="m", store=store)
+            .tool(customer)
+            .act(after_tool=[PiiScrub()])
+            .build()
+        )
+        assert "Found her." == await agent.run("who ordered 7?", session_id="s-t")
+        tool_message = agent.last_snapshot().history[-2]
+        assert "[ssn]" in tool_message.content and SSN not in tool_message.content
+        stored = _everything_stored(redis_url)
+        assert b"s-t" in stored
+        assert SSN.encode() not in stored
+        assert EMAIL.encode() not in stored
+    finally:
+        await store.close()
