@@ -439,6 +439,11 @@ async def _framework_call(**kwargs: Any) -> Any:
     return await wrapped.call_tool(name, args, ctx, tool)
 
 
+def _declined(**_: Any) -> Any:
+    """The ``execute`` of a call declined through ``ToolDenied``: never run."""
+    raise RuntimeError("a declined call ran")  # pragma: no cover - guarded
+
+
 @dataclasses.dataclass
 class HelmlogToolset(WrapperToolset[Any]):
     """The agent's tools, each call walked through helmlog's one pipeline.
@@ -635,8 +640,10 @@ class HelmlogCapability(AbstractCapability[Any]):
             call = ToolCallRequest(
                 id=call_id, name=part.tool_name, args=part.args_as_dict()
             )
-            # A declined call never runs: the tool is only what the pause names.
-            htool = self.governance.tool_for(part.tool_name, _framework_call)
+            # A declined call never runs: the tool is only what the pause
+            # names (its own execute, so the cached framework tool keeps its
+            # schema for the calls that do run).
+            htool = self.governance.tool_for(part.tool_name, _declined)
             async with self._state.lock:
                 outcome = await turn.call_tool(call, htool)
                 if isinstance(outcome, AskPause):
