@@ -178,8 +178,9 @@ class Journal:
         self.reconciled.append((first, last))
         log.warning(
             "session %s: the append of seqs %d-%d, whose outcome was reported "
-            "unknown (or failed, by a store that does not read back, R24), "
-            "landed; it is part of the record, and its facts are published",
+            "unknown (or failed, by a store that does not read back, R24; or "
+            "its run was cancelled while it was in flight), landed; it is part "
+            "of the record, and its facts are published",
             self.session_id,
             first,
             last,
@@ -319,6 +320,14 @@ class Journal:
             await self.store.append_sealed(self.session_id, records, self.flushed_seq)
         except SequenceConflictError:
             self.broken = self.fenced = True
+            raise
+        except asyncio.CancelledError:
+            # Issue 29 item 5: cancelled with the append in flight, its
+            # outcome is unknown here (a store may have sent it): like R24's
+            # unknown, the cache is broken, and whoever records next reopens
+            # the stream, never appends after seqs it may not hold.
+            self.broken = True
+            self.attempted = (records[-1].seq, records[-1].hash)
             raise
         except LedgerOutcomeUnknownError:
             # R24: the store read back and could not tell; the next

@@ -236,7 +236,19 @@ class Appender:
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
-        return await item.future
+        return await self._outcome(item)
+
+    async def _outcome(self, item: QueuedAppend) -> int:
+        """Wait for an append's outcome; a caller cancelled before it was sent
+        takes it out of the queue (issue 29 item 5: never sent, so known not
+        to be in the stream). Once sent, it lands or not on its own; the
+        session's next writer reads the stream back (the journal, R24)."""
+        try:
+            return await item.future
+        except asyncio.CancelledError:
+            if item in self._queue:
+                self._queue.remove(item)
+            raise
 
     async def _publish_before_close(self, session_id: str) -> None:
         try:
