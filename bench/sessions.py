@@ -1,0 +1,578 @@
+"""Benchmark sessions per core: many users, a model with a fixed latency.
+
+Pattern: a load test in one process: N users, each an asyncio task running
+         sessions back to back (TURNS_PER_SESSION turns; a turn is one tool
+         call, then the answer: two model calls of LATENCY_S), on helmlog's
+         memory store, on a real Redis, LangChain v1 and the OpenAI Agents
+         SDK, the cases taking turns in every repetition.
+Role:    bench; ``uv run python bench/sessions.py`` (``--users 100,1000``,
+         ``--seconds``, ``--quick``; it starts its own ``redis-server``).
+Emits:   a summary and one JSON line; the figures are defined in bench/README.md.
+
+Laws: none new; issue 29's table and targets, measured in one run.
+
+Why CPU time: on a shared machine the wall clock counts waits for a core,
+the process's CPU (every thread) counts the work; ratios come from one run.
+Each framework keeps a session its own documented way: helmlog a session id,
+LangChain a checkpointer's ``thread_id``, the Agents SDK the caller's
+``to_input_list()`` (tracing off: its exporter would go to the network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from helmlog import Agent, ToolMiddleware, allow, tool
+from helmlog.events import EventStore, MemoryEventStore
+from helmlog.events.redis import RedisEventStore
+from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest
+
+LATENCY_S = 0.05  # each model call
+TURNS_PER_SESSION = 3
+ANSWER = "Done."
+SLOW_GC_MS = 20.0
+USERS = (100, 1_000, 5_000)
+SECONDS = 10.0  # the measured window of one case in one repetition
+REPETITIONS = 3
+MEMORY_SESSIONS = 200  # sessions run under tracemalloc, per case
+# Issue 29's targets, each a ratio or a per-core figure of one run.
+TARGET_REDIS_VS_MEMORY_CPU = 1.15  # at 1,000 users
+TARGET_REDIS_CPU_US = 300.0
+TARGET_TAIL_MS = 30.0  # p99 - p50, at 100 and 1,000 users, both stores
+
+CASES = ("helmlog_memory", "helmlog_redis", "langchain", "openai_agents")
+
+
+# -- what is measured -----------------------------------------------------
+
+
+class GcWatch:
+    """Durations of the collector's passes, from ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append((time.perf_counter() - self._started) * 1e3)
+
+    def __enter__(self) -> GcWatch:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat, in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # Fields 14 and 15 of proc(5); the split starts at field 3 (state).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(sorted_ms: list[float], q: float) -> float:
+    if not sorted_ms:
+        return float("nan")
+    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+
+
+class Window:
+    """What one case did in one measured window."""
+
+    def __init__(self) -> None:
+        self.open = False
+        self.latencies: list[float] = []
+
+
+# -- the cases ------------------------------------------------------------
+
+
+class Case:
+    """One framework's sessions: how a session starts and a turn runs."""
+
+    name = ""
+
+    def session(self, sid: str) -> Any:
+        raise NotImplementedError
+
+    async def turn(self, session: Any, text: str) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+
+class LatencyModel:
+    """helmlog's model stub: a call for a user message, else the answer,
+    each after LATENCY_S (the scripted provider answers at once and keeps a
+    copy of every request, G89, which a server's provider would not)."""
+
+    provider_name = "bench"
+
+    async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
+        await asyncio.sleep(LATENCY_S)
+        if request.messages[-1].role != "user":
+            return Reply(content=ANSWER)
+        n = len(request.messages)
+        call = ToolCallRequest(id=f"c{n}", name="lookup", args={"order": n})
+        return Reply(tool_calls=[call])
+
+
+@tool(inline=True)
+def lookup(order: int) -> dict[str, int]:
+    """Look an order up."""
+    return {"order": order, "status": 1}
+
+
+def governed_links() -> list[ToolMiddleware]:
+    """bench/turns.py's rules: three pass-throughs, one transform."""
+    passes = [
+        ToolMiddleware(name=f"pass-{i}", on_tool_call=lambda call: allow())
+        for i in range(3)
+    ]
+    stamp = ToolMiddleware(
+        name="stamp",
+        on_tool_result=lambda res: allow({**res.result, "checked": True}, "stamped"),
+    )
+    return [*passes, stamp]
+
+
+class Helmlog(Case):
+    """A governed helmlog agent; a session is its session id."""
+
+    def __init__(self, name: str, store: EventStore) -> None:
+        self.name = name
+        self.store = store
+        self.agent = (
+            Agent.create(provider=LatencyModel(), model="bench", store=store)
+            .system("Look orders up.")
+            .tool(lookup)
+            .tool_middleware(*governed_links())
+            .build()
+        )
+
+    def session(self, sid: str) -> Any:
+        return sid
+
+    async def turn(self, session: Any, text: str) -> None:
+        out = await self.agent.run(text, session_id=session)
+        if out != ANSWER:
+            raise RuntimeError(f"{self.name}: unexpected answer {out!r}")
+
+    async def close(self) -> None:
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            await close()
+
+
+def langchain_case() -> Case:
+    """LangChain v1 ``create_agent``, a checkpointer, a latency fake model."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import (
+        FakeMessagesListChatModel,
+    )
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool as lc_tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @lc_tool
+    async def lookup(order: int) -> dict[str, int]:
+        """Look an order up."""
+        return {"order": order, "status": 1}
+
+    class LatencyChat(FakeMessagesListChatModel):
+        """LangChain's list fake, answering from the request after the
+        latency (its own ``sleep`` blocks a thread; this one awaits)."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> LatencyChat:
+            return self
+
+        async def _agenerate(
+            self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+        ) -> ChatResult:
+            await asyncio.sleep(LATENCY_S)
+            if isinstance(messages[-1], HumanMessage):
+                n = len(messages)
+                reply: BaseMessage = AIMessage(
+                    content="",
+                    tool_calls=[
+                        {"name": "lookup", "args": {"order": n}, "id": f"c{n}"}
+                    ],
+                )
+            else:
+                # A fresh message each time: LangChain stamps an id on the
+                # object, and a thread's reducer replaces a message by id.
+                reply = AIMessage(content=self.responses[0].content)
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    model = LatencyChat(responses=[AIMessage(content=ANSWER)])
+    graph = create_agent(
+        model, [lookup], system_prompt="Look orders up.", checkpointer=InMemorySaver()
+    )
+
+    class LangChain(Case):
+        name = "langchain"
+
+        def session(self, sid: str) -> Any:
+            return {"configurable": {"thread_id": sid}}
+
+        async def turn(self, session: Any, text: str) -> None:
+            out = await graph.ainvoke({"messages": [HumanMessage(text)]}, session)
+            if out["messages"][-1].content != ANSWER:
+                raise RuntimeError(f"langchain: unexpected run {out['messages']}")
+
+    return LangChain()
+
+
+def openai_agents_case() -> Case:
+    """The Agents SDK's ``Runner.run``, a scripted ``Model`` with latency."""
+    from agents import Agent as SdkAgent
+    from agents import ModelResponse, Runner, Usage, function_tool, set_tracing_disabled
+    from agents.models.interface import Model
+    from agents.testing import assistant_message, function_call
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    async def lookup(order: int) -> str:
+        """Look an order up."""
+        return json.dumps({"order": order, "status": 1})
+
+    class LatencyModel(Model):
+        """The SDK's ``Model`` interface, as its own tests' fake model: a call
+        for a user message, the answer after a tool result."""
+
+        async def get_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            await asyncio.sleep(LATENCY_S)
+            last = input[-1] if isinstance(input, list) else {"role": "user"}
+            if last.get("type") == "function_call_output":
+                output = [assistant_message(ANSWER)]
+            else:
+                n = len(input) if isinstance(input, list) else 1
+                output = [function_call("lookup", {"order": n}, call_id=f"c{n}")]
+            return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the bench runs without streaming")
+
+    agent = SdkAgent(
+        name="bench",
+        instructions="Look orders up.",
+        tools=[lookup],
+        model=LatencyModel(),
+    )
+
+    class OpenAIAgents(Case):
+        name = "openai_agents"
+
+        def session(self, sid: str) -> Any:
+            return []
+
+        async def turn(self, session: Any, text: str) -> None:
+            result = await Runner.run(
+                agent, [*session, {"role": "user", "content": text}], max_turns=4
+            )
+            if result.final_output != ANSWER:
+                raise RuntimeError(f"openai-agents: {result.final_output!r}")
+            session[:] = result.to_input_list()
+
+    return OpenAIAgents()
+
+
+# -- running a case -------------------------------------------------------
+
+
+async def drive(
+    case: Case, users: int, warm_s: float, seconds: float, tag: str, redis_pid: int
+) -> dict[str, float]:
+    """``users`` users on ``case``; the figures of one measured window."""
+    stop = asyncio.Event()
+    window = Window()
+
+    async def user(u: int) -> None:
+        k = 0
+        while not stop.is_set():
+            session = case.session(f"{tag}-u{u}-s{k}")
+            for t in range(TURNS_PER_SESSION):
+                if stop.is_set():
+                    return
+                started = time.perf_counter()
+                await case.turn(session, f"Look order {t} up.")
+                if window.open:
+                    window.latencies.append((time.perf_counter() - started) * 1e3)
+            k += 1
+
+    tasks = [asyncio.create_task(user(u)) for u in range(users)]
+    try:
+        await asyncio.sleep(warm_s)
+        gc.collect()
+        with GcWatch() as watch:
+            window.open = True
+            cpu, wall = time.process_time(), time.perf_counter()
+            redis_cpu = process_cpu_s(redis_pid) if redis_pid else 0.0
+            await asyncio.sleep(seconds)
+            window.open = False
+            cpu = time.process_time() - cpu
+            wall = time.perf_counter() - wall
+            redis_cpu = (process_cpu_s(redis_pid) - redis_cpu) if redis_pid else 0.0
+        stop.set()
+        await asyncio.gather(*tasks)
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+    lat = sorted(window.latencies)
+    n = len(lat)
+    if n == 0:
+        raise RuntimeError(f"{case.name}: no turn ended in the window")
+    p50, p99 = percentile(lat, 0.50), percentile(lat, 0.99)
+    return {
+        "turns": n,
+        "turns_per_s": n / wall,
+        "turns_per_s_per_core": n / cpu,
+        "cpu_us_per_turn": cpu / n * 1e6,
+        "redis_cpu_us_per_turn": redis_cpu / n * 1e6,
+        "redis_cores": redis_cpu / wall,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "gc_collections": len(watch.pauses),
+        "gc_max_ms": max(watch.pauses, default=0.0),
+        "gc_over_20ms": sum(p > SLOW_GC_MS for p in watch.pauses),
+    }
+
+
+async def memory_per_session(case: Case, sessions: int, tag: str) -> float:
+    """Traced bytes left behind per session of TURNS_PER_SESSION turns (the
+    handles are kept: the Agents SDK's session is the caller's history)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        handles = [case.session(f"{tag}-m{i}") for i in range(sessions)]
+        await asyncio.gather(*(_turns(case, h, TURNS_PER_SESSION) for h in handles))
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return (after - before) / sessions
+
+
+async def _turns(case: Case, session: Any, n: int) -> None:
+    for t in range(n):
+        await case.turn(session, f"Look order {t} up.")
+
+
+# -- the run --------------------------------------------------------------
+
+
+def versions() -> dict[str, str]:
+    out: dict[str, str] = {"python": sys.version.split()[0]}
+    for dist in ("helmlog", "langchain", "langgraph", "openai-agents", "redis"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = runs[0].keys()
+    out = {k: statistics.median(r[k] for r in runs) for k in keys}
+    # The worst window, not the typical one, for the collector's tail.
+    out["gc_max_ms"] = max(r["gc_max_ms"] for r in runs)
+    out["gc_over_20ms"] = sum(r["gc_over_20ms"] for r in runs)
+    return out
+
+
+def rounded(figures: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 3 if abs(v) < 10 else 1) for k, v in figures.items()}
+
+
+async def run(
+    user_counts: list[int],
+    seconds: float,
+    repetitions: int,
+    memory_sessions: int,
+    warm_s: float,
+) -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    from tests.fixtures_redis import RedisServer
+
+    results: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    with RedisServer() as server:
+        info = server.command("INFO", "server").decode()
+        redis_pid = int(info.split("process_id:")[1].split()[0])
+        for users in user_counts:
+            cases: list[Case] = [
+                Helmlog("helmlog_memory", MemoryEventStore()),
+                Helmlog("helmlog_redis", RedisEventStore.from_url(server.url)),
+            ]
+            for name, make in (
+                ("langchain", langchain_case),
+                ("openai_agents", openai_agents_case),
+            ):
+                try:
+                    cases.append(make())
+                except ImportError as exc:
+                    skipped[name] = f"not installed ({exc.name})"
+            runs: dict[str, list[dict[str, float]]] = {c.name: [] for c in cases}
+            for rep in range(repetitions):
+                # Rotate the order, so no case always follows the same one.
+                order = cases[rep % len(cases) :] + cases[: rep % len(cases)]
+                for case in order:
+                    pid = redis_pid if case.name == "helmlog_redis" else 0
+                    tag = f"n{users}-r{rep}"
+                    runs[case.name].append(
+                        await drive(case, users, warm_s, seconds, tag, pid)
+                    )
+            per_case: dict[str, Any] = {}
+            for case in cases:
+                figures = median_of(runs[case.name])
+                figures["memory_per_session_bytes"] = await memory_per_session(
+                    case, memory_sessions, f"n{users}"
+                )
+                per_case[case.name] = rounded(figures)
+                await case.close()
+            results[str(users)] = per_case
+            server.flushdb()
+    return {"results": results, "skipped": skipped}
+
+
+def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per user count: each store and framework against the others, per core."""
+    out: dict[str, dict[str, float]] = {}
+    for users, cases in results.items():
+        mem, red = cases["helmlog_memory"], cases["helmlog_redis"]
+        r: dict[str, float] = {
+            "redis_vs_memory_cpu": red["cpu_us_per_turn"] / mem["cpu_us_per_turn"],
+            "redis_with_server_vs_memory_cpu": (
+                red["cpu_us_per_turn"] + red["redis_cpu_us_per_turn"]
+            )
+            / mem["cpu_us_per_turn"],
+        }
+        for peer in ("langchain", "openai_agents"):
+            if peer in cases:
+                per_core = cases[peer]["turns_per_s_per_core"]
+                r[f"memory_vs_{peer}"] = mem["turns_per_s_per_core"] / per_core
+                r[f"redis_vs_{peer}"] = red["turns_per_s_per_core"] / per_core
+        out[users] = {k: round(v, 3) for k, v in r.items()}
+    return out
+
+
+def targets(
+    results: dict[str, dict[str, Any]], rat: dict[str, dict[str, float]]
+) -> dict[str, bool]:
+    """Issue 29's targets that this run's user counts speak to."""
+    met: dict[str, bool] = {}
+    if "1000" in results:
+        red = results["1000"]["helmlog_redis"]
+        met["redis_vs_memory_cpu_le_1_15"] = (
+            rat["1000"]["redis_vs_memory_cpu"] <= TARGET_REDIS_VS_MEMORY_CPU
+        )
+        met["redis_cpu_us_le_300"] = red["cpu_us_per_turn"] <= TARGET_REDIS_CPU_US
+    for users in ("100", "1000"):
+        for store in ("helmlog_memory", "helmlog_redis"):
+            if users in results:
+                c = results[users][store]
+                met[f"tail_{store}_{users}"] = (
+                    c["p99_ms"] <= c["p50_ms"] + TARGET_TAIL_MS
+                )
+    met["no_gc_over_20ms"] = all(
+        results[u][s]["gc_over_20ms"] == 0
+        for u in results
+        for s in ("helmlog_memory", "helmlog_redis")
+    )
+    return met
+
+
+def summary(line: dict[str, Any]) -> str:
+    lines = [
+        f"sessions per core: a {LATENCY_S * 1e3:.0f} ms model, "
+        f"{TURNS_PER_SESSION} turns a session, {line['seconds']:.0f} s windows, "
+        f"median of {line['repetitions']}; load {line['loadavg']}"
+    ]
+    for users, cases in line["results"].items():
+        lines.append(f"  {users} users")
+        for name, c in cases.items():
+            redis = (
+                f" +{c['redis_cpu_us_per_turn']:.0f} us in redis-server"
+                if name == "helmlog_redis"
+                else ""
+            )
+            lines.append(
+                f"    {name:<15} {c['turns_per_s_per_core']:>8,.0f} turns/s/core "
+                f"{c['cpu_us_per_turn']:>8,.0f} us/turn{redis}  p50 "
+                f"{c['p50_ms']:.0f} ms p99 {c['p99_ms']:.0f} ms  gc>20ms "
+                f"{c['gc_over_20ms']:.0f} (max {c['gc_max_ms']:.0f} ms)  "
+                f"{c['memory_per_session_bytes'] / 1e3:,.1f} kB/session"
+            )
+        lines.append(f"    ratios {line['ratios'][users]}")
+    lines.append(f"  targets {line['targets']}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--users",
+        default=",".join(map(str, USERS)),
+        help="comma-separated user counts (default 100,1000,5000)",
+    )
+    parser.add_argument("--seconds", type=float, default=SECONDS)
+    parser.add_argument("--repetitions", type=int, default=REPETITIONS)
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    args = parser.parse_args()
+    try:
+        user_counts = [int(u) for u in args.users.split(",") if u.strip()]
+    except ValueError:
+        parser.error(f"--users takes comma-separated integers, not {args.users!r}")
+    if not user_counts or min(user_counts) < 1:
+        parser.error("--users needs at least one count of one user or more")
+    seconds, reps, mem = args.seconds, args.repetitions, MEMORY_SESSIONS
+    warm_s = max(1.0, seconds / 3)
+    if args.quick:
+        user_counts, seconds, reps, mem, warm_s = [10], 0.4, 1, 10, 0.25
+    out = asyncio.run(run(user_counts, seconds, reps, mem, warm_s))
+    rat = ratios(out["results"])
+    line = {
+        "bench": "sessions",
+        "latency_ms": LATENCY_S * 1e3,
+        "turns_per_session": TURNS_PER_SESSION,
+        "seconds": seconds,
+        "repetitions": reps,
+        "cpus": os.cpu_count(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "versions": versions(),
+        "results": out["results"],
+        "ratios": rat,
+        "targets": targets(out["results"], rat),
+        "skipped": out["skipped"],
+    }
+    print(summary(line))
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
