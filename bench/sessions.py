@@ -36,6 +36,7 @@ from typing import Any
 from helmlog import Agent, ToolMiddleware, allow, tool
 from helmlog.events import EventStore, MemoryEventStore
 from helmlog.events.redis import RedisEventStore
+from helmlog.runtime.lowlevel import settle_collector
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest
 
 LATENCY_S = 0.05  # each model call
@@ -44,6 +45,7 @@ ANSWER = "Done."
 SLOW_GC_MS = 20.0
 USERS = (100, 1_000, 5_000)
 SECONDS = 10.0  # the measured window of one case in one repetition
+WARM_CAP_S = 60.0  # the longest warm-up waits for every user's first turn
 REPETITIONS = 3
 MEMORY_SESSIONS = 200  # sessions run under tracemalloc, per case
 # Issue 29's targets, each a ratio or a per-core figure of one run.
@@ -307,6 +309,7 @@ async def drive(
     """``users`` users on ``case``; the figures of one measured window."""
     stop = asyncio.Event()
     window = Window()
+    warmed: set[int] = set()
 
     async def user(u: int) -> None:
         k = 0
@@ -317,13 +320,19 @@ async def drive(
                     return
                 started = time.perf_counter()
                 await case.turn(session, f"Look order {t} up.")
+                warmed.add(u)
                 if window.open:
                     window.latencies.append((time.perf_counter() - started) * 1e3)
             k += 1
 
     tasks = [asyncio.create_task(user(u)) for u in range(users)]
     try:
+        # Warm: at least warm_s, and until every user has ended a turn (a
+        # case that cannot serve them all in WARM_CAP_S is measured anyway).
+        started = time.perf_counter()
         await asyncio.sleep(warm_s)
+        while len(warmed) < users and time.perf_counter() - started < WARM_CAP_S:
+            await asyncio.sleep(0.1)
         gc.collect()
         with GcWatch() as watch:
             window.open = True
@@ -343,7 +352,10 @@ async def drive(
     lat = sorted(window.latencies)
     n = len(lat)
     if n == 0:
-        raise RuntimeError(f"{case.name}: no turn ended in the window")
+        raise RuntimeError(
+            f"{case.name}: no turn of {users} users ended in a {seconds} s window"
+            f" after {WARM_CAP_S} s of warm-up; give it longer (--seconds)"
+        )
     p50, p99 = percentile(lat, 0.50), percentile(lat, 0.99)
     return {
         "turns": n,
@@ -413,6 +425,7 @@ async def run(
     repetitions: int,
     memory_sessions: int,
     warm_s: float,
+    settle: bool,
 ) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
@@ -420,6 +433,7 @@ async def run(
 
     results: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
+    frozen = 0
     with RedisServer() as server:
         info = server.command("INFO", "server").decode()
         redis_pid = int(info.split("process_id:")[1].split()[0])
@@ -436,6 +450,12 @@ async def run(
                     cases.append(make())
                 except ImportError as exc:
                     skipped[name] = f"not installed ({exc.name})"
+            if settle and frozen == 0:
+                # Where a server settles it: imports done, agents built, a
+                # first session run on each (issue 29 item 2).
+                for case in cases:
+                    await _turns(case, case.session(f"n{users}-warm"), 1)
+                frozen = settle_collector()
             runs: dict[str, list[dict[str, float]]] = {c.name: [] for c in cases}
             for rep in range(repetitions):
                 # Rotate the order, so no case always follows the same one.
@@ -456,7 +476,7 @@ async def run(
                 await case.close()
             results[str(users)] = per_case
             server.flushdb()
-    return {"results": results, "skipped": skipped}
+    return {"results": results, "skipped": skipped, "frozen": frozen}
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -509,8 +529,9 @@ def targets(
 def summary(line: dict[str, Any]) -> str:
     lines = [
         f"sessions per core: a {LATENCY_S * 1e3:.0f} ms model, "
-        f"{TURNS_PER_SESSION} turns a session, {line['seconds']:.0f} s windows, "
-        f"median of {line['repetitions']}; load {line['loadavg']}"
+        f"{TURNS_PER_SESSION} turns a session, {line['seconds']:g} s windows, "
+        f"median of {line['repetitions']}; collector {line['collector']}; "
+        f"load {line['loadavg']}"
     ]
     for users, cases in line["results"].items():
         lines.append(f"  {users} users")
@@ -542,6 +563,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--repetitions", type=int, default=REPETITIONS)
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument(
+        "--collector",
+        choices=("settled", "default"),
+        default="settled",
+        help="settle_collector() once warm, as a server does (default), or "
+        "Python's own collector settings",
+    )
     args = parser.parse_args()
     try:
         user_counts = [int(u) for u in args.users.split(",") if u.strip()]
@@ -553,7 +581,8 @@ def main() -> int:
     warm_s = max(1.0, seconds / 3)
     if args.quick:
         user_counts, seconds, reps, mem, warm_s = [10], 0.4, 1, 10, 0.25
-    out = asyncio.run(run(user_counts, seconds, reps, mem, warm_s))
+    settle = args.collector == "settled"
+    out = asyncio.run(run(user_counts, seconds, reps, mem, warm_s, settle))
     rat = ratios(out["results"])
     line = {
         "bench": "sessions",
@@ -561,6 +590,9 @@ def main() -> int:
         "turns_per_session": TURNS_PER_SESSION,
         "seconds": seconds,
         "repetitions": reps,
+        "collector": args.collector,
+        "frozen_objects": out["frozen"],
+        "gc_thresholds": list(gc.get_threshold()),
         "cpus": os.cpu_count(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "versions": versions(),

@@ -14,6 +14,7 @@ Why re-exports: the private modules stay free to be split and renamed.
 """
 
 from ._chain import CallSite, walk_tool_calls, walk_tool_results
+from ._collector import settle_collector
 from ._cursor import Cursor
 from ._errors import FrameworkModelError, SteeringError
 from ._journal import Journal
@@ -93,6 +94,7 @@ __all__ = [
     "render_result",
     "running_tool",
     "sessions_since",
+    "settle_collector",
     "tool_link_problem",
     "unknown_tool_text",
     "walk_tool_calls",

@@ -390,6 +390,7 @@ LOWLEVEL = [
     "render_result",
     "running_tool",
     "sessions_since",
+    "settle_collector",
     "tool_link_problem",
     "unknown_tool_text",
     "walk_tool_calls",
