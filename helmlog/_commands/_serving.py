@@ -131,6 +131,7 @@ def serve(
     """
     from helmlog.gateway.http import AuthConfigError, Authenticator, ServeConfig
     from helmlog.gateway.http import serve as run_server
+    from helmlog.runtime.lowlevel import settle_collector
 
     err = Console(stderr=True)
     path = auth or os.environ.get("HELMLOG_AUTH")
@@ -162,11 +163,16 @@ def serve(
         header_timeout_s=header_timeout,
         login_ttl_s=login_ttl,
     )
+
+    def ready(url: str) -> None:
+        typer.echo(f"helmlog serve on {url}")
+        # Listening: imported and built, what lives as long as the server is
+        # out of the collector's walk from now on (issue 29 item 2).
+        settle_collector()
+
     try:
         with _access_log(access_log):
-            run_server(
-                config, host, port, lambda url: typer.echo(f"helmlog serve on {url}")
-            )
+            run_server(config, host, port, ready)
     except KeyboardInterrupt:
         return  # uvicorn re-raises the Ctrl-C it shut down on: a clean stop
     except (HelmlogError, ValueError, OSError) as exc:
