@@ -141,6 +141,10 @@ class Agent:
         ``error.fatal``; the session continues from its last answer.
         ``output_type`` and ``max_output_retries`` (default 2): typed output,
         ``TurnResult.output`` (G92, docs/guide.md "Typed output").
+        ``signer``: signs each turn's and pause's head (a
+        ``helmlog_evidence.SigningKey``, a key file, a function returning
+        one, or a ``HeadSigner``; default ``$HELMLOG_SIGNING_KEY``, else
+        none), docs/evidence.md.
         """
         return AgentBuilder(provider, model, **options)
 

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from helmlog.events import EventStore, MemoryEventStore
+from helmlog.events import EventStore, HeadSigner, MemoryEventStore
 
 from ._clock import wall_clock_ms
 from ._config import (
@@ -61,6 +61,10 @@ def uuid_ids() -> str:
     return uuid.uuid4().hex
 
 
+# What Agent.create(signer=...) takes (issue 30).
+SignerLike = Any
+
+
 class Options:
     """The checked keywords of ``Agent.create``: provider, model, store, limits."""
 
@@ -82,6 +86,7 @@ class Options:
         max_turn_s: float | None = None,
         output_type: Any = None,
         max_output_retries: int = DEFAULT_MAX_OUTPUT_RETRIES,
+        signer: SignerLike = None,
     ) -> None:
         if not callable(getattr(provider, "call", None)):
             raise AgentBuildError(
@@ -142,6 +147,12 @@ class Options:
                 f"max_output_retries= takes an int of 0 or more, got "
                 f"{max_output_retries!r}"
             )
+        try:
+            # Issue 30: a key, a key file, a key provider; else the environment.
+            self.signer = HeadSigner.of(signer)
+            self.env_signer = None if self.signer else HeadSigner.from_env()
+        except (TypeError, ValueError, OSError) as exc:
+            raise AgentBuildError(f"signer=: {exc}") from exc
         self.output: OutputType | None = (
             None if output_type is None else compile_output(output_type)
         )
@@ -319,6 +330,14 @@ def freeze(
     """The frozen configuration of these parts."""
     tool_links = tuple(rules.tool_links)
     message_links = tuple(rules.message_links)
+    store = options.store if options.store is not None else MemoryEventStore()
+    signer = options.signer
+    if signer is None and getattr(store, "signer", None) is None:
+        signer = options.env_signer
+    if signer is not None:
+        # The store carries the signer as it carries the chain key, so every
+        # journal over it (loop, resume, serving) signs alike (issue 30).
+        setattr(store, "signer", signer)  # noqa: B010 - not on the port
     return AgentConfig(
         provider=options.provider,
         model=options.model,
@@ -328,7 +347,7 @@ def freeze(
         message_links=message_links,
         window=rules.window,
         permissions=rules.permissions,
-        store=options.store if options.store is not None else MemoryEventStore(),
+        store=store,
         redact=options.redact,
         clock=options.clock,
         new_id=options.ids,

@@ -6,7 +6,9 @@ Pattern: unit of work over an append-only stream: events are sealed and folded
          appended, R12).
 Role:    runtime layer; every state change of the loop goes through ``add``.
 
-Laws: R1, R2, R4, R5, R12, R19, R20, R24, R26, G49, G84.
+Laws: R1, R2, R4, R5, R12, R19, R20, R24, R26, G49, G84; issue 30 (a store
+with a signer: a batch that ends a turn or records a pause carries its signed
+head, and activation checks the latest signed head under the public keys).
 Why fold at ``add``: the loop reads what it just committed before the next
 flush; a failed flush marks the cache broken and re-folds it from the store.
 Why a conflict is not a ``LedgerAppendError``: an outage says "retry", a
@@ -28,6 +30,7 @@ from helmlog.events import (
     Event,
     EventStore,
     Folder,
+    HeadSigner,
     LedgerAppendError,
     LedgerOutcomeUnknownError,
     MiddlewareDecision,
@@ -40,7 +43,14 @@ from helmlog.events import (
     refuse_headless,
     verify_records,
 )
-from helmlog.events.lowlevel import hash_bytes, stored_encoding
+from helmlog.events.lowlevel import (
+    DIGEST_START,
+    SIGN_AFTER,
+    advance_digest,
+    check_heads,
+    hash_bytes,
+    stored_encoding,
+)
 
 from ._watchers import Listeners
 
@@ -59,8 +69,10 @@ class Journal:
 
     __slots__ = (
         "_buffer",
+        "_evidence",
         "_recorded",
         "_served",
+        "_signer",
         "_stored",
         "attempted",
         "broken",
@@ -105,6 +117,10 @@ class Journal:
         self._recorded: list[Event | UnknownEvent] = []  # the buffer, decoded
         self._stored = stored_form
         self._served = served_form
+        # Signed heads (issue 30): the store's signer (as it carries the chain
+        # key) and the evidence digest at ``flushed_seq``.
+        self._signer: HeadSigner | None = getattr(store, "signer", None)
+        self._evidence: tuple[int, bytes] = (0, DIGEST_START)
 
     async def activate(self) -> None:
         """Verify and fold the session's stored stream silently (R6, R19).
@@ -135,6 +151,9 @@ class Journal:
             position = verify_records(
                 self.session_id, stream, key, head=head, decoded=events
             )
+            if self._signer is not None:
+                # R19: the latest signed head too, before anything is folded.
+                self._evidence = self._heads(stream, (0, DIGEST_START), "")
             self._reconcile(stream)
             folder = Folder(self.session_id)
             for event in events:
@@ -157,10 +176,44 @@ class Journal:
             after=(self.flushed_seq, self.last_hash),
             decoded=events,
         )
+        if self._signer is not None and records:
+            self._evidence = self._heads(records, self._evidence, self.last_hash)
         for event in events:
             self.folder.apply(event)
         self.flushed_seq, self.last_hash = position
         self.next_seq = self.flushed_seq + 1
+
+    def _heads(
+        self, records: list[StoredEvent], position: tuple[int, bytes], last_hash: str
+    ) -> tuple[int, bytes]:
+        """The evidence digest after ``records``; with public keys, the latest
+        signed head among them checked first (R19, issue 30)."""
+        signer = self._signer
+        if signer is not None and signer.public_keys:
+            return check_heads(
+                self.session_id, records, signer.public_keys, position, last_hash
+            )
+        return advance_digest(position, records)
+
+    async def _sign_head(self, signer: HeadSigner) -> None:
+        """Add the buffered batch's signed head when it ends a turn or records
+        a pause (issue 30): one atomic append holds both."""
+        if not any(record.type in SIGN_AFTER for record in self._buffer):
+            return
+        if self._evidence[0] != self.flushed_seq:  # never activated
+            # A journal that never read its stream (a fresh one over an old
+            # session): the digest needs the records before the batch.
+            before = await self.store.read(self.session_id, 0)
+            self._evidence = advance_digest(
+                (0, DIGEST_START), before[: self.flushed_seq]
+            )
+        # Invariant: ``_evidence`` may run ahead of ``flushed_seq`` only
+        # inside ``flush``; a failed append re-activates, which recomputes it.
+        self._evidence = advance_digest(self._evidence, self._buffer)
+        last = self._buffer[-1]
+        keyed = self.store.chain_key is not None
+        digest = self._evidence[1]
+        self.add(signer.sign(self.session_id, last.seq, last.hash, digest, keyed=keyed))
 
     def _reconcile(self, stream: list[StoredEvent]) -> None:
         """Report an append that was reported failed but is in the stream."""
@@ -269,12 +322,18 @@ class Journal:
         """Seal and fold one event now; it is appended at the next ``flush``."""
         if self._stored is not None:
             event = self._stored(event)
+        seq = self.next_seq
+        # Stamped in its stored form at once (R3, R12: the session id only at
+        # seq 1, never ``replayed``), so ``stored_encoding`` encodes it as it
+        # is, without a second copy (issue 29 item 3); the decode below gives
+        # the folded event its session id back, as a reader's decode does.
         stamped = msgspec.structs.replace(
             event,
-            session_id=self.session_id,
-            seq=self.next_seq,
+            session_id=self.session_id if seq == 1 else "",
+            seq=seq,
             prev_hash=self.last_hash,
             timestamp=event.timestamp or self.clock(),
+            replayed=False,
         )
         data = stored_encoding(stamped)
         digest = hash_bytes(data, self.store.chain_key)
@@ -314,6 +373,9 @@ class Journal:
         """
         if not self._buffer:
             return
+        signer = self._signer
+        if signer is not None and signer.key is not None:
+            await self._sign_head(signer)
         records, self._buffer = self._buffer, []
         recorded, self._recorded = self._recorded, []
         try:
@@ -366,6 +428,11 @@ class Journal:
                 extra={"session_id": self.session_id},
             )
             await self._publish_facts()
+        if signer is not None:
+            done = self._evidence[0]
+            self._evidence = advance_digest(
+                self._evidence, [r for r in records if r.seq > done]
+            )
         self.flushed_seq = records[-1].seq
         if self.listeners:
             self._tell(records, recorded)
