@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
+import msgspec
+
 from ._chain import StoredEvent, type_of
 from ._errors import StreamTamperedError
 from ._evidence_events import HeadSigned
@@ -181,9 +183,26 @@ def check_heads(
     return advance(position, records)
 
 
+class _Note(msgspec.Struct):
+    """Just a signed head's note, from its stored bytes."""
+
+    note: str = ""
+
+
+_note_decoder = msgspec.json.Decoder(_Note)
+
+
 def _note_of(record: StoredEvent) -> str | None:
-    event = record.decode()
-    return event.note if isinstance(event, HeadSigned) else None
+    """A signed head record's note (``None`` when its bytes hold none).
+
+    Decoded alone, not as the whole union: appends and activation read it
+    once per signed turn, and the note is most of the record's bytes.
+    """
+    try:
+        note = _note_decoder.decode(record.data).note
+    except msgspec.DecodeError:
+        return None
+    return note or None
 
 
 def _signed_head(
