@@ -184,8 +184,9 @@ class Helmlog(Case):
             await close()
 
 
-def langchain_case() -> Case:
-    """LangChain v1 ``create_agent``, a checkpointer, a latency fake model."""
+def langchain_case(latency_s: float = LATENCY_S) -> Case:
+    """LangChain v1 ``create_agent``, a checkpointer, a latency fake model
+    (``bench/turns.py`` takes it with no latency)."""
     from langchain.agents import create_agent
     from langchain_core.language_models.fake_chat_models import (
         FakeMessagesListChatModel,
@@ -210,7 +211,8 @@ def langchain_case() -> Case:
         async def _agenerate(
             self, messages: list[BaseMessage], *args: Any, **kwargs: Any
         ) -> ChatResult:
-            await asyncio.sleep(LATENCY_S)
+            if latency_s:
+                await asyncio.sleep(latency_s)
             if isinstance(messages[-1], HumanMessage):
                 n = len(messages)
                 reply: BaseMessage = AIMessage(
@@ -244,8 +246,9 @@ def langchain_case() -> Case:
     return LangChain()
 
 
-def openai_agents_case() -> Case:
-    """The Agents SDK's ``Runner.run``, a scripted ``Model`` with latency."""
+def openai_agents_case(latency_s: float = LATENCY_S) -> Case:
+    """The Agents SDK's ``Runner.run``, a scripted ``Model`` with latency
+    (``bench/turns.py`` takes it with no latency)."""
     from agents import Agent as SdkAgent
     from agents import ModelResponse, Runner, Usage, function_tool, set_tracing_disabled
     from agents.models.interface import Model
@@ -265,7 +268,8 @@ def openai_agents_case() -> Case:
         async def get_response(
             self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
         ) -> ModelResponse:
-            await asyncio.sleep(LATENCY_S)
+            if latency_s:
+                await asyncio.sleep(latency_s)
             last = input[-1] if isinstance(input, list) else {"role": "user"}
             if last.get("type") == "function_call_output":
                 output = [assistant_message(ANSWER)]

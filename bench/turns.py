@@ -8,8 +8,9 @@ Emits:   nothing of helmlog's; stdout only.
 
 Measures: (a) a governed one-tool turn (3 ``allow()`` before-tool, 1
 transform after-tool); (b) the same with no links (G11); (c) µs per call
-when a reply proposes 1, 10 or 100 calls. Targets: <= 500 µs per governed
-turn; per-call cost at N=100 within 1.3x of N=10.
+when a reply proposes 1, 10 or 100 calls; (d) the same turn in LangChain
+v1 and the OpenAI Agents SDK where installed (bench/sessions.py's cases).
+Targets: <= 500 µs per governed turn; N=100 per call within 1.3x of N=10.
 
 Why a ``respond=`` provider: it never runs out and answers from the request,
 so every run is one turn of two model calls (its G89 copies are reported).
@@ -21,8 +22,10 @@ import asyncio
 import gc
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from helmlog import Agent, ToolMiddleware, allow, tool
@@ -37,6 +40,7 @@ from helmlog.runtime.providers import (
 REPETITIONS = 9
 TURN_WORK = 300  # tool calls per timed repetition, whatever the batch size
 WARMUP_TURN_WORK = 200
+PEER_TURN_WORK = 40  # a peer's turns per repetition (each costs milliseconds)
 BATCH_SIZES = (1, 10, 100)
 TARGET_US_PER_TURN = 500.0
 TARGET_RATIO = 1.3
@@ -138,13 +142,61 @@ class Case:
         return statistics.median(self.samples)
 
 
+class Peer:
+    """The same turn in another framework (bench/sessions.py's cases, with
+    no model latency): a fresh session per turn, on one long-lived agent."""
+
+    def __init__(self, label: str, case: Any) -> None:
+        self.label = label
+        self.case = case
+        self.turns = PEER_TURN_WORK
+        self.samples: list[float] = []
+        self._n = 0
+
+    async def run(self, turns: int) -> float:
+        started = time.perf_counter()
+        for _ in range(turns):
+            self._n += 1
+            await self.case.turn(self.case.session(f"t{self._n}"), "Look up.")
+        return time.perf_counter() - started
+
+    async def warm_up(self) -> None:
+        await self.run(PEER_TURN_WORK // 4)
+
+    async def sample(self) -> None:
+        self.samples.append(await self.run(self.turns) / self.turns * 1e6)
+
+    @property
+    def us_per_turn(self) -> float:
+        return statistics.median(self.samples)
+
+
+def peers() -> list[Peer]:
+    """LangChain v1 and the OpenAI Agents SDK, where installed (issue 29
+    item 3: the ratio on the same turn, in one run)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import sessions
+
+    found: list[Peer] = []
+    for label, make in (
+        ("langchain", sessions.langchain_case),
+        ("openai_agents", sessions.openai_agents_case),
+    ):
+        try:
+            found.append(Peer(label, make(0.0)))
+        except ImportError:
+            continue
+    return found
+
+
 async def measure() -> tuple[dict[str, Any], float]:
     """Every case, interleaved; returns the JSON result and the provider share."""
     governed = Case("governed", 1, governed=True)
     bare = Case("bare", 1, governed=False)
     batches = [Case(f"N={n}", n, governed=True) for n in BATCH_SIZES]
     probe = Case("provider share", 1, governed=True, timed=True)
-    cases = [governed, bare, *batches, probe]
+    others = peers()
+    cases: list[Case | Peer] = [governed, bare, *batches, probe, *others]
     for case in cases:
         await case.warm_up()
     assert isinstance(probe.model, TimedProvider)
@@ -163,6 +215,12 @@ async def measure() -> tuple[dict[str, Any], float]:
         "ratio_100_vs_10": round(per_call["100"] / per_call["10"], 3),
         "governed_vs_bare": round(governed.us_per_turn / bare.us_per_turn, 3),
     }
+    for peer in others:
+        # How many governed helmlog turns in the time of one of the peer's.
+        result[f"{peer.label}_us_per_turn"] = round(peer.us_per_turn, 1)
+        result[f"governed_vs_{peer.label}"] = round(
+            peer.us_per_turn / governed.us_per_turn, 2
+        )
     return result, provider_us
 
 
@@ -190,6 +248,14 @@ def summary(result: dict[str, Any], provider_us: float) -> str:
         f"  N=100 vs N=10 per call  {ratio:8.3f}x  target <= {TARGET_RATIO}: "
         f"{verdict(ratio <= TARGET_RATIO)}"
     )
+    for label, target in (("langchain", 25.0), ("openai_agents", 15.0)):
+        if f"{label}_us_per_turn" in result:
+            times = result[f"governed_vs_{label}"]
+            lines.append(
+                f"  {label:<14} turn {result[f'{label}_us_per_turn']:8.1f} us: "
+                f"governed helmlog is {times}x  target >= {target:.0f}x: "
+                f"{verdict(times >= target)}"
+            )
     return "\n".join(lines)
 
 
