@@ -426,16 +426,17 @@ def versions() -> dict[str, str]:
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Each figure's median over the windows that have it (a window where no
-    turn ended has only counts); the collector's worst, and its total."""
-    keys = dict.fromkeys(k for r in runs for k in r)
+    """Each figure's median over the windows where turns ended (a case too
+    slow for its users ends none in some: ``stalled_windows`` counts them);
+    the collector's worst and its total over every window."""
+    ran = [r for r in runs if r["turns"] > 0] or runs
     out: dict[str, float | None] = {}
-    for k in keys:
-        values = [r[k] for r in runs if r.get(k) is not None]
+    for k in runs[0]:
+        values = [r[k] for r in ran if r.get(k) is not None]
         out[k] = statistics.median(values) if values else None
-    out["turns"] = statistics.median(r["turns"] for r in runs)
     out["gc_max_ms"] = max(r["gc_max_ms"] for r in runs)
     out["gc_over_20ms"] = sum(r["gc_over_20ms"] for r in runs)
+    out["stalled_windows"] = sum(r["turns"] == 0 for r in runs)
     return out
 
 

@@ -36,6 +36,7 @@ FIGURES = {
     "gc_max_ms",
     "gc_over_20ms",
     "memory_per_session_bytes",
+    "stalled_windows",
 }
 
 
@@ -62,7 +63,7 @@ def test_sessions_bench_quick_measures_every_case_in_one_run() -> None:
     )
     for name, figures in cases.items():
         assert FIGURES == set(figures), name
-        assert figures["turns"] > 0, name
+        assert (figures["turns"] > 0, 0) == (True, figures["stalled_windows"]), name
         assert figures["cpu_us_per_turn"] > 0, name
         # Two model calls of 50 ms each: no turn is faster than 100 ms.
         assert 100.0 <= figures["p50_ms"] <= figures["p99_ms"], name
