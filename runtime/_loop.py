@@ -91,24 +91,7 @@ class Loop:
             # store never waits; the loop yields when it has run a while.
             if budget.due_yield():
                 await asyncio.sleep(0)
-            messages = tuple(f.history)
-            if cfg.window is not None:
-                plan = cfg.window.plan(messages, iteration=iteration)
-                if plan.record is not None:
-                    j.add(plan.record)
-                messages = plan.messages
-            j.add(
-                LlmStarted(
-                    iteration=iteration,
-                    model=cfg.model,
-                    provider=name_of(cfg.provider),
-                    output_type="" if cfg.output is None else "json",
-                    # G41: a governed run's drafts are held, and its record
-                    # is the same whichever way the provider answers.
-                    stream=not cfg.output_governed
-                    and getattr(cfg.provider, "stream", False) is True,
-                )
-            )
+            messages = self.model_started(s, iteration)
             await j.flush()
             request = ProviderRequest(
                 model=cfg.model,
@@ -149,6 +132,34 @@ class Loop:
             answer = await self.finish(s, reply.content, iteration)
             if answer is not None:
                 return answer
+
+    def model_started(self, s: Session, iteration: int) -> tuple[Message, ...]:
+        """The window moment, then ``stream.llm_start``: what the model is sent.
+
+        Shared with a steered turn (``_steering.py``), whose framework calls
+        the model; the caller flushes.
+        """
+        cfg = self.config
+        j = s.journal
+        messages = tuple(j.folder.history)
+        if cfg.window is not None:
+            plan = cfg.window.plan(messages, iteration=iteration)
+            if plan.record is not None:
+                j.add(plan.record)
+            messages = plan.messages
+        j.add(
+            LlmStarted(
+                iteration=iteration,
+                model=cfg.model,
+                provider=name_of(cfg.provider),
+                output_type="" if cfg.output is None else "json",
+                # G41: a governed run's drafts are held, and its record is
+                # the same whichever way the provider answers.
+                stream=not cfg.output_governed
+                and getattr(cfg.provider, "stream", False) is True,
+            )
+        )
+        return messages
 
     async def finish(self, s: Session, draft: str, iteration: int) -> str | None:
         """Output admission, then commit and release the answer (G39–G43).

@@ -31,7 +31,6 @@ from helmlog.events import (
     EventStore,
     Folder,
     LlmEnded,
-    LlmStarted,
     Message,
     MessageCommitted,
     PauseResumed,
@@ -57,7 +56,6 @@ from ._trace import NO_TRACE, given, resolve
 from .pause._pause import AskPause, MiddlewareAsk, pause_kind
 from .pause._resume import Resumed
 from .providers import Reply
-from .providers._base import name_of
 
 Outcome = Ran | Refused | AskPause
 """What the model must read of a call: its result, its refusal, or its pause."""
@@ -324,23 +322,7 @@ class SteeredTurn:
         j = s.journal
         f = j.folder
         TurnBudget(cfg).before_model_call(f)
-        iteration = f.iteration + 1
-        messages = tuple(f.history)
-        if cfg.window is not None:
-            plan = cfg.window.plan(messages, iteration=iteration)
-            if plan.record is not None:
-                j.add(plan.record)
-            messages = plan.messages
-        j.add(
-            LlmStarted(
-                iteration=iteration,
-                model=cfg.model,
-                provider=name_of(cfg.provider),
-                output_type="",
-                stream=not cfg.output_governed
-                and getattr(cfg.provider, "stream", False) is True,
-            )
-        )
+        messages = self.steering._loop.model_started(s, f.iteration + 1)
         await j.flush()
         return messages
 
