@@ -82,14 +82,29 @@ class Hosting:
     @contextlib.asynccontextmanager
     async def operating(self, session: Session) -> AsyncIterator[None]:
         """Hold a session's lock for one operation; it is busy meanwhile (R21)."""
+        await self.hold(session)
+        try:
+            yield
+        finally:
+            self.unhold(session)
+
+    async def hold(self, session: Session) -> None:
+        """``operating``'s start, for a caller that pairs it with ``unhold``
+        itself (a steered step, on its hot path): busy, then its lock."""
         session.users += 1
         self.resident.touch(session)
         try:
-            async with session.lock:
-                yield
-        finally:
+            await session.lock.acquire()
+        except BaseException:
             session.users -= 1
             self.resident.release(session)
+            raise
+
+    def unhold(self, session: Session) -> None:
+        """``operating``'s end: the lock released, no longer busy (R21)."""
+        session.lock.release()
+        session.users -= 1
+        self.resident.release(session)
 
     def use(self, session: Session) -> None:
         """An operation runs on ``session``: the last-run cursor moves to it."""

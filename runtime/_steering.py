@@ -257,7 +257,9 @@ class SteeredTurn:
     steering: Steering
     session_id: str
     admitted: str
-    _history: tuple[Message, ...] = ()
+    # The fold the last operation left (read only when the session is no
+    # longer resident): a reference, not a copy made at every step.
+    _folder: Folder | None = None
 
     @property
     def history(self) -> tuple[Message, ...]:
@@ -265,7 +267,7 @@ class SteeredTurn:
         session = self.steering._hosting.resident.get(self.session_id)
         if session is not None and not session.journal.broken:
             return tuple(session.journal.folder.history)
-        return self._history
+        return () if self._folder is None else tuple(self._folder.history)
 
     # -- the session, one operation at a time ------------------------------
 
@@ -277,6 +279,15 @@ class SteeredTurn:
             SteeringError: ``"no-open-turn"``, the store holds no such
                 session, or (with ``open_turn``) its last turn is not open.
         """
+        session = await self._enter(open_turn)
+        try:
+            yield session
+        finally:
+            self._leave(session)
+
+    async def _enter(self, open_turn: bool = True) -> Session:
+        """``operating``'s start (each step pairs it with ``_leave`` itself:
+        one step, one lock, one catch-up, no context-manager layers)."""
         hosting = self.steering._hosting
         session = await hosting.activate(self.session_id)
         if session is None:
@@ -286,8 +297,11 @@ class SteeredTurn:
                 detail="the store holds no such session: open a turn with "
                 "steering.open_turn(message, session_id=...)",
             )
-        async with hosting.operating(session):
-            await session.journal.activate()  # catch up with other hosts
+        await hosting.hold(session)
+        try:
+            # Catch up with other hosts: a read, not a head check (a store's
+            # head may be its own cached guess, blind to another process).
+            await session.journal.activate()
             f = session.journal.folder
             if open_turn and not (f.in_turn and not f.failed):
                 raise SteeringError(
@@ -297,10 +311,15 @@ class SteeredTurn:
                     "one with steering.open_turn(message, session_id=...)",
                 )
             hosting.use(session)
-            try:
-                yield session
-            finally:
-                self._history = tuple(session.journal.folder.history)
+        except BaseException:
+            self._leave(session)
+            raise
+        return session
+
+    def _leave(self, session: Session) -> None:
+        """``operating``'s end: the fold kept for ``history``, the lock freed."""
+        self._folder = session.journal.folder
+        self.steering._hosting.unhold(session)
 
     # -- the model ----------------------------------------------------------
 
@@ -313,9 +332,12 @@ class SteeredTurn:
                 (``"unknown-call"``), or a call waits on a person.
             TurnLimitError: the turn reached ``max_model_calls`` (recorded).
         """
-        async with self.operating() as s:
+        s = await self._enter()
+        try:
             self._nothing_outstanding(s, "model_request")
             return await self.steering._hosting.guard(s, self._model_request(s))
+        finally:
+            self._leave(s)
 
     async def _model_request(self, s: Session) -> tuple[Message, ...]:
         cfg = self.steering._config
@@ -348,10 +370,13 @@ class SteeredTurn:
             raise TypeError(
                 f"model_reply(duration_ms=...) takes an int, got {shape(duration_ms)}"
             )
-        async with self.operating() as s:
+        s = await self._enter()
+        try:
             await self.steering._hosting.guard(
                 s, self._model_reply(s, reply, duration_ms)
             )
+        finally:
+            self._leave(s)
 
     async def _model_reply(self, s: Session, reply: Reply, duration_ms: int) -> None:
         cfg = self.steering._config
@@ -400,12 +425,15 @@ class SteeredTurn:
                 turn (``"unknown-call"``), or another call waits on a person.
         """
         tool = self._checked(call, tool)
-        async with self.operating() as s:
+        s = await self._enter()
+        try:
             proposed = self._proposed(s.journal.folder, call)
             known = await self._known(s, proposed, tool)
             if known is not None:
                 return known
             return await self.steering._hosting.guard(s, self._call(s, proposed, tool))
+        finally:
+            self._leave(s)
 
     async def _call(
         self, s: Session, call: ToolCallRequest, tool: Tool | None
@@ -442,12 +470,15 @@ class SteeredTurn:
         call with a recorded outcome returns it (a ``Ran``: do not run it).
         """
         tool = self._checked(call, tool)
-        async with self.operating() as s:
+        s = await self._enter()
+        try:
             proposed = self._proposed(s.journal.folder, call)
             known = await self._known(s, proposed, tool)
             if known is not None:
                 return known
             return await self.steering._hosting.guard(s, self._admit(s, proposed, tool))
+        finally:
+            self._leave(s)
 
     async def _admit(
         self, s: Session, call: ToolCallRequest, tool: Tool | None
@@ -496,7 +527,8 @@ class SteeredTurn:
         tool = self._checked(call, tool)
         if not isinstance(error, bool):
             raise TypeError(f"after_tool(error=...) takes a bool, got {shape(error)}")
-        async with self.operating() as s:
+        s = await self._enter()
+        try:
             f = s.journal.folder
             proposed = self._proposed(f, call)
             if call.id not in f.dispatched:
@@ -513,6 +545,8 @@ class SteeredTurn:
             return await self.steering._hosting.guard(
                 s, self._after(s, proposed, tool, result, error, duration_ms)
             )
+        finally:
+            self._leave(s)
 
     async def _after(
         self,
@@ -564,9 +598,12 @@ class SteeredTurn:
         """
         if not isinstance(draft, str):
             raise TypeError(f"finish() takes the answer as a str, got {shape(draft)}")
-        async with self.operating() as s:
+        s = await self._enter()
+        try:
             self._nothing_outstanding(s, "finish")
             return await self.steering._hosting.guard(s, self._finish(s, draft))
+        finally:
+            self._leave(s)
 
     async def _finish(self, s: Session, draft: str) -> str:
         answer = await self.steering._loop.finish(s, draft, s.journal.folder.iteration)
