@@ -815,12 +815,24 @@ class AgentsGovernance:
                 outcome = await turn.resume_tool(outcome.checkpoint, decision, tool)
             return _read(outcome, call.id)
 
+        # The SDK resolves the wrapper's type hints at every call (to choose
+        # its context object); resolved once here, they are not re-evaluated
+        # from this module's string annotations (a compile per hint per call).
+        invoke.__annotations__ = dict(_INVOKE_HINTS)
         return dataclasses.replace(
             ft,
             on_invoke_tool=invoke,
             needs_approval=needs_approval,
             tool_input_guardrails=[_TOOL_INPUT],
         )
+
+
+_INVOKE_HINTS: Mapping[str, Any] = {
+    "context": ToolContext[Any],
+    "arguments": str,
+    "return": Any,
+}
+"""The governed ``on_invoke_tool``'s hints, as objects (see ``_wrap``)."""
 
 
 def _read(outcome: Ran | Refused | AskPause, call_id: str) -> str:
