@@ -12,8 +12,13 @@ when a reply proposes 1, 10 or 100 calls; (d) the same turn in LangChain
 v1 and the OpenAI Agents SDK where installed (bench/sessions.py's cases).
 Targets: <= 500 µs per governed turn; N=100 per call within 1.3x of N=10.
 
-Why a ``respond=`` provider: it never runs out and answers from the request,
-so every run is one turn of two model calls (its G89 copies are reported).
+Why ``AnswerModel`` and not the scripted provider: the model is measured
+the way the peers' are. LangChain's and the Agents SDK's turns run on their
+own fake models (``bench/sessions.py``), which answer from the request and
+keep nothing; ``scripted()`` keeps a deep copy of every request as test
+evidence (G89), which no real provider does. ``AnswerModel`` answers from the
+request and keeps nothing, so every run is one turn of two model calls, and
+what it costs is reported (the "provider share").
 """
 
 from __future__ import annotations
@@ -24,18 +29,11 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from helmlog import Agent, ToolMiddleware, allow, tool
-from helmlog.runtime.providers import (
-    ProviderRequest,
-    Reply,
-    ScriptedProvider,
-    ToolCallRequest,
-    scripted,
-)
+from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest
 
 REPETITIONS = 9
 TURN_WORK = 300  # tool calls per timed repetition, whatever the batch size
@@ -53,20 +51,25 @@ def lookup(order: int) -> dict[str, int]:
     return {"order": order, "status": 1}
 
 
-def responder(n_calls: int) -> Callable[[ProviderRequest], Reply]:
-    """The N tool calls for a fresh user message, else the final answer."""
-    calls = Reply(
-        tool_calls=[
-            ToolCallRequest(id=f"c{i}", name="lookup", args={"order": i})
-            for i in range(n_calls)
-        ]
-    )
-    final = Reply(content=ANSWER)
+class AnswerModel:
+    """The N tool calls for a fresh user message, else the final answer: a
+    model stub that answers from the request and keeps nothing, as the peers'
+    fake models do (a provider by the ``Provider`` protocol)."""
 
-    def respond(request: ProviderRequest) -> Reply:
-        return calls if request.messages[-1].role == "user" else final
+    provider_name = "bench"
 
-    return respond
+    def __init__(self, n_calls: int) -> None:
+        self.n_calls = n_calls
+
+    async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
+        if request.messages[-1].role != "user":
+            return Reply(content=ANSWER)
+        return Reply(
+            tool_calls=[
+                ToolCallRequest(id=f"c{i}", name="lookup", args={"order": i})
+                for i in range(self.n_calls)
+            ]
+        )
 
 
 def governed_links() -> list[ToolMiddleware]:
@@ -85,9 +88,10 @@ def governed_links() -> list[ToolMiddleware]:
 class TimedProvider:
     """Delegates to a provider and adds up the time spent inside it."""
 
-    def __init__(self, inner: ScriptedProvider) -> None:
+    provider_name = "bench"
+
+    def __init__(self, inner: AnswerModel) -> None:
         self.inner = inner
-        self.requests = inner.requests
         self.seconds = 0.0
 
     async def call(self, request: ProviderRequest, on_token: Any = None) -> Reply:
@@ -107,8 +111,8 @@ class Case:
         self.label = label
         self.n_calls = n_calls
         self.turns = max(1, TURN_WORK // n_calls)
-        inner = scripted(respond=responder(n_calls))
-        self.model: ScriptedProvider | TimedProvider = (
+        inner = AnswerModel(n_calls)
+        self.model: AnswerModel | TimedProvider = (
             TimedProvider(inner) if timed else inner
         )
         builder = Agent.create(provider=self.model, model="bench").system("Look up.")
@@ -120,13 +124,10 @@ class Case:
 
     async def run(self, turns: int) -> float:
         """Seconds for ``turns`` fresh runs, each one turn."""
-        agent, requests = self.agent, self.model.requests
+        agent = self.agent
         started = time.perf_counter()
         for _ in range(turns):
             out = await agent.run("Look my orders up.")
-            # The scripted provider keeps a deep copy of every request as test
-            # evidence; a real provider keeps none.
-            requests.clear()
             if out != ANSWER:
                 raise RuntimeError(f"{self.label}: unexpected answer {out!r}")
         return time.perf_counter() - started
@@ -233,14 +234,13 @@ def summary(result: dict[str, Any], provider_us: float) -> str:
     bare = result["bare_us_per_turn"]
     ratio = result["ratio_100_vs_10"]
     lines = [
-        f"helmlog governed loop: in-process, memory store, scripted provider, "
+        f"helmlog governed loop: in-process, memory store, a model stub, "
         f"median of {REPETITIONS}",
         f"  governed one-tool turn  {gov:8.1f} us  ({1e6 / gov:,.0f} turns/s)  "
         f"target <= {TARGET_US_PER_TURN:.0f}: {verdict(gov <= TARGET_US_PER_TURN)}",
         f"  bare one-tool turn      {bare:8.1f} us  ({1e6 / bare:,.0f} turns/s)  "
         f"governed/bare {result['governed_vs_bare']}x",
-        f"  of a turn, in the scripted provider (two calls, deep copies) "
-        f"~{provider_us:.0f} us",
+        f"  of a turn, in the model stub (two calls) ~{provider_us:.0f} us",
     ]
     for n, us in result["us_per_call"].items():
         lines.append(f"  per call, N={n:<3}        {us:8.1f} us")

@@ -2,7 +2,8 @@
 
 Pattern: a hash-linked log; each record carries the hash of the one before,
          and a head record names where the stream ends.
-Role:    events layer; every store seals through ``seal``; one walker
+Role:    events layer; every store seals through ``seal`` (a journal, one
+         event at a time, through ``seal_event``); one walker
          (``_walk``) verifies any stream: ``verify_chain`` reports the first
          broken position, ``verify_records`` raises ``StreamTamperedError``.
 Emits:   nothing.
@@ -31,6 +32,7 @@ from ._codec import (
     decode_event,
     encode_event,
     event_type,
+    own_values,
     redecode_event,
 )
 from ._envelope import Event, UnknownEvent
@@ -167,6 +169,57 @@ def seal(
         )
         prev_hash = h
     return stamped, records
+
+
+# Past this many bytes the C decoder copies a record faster than
+# ``own_values`` walks it in Python.
+_OWN_MAX_BYTES = 4_096
+
+
+def seal_event(
+    event: Event,
+    session_id: str,
+    *,
+    seq: int,
+    prev_hash: str,
+    timestamp: int,
+    key: bytes | None = None,
+) -> tuple[StoredEvent, Event | UnknownEvent]:
+    """Seal one event as ``seq`` of a stream after ``prev_hash``: its record,
+    and the event a reader decodes from that record.
+
+    The record is ``seal``'s: ``stored_encoding`` bytes (the session id only
+    at seq 1, never ``replayed``), hashed under ``key`` (R3, R10). The event is
+    ``record.decode()``'s, equal and as typed, with the session id and its own
+    containers (G8), made without decoding the bytes just encoded when
+    ``own_values`` shows the decode would give it back (issue 29 item 3); a
+    large record, or a value it cannot vouch for, is decoded as before, with
+    the decoder's errors (``EventDecodeError``).
+    """
+    stamped = msgspec.structs.replace(
+        event,
+        session_id=session_id if seq == 1 else "",
+        seq=seq,
+        prev_hash=prev_hash,
+        timestamp=timestamp,
+        replayed=False,
+    )
+    # Invariant: ``stamped`` already is its stored form (``stored_encoding``
+    # would encode it as it is).
+    data = encode_event(stamped)
+    record = StoredEvent(
+        seq=seq,
+        data=data,
+        hash=hash_bytes(data, key),
+        type=stamped.type,
+        session_id=session_id,
+    )
+    # ``stamped`` is fresh: no one else holds it to see it made whole.
+    if len(data) <= _OWN_MAX_BYTES and own_values(stamped):
+        if seq != 1:
+            _set(stamped, "session_id", session_id)
+        return record, stamped
+    return record, record.decode()
 
 
 class StreamHead(msgspec.Struct, frozen=True, kw_only=True, gc=False):

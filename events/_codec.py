@@ -10,7 +10,9 @@ conventions for canonical JSON, digests and shapes; issue 8 item 7 (bad bytes
 raise ``EventDecodeError``, never ``RecursionError``).
 
 Why decoding is depth-bounded (``MAX_DEPTH``): msgspec recurses per nesting
-level, so deep text is refused before it is decoded. More: docs/design.md.
+level, so deep text is refused before it is decoded. Why ``own_values``: a
+writer gets the decoded form of what it just encoded without decoding it
+(issue 29 item 3). More: docs/design.md.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import typing
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -275,3 +278,333 @@ def shape(value: Any) -> str:
     name = type(value).__name__
     article = "an" if name[:1].lower() in "aeiou" else "a"
     return f"{article} {name}"
+
+
+# -- the decoded form, without a round trip (issue 29 item 3) ---------------
+#
+# A writer that has just encoded an event needs what a reader decodes from
+# those bytes: typed, owning its containers (G8: no mutable value shared with
+# whoever built the event), JSON forms in ``Any`` fields (a tuple is a list
+# there). Decoding the bytes back gave exactly that, at the cost of a decode
+# per append. ``own_values`` gives the same object without one when it can
+# show the result is equal: every field holds exactly its declared type (so
+# the decoder would accept it and give it back equal), and every container is
+# copied into its JSON form. Anything else (a set, an int where a float is
+# declared, a str subclass, a non-str key, nesting past ``_OWN_DEPTH``) is
+# "not shown", and the caller decodes as before, errors and all.
+
+_NOT_SHOWN: Any = object()
+_OWN_DEPTH = 64  # past it, the decoder's own depth check (MAX_DEPTH) judges
+
+Owner = Callable[[Any, int], Any]
+Test = Callable[[Any], bool]
+
+
+def _own_json(value: Any, depth: int) -> Any:
+    """A JSON-normal copy of ``value`` (an ``Any`` field), or ``_NOT_SHOWN``."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        # Finite only: msgspec writes NaN and infinities as null.
+        return value if value - value == 0.0 else _NOT_SHOWN
+    if depth > _OWN_DEPTH:
+        return _NOT_SHOWN
+    if kind is dict:
+        # A shallow copy in C, then only its non-scalar values replaced
+        # (storing into an existing key while iterating is allowed).
+        out: dict[str, Any] = value.copy()
+        for key, item in out.items():
+            if type(key) is not str:
+                return _NOT_SHOWN
+            kind = type(item)
+            if not (kind is str or kind is int or kind is bool or item is None):
+                item = _own_json(item, depth + 1)
+                if item is _NOT_SHOWN:
+                    return _NOT_SHOWN
+                out[key] = item
+        return out
+    if kind is list or kind is tuple:
+        items: list[Any] = list(value)
+        for i, item in enumerate(items):
+            kind = type(item)
+            if not (kind is str or kind is int or kind is bool or item is None):
+                item = _own_json(item, depth + 1)
+                if item is _NOT_SHOWN:
+                    return _NOT_SHOWN
+                items[i] = item
+        return items
+    return _NOT_SHOWN
+
+
+_CONSTRAINTS = ("min_length", "max_length", "pattern", "gt", "ge", "lt", "le")
+
+
+def _unconstrained(info: Any) -> bool:
+    return all(getattr(info, name, None) is None for name in _CONSTRAINTS) and (
+        getattr(info, "multiple_of", None) is None
+    )
+
+
+def _scalar_test(info: Any, v: str) -> str | None:
+    """A Python expression true when ``v`` holds exactly this scalar type, or
+    ``None`` for a type that is not a plain scalar (or union of them)."""
+    mi = msgspec.inspect
+    if isinstance(info, mi.NoneType):
+        return f"{v} is None"
+    if not _unconstrained(info):
+        return None
+    if isinstance(info, mi.StrType):
+        return f"type({v}) is str"
+    if isinstance(info, mi.BoolType):
+        return f"type({v}) is bool"
+    if isinstance(info, mi.IntType):
+        return f"type({v}) is int"
+    if isinstance(info, mi.FloatType):
+        return f"(type({v}) is float and {v} - {v} == 0.0)"
+    if isinstance(info, mi.UnionType):
+        tests = [_scalar_test(t, v) for t in info.types]
+        if any(t is None for t in tests):
+            return None
+        return "(" + " or ".join(t for t in tests if t is not None) + ")"
+    return None
+
+
+def _compiled_test(info: Any) -> Test | None:
+    test = _scalar_test(info, "v")
+    if test is None:
+        return None
+    made: Test = eval(f"lambda v: {test}")
+    return made
+
+
+def _owner(info: Any) -> Owner | None:
+    """A function giving a container field's owned, decoded form (or
+    ``_NOT_SHOWN``); ``None`` for a type ``own_values`` leaves to the decoder."""
+    mi = msgspec.inspect
+    if isinstance(info, mi.AnyType):
+        return _own_json
+    if isinstance(info, mi.UnionType):
+        arms = [t for t in info.types if not isinstance(t, mi.NoneType)]
+        if len(arms) != 1 or len(arms) == len(info.types):
+            return None
+        inner = _owner(arms[0])
+        if inner is None:
+            return None
+
+        def optional(value: Any, depth: int) -> Any:
+            return None if value is None else inner(value, depth)
+
+        return optional
+    if not _unconstrained(info):
+        return None
+    if isinstance(info, mi.DictType):
+        key = info.key_type
+        if not isinstance(key, mi.StrType) or not _unconstrained(key):
+            return None
+        return _dict_owner(_owner(info.value_type), _compiled_test(info.value_type))
+    if isinstance(info, mi.VarTupleType):
+        return _tuple_owner(_owner(info.item_type), _compiled_test(info.item_type))
+    if isinstance(info, mi.StructType):
+        return _struct_value_owner(info)
+    return None
+
+
+def _dict_owner(item_owner: Owner | None, item_test: Test | None) -> Owner | None:
+    if item_owner is None and item_test is None:
+        return None
+
+    def owned_dict(value: Any, depth: int) -> Any:
+        if type(value) is not dict or depth > _OWN_DEPTH:
+            return _NOT_SHOWN
+        if not value:
+            return {}
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _NOT_SHOWN
+            if item_test is not None:
+                if not item_test(item):
+                    return _NOT_SHOWN
+            elif item_owner is not None:
+                item = item_owner(item, depth + 1)
+                if item is _NOT_SHOWN:
+                    return _NOT_SHOWN
+            out[key] = item
+        return out
+
+    return owned_dict
+
+
+def _tuple_owner(item_owner: Owner | None, item_test: Test | None) -> Owner | None:
+    if item_owner is None and item_test is None:
+        return None
+
+    def owned_tuple(value: Any, depth: int) -> Any:
+        if type(value) is not tuple or depth > _OWN_DEPTH:
+            return _NOT_SHOWN
+        if item_test is not None:
+            # A tuple of scalars holds nothing mutable: it is its own copy.
+            return value if all(map(item_test, value)) else _NOT_SHOWN
+        assert item_owner is not None
+        items = []
+        changed = False
+        for item in value:
+            owned = item_owner(item, depth + 1)
+            if owned is _NOT_SHOWN:
+                return _NOT_SHOWN
+            changed = changed or owned is not item
+            items.append(owned)
+        return tuple(items) if changed else value
+
+    return owned_tuple
+
+
+def _struct_value_owner(info: Any) -> Owner | None:
+    fields = _field_owner(info)
+    if fields is None:
+        return None
+    cls = info.cls
+
+    def owned_struct(value: Any, depth: int) -> Any:
+        if type(value) is not cls or depth > _OWN_DEPTH:
+            return _NOT_SHOWN
+        changes = fields(value, depth)
+        if changes is _NOT_SHOWN:
+            return _NOT_SHOWN
+        # A frozen struct whose containers need no copy is its own copy.
+        return msgspec.structs.replace(value, **changes) if changes else value
+
+    return owned_struct
+
+
+# Fields the sealer stamps itself (R3, R12): never taken from the caller.
+_STAMPED = frozenset(("session_id", "seq", "prev_hash", "replayed"))
+_field_owners: dict[type, Owner | None] = {}
+
+
+def _field_owner(info: Any) -> Owner | None:
+    """Generated code for one frozen struct type: it checks that every field
+    holds exactly its type and returns ``{name: owned copy}`` for the fields
+    whose copy is a new object, ``None`` when there are none (``_NOT_SHOWN``
+    when a field does not pass).
+
+    Why generated: it runs for every event a journal appends, and straight-
+    line attribute tests cost a fraction of a loop over a table of fields.
+    """
+    cls = info.cls
+    if cls in _field_owners:
+        return _field_owners[cls]
+    _field_owners[cls] = None  # a recursive type is left to the decoder
+    if not cls.__struct_config__.frozen:
+        return None
+    mi = msgspec.inspect
+    envelope = issubclass(cls, Event)
+    scope: dict[str, Any] = {
+        "NOT_SHOWN": _NOT_SHOWN,
+        "replace": msgspec.structs.replace,
+    }
+    lines = [
+        "def owned_fields(ev, depth, type=type, str=str, int=int, bool=bool,"
+        " float=float, tuple=tuple, NOT_SHOWN=NOT_SHOWN):",
+        "    changes = None",
+    ]
+    for i, field in enumerate(info.fields):
+        if envelope and field.name in _STAMPED:
+            continue
+        lines.append(f"    v = ev.{field.name}")
+        test = _scalar_test(field.type, "v")
+        if test is not None:
+            lines.append(f"    if not {test}: return NOT_SHOWN")
+            continue
+        store = [
+            "        if w is NOT_SHOWN: return NOT_SHOWN",
+            "        if w is not v:",
+            "            if changes is None: changes = {}",
+            f"            changes[{field.name!r}] = w",
+        ]
+        if isinstance(field.type, mi.StructType):
+            # A nested struct (a row, a message): its fields inline, and a
+            # copy only when one of its containers needed one.
+            nested = _field_owner(field.type)
+            if nested is None:
+                return None
+            scope[f"cls_{i}"], scope[f"fields_{i}"] = field.type.cls, nested
+            lines += [
+                f"    if type(v) is not cls_{i}: return NOT_SHOWN",
+                f"    w = fields_{i}(v, depth + 1)",
+                "    if w is NOT_SHOWN: return NOT_SHOWN",
+                "    if w:",
+                "        if changes is None: changes = {}",
+                f"        changes[{field.name!r}] = replace(v, **w)",
+            ]
+            continue
+        owner = _owner(field.type)
+        if owner is None:
+            return None
+        scope[f"own_{i}"] = owner
+        if isinstance(field.type, mi.VarTupleType):
+            # An empty tuple is its own copy.
+            lines += [
+                "    if type(v) is not tuple: return NOT_SHOWN",
+                "    if v:",
+                f"        w = own_{i}(v, depth + 1)",
+                *store,
+            ]
+            continue
+        # Every other type an owner serves takes None to None (Any, optional)
+        # or refuses it (a dict).
+        guard = "v is not None" if _takes_none(field.type) else "True"
+        lines += [
+            f"    if {guard}:",
+            f"        w = own_{i}(v, depth + 1)",
+            *store,
+        ]
+    lines.append("    return changes")
+    exec("\n".join(lines), scope)
+    made: Owner = scope["owned_fields"]
+    _field_owners[cls] = made
+    return made
+
+
+def _takes_none(info: Any) -> bool:
+    mi = msgspec.inspect
+    if isinstance(info, mi.AnyType):
+        return True
+    return isinstance(info, mi.UnionType) and any(
+        isinstance(t, mi.NoneType) for t in info.types
+    )
+
+
+def _event_owners() -> dict[type, Owner]:
+    owners: dict[type, Owner] = {}
+    for info in msgspec.inspect.multi_type_info(typing.get_args(AnyEvent)):
+        if isinstance(info, msgspec.inspect.StructType):
+            owner = _field_owner(info)
+            if owner is not None:
+                owners[info.cls] = owner
+    return owners
+
+
+_EVENT_OWNERS = _event_owners()
+_force = msgspec.structs.force_setattr
+
+
+def own_values(event: Event) -> bool:
+    """Make ``event`` what decoding its stored encoding gives, in place.
+
+    Only for an event no one else holds yet (a sealer's fresh stamp): its
+    containers are replaced by owned JSON-normal copies, which encode to the
+    same bytes. Returns ``False``, with ``event`` unchanged, when an equal
+    decode is not shown (see above): the caller then decodes.
+    """
+    owner = _EVENT_OWNERS.get(type(event))
+    if owner is None:
+        return False
+    changes = owner(event, 0)
+    if changes is _NOT_SHOWN:
+        return False
+    if changes:
+        for name, value in changes.items():
+            _force(event, name, value)
+    return True

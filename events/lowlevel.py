@@ -11,10 +11,11 @@ Emits:   nothing.
 Laws: G95 (``RecordTaker``: taking stored records is an internal, explicit
 opt-in; every other watcher hears facts), R27 (``LeaseStore``: the lease
 port session hosts hold their shards of open turns by), R19 and issue 30
-(``check_heads``, ``advance_digest``: the journal signs and checks heads).
+(``check_heads``, ``advance_digest``: the journal signs and checks heads),
+R3 and issue 29 item 3 (``seal_event``: the journal seals each event once).
 """
 
-from ._chain import hash_bytes, seal, stored_encoding
+from ._chain import hash_bytes, seal, seal_event, stored_encoding
 from ._checkpoint import binding_mac, pause_content_digest, pause_mac
 from ._codec import (
     canonical_json,
@@ -48,6 +49,7 @@ __all__ = [
     "pause_content_digest",
     "pause_mac",
     "seal",
+    "seal_event",
     "sign_checkpoint",
     "stored_encoding",
 ]

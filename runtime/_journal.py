@@ -23,8 +23,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
 from helmlog.events import DecisionFiled as _Filed
 from helmlog.events import (
     Event,
@@ -48,8 +46,7 @@ from helmlog.events.lowlevel import (
     SIGN_AFTER,
     advance_digest,
     check_heads,
-    hash_bytes,
-    stored_encoding,
+    seal_event,
 )
 
 from ._watchers import Listeners
@@ -322,34 +319,23 @@ class Journal:
         """Seal and fold one event now; it is appended at the next ``flush``."""
         if self._stored is not None:
             event = self._stored(event)
-        seq = self.next_seq
-        # Stamped in its stored form at once (R3, R12: the session id only at
-        # seq 1, never ``replayed``), so ``stored_encoding`` encodes it as it
-        # is, without a second copy (issue 29 item 3); the decode below gives
-        # the folded event its session id back, as a reader's decode does.
-        stamped = msgspec.structs.replace(
+        # Stamped in its stored form, encoded once (R3, R12); the folded
+        # event is what a reader decodes from the record, its session id
+        # included, made without decoding what was just encoded (issue 29
+        # item 3: ``seal_event``).
+        record, recorded = seal_event(
             event,
-            session_id=self.session_id if seq == 1 else "",
-            seq=seq,
+            self.session_id,
+            seq=self.next_seq,
             prev_hash=self.last_hash,
             timestamp=event.timestamp or self.clock(),
-            replayed=False,
+            key=self.store.chain_key,
         )
-        data = stored_encoding(stamped)
-        digest = hash_bytes(data, self.store.chain_key)
-        record = StoredEvent(
-            seq=self.next_seq,
-            data=data,
-            hash=digest,
-            type=stamped.type,
-            session_id=self.session_id,
-        )
-        recorded = record.decode()
         self.folder.apply(recorded)
         self._buffer.append(record)
         self._recorded.append(recorded)
         self.next_seq += 1
-        self.last_hash = digest
+        self.last_hash = record.hash
         return recorded
 
     def file(self, rows: list[MiddlewareDecision]) -> None:

@@ -345,6 +345,7 @@ EVENTS_LOWLEVEL = [
     "pause_content_digest",
     "pause_mac",
     "seal",
+    "seal_event",
     "sign_checkpoint",
     "stored_encoding",
 ]
