@@ -4,7 +4,8 @@ Pattern: chain of responsibility whose outcome union has no "result" arm.
 Role:    runtime layer; the only walker of chains (the loop, resume, MCP
          serving and the proxy call these functions); returns decision rows.
 
-Laws: G6, G7 (a throw is a denial), G8 (each hook its own deep copy), G12,
+Laws: G6, G7 (a throw is a denial), G8 (each hook its own deep copy, taken
+by the context on the hook's first read: ``_context.py``), G12,
 G14 (the first non-allow answer wins), G15–G17, G19–G24 (the after-tool
 onion), G26–G32 (the message chain), G64, G93, G94 (the walker judges the
 verb, however the outcome was built).
@@ -205,7 +206,7 @@ async def walk_tool_calls(
             tool_source=site.tool_source,
             tool_call_id=site.tool_call_id,
             iteration=site.iteration,
-            args=clone(args),
+            args=args,
             history=site.history,
             identity=site.identity,
             approvals=site.approvals,
@@ -279,10 +280,10 @@ async def walk_tool_results(
             tool_source=site.tool_source,
             tool_call_id=site.tool_call_id,
             iteration=site.iteration,
-            args=clone(args),
+            args=args,
             history=site.history,
             identity=site.identity,
-            result=clone(result),
+            result=result,
             error=error,
         )
         out = await invoke(link.name, fn, ctx)

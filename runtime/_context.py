@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -23,16 +23,20 @@ import msgspec
 from helmlog.events import Approval, Message
 
 _ATOMS = (str, int, float, bool, type(None))
+_ATOM_TYPES = frozenset(_ATOMS)
 
 
 def clone(value: Any) -> Any:
     """A deep copy, fast for JSON-shaped values."""
+    kind = type(value)
+    if kind in _ATOM_TYPES:
+        return value
+    if kind is dict:
+        return {k: v if type(v) in _ATOM_TYPES else clone(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOM_TYPES else clone(v) for v in value]
     if isinstance(value, _ATOMS):
         return value
-    if type(value) is dict:
-        return {k: clone(v) for k, v in value.items()}
-    if type(value) is list:
-        return [clone(v) for v in value]
     return copy.deepcopy(value)
 
 
@@ -57,49 +61,52 @@ def clone_history(history: tuple[Message, ...]) -> tuple[Message, ...]:
 
 
 class _Uncopied:
-    """A context's history before its hook first reads it (see ``_OwnHistory``)."""
+    """A context's field before its hook first reads it (see ``_OwnOnRead``)."""
 
-    __slots__ = ("messages",)
+    __slots__ = ("value",)
 
-    def __init__(self, messages: tuple[Message, ...]) -> None:
-        self.messages = messages
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
-class _OwnHistory:
-    """The ``history`` field of a context, copied for its hook on first read (G8).
+def _own_identity(identity: Any) -> Any:
+    if isinstance(identity, Mapping) and type(identity) is not dict:
+        identity = dict(identity)
+    return clone(identity)
 
-    Why on first read: most hooks never look at history, and copying the
-    tool-call arguments of every committed message for every hook made a batch
-    of N calls cost O(N²). A hook that reads it still gets its own copy, taken
-    from messages nothing mutates (the session's cache only ever appends).
+
+class _OwnOnRead:
+    """A context field a hook gets its own deep copy of, taken on first read (G8).
+
+    Why on first read: most hooks never look at history, identity or even
+    the arguments (a pass-through), and copying them for every hook of every
+    call was most of a walk's cost (and made a batch of N calls O(N²) in
+    history). A hook that reads one still gets its own copy, so mutating it
+    in place reaches nothing else; it is taken from values nothing mutates
+    (the walk replaces a value whole, the session's cache only appends, and
+    the tool runs on a copy of its own).
     """
 
-    __slots__ = ("slot",)
+    __slots__ = ("copier", "slot")
 
-    def __init__(self, slot: Any) -> None:
+    def __init__(self, slot: Any, copier: Callable[[Any], Any]) -> None:
         self.slot = slot
+        self.copier = copier
 
     def __get__(self, ctx: Any, owner: Any = None) -> Any:
         if ctx is None:
             return self
         value = self.slot.__get__(ctx, owner)
         if type(value) is _Uncopied:
-            value = clone_history(value.messages)
+            value = self.copier(value.value)
             self.slot.__set__(ctx, value)
         return value
 
     def __set__(self, ctx: Any, value: Any) -> None:
-        self.slot.__set__(ctx, _Uncopied(value))
-
-
-def _own_copies(ctx: Any) -> None:
-    # G8: each hook gets its own history (on first read) and identity, so
-    # mutating them in place cannot reach the tool, later links, the model or
-    # the record.
-    identity = ctx.identity
-    if isinstance(identity, Mapping) and type(identity) is not dict:
-        identity = dict(identity)
-    object.__setattr__(ctx, "identity", clone(identity))
+        # A str, number or None is its own copy: nothing to defer.
+        if type(value) not in _ATOM_TYPES:
+            value = _Uncopied(value)
+        self.slot.__set__(ctx, value)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,9 +127,6 @@ class ToolCallContext:
     identity: Mapping[str, Any] | None
     approvals: tuple[Approval, ...] = ()
 
-    def __post_init__(self) -> None:
-        _own_copies(self)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolResultContext:
@@ -138,9 +142,6 @@ class ToolResultContext:
     result: Any
     error: bool
 
-    def __post_init__(self) -> None:
-        _own_copies(self)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MessageContext:
@@ -151,9 +152,15 @@ class MessageContext:
     history: tuple[Message, ...]
     identity: Mapping[str, Any] | None
 
-    def __post_init__(self) -> None:
-        _own_copies(self)
 
-
+_COPIERS: dict[str, Callable[[Any], Any]] = {
+    "args": clone,
+    "result": clone,
+    "history": clone_history,
+    "identity": _own_identity,
+}
 for _context in (ToolCallContext, ToolResultContext, MessageContext):
-    type.__setattr__(_context, "history", _OwnHistory(vars(_context)["history"]))
+    for _name, _copier in _COPIERS.items():
+        if _name in _context.__dataclass_fields__:
+            _slot = vars(_context)[_name]
+            type.__setattr__(_context, _name, _OwnOnRead(_slot, _copier))
