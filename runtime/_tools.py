@@ -32,6 +32,7 @@ from ._validation import (
     compile_schema,
     msgspec_issue,
     pydantic_issues,
+    quick_check,
     schema_issues,
 )
 from .pause._pause import running_tool
@@ -114,6 +115,8 @@ class Tool:
         self.threaded = not inline and not _is_async(execute)
         self._params: tuple[Param, ...] | None = None
         self._validator = compile_schema(self.input_schema, name)
+        # Compiled once per tool: valid arguments skip the full validator.
+        self._quick = quick_check(self.input_schema)
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, source={self.source!r})"
@@ -193,6 +196,8 @@ class Tool:
     def _validate_schema(
         self, args: Mapping[str, Any]
     ) -> tuple[dict[str, Any] | None, list[str]]:
+        if self._quick is not None and self._quick(args):
+            return dict(args), []
         issues = schema_issues(self._validator, args)
         return (None, issues) if issues else (dict(args), [])
 

@@ -16,7 +16,7 @@ no rule; the model needs the path and the keyword. Formats are checked: a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jsonschema
@@ -49,6 +49,83 @@ def compile_schema(schema: Mapping[str, Any], tool_name: str) -> Validator:
             f"({_short(exc.message)}, at {where})"
         ) from None
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+# What a flat object schema may hold for ``quick_check`` to decide it: the
+# keywords it checks, and annotations (no assertion in any draft).
+_QUICK_ROOT = frozenset(
+    {"type", "properties", "required", "additionalProperties", "title", "description"}
+)
+_QUICK_PROPERTY = frozenset({"type", "title", "description", "default", "examples"})
+
+
+def _is_type(kind: str) -> Callable[[Any], bool] | None:
+    """A strict subset of JSON Schema's ``type`` (every draft): what it
+    accepts, the validator accepts too (``1.0`` as an integer is left to it)."""
+    checks: dict[str, Callable[[Any], bool]] = {
+        "string": lambda v: isinstance(v, str),
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "boolean": lambda v: isinstance(v, bool),
+        "null": lambda v: v is None,
+        "object": lambda v: isinstance(v, dict),
+        "array": lambda v: isinstance(v, list),
+    }
+    return checks.get(kind)
+
+
+def _any_value(_: Any) -> bool:
+    return True
+
+
+QuickCheck = Callable[[Mapping[str, Any]], bool]
+
+
+def quick_check(schema: Mapping[str, Any]) -> QuickCheck | None:
+    """A check compiled once per tool that proves arguments valid without the
+    full validator, for the common flat schema (``{"type": "object",
+    "properties": {name: {"type": ...}}, "required": [...],
+    "additionalProperties": bool}``); ``None`` for any other schema.
+
+    ``True`` means the validator would report no issue; ``False`` means
+    "ask the validator" (it words the issues, G55), never "invalid".
+    Why: the full validator costs tens of microseconds per call, among
+    the largest steps of a governed call's own work (issue 27).
+    """
+    if not set(schema) <= _QUICK_ROOT or schema.get("type") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    closed = schema.get("additionalProperties", True)
+    if not isinstance(properties, Mapping) or not isinstance(closed, bool):
+        return None
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, sub in properties.items():
+        if not isinstance(sub, Mapping) or not set(sub) <= _QUICK_PROPERTY:
+            return None
+        kind = sub.get("type")
+        if kind is None:
+            check: Callable[[Any], bool] | None = _any_value
+        else:
+            check = _is_type(kind) if isinstance(kind, str) else None
+        if check is None:
+            return None
+        checks[name] = check
+    must = tuple(required)
+
+    def valid(args: Mapping[str, Any]) -> bool:
+        for key, value in args.items():
+            check = checks.get(key)
+            if check is None:
+                if closed is False:
+                    return False
+            elif not check(value):
+                return False
+        return all(key in args for key in must)
+
+    return valid
 
 
 def _path(parts: Sequence[Any] | Any) -> str:
