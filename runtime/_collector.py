@@ -2,34 +2,48 @@
 
 Pattern: one call at a documented point, once a server or session host has
          imported and built what lives as long as it does: collect once,
-         freeze the survivors (``gc.freeze``), set thresholds for a server.
+         freeze the survivors (``gc.freeze``), set thresholds, and from then
+         on freeze what survives each middle or full collection.
 Role:    runtime layer; ``helmlog.runtime.lowlevel.settle_collector``, for
-         servers, session hosts and bench/sessions.py; the library never
-         calls it on its own (the process is its user's).
+         ``helmlog serve``, the actor session host and bench/sessions.py; the
+         library never calls it on its own (the process is its user's).
 
 Laws: none changes (what the collector does is invisible to the record);
 issue 29 item 2 (full collections of 122-134 ms set the p99).
 
-Why freeze: a full collection walks every tracked object, modules and
-classes included; frozen ones are never walked, yet still freed by
-reference counting (only cycles among them wait for ``gc.unfreeze``).
-Why a young threshold of 20,000: at 700 a turn's in-flight objects were
-collected every few turns and promoted to where only a full collection frees.
+Why freeze: a collection walks every tracked object of its generations;
+frozen ones are never walked, yet still freed by reference counting (only
+cycles among them wait for ``gc.unfreeze``; a turn leaves none). Why again
+after each older collection: resident sessions come and go, so one freeze
+leaves the old generation to refill. Why small thresholds: a young walk costs
+per object it holds. More: docs/design.md ("The collector of a server").
 """
 
 from __future__ import annotations
 
 import gc
-from typing import Final
+from typing import Any, Final
 
-SERVER_THRESHOLDS: Final = (20_000, 20, 20)
+# Python's own: a young walk of 700 objects took ~0.2 ms at 1,000 users, one
+# of 20,000 took 15-20 ms (issue 29 item 2, bench/sessions.py).
+SERVER_THRESHOLDS: Final = (700, 10, 10)
+
+
+def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
+    """``gc.callbacks`` hook: once a middle or full collection has ended,
+    freeze every object it left, so no later collection walks them again."""
+    if phase == "stop" and info["generation"] >= 1:
+        gc.freeze()
 
 
 def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> int:
     """Collect, freeze what survives, and set the collector's thresholds.
 
     Call it once a process has warmed (imports done, agents built, a first
-    turn run); objects made later are collected as usual.
+    turn run). Objects made later are collected as usual while young; what
+    survives a middle-generation (or full) collection is frozen in turn, by
+    a ``gc.callbacks`` hook installed once however often this is called.
+    Cyclic garbage frozen that way waits for ``gc.unfreeze()``.
 
     Args:
         thresholds: ``gc.set_threshold``'s three, each a positive integer.
@@ -48,4 +62,6 @@ def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> in
     gc.collect()
     gc.freeze()
     gc.set_threshold(*thresholds)
+    if _freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(_freeze_survivors)
     return gc.get_freeze_count()
