@@ -11,7 +11,8 @@ Laws: R4, R6, R8, R17, R19, R21 (``Residents``), R22, R27 (leases; a lost
 lease drops idle sessions).
 Why an agent object per session: an agent holds per-run state and its
 provider; agents are cheap, actors are not. Failover starts from
-``__init__``: Ray runs it again on every restart, with nobody calling.
+``__init__``: Ray runs it again on every restart, with nobody calling; once
+it has finished, the host is warm and settles its collector (issue 29).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from helmlog.events import (
 )
 from helmlog.events.lowlevel import sign_checkpoint
 from helmlog.runtime import Agent
+from helmlog.runtime.lowlevel import settle_collector
 
 from ._errors import ClusterConfigError
 from ._failover import DEFAULT_FACTS_SWEEP_S, finish_open_turns, publish_open_facts
@@ -173,6 +175,10 @@ class SessionHost:
                 )
                 await asyncio.sleep(FAILOVER_RETRY_S)
                 continue
+            # Warm: imported, the store open, this shard's open turns done;
+            # what lives as long as the host leaves the collector's walk, as
+            # ``helmlog serve`` does once listening (issue 29 item 2).
+            settle_collector()
             return
 
     async def _sweep_facts(self) -> None:
