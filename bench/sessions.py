@@ -6,7 +6,8 @@ Pattern: a load test in one process: N users, each an asyncio task running
          memory store, on a real Redis, LangChain v1 and the OpenAI Agents
          SDK, the cases taking turns in every repetition.
 Role:    bench; ``uv run python bench/sessions.py`` (``--users 100,1000``,
-         ``--seconds``, ``--quick``; it starts its own ``redis-server``).
+         ``--seconds``, ``--cases``, ``--quick``; it starts its own
+         ``redis-server``).
 Emits:   a summary and one JSON line; the figures are defined in bench/README.md.
 
 Laws: none new; issue 29's table and targets, measured in one run.
@@ -61,17 +62,32 @@ CASES = ("helmlog_memory", "helmlog_redis", "langchain", "openai_agents")
 
 
 class GcWatch:
-    """Durations of the collector's passes, from ``gc.callbacks``."""
+    """Durations of the collector's passes, from ``gc.callbacks``: all of
+    them, and the young ones (generation 0) apart from the older ones."""
 
     def __init__(self) -> None:
         self.pauses: list[float] = []
+        self.young: list[float] = []
+        self.older: list[float] = []
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         else:
-            self.pauses.append((time.perf_counter() - self._started) * 1e3)
+            ms = (time.perf_counter() - self._started) * 1e3
+            self.pauses.append(ms)
+            (self.young if info["generation"] == 0 else self.older).append(ms)
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "gc_collections": len(self.pauses),
+            "gc_max_ms": max(self.pauses, default=0.0),
+            "gc_over_20ms": sum(p > SLOW_GC_MS for p in self.pauses),
+            "gc_young_max_ms": max(self.young, default=0.0),
+            "gc_older_collections": len(self.older),
+            "gc_older_max_ms": max(self.older, default=0.0),
+        }
 
     def __enter__(self) -> GcWatch:
         gc.callbacks.append(self)
@@ -330,6 +346,10 @@ async def drive(
                     window.latencies.append((time.perf_counter() - started) * 1e3)
             k += 1
 
+    # What the case before left is collected before the users start, not
+    # after the warm-up: a server never collects by hand, so the window
+    # begins in the state its own collections leave (issue 29 item 2).
+    gc.collect()
     tasks = [asyncio.create_task(user(u)) for u in range(users)]
     try:
         # Warm: at least warm_s, and until every user has ended a turn (a
@@ -338,7 +358,6 @@ async def drive(
         await asyncio.sleep(warm_s)
         while len(warmed) < users and time.perf_counter() - started < WARM_CAP_S:
             await asyncio.sleep(0.1)
-        gc.collect()
         with GcWatch() as watch:
             window.open = True
             cpu, wall = time.process_time(), time.perf_counter()
@@ -357,11 +376,7 @@ async def drive(
             task.cancel()
     lat = sorted(window.latencies)
     n = len(lat)
-    gcs = {
-        "gc_collections": len(watch.pauses),
-        "gc_max_ms": max(watch.pauses, default=0.0),
-        "gc_over_20ms": sum(p > SLOW_GC_MS for p in watch.pauses),
-    }
+    gcs = watch.figures()
     if n == 0:
         # The case cannot serve this many users: no turn ended in the window.
         return {
@@ -385,9 +400,7 @@ async def drive(
         "redis_cores": redis_cpu / wall,
         "p50_ms": p50,
         "p99_ms": p99,
-        "gc_collections": len(watch.pauses),
-        "gc_max_ms": max(watch.pauses, default=0.0),
-        "gc_over_20ms": sum(p > SLOW_GC_MS for p in watch.pauses),
+        **gcs,
     }
 
 
@@ -434,7 +447,8 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, float | None]:
     for k in runs[0]:
         values = [r[k] for r in ran if r.get(k) is not None]
         out[k] = statistics.median(values) if values else None
-    out["gc_max_ms"] = max(r["gc_max_ms"] for r in runs)
+    for k in ("gc_max_ms", "gc_young_max_ms", "gc_older_max_ms"):
+        out[k] = max(r[k] for r in runs)
     out["gc_over_20ms"] = sum(r["gc_over_20ms"] for r in runs)
     out["stalled_windows"] = sum(r["turns"] == 0 for r in runs)
     return out
@@ -454,6 +468,7 @@ async def run(
     memory_sessions: int,
     warm_s: float,
     settle: bool,
+    names: tuple[str, ...] = CASES,
 ) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
@@ -466,14 +481,18 @@ async def run(
         info = server.command("INFO", "server").decode()
         redis_pid = int(info.split("process_id:")[1].split()[0])
         for users in user_counts:
-            cases: list[Case] = [
-                Helmlog("helmlog_memory", MemoryEventStore()),
-                Helmlog("helmlog_redis", RedisEventStore.from_url(server.url)),
-            ]
+            cases: list[Case] = []
+            if "helmlog_memory" in names:
+                cases.append(Helmlog("helmlog_memory", MemoryEventStore()))
+            if "helmlog_redis" in names:
+                store = RedisEventStore.from_url(server.url)
+                cases.append(Helmlog("helmlog_redis", store))
             for name, make in (
                 ("langchain", langchain_case),
                 ("openai_agents", openai_agents_case),
             ):
+                if name not in names:
+                    continue
                 try:
                     cases.append(make())
                 except ImportError as exc:
@@ -513,25 +532,28 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per user count: each store and framework against the others, per core
-    (``None`` where a case ended no turn)."""
+    (``None`` where a case ended no turn; absent where a case was not run)."""
     out: dict[str, dict[str, Any]] = {}
     for users, cases in results.items():
-        mem, red = cases["helmlog_memory"], cases["helmlog_redis"]
-        red_cpu = red.get("cpu_us_per_turn")
-        with_server = (
-            None if red_cpu is None else red_cpu + red["redis_cpu_us_per_turn"]
-        )
-        r: dict[str, float | None] = {
-            "redis_vs_memory_cpu": _ratio(red_cpu, mem.get("cpu_us_per_turn")),
-            "redis_with_server_vs_memory_cpu": _ratio(
+        mem, red = cases.get("helmlog_memory"), cases.get("helmlog_redis")
+        r: dict[str, float | None] = {}
+        if mem is not None and red is not None:
+            red_cpu = red.get("cpu_us_per_turn")
+            with_server = (
+                None if red_cpu is None else red_cpu + red["redis_cpu_us_per_turn"]
+            )
+            r["redis_vs_memory_cpu"] = _ratio(red_cpu, mem.get("cpu_us_per_turn"))
+            r["redis_with_server_vs_memory_cpu"] = _ratio(
                 with_server, mem.get("cpu_us_per_turn")
-            ),
-        }
+            )
         for peer in ("langchain", "openai_agents"):
             if peer in cases:
                 per_core = cases[peer]["turns_per_s_per_core"]
-                r[f"memory_vs_{peer}"] = _ratio(mem["turns_per_s_per_core"], per_core)
-                r[f"redis_vs_{peer}"] = _ratio(red["turns_per_s_per_core"], per_core)
+                for store, c in (("memory", mem), ("redis", red)):
+                    if c is not None:
+                        r[f"{store}_vs_{peer}"] = _ratio(
+                            c["turns_per_s_per_core"], per_core
+                        )
         out[users] = r
     return out
 
@@ -541,7 +563,7 @@ def targets(
 ) -> dict[str, bool]:
     """Issue 29's targets that this run's user counts speak to."""
     met: dict[str, bool] = {}
-    if "1000" in results:
+    if "redis_vs_memory_cpu" in rat.get("1000", {}):
         red = results["1000"]["helmlog_redis"]
         ratio = rat["1000"]["redis_vs_memory_cpu"]
         met["redis_vs_memory_cpu_le_1_15"] = (
@@ -551,7 +573,7 @@ def targets(
         met["redis_cpu_us_le_300"] = cpu is not None and cpu <= TARGET_REDIS_CPU_US
     for users in ("100", "1000"):
         for store in ("helmlog_memory", "helmlog_redis"):
-            if users in results:
+            if store in results.get(users, {}):
                 c = results[users][store]
                 met[f"tail_{store}_{users}"] = (
                     c.get("p99_ms") is not None
@@ -561,6 +583,7 @@ def targets(
         results[u][s]["gc_over_20ms"] == 0
         for u in results
         for s in ("helmlog_memory", "helmlog_redis")
+        if s in results[u]
     )
     return met
 
@@ -588,7 +611,9 @@ def summary(line: dict[str, Any]) -> str:
                 f"    {name:<15} {c['turns_per_s_per_core']:>8,.0f} turns/s/core "
                 f"{_f(c.get('cpu_us_per_turn'), '>8,.0f')} us/turn{redis}  p50 "
                 f"{_f(c.get('p50_ms'), '.0f')} ms p99 {_f(c.get('p99_ms'), '.0f')} ms"
-                f"  gc>20ms {c['gc_over_20ms']:.0f} (max {c['gc_max_ms']:.0f} ms)  "
+                f"  gc>20ms {c['gc_over_20ms']:.0f} (max {c['gc_max_ms']:.0f} ms, "
+                f"older {c['gc_older_collections']:.0f} max "
+                f"{c['gc_older_max_ms']:.0f} ms)  "
                 f"{c['memory_per_session_bytes'] / 1e3:,.1f} kB/session"
             )
         lines.append(f"    ratios {line['ratios'][users]}")
@@ -613,7 +638,15 @@ def main() -> int:
         help="settle_collector() once warm, as a server does (default), or "
         "Python's own collector settings",
     )
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"comma-separated cases to run (default {','.join(CASES)})",
+    )
     args = parser.parse_args()
+    names = tuple(n.strip() for n in args.cases.split(",") if n.strip())
+    if not names or not set(names) <= set(CASES):
+        parser.error(f"--cases takes some of {','.join(CASES)}, not {args.cases!r}")
     try:
         user_counts = [int(u) for u in args.users.split(",") if u.strip()]
     except ValueError:
@@ -625,7 +658,7 @@ def main() -> int:
     if args.quick:
         user_counts, seconds, reps, mem, warm_s = [10], 0.4, 1, 10, 0.25
     settle = args.collector == "settled"
-    out = asyncio.run(run(user_counts, seconds, reps, mem, warm_s, settle))
+    out = asyncio.run(run(user_counts, seconds, reps, mem, warm_s, settle, names))
     rat = ratios(out["results"])
     line = {
         "bench": "sessions",

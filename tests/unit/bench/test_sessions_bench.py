@@ -35,6 +35,9 @@ FIGURES = {
     "gc_collections",
     "gc_max_ms",
     "gc_over_20ms",
+    "gc_young_max_ms",
+    "gc_older_collections",
+    "gc_older_max_ms",
     "memory_per_session_bytes",
     "stalled_windows",
 }
