@@ -27,6 +27,7 @@ import msgspec
 
 from ._codec import (
     CONTAINER_FIELDS,
+    _json_encoder,
     canonical_json,
     decode_envelope,
     decode_event,
@@ -171,6 +172,8 @@ def seal(
     return stamped, records
 
 
+_encode = _json_encoder.encode
+_sha256 = hashlib.sha256
 # Past this many bytes the C decoder copies a record faster than
 # ``own_values`` walks it in Python.
 _OWN_MAX_BYTES = 4_096
@@ -205,12 +208,12 @@ def seal_event(
         replayed=False,
     )
     # Invariant: ``stamped`` already is its stored form (``stored_encoding``
-    # would encode it as it is).
-    data = encode_event(stamped)
+    # would encode it as it is); encoded and hashed inline (one call each).
+    data = _encode(stamped)
     record = StoredEvent(
         seq=seq,
         data=data,
-        hash=hash_bytes(data, key),
+        hash=hash_bytes(data, key) if key else _sha256(data).hexdigest(),
         type=stamped.type,
         session_id=session_id,
     )

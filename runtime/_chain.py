@@ -22,7 +22,13 @@ from typing import Any, Literal
 
 from helmlog.events import Approval, Message, MiddlewareDecision, shape
 
-from ._context import MessageContext, ToolCallContext, ToolResultContext, clone
+from ._context import (
+    MessageContext,
+    call_context,
+    clone,
+    deferred,
+    result_context,
+)
 from ._links import MASKED, Link
 from ._verbs import Allow, Ask, Deny, judged
 
@@ -161,7 +167,18 @@ def _tool_allow_row(
     """
     name = link.name
     if out.value is None:
-        row = _tool_row(site, moment, name, outcome="allow", changed=False, why=out.why)
+        # ``_tool_row``'s row, built in one call (one per pass-through).
+        row = MiddlewareDecision(
+            middleware=name,
+            moment=moment,
+            at="tool",
+            iteration=site.iteration,
+            outcome="allow",
+            changed=False,
+            tool_name=site.tool_name,
+            tool_call_id=site.tool_call_id,
+            why=out.why,
+        )
         return row, current
     value = clone(out.value)
     row = _tool_row(
@@ -196,20 +213,24 @@ async def walk_tool_calls(
     denial (G64).
     """
     rows: list[MiddlewareDecision] = []
+    # The site's history and identity, deferred once for every context.
+    history = identity = None
     for index in range(start, len(links)):
         link = links[index]
         fn = link.on_tool_call
         if fn is None:
             continue
-        ctx = ToolCallContext(
-            tool_name=site.tool_name,
-            tool_source=site.tool_source,
-            tool_call_id=site.tool_call_id,
-            iteration=site.iteration,
-            args=args,
-            history=site.history,
-            identity=site.identity,
-            approvals=site.approvals,
+        if history is None:
+            history, identity = deferred(site.history), deferred(site.identity)
+        ctx = call_context(
+            site.tool_name,
+            site.tool_source,
+            site.tool_call_id,
+            site.iteration,
+            deferred(args),
+            history,
+            identity,
+            site.approvals,
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Allow):
@@ -271,20 +292,23 @@ async def walk_tool_results(
 ) -> ResultVerdict:
     """Walk ``on_tool_result`` hooks in reverse chain order (G18–G24)."""
     rows: list[MiddlewareDecision] = []
+    history = identity = None
     for link in reversed(links):
         fn = link.on_tool_result
         if fn is None:
             continue
-        ctx = ToolResultContext(
-            tool_name=site.tool_name,
-            tool_source=site.tool_source,
-            tool_call_id=site.tool_call_id,
-            iteration=site.iteration,
-            args=args,
-            history=site.history,
-            identity=site.identity,
-            result=result,
-            error=error,
+        if history is None:
+            history, identity = deferred(site.history), deferred(site.identity)
+        ctx = result_context(
+            site.tool_name,
+            site.tool_source,
+            site.tool_call_id,
+            site.iteration,
+            deferred(args),
+            history,
+            identity,
+            deferred(result),
+            error,
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Ask):

@@ -164,3 +164,44 @@ for _context in (ToolCallContext, ToolResultContext, MessageContext):
         if _name in _context.__dataclass_fields__:
             _slot = vars(_context)[_name]
             type.__setattr__(_context, _name, _OwnOnRead(_slot, _copier))
+
+
+def deferred(value: Any) -> Any:
+    """What a context keeps for a field copied on first read: the value
+    itself when it is a str, number or None, else a marker holding it. One
+    marker may serve every context of a call (it is never changed)."""
+    return value if type(value) in _ATOM_TYPES else _Uncopied(value)
+
+
+def _raw_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
+    """The slots' own setters, in field order (under the ``_OwnOnRead``)."""
+    setters = []
+    for field in dataclasses.fields(cls):
+        attr = vars(cls)[field.name]
+        slot = attr.slot if isinstance(attr, _OwnOnRead) else attr
+        setters.append(slot.__set__)
+    return tuple(setters)
+
+
+_new = object.__new__
+_CALL_SETTERS = _raw_setters(ToolCallContext)
+_RESULT_SETTERS = _raw_setters(ToolResultContext)
+
+
+def call_context(*fields: Any) -> ToolCallContext:
+    """``ToolCallContext(*fields)`` for a walker, whose copied-on-read fields
+    (args, history, identity) are already ``deferred``: the same object,
+    without the frozen dataclass's setattr per field (a walk builds one per
+    hook)."""
+    ctx = _new(ToolCallContext)
+    for set_slot, value in zip(_CALL_SETTERS, fields, strict=True):
+        set_slot(ctx, value)
+    return ctx
+
+
+def result_context(*fields: Any) -> ToolResultContext:
+    """``ToolResultContext(*fields)`` for a walker (see ``call_context``)."""
+    ctx = _new(ToolResultContext)
+    for set_slot, value in zip(_RESULT_SETTERS, fields, strict=True):
+        set_slot(ctx, value)
+    return ctx

@@ -30,6 +30,8 @@ from .._signed_heads import HeadSigner, head_leaves
 from .._store import FactDelivery, FactRecord, StoreBase
 from .facts import MemoryFacts
 
+_SIGNED = HeadSigned.type
+
 
 class MemoryEventStore(StoreBase):
     """Streams in this process's memory: the embedded default (R11).
@@ -73,21 +75,27 @@ class MemoryEventStore(StoreBase):
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=actual
             )
-        for offset, record in enumerate(records, start=1):
-            if record.seq != expected_seq + offset:
-                previous = expected_seq + offset - 1
-                raise ValueError(f"record seq {record.seq} does not follow {previous}")
-        records = [
-            r
-            if r.type and r.session_id == session_id
-            else msgspec.structs.replace(r, type=type_of(r), session_id=session_id)
-            for r in records
-        ]
+        # One pass: the seq order, and each record as this store keeps it
+        # (its type and session id set; a record already so is kept as is).
+        kept: list[StoredEvent] = []
+        signed = False
+        seq = expected_seq
+        for record in records:
+            seq += 1
+            if record.seq != seq:
+                raise ValueError(f"record seq {record.seq} does not follow {seq - 1}")
+            if not record.type or record.session_id != session_id:
+                record = msgspec.structs.replace(
+                    record, type=type_of(record), session_id=session_id
+                )
+            signed = signed or record.type == _SIGNED
+            kept.append(record)
+        records = kept
         delta = delta_of(session_id, records)
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
-        if any(r.type == HeadSigned.type for r in records):
+        if signed:
             self._append_leaves(head_leaves(records))  # the head's own step
         if records:
             last = records[-1]

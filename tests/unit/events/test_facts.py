@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from helmlog.events import (
     DecisionFiled,
     Event,
+    EventDecodeError,
     MiddlewareDecision,
     MiddlewareDecisionEvent,
     StoredEvent,
@@ -179,3 +180,41 @@ def test_r3_stored_encoding_is_what_seal_hashes() -> None:
     ]
     assert b'"replayed"' not in b"".join(r.data for r in records)
     assert None is verify_chain([e for e in events if isinstance(e, Event)])
+
+
+def _filed_strategy() -> st.SearchStrategy[Any]:
+    import msgspec.inspect as mi
+
+    from .test_codec_properties import _strategy
+
+    return _strategy(mi.type_info(DecisionFiled))
+
+
+@given(
+    _filed_strategy(),
+    st.integers(min_value=1, max_value=9),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=400)),
+    st.binary(max_size=3),
+)
+def test_r4_a_rows_fact_read_from_its_bytes_is_the_decoded_rows_fact(
+    filed: DecisionFiled, seq: int, cut: int | None, splice: bytes
+) -> None:
+    """R4, G49, issue 29 item 3: a store that holds only records publishes,
+    for any row and for damaged bytes too, what decoding the record and
+    projecting the row gives: the same fact bytes, or no fact where the
+    decoder refuses the record."""
+    _, (record,) = seal("s-1", [filed], after_seq=seq - 1, prev_hash="p")
+    if cut is not None:  # damaged bytes: a store must not publish them either
+        data = record.data[:cut] + splice + record.data[cut:]
+        record = StoredEvent(seq=seq, data=data, hash="h", type=record.type)
+    try:
+        decoded = decode_event(record.data)
+        decoded = msgspec.structs.replace(decoded, session_id="s-1")
+        expected = (
+            [(seq, msgspec.json.encode(fact_of(decoded)))]
+            if isinstance(decoded, DecisionFiled)
+            else []
+        )
+    except EventDecodeError:  # the decoder's refusal: no fact
+        expected = []
+    assert expected == fact_records("s-1", [record])
