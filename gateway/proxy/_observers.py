@@ -68,6 +68,11 @@ class Observers:
         self._observe(self.on_manifest, manifest, "on_manifest")
         await self.settle()
 
+    def quiet(self) -> bool:
+        """Whether a session's end has nothing to tell or await: no
+        ``on_session_closed``, no observer work owed."""
+        return self.on_session_closed is None and not self._owed
+
     async def session_closed(self, audit_session: str) -> None:
         """P18: ``on_session_closed`` once per session end, awaited."""
         self._observe(self.on_session_closed, audit_session, "on_session_closed")

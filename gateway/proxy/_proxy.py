@@ -381,6 +381,14 @@ class McpProxy:
         self.sessions.add(session)
         return session
 
+    def closed_at_once(self, session: ProxySession) -> bool:
+        """``close_session`` done now where it has nothing to await (no
+        ledger, observers ``quiet``): ``True``; else nothing done, ``False``."""
+        if self.ledger is not None or not self.observers.quiet():
+            return False
+        self.sessions.discard(session)
+        return True
+
     async def close_session(self, session: ProxySession) -> None:
         """P18: remove it, finalize its manifest, await ``on_session_closed`` once."""
         if session not in self.sessions:

@@ -17,12 +17,14 @@ skips building result models a plain call never needs (bench/proxy.py).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import X_MCP_HEADER_KEY
 
 from ..upstream import Upstream
 from ._calls import CallState, tool_hidden
@@ -138,22 +140,31 @@ class Routing:
         # The upstream's input schemas as last listed through the proxy, and
         # its output schemas, which every answer is judged by (P27).
         self._schemas: dict[str, Any] = {}
+        self._headed: dict[str, bool] = {}  # may a schema declare a header?
         self.outputs = Outputs()
 
     def listed(self, result: types.ListToolsResult, *, whole: bool = False) -> None:
         """Keep the schemas of an upstream ``tools/list`` answer."""
         for tool in result.tools:
             self._schemas[tool.name] = tool.input_schema
+            self._headed[tool.name] = _may_declare_headers(tool.input_schema)
         self.outputs.listed(result, whole=whole)
 
     def forget_schemas(self) -> None:
         """The upstream's tools changed: their schemas are unknown again."""
         self._schemas.clear()
+        self._headed.clear()
         self.outputs.forget()
 
     def input_schema(self, name: str) -> Any:
         """A tool's input schema as last listed, or ``None`` (nothing to check)."""
         return self._schemas.get(name)
+
+    def declares_headers(self, name: str) -> bool:
+        """Whether ``name``'s input schema as last listed may declare an
+        ``Mcp-Param-*`` header (``x-mcp-header`` anywhere in it; ``True`` when
+        unknown): without one, the SDK's header check has nothing to compare."""
+        return self._headed.get(name, True)
 
     def is_hidden_tool(self, name: str, ctx: ProxyContext) -> bool:
         """P8: hidden by name or predicate; a raising predicate hides (fail closed)."""
@@ -296,6 +307,12 @@ async def pass_through(
         except Exception:  # P13: an observer changes nothing
             log.warning("proxy: a pass-through observer raised", exc_info=True)
     return await once()
+
+
+def _may_declare_headers(schema: Any) -> bool:
+    """Whether ``x-mcp-header`` (the annotation that declares an ``Mcp-Param-*``
+    header) occurs anywhere in ``schema``: computed once per listing."""
+    return X_MCP_HEADER_KEY in json.dumps(schema, default=str)
 
 
 def _decide(

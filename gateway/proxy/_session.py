@@ -116,16 +116,25 @@ def _guarded(handler: Handler) -> Handler:
     as a fixed message and an error id; the SDK would answer -32603 with no id."""
 
     async def guarded(ctx: Ctx, params: Any) -> Any:
-        try:
-            return await handler(ctx, _clean(params))
-        except MCPError:
-            raise
-        except Exception as exc:
-            raise withheld(
-                "the proxy could not answer this request", exc, detail=ctx.method
-            ) from exc
+        return await _withholding(ctx.method, lambda: handler(ctx, _clean(params)))
 
     return guarded
+
+
+async def _withholding(method: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    """``call()``'s answer; a failure that is not an ``MCPError`` withheld (H4)."""
+    try:
+        return await call()
+    except MCPError:
+        raise
+    except Exception as exc:
+        raise withheld(
+            "the proxy could not answer this request", exc, detail=method
+        ) from exc
+
+
+def _undeclared() -> bool:
+    return False
 
 
 class ProxySession:
@@ -312,8 +321,43 @@ class ProxySession:
     # -- tools/call: one route, on models or on the upstream's JSON --------
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
-        pctx = self.context(ctx)
-        wire = ctx.params
+        return await self._tool_call(
+            params,
+            ctx.params,
+            self.context(ctx),
+            ctx.protocol_version,
+            self._progress(ctx),
+            lambda: declared(ctx),
+        )
+
+    async def lane_call(
+        self,
+        params: types.CallToolRequestParams,
+        wire: Mapping[str, Any],
+        headers: Any,
+        version: str,
+    ) -> Any:
+        """The ``tools/call`` handler as ``gateway.fast.HttpLane`` runs it for a
+        plain call (no progress token, no task, no tasks extension declared):
+        the same body and the same H4 guard as the SDK's kernel runs;
+        ``headers`` are the request's raw HTTP byte pairs."""
+        pctx = self.fresh_context(headers)
+        return await _withholding(
+            "tools/call",
+            lambda: self._tool_call(params, wire, pctx, version, None, _undeclared),
+        )
+
+    async def _tool_call(
+        self,
+        params: types.CallToolRequestParams,
+        wire: Any,
+        pctx: ProxyContext,
+        version: str,
+        progress: Callable[..., Awaitable[None]] | None,
+        tasks: Callable[[], bool],
+    ) -> Any:
+        """One ``tools/call``: ``wire`` its params as sent, ``version`` the
+        request's revision, ``tasks()`` whether it may be answered with a task."""
         simple = self.routing.raw_params(wire) if self.fast else None
         sid = self.audit_session
         if simple is not None:
@@ -334,21 +378,19 @@ class ProxySession:
                     simple["name"], self.routing.tool_raw(forward, pctx, s), s
                 ),
             )
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and isinstance(
-                raw, dict
-            ):
+            if version in MODERN_PROTOCOL_VERSIONS and isinstance(raw, dict):
                 # a handshake-era upstream's answer to a 2026-era client: the
                 # one field that revision requires (the model path's default)
                 raw = {"resultType": "complete", **raw}
             return raw
-        req = types.CallToolRequest(params=params)
+        req = types.CallToolRequest(params=_clean(params))
         asked = Asked()
         token = ASKED.set(asked)
         try:
-            out = await self.routed(req, pctx, self._progress(ctx), wire)
+            out = await self.routed(req, pctx, progress, wire)
         finally:
             ASKED.reset(token)
-        if asked.view is not None and declared(ctx):
+        if asked.view is not None and tasks():
             return asked.view.wire(result_type="task")  # S10 through P14
         return out
 

@@ -19,6 +19,8 @@ and hide a difference.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,9 +31,11 @@ from mcp.server.lowlevel import Server as LowServer
 from mcp.shared.exceptions import MCPError
 
 from helmlog.gateway import McpProxy, ProxyAudit
+from helmlog.gateway._tasks import TASKS_EXTENSION
 from helmlog.gateway._uvicorn import Server, server_config, serving
 
 from ...polling import until
+from . import proxy_lane_server as lane_server
 from .http_helpers import INITIALIZE, answer_of, http_upstream
 from .proxy_stdio_server import options
 from .test_proxy_fast import _finished, _unnamed
@@ -133,7 +137,7 @@ async def _post(http: httpx2.AsyncClient, url: str, sent: Sent) -> tuple[Any, ..
 
 
 async def _answers(
-    proxy: McpProxy, cases: list[Sent], fast: bool
+    proxy: McpProxy, cases: list[Sent], fast: bool, kernel: bool | None = None
 ) -> tuple[dict[int, Any], int]:
     proxy.fast_calls = fast
     out: dict[int, Any] = {}
@@ -142,6 +146,7 @@ async def _answers(
         _served(proxy) as (url, app),
         httpx2.AsyncClient(timeout=30) as http,
     ):
+        app.lane.kernel = kernel
         for n, sent in enumerate(cases, 1):
             out[n] = await _post(http, url, sent)
         answered = app.lane.answered
@@ -181,6 +186,101 @@ async def test_p25_p20_the_http_lane_answers_and_audits_as_the_sdk_entry() -> No
     assert {400} == {on[n][0] for n in (9, 10)}  # header mismatch, duplicate
 
 
+async def test_p25_p20_the_http_lane_answers_alike_with_and_without_the_kernel() -> (
+    None
+):
+    """P25, P20: the lane's own run of the kernel's steps for a plain call
+    and the SDK's kernel itself (``serve_one``, what the lane runs when a
+    tracer provider is set) answer every case alike and record the same
+    rows; both take the same plain calls."""
+    cases = _cases()
+    rows: dict[bool, list[Any]] = {True: [], False: []}
+    answers = {}
+    counts = {}
+    for kernel in (False, True):
+        answers[kernel], counts[kernel] = await _answers(
+            _audited(rows[kernel]), cases, True, kernel=kernel
+        )
+    assert answers[True] == answers[False]
+    assert _finished(rows[True]) == _finished(rows[False])
+    assert (len(LANE_TAKES), len(LANE_TAKES)) == (counts[False], counts[True])
+
+
+def _governed(rows: list[Any]) -> McpProxy:
+    return McpProxy(
+        lane_server.UPSTREAM,
+        governance=[lane_server.RULE],
+        hidden_tools={"hidden"},
+        audit=ProxyAudit(b"the secret", "k1"),
+        sensitivity=lambda tool, identity, args: "low",
+        on_event=rows.append,
+    )
+
+
+async def test_p25_p20_p14_a_governed_call_on_the_http_lane_is_the_sdk_entrys() -> None:
+    """P25, P20, P14, P27: with a governance rule (the model path), a plain
+    call, a tool error, a structured result the rule rewrites, a refusal and
+    a hidden tool answer and audit alike with the lane on (kernel-free and
+    through the kernel) and off; a call whose client declares the tasks
+    extension (S10: a task may answer it) is the SDK's."""
+    tasks = {"extensions": {TASKS_EXTENSION: {}}}
+    declaring = _call(6, "echo", {"word": "t"})
+    declaring[0]["params"]["_meta"] = {
+        **ENVELOPE,
+        "io.modelcontextprotocol/clientCapabilities": tasks,
+    }
+    cases = [
+        _call(1, "echo", {"word": "hi"}),
+        _call(2, "explode", {}),
+        _call(3, "record", {"name": "ada"}),
+        _call(4, "forbidden", {}),
+        _call(5, "hidden", {}),
+        declaring,
+    ]
+    modes: list[tuple[bool, bool | None]] = [(False, None), (True, False), (True, True)]
+    rows: dict[Any, list[Any]] = {mode: [] for mode in modes}
+    answers = {}
+    counts = {}
+    for fast, kernel in modes:
+        mode = (fast, kernel)
+        answers[mode], counts[mode] = await _answers(
+            _governed(rows[mode]), cases, fast, kernel=kernel
+        )
+    off = answers[(False, None)]
+    assert [off, off] == [answers[(True, False)], answers[(True, True)]]
+    finished = [_finished(rows[mode]) for mode in modes]
+    assert [finished[0], finished[0]] == finished[1:]
+    assert [0, 5, 5] == [counts[mode] for mode in modes]
+    assert "HI" == off[1][2]["result"]["content"][0]["text"]
+    assert "***-**-****" == off[3][2]["result"]["structuredContent"]["ssn"]
+    assert off[4][2]["result"]["isError"]
+    assert "T" == off[6][2]["result"]["content"][0]["text"]
+
+
+def _span_lines(script: list[str]) -> list[Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.unit.gateway.proxy_lane_traced", *script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines() if line]
+
+
+def test_p25_with_a_tracer_provider_the_lanes_calls_carry_the_sdks_span() -> None:
+    """P25: in a process with a tracer provider set, a plain call the lane
+    answers records the SDK's server span for it, the same span (name, kind,
+    attributes) as with the lane off."""
+    with http_upstream() as upstream:
+        on, off = _span_lines([upstream])
+    assert (1, 0) == (on["answered"], off["answered"])
+    assert off["spans"] == on["spans"]
+    assert [["tools/call echo", "SpanKind.SERVER"]] == [s[:2] for s in on["spans"]]
+    assert "execute_tool" == on["spans"][0][2]["gen_ai.operation.name"]
+    assert "HI" == on["text"] == off["text"]
+
+
 async def test_p25_a_handshake_era_session_is_not_the_http_lanes() -> None:
     """P25: a call in an ``initialize`` session goes the SDK transport's way
     (its SSE answer), the lane untouched."""
@@ -205,7 +305,8 @@ async def test_p25_a_handshake_era_session_is_not_the_http_lanes() -> None:
 
 
 def _param_server() -> LowServer[Any]:
-    """An upstream whose tool declares an ``Mcp-Param-Region`` header."""
+    """An upstream whose tool ``route`` declares an ``Mcp-Param-Region``
+    header, and whose tool ``plain`` declares none."""
     tool = types.Tool(
         name="route",
         input_schema={
@@ -213,9 +314,13 @@ def _param_server() -> LowServer[Any]:
             "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
         },
     )
+    plain = types.Tool(
+        name="plain",
+        input_schema={"type": "object", "properties": {"region": {"type": "string"}}},
+    )
 
     async def listed(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
+        return types.ListToolsResult(tools=[tool, plain])
 
     async def called(ctx: Any, params: Any) -> types.CallToolResult:
         region = (params.arguments or {}).get("region")
@@ -227,9 +332,10 @@ def _param_server() -> LowServer[Any]:
 
 
 async def test_p25_mcp_param_headers_are_checked_as_the_sdk_checks_them() -> None:
-    """P25: with the tool's schema listed through the proxy, a call whose
+    """P25: with the tools' schemas listed through the proxy, a call whose
     ``Mcp-Param-Region`` header agrees is the lane's; one that disagrees or
-    is missing is refused by the SDK, on and off alike."""
+    is missing is refused by the SDK, on and off alike; a header a tool does
+    not declare is checked by nothing (the lane's, as the SDK passes it)."""
     listing = {
         "jsonrpc": "2.0",
         "id": 100,
@@ -248,6 +354,7 @@ async def test_p25_mcp_param_headers_are_checked_as_the_sdk_checks_them() -> Non
         _with(_call(1, "route", args), ("mcp-param-region", "eu")),
         _with(_call(2, "route", args), ("mcp-param-region", "us")),
         _call(3, "route", args),
+        _with(_call(4, "plain", args), ("mcp-param-region", "us")),
     ]
     answers = {}
     counts = {}
@@ -256,9 +363,10 @@ async def test_p25_mcp_param_headers_are_checked_as_the_sdk_checks_them() -> Non
             McpProxy(_param_server()), cases, fast
         )
     assert answers[False] == answers[True]
-    assert (1, 0) == (counts[True], counts[False])
+    assert (2, 0) == (counts[True], counts[False])
     assert "eu" == answers[True][2][2]["result"]["content"][0]["text"]
     assert {400} == {answers[True][n][0] for n in (3, 4)}
+    assert "eu" == answers[True][5][2]["result"]["content"][0]["text"]
 
 
 def _erring() -> LowServer[Any]:
