@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import anyio
 
 from .._uvicorn import Server, server_config, serving
+from ..fast import OneWriteProtocol
 from ._http import LOOPBACK, ProxyHttpApp, SessionHost
 
 log = logging.getLogger("helmlog.proxy")
@@ -55,7 +56,8 @@ async def http_server(
     app = ProxyHttpApp(proxy)
     if host not in LOOPBACK:
         app.allowed_hosts += [host, f"{host}:*"]
-    server = Server(server_config(app, host=host, port=port))
+    # P25: the same bytes, an answer's head and body in one write (``gateway.fast``)
+    server = Server(server_config(app, host=host, port=port, http=OneWriteProtocol))
     async with serving(server, name="the HTTP proxy") as bound:
         shown = "127.0.0.1" if host == "0.0.0.0" else host
         yield f"http://{shown}:{bound}/mcp"
