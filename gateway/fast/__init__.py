@@ -3,24 +3,19 @@
 Pattern: each takes only a plain ``tools/call`` (no progress token, no task)
          and hands every other message to the SDK unchanged: ``ServingLane``
          runs a stdio line through the SDK's kernel without its dispatcher,
-         ``HttpLane`` a 2026-era POST without its HTTP entry, running the
-         kernel's steps for that method itself (the kernel, its span
-         included, where a tracer provider is set);
-         ``FastPosts`` is one raw POST on ``wire.HttpWire`` (kept-alive
-         HTTP/1.1 carrying the upstream client's settings) or on that
+         ``HttpLane`` a 2026-era POST without its entry (the kernel's steps
+         run itself); ``FastPosts`` is one raw POST on ``wire.HttpWire``
+         (kept-alive HTTP/1.1, the upstream client's settings) or on that
          ``httpx2`` client; ``RawCalls`` a raw call on a stdio child's pipes;
-         ``OneWriteProtocol`` serves the HTTP proxy with an answer's head and
-         body in one write.
+         ``OneWriteProtocol`` writes an HTTP answer's head and body at once.
 Role:    gateway layer, under ``proxy`` and ``upstream``; ``fast_calls =
          False`` (proxy), ``Upstream.fast``/``.wire = False`` take the SDK's.
 Emits:   nothing of their own.
 
-Laws: P25, P20, P26; differential tests run the same calls with the paths on
-and off and compare answers and audit rows whole (test_proxy_lane.py,
-test_proxy_lane_http.py, test_proxy_fast.py, test_upstream_raw.py,
-test_upstream_wire.py: both eras, errors, cancels, an upstream killed
-mid-call, https; test_proxy_one_write.py: the raw bytes). Why kept: each
-pays in bench/proxy.py (figures and method: docs/design.md, the proxy).
+Laws: P25, P20, P26; differential tests compare answers and audit rows with
+the paths on and off (test_proxy_lane*.py, test_proxy_fast.py,
+test_upstream_raw.py, test_upstream_wire.py; test_proxy_one_write.py: the
+raw bytes). Why kept: each pays in bench/proxy.py (docs/design.md, the proxy).
 """
 
 from .http_lane import HttpLane

@@ -1,27 +1,22 @@
 """The HTTP lane: a plain 2026-07-28 ``tools/call`` POST beside the SDK's entry.
 
 Pattern: ``HttpLane.route`` claims a POST whose body is a plain ``tools/call``
-         (no progress token, no task, no tasks extension declared) that
-         passes every check the SDK's ``handle_modern_request`` makes before
-         its kernel (content type, Accept, routing headers given once, the
-         envelope ladder, the ``Mcp-Param-*`` headers); ``answer`` runs the
-         kernel's steps for that one method (surface and params validation,
-         the session's handler, the result shaping of ``ServerRunner`` on one
-         template server) and writes the SDK's JSON answer. With a tracer
-         provider set it runs the kernel itself (``serve_one``: its span).
-         Anything else, a refusal included, is left to ``handle_modern_request``.
+         (no progress token, no task, no tasks extension) that passes every
+         check the SDK's ``handle_modern_request`` makes before its kernel
+         (content type, Accept, routing headers given once, the envelope
+         ladder, ``Mcp-Param-*`` headers); ``answer`` runs the kernel's steps
+         for that method (validation, the session's handler, ``ServerRunner``'s
+         shaping on one template server), the kernel itself where a tracer
+         provider is set (its span), and writes the SDK's JSON answer.
 Role:    gateway layer; ``ProxyHttpApp`` hands it each 2026-era request in
-         its own session (P17, P18 unchanged); ``McpProxy.fast_calls`` off.
+         its own session (P17, P18); ``McpProxy.fast_calls`` off.
 Emits:   nothing of its own; the session's route records and tells.
 
-Laws: P25 (the answer, errors included, is the SDK's: ``test_proxy_lane_http.py``
-compares them whole with the lane on and off, kernel-free and through the
-kernel), P20 (the same handler runs, the same audit rows).
+Laws: P25 (the SDK's answer, errors included: ``test_proxy_lane_http.py``,
+lane on and off, with and without the kernel), P20 (the same rows).
 
-Why: the entry re-reads and re-parses the body (json, pydantic), builds its
-security settings and a pydantic answer per request; its kernel a session,
-a connection and its exit stack, a per-request ``Server`` and a span that
-records nothing without a tracer provider (bench/proxy.py).
+Why: the entry re-parses the body and answers through pydantic; its kernel
+makes a session, a connection, a ``Server`` and a span per request.
 """
 
 from __future__ import annotations
