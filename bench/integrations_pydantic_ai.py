@@ -14,6 +14,8 @@ governance adds (the walks, the record on the memory store, the model
 requests and replies recorded, the turn opened and finished), split into
 Pydantic AI hosting a capability with these hooks at all (the pass-through)
 and helmlog's work. Shapes: 1 and 10 calls per reply. Target: <= 10%.
+The ratio is paired: each repetition's governed figure over the bare one
+taken beside it (order alternated), the median over repetitions.
 
 Why CPU time (``process_time``): the bench shares a loaded machine; wall time
 there measures the neighbours. Everything runs on the event loop's thread
@@ -49,7 +51,7 @@ from helmlog.integrations import Governance
 from helmlog.integrations.pydantic_ai import HelmlogCapability
 from helmlog.runtime.providers import framework_model
 
-REPETITIONS = 9
+REPETITIONS = 11
 CALL_WORK = 200  # tool calls per timed repetition, whatever the shape
 WARMUP_CALL_WORK = 100
 SHAPES = (1, 10)  # tool calls per model reply
@@ -182,10 +184,20 @@ async def measure() -> dict[str, Any]:
     cases = [c for triple in triples for c in triple]
     for case in cases:
         await case.warm_up()
-    for _ in range(REPETITIONS):
-        for case in cases:
+    for rep in range(REPETITIONS):
+        # Alternate the order, so a burst of load lands on every case alike.
+        for case in cases if rep % 2 == 0 else cases[::-1]:
             gc.collect()
             await case.sample()
+
+    def paired(case: Case, bare: Case) -> float:
+        """Median over repetitions of this case's per-call cost over the bare
+        one's taken beside it, less 1: steadier on a loaded machine than a
+        ratio of two medians (a burst of load on one case alone moves that)."""
+        return statistics.median(
+            c / b - 1 for c, b in zip(case.samples, bare.samples, strict=True)
+        )
+
     shapes: dict[str, Any] = {}
     for bare, hosted, governed in triples:
         added = governed.us_per_call - bare.us_per_call
@@ -194,10 +206,12 @@ async def measure() -> dict[str, Any]:
             "framework_us_per_call": round(bare.us_per_call, 1),
             "governed_us_per_call": round(governed.us_per_call, 1),
             "added_us_per_call": round(added, 1),
-            "ratio": round(added / bare.us_per_call, 3),
+            # Paired within each repetition, then the median (``paired``).
+            "ratio": round(paired(governed, bare), 3),
             "of_which_capability_hosting_us": round(hosting, 1),
             "of_which_helmlog_us": round(added - hosting, 1),
             "helmlog_ratio": round((added - hosting) / bare.us_per_call, 3),
+            "hosting_ratio": round(paired(hosted, bare), 3),
         }
     return {
         "bench": "integrations_pydantic_ai",
