@@ -44,6 +44,9 @@ from .wire import DRIVER_ERRORS, Arg, ReplyLostError
 log = logging.getLogger("helmlog.events")
 
 _MARKS_MAX: Final = 4_096
+_HEAD_SIGNED: Final = HeadSigned.type
+# Index operations an append's caller waits for (read your writes).
+_ACKED: Final = frozenset({"A", "R", "C"})
 
 
 class Appender:
@@ -164,7 +167,8 @@ class Appender:
         """Both appends meet here, with what the registry keeps (R25, R26)."""
         # R26: marked before this version's first append lands, so no head
         # record this store writes sits on an unmarked store.
-        await self._registry.mark_format()
+        if not self._registry.format_marked:
+            await self._registry.mark_format()
         seq = await self._append(session_id, records, expected_seq, prev_hash, stamped)
         if expected_seq == 0:
             await self._registry.register(session_id)
@@ -190,16 +194,22 @@ class Appender:
             "EVALSHA", APPEND_SHA, *append_keys(session_id, expected_seq),
             expected_seq, prev_hash, token, head,
         ]  # fmt: skip
-        relevant = False
+        # One pass over the batch: its arguments, and which kinds it holds
+        # (what the index, the facts and the log of heads need from it).
+        push = args.append
+        relevant = signed = False
         seq = expected_seq
         for record in records:
             seq += 1
             if record.seq != seq:
                 raise ValueError(f"record seq {record.seq} does not follow {seq - 1}")
-            args.append(record.data)
-            args.append(record.hash)
-            if type_of(record) in RELEVANT_TYPES:
+            push(record.data)
+            push(record.hash)
+            kind = record.type or type_of(record)
+            if kind in RELEVANT_TYPES:
                 relevant = True
+            elif kind == _HEAD_SIGNED:
+                signed = True
         after = fact_ops(session_id, records, stamped)
         premark: Op | None = None
         delta = delta_of(session_id, records) if relevant else None
@@ -230,9 +240,9 @@ class Appender:
             loop.create_future(),
         )
         item.token, item.last_seq = token, last.seq
-        signed = [r for r in records if type_of(r) == HeadSigned.type]
         if signed and self.headlog is not None:
-            item.heads = (signed[-1].seq, signed[-1].hash, head_leaves(signed))
+            heads = [r for r in records if type_of(r) == _HEAD_SIGNED]
+            item.heads = (heads[-1].seq, heads[-1].hash, head_leaves(heads))
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
@@ -448,8 +458,13 @@ class Appender:
             # waits, and the open mark stays for publish_facts to settle.
             after = [op for op in after if op[0] != "C"]
         n = self._backend.shard(sid)
-        self._outbox.ops.extend((n, op) for op in after)
-        if any(op[0] in ("A", "R", "C") for op in after):
+        ops = self._outbox.ops
+        indexed = False
+        for op in after:
+            ops.append((n, op))
+            if op[0] in _ACKED:
+                indexed = True
+        if indexed:
             # Read your writes: the caller sees its ask or closed turn in
             # the index once we return (facts alone may lag, R4).
             self._acks.append((future, seq))

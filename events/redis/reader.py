@@ -133,7 +133,7 @@ class Reader:
                     continue
                 wait_ms = max(1, int((deadline - loop.time()) * 1000))
                 keys = [keys[0] for keys in self._backend.shards]
-                reply = await self._backend.routes.one(
+                reply = await self._backend.routes.alone(
                     keys[0], "XREAD", "BLOCK", min(wait_ms, BLOCK_SLICE_MS),
                     "STREAMS", *keys, *positions,
                 )  # fmt: skip

@@ -41,6 +41,11 @@ class Registry:
         # format; a store marked once stays marked, so True is never re-read.
         self._format_marked = False
 
+    @property
+    def format_marked(self) -> bool:
+        """Whether this instance has marked (or seen marked) the format."""
+        return self._format_marked
+
     async def mark_format(self) -> None:
         """Mark the store as one that writes heads, once per instance (R26)."""
         if not self._format_marked:

@@ -26,6 +26,7 @@ from redis.crc import key_slot
 from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from .coalesce import Coalescer
 from .options import StoreOptions
 from .scripts import SCRIPTS
 from .wire import DRIVER_ERRORS, Arg, Command, Wire
@@ -48,6 +49,7 @@ class Routes:
         self.slots: list[Wire] = []
         self._lock = asyncio.Lock()
         self._owned: list[aioredis.ConnectionPool] = []
+        self._coalescer = Coalescer(self.call)
 
     async def prepare(self) -> None:
         """Learn the topology once: standalone, or the cluster's slot map."""
@@ -208,6 +210,12 @@ class Routes:
         return reply
 
     async def one(self, key: str, *command: Arg) -> Any:
+        """One command's reply, sent with other callers' in one round trip
+        (``coalesce.py``); never a blocking command (``alone`` sends those)."""
+        return await self._coalescer.one(key, command)
+
+    async def alone(self, key: str, *command: Arg) -> Any:
+        """One command in a round trip of its own (a blocking ``XREAD``)."""
         reply = (await self.call([(key, command)]))[0]
         if isinstance(reply, BaseException):
             raise reply

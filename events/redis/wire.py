@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import select
 from collections.abc import Sequence
 from typing import Any, Final
 
 import hiredis
 import redis.asyncio as aioredis
+from redis._parsers import _AsyncHiredisParser
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
     MaxConnectionsError,
@@ -73,10 +75,27 @@ def _closed_by_peer(conn: Any) -> bool:
     """Whether the server closed a pooled connection we have not written to.
 
     Read from the connection's stream reader (redis-py keeps it as
-    ``_reader``): end of stream, or a reset, already seen by the event loop.
+    ``_reader``): end of stream, or a reset, already seen by the event loop;
+    else from the socket itself, which an idle connection's server has
+    written nothing to unless it closed it (its end of stream has arrived,
+    and the loop may not have read it yet when round trips come in quick
+    succession).
     """
     reader = getattr(conn, "_reader", None)
-    return reader is not None and (reader.at_eof() or reader.exception() is not None)
+    if reader is None:
+        return False
+    if reader.at_eof() or reader.exception() is not None:
+        return True
+    writer = getattr(conn, "_writer", None)
+    sock = writer.get_extra_info("socket") if writer is not None else None
+    if sock is None:
+        return False
+    poller = select.poll()
+    try:
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True  # the descriptor is gone: the connection with it
 
 
 def _marked(replies: list[Any], name: str, only: Sequence[int] | None = None) -> None:
@@ -91,6 +110,40 @@ def _marked(replies: list[Any], name: str, only: Sequence[int] | None = None) ->
     for i in range(len(replies)) if only is None else only:
         if isinstance(replies[i], ResponseError):
             replies[i] = _lost(name, replies[i])
+
+
+async def _replies(conn: Any, n: int) -> list[Any]:
+    """The next ``n`` replies on ``conn``, raw (stored bytes stay bytes), an
+    error reply in its command's place as a ``ResponseError``.
+
+    Read from the connection's own hiredis parser (redis-py keeps it as
+    ``_parser``; the connection's ``read_response`` wraps each reply in a
+    timeout and health bookkeeping the round trip's one deadline replaces);
+    a connection without it is read through ``read_response``.
+    """
+    replies: list[Any] = []
+    parser = getattr(conn, "_parser", None)
+    if not isinstance(parser, _AsyncHiredisParser):
+        for _ in range(n):
+            try:
+                # math.inf: no per-read timeout (the round trip has one).
+                replies.append(
+                    await conn.read_response(disable_decoding=True, timeout=math.inf)
+                )
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+    read = parser.read_response
+    push = replies.append
+    try:
+        for _ in range(n):
+            # An error reply comes back as its ResponseError; a broken
+            # connection (and LOADING, a ConnectionError) is raised.
+            push(await read(disable_decoding=True))
+    except OSError as exc:
+        # The socket failed mid-read: what redis-py's read_response says.
+        raise RedisConnectionError(f"Error while reading a reply: {exc}") from exc
+    return replies
 
 
 class Wire:
@@ -159,22 +212,11 @@ class Wire:
                 # until every reply has come.
                 sent = True
                 await conn.send_packed_command(packed, check_health=False)
-                replies: list[Any] = []
                 # One deadline (the socket timeout) for the whole round trip,
                 # not one per reply: redis-py's per-read timeout costs more
                 # than parsing a reply (bench/ledger.py).
                 async with asyncio.timeout(conn.socket_timeout):
-                    for _ in commands:
-                        try:
-                            # Stored bytes stay bytes, whatever the client
-                            # decodes; math.inf: no per-read timeout.
-                            replies.append(
-                                await conn.read_response(
-                                    disable_decoding=True, timeout=math.inf
-                                )
-                            )
-                        except ResponseError as exc:
-                            replies.append(exc)
+                    replies = await _replies(conn, len(commands))
                 return replies, lost is not None
             except RedisConnectionError as exc:
                 await conn.disconnect()
