@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+import msgspec
+
 try:
     from agents import (
         Agent,
@@ -174,18 +176,25 @@ def _compared(arguments: Any) -> Any:
     return _parsed(arguments) if isinstance(arguments, str) else _args(arguments)
 
 
-def _groups(
-    items: Sequence[Any], parse: Callable[[Any], Any] = _args
-) -> list[tuple[Message | None, list[int]]]:
-    """SDK items grouped into helmlog messages, with the items each came from.
+class _Grouper:
+    """SDK items grouped into helmlog messages, one item at a time.
 
     An assistant text and the calls it proposed are one helmlog message (one
     model reply); items helmlog has no message for (system prompts, reasoning,
-    hosted tools) are ``(None, [index])``.
+    hosted tools) are ``(None, [index])``. ``keys`` are the items' JSON as
+    last grouped (``_regrouped``), ``None`` when they were not all JSON.
     """
-    groups: list[tuple[Message | None, list[int]]] = []
-    names: dict[str, str] = {}
-    for index, item in enumerate(items):
+
+    __slots__ = ("groups", "keys", "names", "parse")
+
+    def __init__(self, parse: Callable[[Any], Any] = _args) -> None:
+        self.groups: list[tuple[Message | None, list[int]]] = []
+        self.names: dict[str, str] = {}
+        self.keys: list[bytes] | None = None
+        self.parse = parse
+
+    def add(self, index: int, item: Any) -> None:
+        groups = self.groups
         kind = _field(item, "type")
         role = _field(item, "role")
         last = groups[-1] if groups else None
@@ -193,9 +202,9 @@ def _groups(
             call = ToolCallRequest(
                 id=str(_field(item, "call_id")),
                 name=str(_field(item, "name")),
-                args=parse(_field(item, "arguments")),
+                args=self.parse(_field(item, "arguments")),
             )
-            names[call.id] = call.name
+            self.names[call.id] = call.name
             if last is not None and last[0] is not None and last[0].role == "assistant":
                 message = last[0]
                 groups[-1] = (
@@ -217,7 +226,7 @@ def _groups(
                         role="tool",
                         content=_text(output),
                         tool_call_id=call_id,
-                        tool_name=names.get(call_id),
+                        tool_name=self.names.get(call_id),
                     ),
                     [index],
                 )
@@ -242,7 +251,45 @@ def _groups(
                 groups.append((Message(role="assistant", content=text), [index]))
         else:
             groups.append((None, [index]))
-    return groups
+
+
+def _groups(
+    items: Sequence[Any], parse: Callable[[Any], Any] = _args
+) -> list[tuple[Message | None, list[int]]]:
+    """SDK items grouped into helmlog messages, with the items each came from
+    (``_Grouper``)."""
+    grouper = _Grouper(parse)
+    for index, item in enumerate(items):
+        grouper.add(index, item)
+    return grouper.groups
+
+
+_JSON = msgspec.json.Encoder()
+
+
+def _regrouped(items: Sequence[Any], last: _Grouper | None) -> _Grouper:
+    """``items`` grouped for comparison, continuing ``last`` (the same run's
+    previous model call) when its items are, as JSON, the start of these.
+
+    Why: the SDK sends the whole history again before every model call, grown
+    at its end; grouping it all each time was the adapter's largest cost per
+    call. Grouping is a function of the items' content, taken in order, so
+    continuing from an equal prefix gives what grouping them all gives. Items
+    that are not all JSON are grouped in full, every time.
+    """
+    try:
+        keys: list[bytes] | None = [_JSON.encode(item) for item in items]
+    except (TypeError, ValueError):  # not JSON (msgspec.EncodeError is one)
+        keys = None
+    done = 0 if last is None or last.keys is None or keys is None else len(last.keys)
+    if done and keys is not None and last is not None and keys[:done] == last.keys:
+        grouper = last
+    else:
+        grouper, done = _Grouper(_compared), 0
+    for index in range(done, len(items)):
+        grouper.add(index, items[index])
+    grouper.keys = keys
+    return grouper
 
 
 def to_messages(items: str | Sequence[Any]) -> tuple[Message, ...]:
@@ -297,7 +344,7 @@ def _same(a: Message, b: Message) -> bool:
 
 
 def _model_view(
-    plan: Sequence[Message], items: Sequence[Any]
+    plan: Sequence[Message], items: Sequence[Any], run: _Run | None = None
 ) -> list[TResponseInputItem]:
     """The SDK's input rewritten to what helmlog decided the model sees.
 
@@ -308,21 +355,25 @@ def _model_view(
     given less history than the session holds) the plan is the input, after
     any leading system items.
     """
-    groups = _groups(items, _compared)
-    messages = [(m, at) for m, at in groups if m is not None]
-    if len(messages) == len(plan):
+    if run is None:
+        groups = _groups(items, _compared)
+    else:
+        run.grouped = _regrouped(items, run.grouped)
+        groups = run.grouped.groups
+    if sum(1 for m, _ in groups if m is not None) == len(plan):
         out: list[Any] = []
         position = 0
         for message, at in groups:
-            if message is None:
-                out.extend(items[i] for i in at)
-                continue
-            target = plan[position]
-            position += 1
-            if message == target or _same(message, target):
-                out.extend(items[i] for i in at)
+            if message is not None:
+                target = plan[position]
+                position += 1
+                if not (message == target or _same(message, target)):
+                    out.extend(to_input_items([target]))
+                    continue
+            if len(at) == 1:
+                out.append(items[at[0]])
             else:
-                out.extend(to_input_items([target]))
+                out.extend([items[i] for i in at])
         return out
     leading: list[Any] = []
     for message, at in groups:
@@ -447,6 +498,8 @@ class _Run:
     admitted: dict[str, Admitted] = dataclasses.field(default_factory=dict)
     refused: dict[str, Refused] = dataclasses.field(default_factory=dict)
     llm_started: float = 0.0
+    # The SDK's input as grouped for the last model call (``_regrouped``).
+    grouped: _Grouper | None = None
 
     async def attach(self) -> SteeredTurn:
         """The session's open turn (opened by the input guardrail, or re-attached
@@ -515,7 +568,7 @@ async def _model_input(data: CallModelData[Any]) -> ModelInputData:
     plan = await turn.model_request()
     run.llm_started = time.monotonic()
     return ModelInputData(
-        input=_model_view(plan, data.model_data.input),
+        input=_model_view(plan, data.model_data.input, run),
         instructions=data.model_data.instructions,
     )
 

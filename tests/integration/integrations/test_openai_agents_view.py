@@ -1,0 +1,99 @@
+"""The Agents SDK adapter groups a run's growing input once, with the same result.
+
+Pattern: the SDK's own input items (plain dicts, as ``Runner`` hands them to
+         ``call_model_input_filter``) grown call by call, grouped through the
+         run's kept grouping (``_regrouped``) and from scratch (``_groups``);
+         the model's view built from either must be the same.
+Role:    tests for ``helmlog.integrations.openai_agents``'s model view.
+Emits:   nothing.
+
+Laws: issue 27 item 2 (the window moment: the model sees helmlog's plan, an
+admitted input in place of the user's), item 5 (one record), and the bench
+figure (grouping the whole history before every model call was the
+adapter's largest cost per call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helmlog.events import Message, ToolCallRequest
+from helmlog.integrations import openai_agents as oa
+
+
+def _history(n: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [{"role": "user", "content": "look up c0..c9"}]
+    for i in range(n):
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": f"c{i}",
+                "name": "lookup_order",
+                "arguments": f'{{"order_id":"{i}"}}',
+            }
+        )
+        items.append(
+            {"type": "function_call_output", "call_id": f"c{i}", "output": f"order {i}"}
+        )
+    return items
+
+
+def _plan(items: list[dict[str, Any]], user: str) -> tuple[Message, ...]:
+    grouped = [m for m, _ in oa._groups(items) if m is not None]
+    return (Message(role="user", content=user), *grouped[1:])
+
+
+def test_a_run_s_kept_grouping_gives_what_grouping_afresh_gives() -> None:
+    """Issue 27 item 2: each call's view equals the view grouped from scratch,
+    and the admitted input replaces the user's at every call."""
+    run = oa._Run(session=None)  # type: ignore[arg-type]
+    for n in range(6):
+        items = _history(n)
+        plan = _plan(items, "look up [scrubbed]")
+        kept = oa._model_view(plan, items, run)
+        fresh = oa._model_view(plan, items)
+        assert kept == fresh
+        assert kept[0] == {"role": "user", "content": "look up [scrubbed]"}
+        assert kept[1:] == items[1:]
+        assert run.grouped is not None and run.grouped.keys is not None
+        assert len(run.grouped.keys) == len(items)
+
+
+def test_an_input_that_does_not_extend_the_last_is_grouped_again() -> None:
+    """Issue 27 item 2: a changed earlier item (a trimmed or rewritten
+    history) is never read from the kept grouping."""
+    run = oa._Run(session=None)  # type: ignore[arg-type]
+    items = _history(3)
+    oa._model_view(_plan(items, "look up c0..c9"), items, run)
+    changed = [dict(item) for item in items]
+    changed[2]["output"] = "order 0, corrected"
+    plan = _plan(changed, "look up c0..c9")
+    view = oa._model_view(plan, changed, run)
+    assert view == changed
+    assert run.grouped is not None
+    tool = [m for m, _ in run.grouped.groups if m is not None][2]
+    assert tool == Message(
+        role="tool",
+        content="order 0, corrected",
+        tool_call_id="c0",
+        tool_name="lookup_order",
+    )
+
+
+def test_items_that_are_not_json_are_grouped_in_full_every_time() -> None:
+    """Issue 27 item 2: an item the cache cannot key (not JSON) still groups."""
+    run = oa._Run(session=None)  # type: ignore[arg-type]
+
+    class Opaque:
+        type = "reasoning"
+        role = None
+
+    items: list[Any] = [*_history(1), Opaque()]
+    plan = _plan(_history(1), "look up c0..c9")
+    view = oa._model_view(plan, items, run)
+    assert view == items
+    assert run.grouped is not None and run.grouped.keys is None
+    calls = [m for m, _ in run.grouped.groups if m is not None][1].tool_calls
+    assert calls == (
+        ToolCallRequest(id="c0", name="lookup_order", args={"order_id": "0"}),
+    )
