@@ -10,7 +10,9 @@ Measures: (a) a governed one-tool turn (3 ``allow()`` before-tool, 1
 transform after-tool); (b) the same with no links (G11); (c) µs per call
 when a reply proposes 1, 10 or 100 calls; (d) the same turn in LangChain
 v1 and the OpenAI Agents SDK where installed (bench/sessions.py's cases).
-Targets: <= 500 µs per governed turn; N=100 per call within 1.3x of N=10.
+Targets (issue 29 item 3): <= 150 µs per governed turn, >= 25x LangChain v1
+and >= 15x the OpenAI Agents SDK on the same turn in one run; N=100 per call
+within 1.3x of N=10.
 
 Why ``AnswerModel`` and not the scripted provider: the model is measured
 the way the peers' are. LangChain's and the Agents SDK's turns run on their
@@ -40,7 +42,7 @@ TURN_WORK = 300  # tool calls per timed repetition, whatever the batch size
 WARMUP_TURN_WORK = 200
 PEER_TURN_WORK = 40  # a peer's turns per repetition (each costs milliseconds)
 BATCH_SIZES = (1, 10, 100)
-TARGET_US_PER_TURN = 500.0
+TARGET_US_PER_TURN = 150.0
 TARGET_RATIO = 1.3
 ANSWER = "Done."
 

@@ -57,6 +57,9 @@ from ._turn_events import (
     WindowCompacted,
 )
 
+# One empty set every folder shares until it holds a seq (never mutated).
+_NO_SEQS: frozenset[int] = frozenset()
+
 
 class Folder:
     """The mutable accumulator behind ``fold``; ``apply`` one event at a time."""
@@ -95,13 +98,16 @@ class Folder:
         self.session_id = session_id
         self.history: list[Message] = []
         self.rows: list[MiddlewareDecision] = []
-        self.window_records: list[WindowCompacted] = []
+        # Containers most sessions never fill start as empty immutables and
+        # become a list or set on first use: a resident session is a few
+        # objects fewer for the collector to walk (issue 29).
+        self.window_records: list[WindowCompacted] | tuple[()] = ()
         self.pending: PendingPause | None = None
         self.pause_checkpoint: Checkpoint | None = None
         # The last conversation checkpoint's seq, and that checkpoint once built.
         self._conversation_seq: int | None = None
         self._conversation: Checkpoint | None = None
-        self.unknown: list[tuple[int, str]] = []
+        self.unknown: list[tuple[int, str]] | tuple[()] = ()
         self.last_seq = 0
         self.turn = 0
         self.iteration = 0
@@ -115,9 +121,9 @@ class Folder:
         # (traceparent, tracestate) of the current turn, as last recorded.
         self.trace: tuple[str, str] = ("", "")
         self.dispatched: dict[str, ToolDispatched] = {}
-        self.resolved_pauses: set[int] = set()
+        self.resolved_pauses: set[int] | frozenset[int] = _NO_SEQS
         # Every pause.request seq, so a checkpoint naming another seq is known forged.
-        self.pause_seqs: set[int] = set()
+        self.pause_seqs: set[int] | frozenset[int] = _NO_SEQS
         # seq -> (base checkpoint's seq or None, messages added, original input)
         self._history_at: dict[
             int, tuple[int | None, tuple[Message, ...], str | None]
@@ -295,7 +301,10 @@ class Folder:
         original_input: str | None,
         detail: Any,
     ) -> None:
-        self.pause_seqs.add(seq)
+        if isinstance(self.pause_seqs, set):
+            self.pause_seqs.add(seq)
+        else:
+            self.pause_seqs = {seq}
         self._asking_source = ev.tool_source if isinstance(ev, PauseRequested) else None
         self.pending, self.pause_checkpoint = pause_of(
             self.session_id, seq, ev, call, history, original_input, detail
@@ -326,7 +335,10 @@ class Folder:
     def _pause_resumed(self, ev: PauseResumed) -> None:
         p = self.pending
         if p is not None:
-            self.resolved_pauses.add(p.seq)
+            if isinstance(self.resolved_pauses, set):
+                self.resolved_pauses.add(p.seq)
+            else:
+                self.resolved_pauses = {p.seq}
             approved = approval_of(p, self._asking_source, ev)
             if approved is not None:
                 self.approvals = (*self.approvals, approved)
@@ -351,10 +363,16 @@ class Folder:
         self._continued(ev)
 
     def _window(self, ev: WindowCompacted) -> None:
-        self.window_records.append(ev)
+        if isinstance(self.window_records, list):
+            self.window_records.append(ev)
+        else:
+            self.window_records = [ev]
 
     def _unknown(self, ev: UnknownEvent) -> None:
-        self.unknown.append((ev.seq or 0, ev.type))
+        if isinstance(self.unknown, list):
+            self.unknown.append((ev.seq or 0, ev.type))
+        else:
+            self.unknown = [(ev.seq or 0, ev.type)]
 
 
 def _shared_words(row: MiddlewareDecision) -> MiddlewareDecision:
