@@ -213,8 +213,9 @@ async def walk_tool_calls(
     denial (G64).
     """
     rows: list[MiddlewareDecision] = []
-    # The site's history and identity, deferred once for every context.
-    history = identity = None
+    # The site's history and identity, and the arguments until a transform
+    # replaces them, deferred once for every context that shares them.
+    history = identity = marked = None
     for index in range(start, len(links)):
         link = links[index]
         fn = link.on_tool_call
@@ -222,19 +223,23 @@ async def walk_tool_calls(
             continue
         if history is None:
             history, identity = deferred(site.history), deferred(site.identity)
+        if marked is None:
+            marked = deferred(args)
         ctx = call_context(
             site.tool_name,
             site.tool_source,
             site.tool_call_id,
             site.iteration,
-            deferred(args),
+            marked,
             history,
             identity,
             site.approvals,
         )
         out = await invoke(link.name, fn, ctx)
         if isinstance(out, Allow):
-            row, args = _tool_allow_row(site, "before-tool", link, out, args)
+            row, flowing = _tool_allow_row(site, "before-tool", link, out, args)
+            if flowing is not args:
+                args, marked = flowing, None
             rows.append(row)
             continue
         if isinstance(out, Ask) and not ask_allowed:
