@@ -164,24 +164,13 @@ class Appender:
         prev_hash: str,
         stamped: Sequence[Event] | None,
     ) -> int:
-        """Both appends meet here, with what the registry keeps (R25, R26)."""
+        """Both appends meet here, with what the registry keeps (R25, R26):
+        queue the append for the flusher and wait for its outcome (one
+        coroutine per append: a turn's four appends each resume it once)."""
         # R26: marked before this version's first append lands, so no head
         # record this store writes sits on an unmarked store.
         if not self._registry.format_marked:
             await self._registry.mark_format()
-        seq = await self._append(session_id, records, expected_seq, prev_hash, stamped)
-        if expected_seq == 0:
-            await self._registry.register(session_id)
-        return seq
-
-    async def _append(
-        self,
-        session_id: str,
-        records: Sequence[StoredEvent],
-        expected_seq: int,
-        prev_hash: str,
-        stamped: Sequence[Event] | None = None,
-    ) -> int:
         if self.closed:
             raise StoreError(f"the redis event store {self._backend.url} is closed")
         self._tokens += 1
@@ -246,19 +235,19 @@ class Appender:
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
-        return await self._outcome(item)
-
-    async def _outcome(self, item: QueuedAppend) -> int:
-        """Wait for an append's outcome; a caller cancelled before it was sent
-        takes it out of the queue (issue 29 item 5: never sent, so known not
-        to be in the stream). Once sent, it lands or not on its own; the
-        session's next writer reads the stream back (the journal, R24)."""
         try:
-            return await item.future
+            seq = await item.future
         except asyncio.CancelledError:
+            # A caller cancelled before its append was sent takes it out of
+            # the queue (issue 29 item 5: never sent, so known not to be in
+            # the stream). Once sent, it lands or not on its own; the
+            # session's next writer reads the stream back (the journal, R24).
             if item in self._queue:
                 self._queue.remove(item)
             raise
+        if expected_seq == 0:
+            await self._registry.register(session_id)
+        return seq
 
     async def _publish_before_close(self, session_id: str) -> None:
         try:
