@@ -539,6 +539,27 @@ def _field_owner(info: Any) -> Owner | None:
                 f"        changes[{field.name!r}] = replace(v, **w)",
             ]
             continue
+        item = getattr(field.type, "item_type", None)
+        if isinstance(field.type, mi.VarTupleType) and isinstance(item, mi.StructType):
+            # A tuple of structs (a message's tool calls): each item's fields
+            # inline, and a new tuple only when an item needed a copy.
+            item_fields = _field_owner(item)
+            if item_fields is None or not _unconstrained(field.type):
+                return None
+            scope[f"cls_{i}"], scope[f"fields_{i}"] = item.cls, item_fields
+            lines += [
+                "    if type(v) is not tuple: return NOT_SHOWN",
+                "    if v:",
+                "        items = []",
+                "        for x in v:",
+                f"            if type(x) is not cls_{i}: return NOT_SHOWN",
+                f"            c = fields_{i}(x, depth + 2)",
+                "            if c is NOT_SHOWN: return NOT_SHOWN",
+                "            items.append(replace(x, **c) if c else x)",
+                "        if changes is None: changes = {}",
+                f"        changes[{field.name!r}] = tuple(items)",
+            ]
+            continue
         owner = _owner(field.type)
         if owner is None:
             return None
