@@ -371,6 +371,8 @@ def _answer(
             content=outcome.text, tool_call_id=call.id, name=call.name, status=status
         )
     ran = _tool_message(out, call.id)
+    if ran.content == outcome.text and ran.status == status:
+        return out  # what the tool said is what the model reads: no copy
     message = ran.model_copy(update={"content": outcome.text, "status": status})
     if isinstance(out, ToolMessage):
         return message
