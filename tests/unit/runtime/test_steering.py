@@ -566,3 +566,26 @@ async def test_after_tool_for_a_call_not_admitted_is_refused() -> None:
         await turn.after_tool(mid, refund, "refunded")
     assert ("not-admitted", "c2") == (caught.value.reason, caught.value.tool_call_id)
     assert length == len(await agent.store.read("s1"))
+
+
+async def test_history_survives_eviction_and_reactivation_follows_the_stream() -> None:
+    """R6, R21 and issue 27 (a step keeps the fold by reference, not a copy):
+    a handle whose session was dropped between steps reads the history of its
+    last step; its next step re-activates the session from the stream, and a
+    step taken through another handle meanwhile is in what it reads."""
+    agent = build(framework_model("fw"))
+    steering = Steering(agent)
+    turn = await _proposed(steering, call("c1", "lookup_order", order_id="7"))
+    await turn.call_tool(call("c1", "lookup_order", order_id="7"), lookup_order)
+    seen = turn.history
+    assert [m.role for m in seen] == ["user", "assistant", "tool"]
+    assert agent.forget("s1") is True
+    assert agent.resident_count == 0
+    assert turn.history == seen  # the last step's fold, though dropped
+    other = await steering.turn("s1")  # re-activated from the stream
+    await other.model_request()
+    await other.model_reply("Order 7 is paid.")
+    await other.finish("Order 7 is paid.")
+    assert [m.role for m in turn.history] == ["user", "assistant", "tool", "assistant"]
+    stored = fold([r.decode() for r in await agent.store.read("s1")])
+    assert turn.history == tuple(stored.history)
