@@ -110,8 +110,12 @@ class Journal:
         # (first seq, last seq) of each append reported failed that landed,
         # as re-activation found them in the stream (R4, R5).
         self.reconciled: list[tuple[int, int]] = []
-        self._buffer: list[StoredEvent] = []
-        self._recorded: list[Event | UnknownEvent] = []  # the buffer, decoded
+        # The unflushed batch: empty tuples until an event is added, so an
+        # idle resident session's journal holds two containers fewer for the
+        # collector to walk (issue 29).
+        self._buffer: list[StoredEvent] | tuple[()] = ()
+        # The buffer's events, folded: what a reader decodes from the records.
+        self._recorded: list[Event | UnknownEvent] | tuple[()] = ()
         self._stored = stored_form
         self._served = served_form
         # Signed heads (issue 30): the store's signer (as it carries the chain
@@ -158,7 +162,7 @@ class Journal:
             self.folder = folder
             self.flushed_seq, self.last_hash = position
             self.next_seq = self.flushed_seq + 1
-            self._buffer, self._recorded = [], []
+            self._buffer, self._recorded = (), ()
             self.broken = self.fenced = False
             if stream:
                 await self._publish_facts()
@@ -195,7 +199,8 @@ class Journal:
     async def _sign_head(self, signer: HeadSigner) -> None:
         """Add the buffered batch's signed head when it ends a turn or records
         a pause (issue 30): one atomic append holds both."""
-        if not any(record.type in SIGN_AFTER for record in self._buffer):
+        buffer = self._buffer
+        if not buffer or not any(record.type in SIGN_AFTER for record in buffer):
             return
         if self._evidence[0] != self.flushed_seq:  # never activated
             # A journal that never read its stream (a fresh one over an old
@@ -206,8 +211,8 @@ class Journal:
             )
         # Invariant: ``_evidence`` may run ahead of ``flushed_seq`` only
         # inside ``flush``; a failed append re-activates, which recomputes it.
-        self._evidence = advance_digest(self._evidence, self._buffer)
-        last = self._buffer[-1]
+        self._evidence = advance_digest(self._evidence, buffer)
+        last = buffer[-1]
         keyed = self.store.chain_key is not None
         digest = self._evidence[1]
         self.add(signer.sign(self.session_id, last.seq, last.hash, digest, keyed=keyed))
@@ -332,8 +337,11 @@ class Journal:
             key=self.store.chain_key,
         )
         self.folder.apply(recorded)
-        self._buffer.append(record)
-        self._recorded.append(recorded)
+        if isinstance(self._buffer, list) and isinstance(self._recorded, list):
+            self._buffer.append(record)
+            self._recorded.append(recorded)
+        else:
+            self._buffer, self._recorded = [record], [recorded]
         self.next_seq += 1
         self.last_hash = record.hash
         return recorded
@@ -362,8 +370,10 @@ class Journal:
         signer = self._signer
         if signer is not None and signer.key is not None:
             await self._sign_head(signer)
-        records, self._buffer = self._buffer, []
-        recorded, self._recorded = self._recorded, []
+        records, recorded = self._buffer, self._recorded
+        self._buffer, self._recorded = (), ()
+        # Invariant: a buffer that holds events is a list (``add``).
+        assert isinstance(records, list) and isinstance(recorded, list)
         try:
             await self.store.append_sealed(self.session_id, records, self.flushed_seq)
         except SequenceConflictError:
@@ -492,4 +502,4 @@ class Journal:
 
     def discard(self) -> None:
         """Drop events not yet appended (they did not happen)."""
-        self._buffer, self._recorded = [], []
+        self._buffer, self._recorded = (), ()
