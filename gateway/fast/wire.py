@@ -1,6 +1,6 @@
 """Kept-alive HTTP/1.1 connections to one upstream origin, parsed by httptools.
 
-Pattern: a small pool over asyncio streams (``http://``, or ``https://`` with
+Pattern: a small pool of asyncio connections (``http://``, or ``https://`` with
          the ssl context httpx2 would make: ``create_ssl_context`` on the same
          settings); a request is one write, its answer parsed by ``httptools``
          and read to its end; a connection read whole goes back to the pool.
@@ -36,6 +36,7 @@ log = logging.getLogger("helmlog.proxy")
 IDLE_S = 4.0  # an idle connection older than this is closed, not reused
 MAX_IDLE = 16  # idle connections kept
 READ_BYTES = 65536
+_HELD = 2 * READ_BYTES  # unread body bytes past which reading pauses
 # httpx2's own headers the wire does not carry: it reads identity bodies,
 # and HTTP/1.1 keeps a connection alive without being asked.
 _NOT_CARRIED = frozenset({"accept-encoding", "connection"})
@@ -135,25 +136,76 @@ class _Parsed:
         self.complete = True
 
 
-class _Connection:
-    __slots__ = ("idle_since", "reader", "writer")
+class _Link(asyncio.Protocol):
+    """One connection's bytes, fed as they arrive to the answer being read
+    (``parsed``); the reader waits on ``waiter`` for bytes, an end or a
+    failure. Reading pauses while ``_HELD`` bytes of body wait unread."""
 
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parsed: _Parsed | None = None
+        self.fed = False  # bytes fed since the reader last looked
+        self.failure: WireError | None = None
+        self.ended = False
+        self.stray = False  # bytes came with no answer being read
+        self.paused = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        parsed = self.parsed
+        if parsed is None:
+            self.stray = True  # nothing asked for it: the connection is not reused
+            return
+        try:
+            parsed.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.failure = self.failure or WireError(f"not an HTTP answer: {exc}")
+        self.fed = True
+        if sum(len(c) for c in parsed.chunks) > _HELD and self.transport is not None:
+            self.transport.pause_reading()
+            self.paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        if exc is not None and self.failure is None:
+            self.failure = WireError(f"the connection failed: {exc}")
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Connection:
+    __slots__ = ("idle_since", "link", "transport")
+
+    def __init__(self, transport: asyncio.Transport, link: _Link) -> None:
+        self.transport = transport
+        self.link = link
         self.idle_since = time.monotonic()
 
     def usable(self) -> bool:
+        link = self.link
         return (
-            not self.reader.at_eof()
-            and not self.writer.is_closing()
+            not link.ended
+            and not link.stray
+            and link.failure is None
+            and not self.transport.is_closing()
             and time.monotonic() - self.idle_since < IDLE_S
         )
 
     def close(self) -> None:
-        self.writer.close()
+        self.transport.close()
 
 
 class WireResponse:
@@ -274,8 +326,9 @@ class HttpWire:
         released: WireResponse | None = None
         timeout = self.read_timeout_s
         try:
-            conn.writer.write(self._head(method, headers, len(body)) + body)
             parsed = _Parsed()
+            conn.link.parsed = parsed
+            conn.transport.write(self._head(method, headers, len(body)) + body)
             while not parsed.head_done:
                 await _feed(conn, parsed, timeout)
             response = WireResponse(conn, parsed, timeout)
@@ -301,6 +354,8 @@ class HttpWire:
         self._draining.pop(task, None)
 
     def _pool(self, conn: _Connection) -> None:
+        conn.link.parsed = None
+        conn.link.fed = False
         if not self._closed and len(self._idle) < MAX_IDLE:
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
@@ -351,21 +406,22 @@ class HttpWire:
         extra: dict[str, Any] = {}
         if self.ssl_context is not None:
             extra = {"ssl": self.ssl_context, "server_hostname": self.host}
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                reader, writer = await asyncio.open_connection(
-                    self.host, self.port, limit=READ_BYTES, **extra
+                transport, link = await loop.create_connection(
+                    _Link, self.host, self.port, **extra
                 )
         except TimeoutError:
             raise
         except (OSError, ssl.SSLError) as exc:
             raise WireError(f"cannot connect: {type(exc).__name__}: {exc}") from exc
         self.opened += 1
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             # One write per request, answered before the next: no Nagle wait.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Connection(reader, writer)
+        return _Connection(transport, link)
 
     async def aclose(self) -> None:
         """Close every idle connection (and stop reading released answers);
@@ -393,17 +449,38 @@ async def _told(rest: Callable[[bytes], Awaitable[None]], chunk: bytes) -> None:
 
 
 async def _feed(conn: _Connection, parsed: _Parsed, timeout_s: float | None) -> None:
-    """Read once from ``conn`` into ``parsed``."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            data = await conn.reader.read(READ_BYTES)
-    except TimeoutError:  # an OSError too, but not a failed connection
-        raise
-    except OSError as exc:
-        raise WireError(f"the connection failed: {exc}") from exc
-    if not data:
+    """Wait until bytes of ``conn`` have been fed to ``parsed`` (at most
+    ``timeout_s`` between two reads, as a read timeout measures).
+
+    Raises:
+        WireError: the connection failed or ended before the answer did, or
+            the bytes were not an HTTP answer.
+        TimeoutError: no byte arrived within ``timeout_s``.
+    """
+    link = conn.link
+    if not (link.fed or link.ended or link.failure is not None):
+        if link.paused:
+            link.paused = False
+            conn.transport.resume_reading()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        link.waiter = waiter
+        timer = (
+            None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter)
+        )
+        try:
+            await waiter
+        finally:
+            link.waiter = None
+            if timer is not None:
+                timer.cancel()
+    fed, link.fed = link.fed, False
+    if link.failure is not None:
+        raise link.failure
+    if not fed and link.ended:
         raise WireError("the server closed the connection before the answer ended")
-    try:
-        parsed.parser.feed_data(data)
-    except httptools.HttpParserError as exc:
-        raise WireError(f"not an HTTP answer: {exc}") from exc
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
