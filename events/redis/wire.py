@@ -90,6 +90,8 @@ def _closed_by_peer(conn: Any) -> bool:
     sock = writer.get_extra_info("socket") if writer is not None else None
     if sock is None:
         return False
+    if not hasattr(select, "poll"):
+        return False  # no poll(2) here (Windows): the loop's view above decides
     poller = select.poll()
     try:
         poller.register(sock.fileno(), select.POLLIN)
