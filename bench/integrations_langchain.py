@@ -15,13 +15,8 @@ window, output, the reply recorded) is reported beside it.
 
 Why the difference of two runs: the issue asks a tool call's cost; the
 per-run moments would otherwise be spread over however many calls we chose.
-The process's CPU time is reported beside the wall clock: on a shared
-machine it counts the work, not the waits for a core. Why paired: each
-repetition runs all six cases back to back (in alternating order), and the
-ratio is taken within it (governed per call over bare per call, both
-differences of that repetition's runs), then the median over repetitions;
-a ratio of four separate medians let a burst of load on one case alone move
-it (the pass-through's per-call figure came out negative).
+CPU time (beside the wall clock) counts the work, not the waits for a core;
+its ratios are paired within each repetition (``paired``).
 """
 
 from __future__ import annotations
@@ -187,7 +182,10 @@ async def measure() -> dict[str, Any]:
 
     def paired(with_n: Case, without: Case, base_n: Case, base_0: Case) -> float:
         """Median over repetitions of (per call, this case) / (per call, bare)
-        - 1, each per-call figure a difference within one repetition."""
+        - 1, each per-call figure a difference within one repetition (all six
+        cases ran back to back in it, in alternating order): a ratio of four
+        separate medians let a burst of load on one case alone move it (the
+        pass-through's per-call figure came out negative)."""
         return statistics.median(
             (g - g0) / (b - b0) - 1
             for g, g0, b, b0 in zip(

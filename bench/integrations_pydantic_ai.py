@@ -13,13 +13,11 @@ the model requests included: a call needs a reply proposing it) and what
 governance adds (the walks, the record on the memory store, the model
 requests and replies recorded, the turn opened and finished), split into
 Pydantic AI hosting a capability with these hooks at all (the pass-through)
-and helmlog's work. Shapes: 1 and 10 calls per reply. Target: <= 10%.
-The ratio is paired: each repetition's governed figure over the bare one
-taken beside it (order alternated), the median over repetitions.
+and helmlog's work. Shapes: 1 and 10 calls per reply. Target: <= 10%,
+the ratio paired within each repetition (``paired``).
 
-Why CPU time (``process_time``): the bench shares a loaded machine; wall time
-there measures the neighbours. Everything runs on the event loop's thread
-(an async model function and tool), so the process's CPU time is the work.
+Why CPU time (``process_time``): on a loaded machine wall time measures the
+neighbours; everything runs on the event loop's thread, so it is the work.
 """
 
 from __future__ import annotations
