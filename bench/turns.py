@@ -6,21 +6,17 @@ Pattern: a micro-benchmark in one process: warm up, then the median of timed
 Role:    bench; ``uv run python bench/turns.py``; a summary and one JSON line.
 Emits:   nothing of helmlog's; stdout only.
 
-Measures: (a) a governed one-tool turn (3 ``allow()`` before-tool, 1
-transform after-tool); (b) the same with no links (G11); (c) µs per call
-when a reply proposes 1, 10 or 100 calls; (d) the same turn in LangChain
-v1 and the OpenAI Agents SDK where installed (bench/sessions.py's cases).
-Targets (issue 29 item 3): <= 150 µs per governed turn, >= 25x LangChain v1
-and >= 15x the OpenAI Agents SDK on the same turn in one run; N=100 per call
-within 1.3x of N=10.
+Measures: a governed one-tool turn (3 ``allow()`` before-tool, 1 transform
+after-tool); the same with no links (G11); µs per call when a reply proposes
+1, 10 or 100 calls; the same turn in LangChain v1 and the OpenAI Agents SDK
+(bench/sessions.py's cases). Targets (issue 29 item 3): <= 150 µs a governed
+turn, >= 25x LangChain and >= 15x the Agents SDK; N=100 within 1.3x of N=10.
 
-Why ``AnswerModel`` and not the scripted provider: the model is measured
-the way the peers' are. LangChain's and the Agents SDK's turns run on their
-own fake models (``bench/sessions.py``), which answer from the request and
-keep nothing; ``scripted()`` keeps a deep copy of every request as test
-evidence (G89), which no real provider does. ``AnswerModel`` answers from the
-request and keeps nothing, so every run is one turn of two model calls, and
-what it costs is reported (the "provider share").
+Why ``AnswerModel``, not ``scripted()``: the peers run on their own fake
+models, which answer from the request and keep nothing; ``scripted()`` keeps a
+deep copy of every request as test evidence (G89), which no real provider
+does. ``AnswerModel`` is measured the same way: it answers from the request,
+keeps nothing, and its cost is reported (the "provider share").
 """
 
 from __future__ import annotations
