@@ -15,8 +15,12 @@ Why freeze: a collection walks every tracked object of its generations;
 frozen ones are never walked, yet still freed by reference counting (only
 cycles among them wait for ``gc.unfreeze``; a turn leaves none). Why again
 after each older collection: resident sessions come and go, so one freeze
-leaves the old generation to refill. Why small thresholds: a young walk costs
-per object it holds. More: docs/design.md ("The collector of a server").
+leaves the old generation to refill. Why a bound: cyclic garbage frozen
+while it was still alive would otherwise stay for the process's life; once
+the frozen set has doubled since the last full walk, the hook thaws it for
+the next full collection, so what the freeze can hold never outgrows the
+live set. Why small thresholds: a young walk costs per object it holds.
+More: docs/design.md ("The collector of a server").
 """
 
 from __future__ import annotations
@@ -27,13 +31,43 @@ from typing import Any, Final
 # Python's own: a young walk of 700 objects took ~0.2 ms at 1,000 users, one
 # of 20,000 took 15-20 ms (issue 29 item 2, bench/sessions.py).
 SERVER_THRESHOLDS: Final = (700, 10, 10)
+# The frozen set may grow to this many times what the last full walk left
+# (never less than RECLAIM_FLOOR objects) before the next full collection
+# walks it all again and frees the cycles it held.
+RECLAIM_FACTOR: Final = 2
+RECLAIM_FLOOR: Final = 50_000
+
+
+class _Freezer:
+    """What the hook knows between collections: the frozen count after the
+    last full walk, and whether a thaw waits for the next full collection."""
+
+    baseline = 0
+    thawed = False
 
 
 def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
     """``gc.callbacks`` hook: once a middle or full collection has ended,
-    freeze every object it left, so no later collection walks them again."""
-    if phase == "stop" and info["generation"] >= 1:
+    freeze every object it left, so no later collection walks them again;
+    once the frozen set has doubled, thaw it for the next full collection.
+
+    A hook cannot collect (``gc.collect`` inside a collection does nothing),
+    so the thaw waits for Python's own next full collection: middle ones
+    until then freeze nothing, the full one walks everything and frees the
+    cycles the freeze held, and its survivors are the new baseline."""
+    if phase != "stop" or info["generation"] < 1:
+        return
+    if _Freezer.thawed:
+        if info["generation"] < 2:
+            return
+        _Freezer.thawed = False
         gc.freeze()
+        _Freezer.baseline = gc.get_freeze_count()
+        return
+    gc.freeze()
+    if gc.get_freeze_count() > RECLAIM_FACTOR * max(_Freezer.baseline, RECLAIM_FLOOR):
+        gc.unfreeze()
+        _Freezer.thawed = True
 
 
 def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> int:
@@ -43,7 +77,8 @@ def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> in
     turn run). Objects made later are collected as usual while young; what
     survives a middle-generation (or full) collection is frozen in turn, by
     a ``gc.callbacks`` hook installed once however often this is called.
-    Cyclic garbage frozen that way waits for ``gc.unfreeze()``.
+    Cyclic garbage frozen that way is freed by the full collection that
+    follows the frozen set's doubling (one full walk per doubling).
 
     Args:
         thresholds: ``gc.set_threshold``'s three, each a positive integer.
@@ -61,6 +96,8 @@ def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> in
         )
     gc.collect()
     gc.freeze()
+    _Freezer.baseline = gc.get_freeze_count()
+    _Freezer.thawed = False
     gc.set_threshold(*thresholds)
     if _freeze_survivors not in gc.callbacks:
         gc.callbacks.append(_freeze_survivors)

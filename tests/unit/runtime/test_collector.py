@@ -92,6 +92,32 @@ def test_young_cycles_are_still_collected_after_settling(collector: None) -> Non
     assert ref() is None
 
 
+def test_cycles_frozen_while_alive_are_freed_once_the_frozen_set_doubles(
+    collector: None,
+) -> None:
+    """Issue 29 item 2, bounded: a cycle frozen while alive and dropped
+    later is not held for the process's life; once the frozen set has
+    doubled since the last full walk, the next full collection frees it, and
+    freezing resumes after it."""
+    settle_collector()
+    cycle = Warm()
+    cycle.self = cycle  # type: ignore[attr-defined]
+    ref = weakref.ref(cycle)
+    gc.collect(1)  # alive: frozen by the hook
+    del cycle
+    gc.collect(1)
+    assert ref() is not None  # held by the freeze, for now
+    residents = [Warm() for _ in range(2 * max(gc.get_freeze_count(), 50_000))]
+    # The frozen set has doubled (the allocations' own collections may have
+    # seen it first): thawed, then the next full walk frees the cycle and
+    # freezes the rest.
+    gc.collect(1)
+    gc.collect(2)
+    assert ref() is None
+    assert not _watched(residents[0])
+    assert gc.get_freeze_count() >= len(residents)
+
+
 def test_settling_twice_installs_one_hook(collector: None) -> None:
     """Issue 29 item 2: a host that settles again (a restart of its sweep)
     does not freeze twice per collection."""
