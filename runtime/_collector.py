@@ -11,15 +11,10 @@ Role:    runtime layer; ``helmlog.runtime.lowlevel.settle_collector``, for
 Laws: none changes (what the collector does is invisible to the record);
 issue 29 item 2 (full collections of 122-134 ms set the p99).
 
-Why freeze: a collection walks every tracked object of its generations;
-frozen ones are never walked, yet still freed by reference counting (only
-cycles among them wait for ``gc.unfreeze``; a turn leaves none). Why again
-after each older collection: resident sessions come and go, so one freeze
-leaves the old generation to refill. Why a bound: cyclic garbage frozen
-while it was still alive would otherwise stay for the process's life; once
-the frozen set has doubled since the last full walk, the hook thaws it for
-the next full collection, so what the freeze can hold never outgrows the
-live set. Why small thresholds: a young walk costs per object it holds.
+Why freeze: frozen objects are never walked, yet still freed by reference
+counting. Why again after each older collection: resident sessions come and
+go. Why a bound: cycles frozen while alive would stay for the process's life;
+once the frozen set has doubled, the next full collection walks it again.
 More: docs/design.md ("The collector of a server").
 """
 
