@@ -20,8 +20,7 @@ tool error, which clients read as one.
 from __future__ import annotations
 
 import json
-import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -29,7 +28,7 @@ import msgspec
 import pydantic_core
 from jsonschema.exceptions import SchemaError, best_match
 
-from helmlog.runtime.lowlevel import render_result
+from helmlog.runtime.lowlevel import quick_check, render_result
 
 #: The ``middleware`` name of the ledger row that records a refusal.
 OUTPUT_SCHEMA_RULE = "output-schema"
@@ -62,7 +61,7 @@ class OutputSchema:
         self.schema: dict[str, Any] = dict(schema)
         self.tool_name = tool_name
         self._validator = cls(self.schema)
-        self._flat = _flat(self.schema) if cls is _DRAFT else None
+        self._quick = quick_check(self.schema)
 
     def problem(self, value: Any) -> str | None:
         """``None`` when ``value`` is valid; else where and what it breaks.
@@ -70,7 +69,8 @@ class OutputSchema:
         The text names the failing path and the schema's keyword and its
         expectation, never the value (G43).
         """
-        if self._flat is not None and _flat_valid(self._flat, value):
+        quick = self._quick
+        if quick is not None and isinstance(value, dict) and quick(value):
             return None  # what jsonschema finds too (``test_structured_flat.py``)
         error = best_match(self._validator.iter_errors(value))
         if error is None:
@@ -78,73 +78,6 @@ class OutputSchema:
         where = "/".join(str(p) for p in error.absolute_path) or "the root"
         expected = json.dumps(error.validator_value, default=str)[:120]
         return f"at {where}, schema keyword '{error.validator}' ({expected})"
-
-
-_DRAFT = jsonschema.Draft202012Validator
-# A flat object schema: these keywords only, each property a bare ``type``.
-_FLAT_KEYS = frozenset({"type", "properties", "required", "title", "description"})
-_FLAT_PROPERTY_KEYS = frozenset({"type", "title", "description", "default"})
-
-
-def _is_integer(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-
-
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, numbers.Number)
-
-
-# Draft 2020-12's type checks (jsonschema's ``draft202012_type_checker``).
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "integer": _is_integer,
-    "number": _is_number,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-
-Flat = tuple[tuple[tuple[str, Callable[[Any], bool]], ...], tuple[str, ...]]
-
-
-def _flat(schema: Mapping[str, Any]) -> Flat | None:
-    """A flat object schema's checks (each property's type, the required
-    names), or ``None`` for any other schema (jsonschema checks it whole).
-
-    Why: the usual tool output schema (FastMCP's wrapped ``result``, a
-    model of plain fields) is flat; jsonschema spends ~20 µs on one."""
-    if not schema.keys() <= _FLAT_KEYS or schema.get("type") != "object":
-        return None
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    if not isinstance(properties, dict) or not isinstance(required, list):
-        return None
-    if not all(isinstance(name, str) for name in required):
-        return None
-    checks = []
-    for name, sub in properties.items():
-        if not isinstance(sub, dict) or not sub.keys() <= _FLAT_PROPERTY_KEYS:
-            return None
-        kind = sub.get("type")
-        check = _TYPES.get(kind) if isinstance(kind, str) else None
-        if check is None:
-            return None
-        checks.append((name, check))
-    return tuple(checks), tuple(required)
-
-
-def _flat_valid(flat: Flat, value: Any) -> bool:
-    """Whether ``value`` is valid for the flat schema ``flat`` describes."""
-    if not isinstance(value, dict):
-        return False
-    checks, required = flat
-    for name in required:
-        if name not in value:
-            return False
-    return all(name not in value or check(value[name]) for name, check in checks)
 
 
 def structured(value: Any) -> Any:

@@ -46,6 +46,7 @@ from ._tools import (
     unknown_tool_text,
     with_credentials,
 )
+from ._validation import quick_check
 from ._watchers import Listeners
 from .pause._decide import NoPendingAsk, decide_pending
 from .pause._pause import AskHumanSignal, PauseKind, pause_kind, running_tool
@@ -90,6 +91,7 @@ __all__ = [
     "decide_pending",
     "invalid_arguments_text",
     "pause_kind",
+    "quick_check",
     "recover_sessions",
     "render_result",
     "running_tool",

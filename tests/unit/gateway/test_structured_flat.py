@@ -5,7 +5,8 @@ Pattern: property tests (Hypothesis): JSON-like values against flat object
          ``OutputSchema`` verdict compared with jsonschema's own
          Draft 2020-12 validator; schemas outside the flat form keep
          jsonschema whole.
-Role:    differential tests of ``gateway/_structured.py``'s ``_flat``.
+Role:    differential tests of ``gateway/_structured.py``'s use of the
+         runtime's ``quick_check`` (the one flat-schema check).
 Emits:   nothing.
 
 Laws: S9, P27 (a result is valid for the advertised schema exactly when
@@ -21,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema.exceptions import best_match
 
-from helmlog.gateway._structured import OutputSchema, _flat
+from helmlog.gateway._structured import OutputSchema
+from helmlog.runtime.lowlevel import quick_check
 
 TYPES = ["string", "boolean", "null", "integer", "number", "array", "object"]
 NAMES = ["result", "name", "n", "ok"]
@@ -59,6 +61,8 @@ def flat_schemas(draw: Any) -> dict[str, Any]:
         schema["required"] = required
     if draw(st.booleans()):
         schema["title"] = "Output"
+    if draw(st.booleans()):
+        schema["additionalProperties"] = draw(st.booleans())
     return schema
 
 
@@ -75,7 +79,7 @@ def test_s9_p27_a_flat_schemas_quick_check_is_jsonschemas_verdict(
     """S9, P27: on a flat schema the quick check runs, and whether a value
     is refused is jsonschema's verdict."""
     checked = OutputSchema(schema, "tool")
-    assert checked._flat is not None
+    assert checked._quick is not None
     wrong = _jsonschema_problem(schema, value)
     problem = checked.problem(value)
     assert (wrong is None) == (problem is None)
@@ -90,20 +94,19 @@ def test_s9_an_invalid_values_refusal_text_is_unchanged(
     whole: the same text as with no quick check at all."""
     checked = OutputSchema(schema, "tool")
     slow = OutputSchema(schema, "tool")
-    slow._flat = None
+    slow._quick = None
     assert slow.problem(value) == checked.problem(value)
 
 
 def test_s9_other_schemas_keep_jsonschema_whole() -> None:
     """S9: a schema with any other keyword, a typed union, a nested schema
-    or another draft is not flat: jsonschema checks it whole."""
+    or a named draft is not flat: jsonschema checks it whole."""
     others = [
         {"type": "object", "properties": {"a": {"type": ["string", "null"]}}},
         {"type": "object", "properties": {"a": {"type": "string", "minLength": 2}}},
-        {"type": "object", "additionalProperties": False},
+        {"type": "object", "additionalProperties": {"type": "string"}},
         {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}},
         {"type": "object", "$schema": "http://json-schema.org/draft-07/schema#"},
     ]
-    assert [None] * len(others) == [_flat(s) for s in others[:4]] + [
-        OutputSchema(others[4], "tool")._flat
-    ]
+    assert [None] * len(others) == [OutputSchema(s, "tool")._quick for s in others]
+    assert [None] * len(others) == [quick_check(s) for s in others]

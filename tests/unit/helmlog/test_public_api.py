@@ -387,6 +387,7 @@ LOWLEVEL = [
     "decide_pending",
     "invalid_arguments_text",
     "pause_kind",
+    "quick_check",
     "recover_sessions",
     "render_result",
     "running_tool",
