@@ -17,12 +17,13 @@ has two facts. More: docs/design.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import msgspec
 
 from ._chain import StoredEvent, type_of
 from ._codec import MAX_DEPTH, decode_event, encode_event, too_deep
+from ._decision import MiddlewareDecision
 from ._decision_events import DecisionFiled, MiddlewareDecisionEvent, fact_for
 from ._errors import EventDecodeError
 
@@ -114,34 +115,13 @@ def fact_records(
     return out
 
 
-class _RowFields(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A ledger row read for its fact, with ``MiddlewareDecision``'s fields and
-    types, so it accepts exactly what the row's decoder does (the values are
-    decoded too: a skipped field is not checked as strictly)."""
-
-    middleware: str
-    moment: str
-    at: str
-    iteration: int
-    outcome: str
-    changed: bool
-    phase: str | None = None
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-    why: str | None = None
-    before: Any = None
-    after: Any = None
-    component_id: str | None = None
-    from_: dict[str, str] | None = msgspec.field(default=None, name="from")
-    changed_keys: tuple[str, ...] | None = None
-    masked: bool | None = None
-
-
 class _FiledFields(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A ``decision.filed`` record read for its fact (see ``_RowFields``)."""
+    """A ``decision.filed`` record read for its fact: its type, envelope and
+    row (``MiddlewareDecision`` itself, so it accepts exactly what the row's
+    decoder does), without decoding the event around them."""
 
     type: str
-    row: _RowFields
+    row: MiddlewareDecision
     session_id: str = ""
     seq: int | None = None
     timestamp: int = 0
@@ -166,27 +146,14 @@ def _row_fact(session_id: str, record: StoredEvent) -> bytes | None:
         return None
     if filed.type != FILED_TYPE:
         return None
-    row = filed.row
     return encode_event(
-        MiddlewareDecisionEvent(
+        fact_for(
+            filed.row,
             session_id=filed.session_id or session_id,
             seq=filed.seq,
             timestamp=filed.timestamp,
             prev_hash=filed.prev_hash,
             replayed=filed.replayed,
-            middleware=row.middleware,
-            moment=row.moment,
-            at=row.at,
-            iteration=row.iteration,
-            outcome=row.outcome,
-            changed=row.changed,
-            phase=row.phase,
-            tool_name=row.tool_name,
-            tool_call_id=row.tool_call_id,
-            why=row.why,
-            component_id=row.component_id,
-            from_=row.from_,
-            changed_keys=row.changed_keys,
         )
     )
 
