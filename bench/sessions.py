@@ -1,10 +1,10 @@
 """Benchmark sessions per core: many users, a model with a fixed latency.
 
-Pattern: a load test in one process: N users, each an asyncio task running
-         sessions back to back (TURNS_PER_SESSION turns; a turn is one tool
-         call, then the answer: two model calls of LATENCY_S), on helmlog's
-         memory store, on a real Redis, LangChain v1 and the OpenAI Agents
-         SDK, the cases taking turns in every repetition.
+Pattern: a load test, each case in its own process: N users, each an asyncio
+         task running sessions back to back (TURNS_PER_SESSION turns; a turn
+         is one tool call, then the answer: two model calls of LATENCY_S), on
+         helmlog's memory store, on a real Redis, LangChain v1 and the OpenAI
+         Agents SDK; the parent drives every case's windows in turn.
 Role:    bench; ``uv run python bench/sessions.py`` (``--users 100,1000``,
          ``--seconds``, ``--cases``, ``--quick``; it starts its own
          ``redis-server``).
@@ -12,9 +12,11 @@ Emits:   a summary and one JSON line; the figures are defined in bench/README.md
 
 Laws: none new; issue 29's table and targets, measured in one run.
 
-Why CPU time: on a shared machine the wall clock counts waits for a core,
-the process's CPU (every thread) counts the work; ratios come from one run.
-Each framework keeps a session its own documented way: helmlog a session id,
+Why a process per case: a platform team runs one framework per server, so no
+framework's heap may meet another's collector (LangChain's checkpointer grew
+helmlog's full walks). Why CPU time: on a shared machine the wall clock counts
+waits for a core, the process's CPU (every thread) counts the work. Each
+framework keeps a session its own documented way: helmlog a session id,
 LangChain a checkpointer's ``thread_id``, the Agents SDK the caller's
 ``to_input_list()`` (tracing off: its exporter would go to the network).
 """
@@ -25,12 +27,15 @@ import argparse
 import asyncio
 import gc
 import json
+import multiprocessing
 import os
 import statistics
 import sys
 import time
+import traceback
 import tracemalloc
 from importlib.metadata import PackageNotFoundError, version
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +68,14 @@ CASES = ("helmlog_memory", "helmlog_redis", "langchain", "openai_agents")
 
 class GcWatch:
     """Durations of the collector's passes, from ``gc.callbacks``: all of
-    them, and the young ones (generation 0) apart from the older ones."""
+    them, the young ones (generation 0) apart from the older ones (1 and 2),
+    and the full ones (2) among those."""
 
     def __init__(self) -> None:
         self.pauses: list[float] = []
         self.young: list[float] = []
         self.older: list[float] = []
+        self.full: list[float] = []
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
@@ -78,6 +85,8 @@ class GcWatch:
             ms = (time.perf_counter() - self._started) * 1e3
             self.pauses.append(ms)
             (self.young if info["generation"] == 0 else self.older).append(ms)
+            if info["generation"] == 2:
+                self.full.append(ms)
 
     def figures(self) -> dict[str, float]:
         return {
@@ -87,6 +96,8 @@ class GcWatch:
             "gc_young_max_ms": max(self.young, default=0.0),
             "gc_older_collections": len(self.older),
             "gc_older_max_ms": max(self.older, default=0.0),
+            "gc_full_collections": len(self.full),
+            "gc_full_max_ms": max(self.full, default=0.0),
         }
 
     def __enter__(self) -> GcWatch:
@@ -447,7 +458,7 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, float | None]:
     for k in runs[0]:
         values = [r[k] for r in ran if r.get(k) is not None]
         out[k] = statistics.median(values) if values else None
-    for k in ("gc_max_ms", "gc_young_max_ms", "gc_older_max_ms"):
+    for k in ("gc_max_ms", "gc_young_max_ms", "gc_older_max_ms", "gc_full_max_ms"):
         out[k] = max(r[k] for r in runs)
     out["gc_over_20ms"] = sum(r["gc_over_20ms"] for r in runs)
     out["stalled_windows"] = sum(r["turns"] == 0 for r in runs)
@@ -461,7 +472,95 @@ def rounded(figures: dict[str, float | None]) -> dict[str, float | None]:
     }
 
 
-async def run(
+def make_case(name: str, redis_url: str) -> Case:
+    """One case as its server builds it (ImportError: a framework missing)."""
+    if name == "helmlog_memory":
+        return Helmlog(name, MemoryEventStore())
+    if name == "helmlog_redis":
+        return Helmlog(name, RedisEventStore.from_url(redis_url))
+    return langchain_case() if name == "langchain" else openai_agents_case()
+
+
+def serve_case(
+    conn: Connection, name: str, users: int, redis_url: str, settle: bool
+) -> None:
+    """A case's process, as a server runs it: build the case, run a first
+    session, settle the collector where asked (as ``helmlog serve`` does once
+    warm), then answer the parent's commands on one event loop until told to
+    close. Each answer is ``(kind, value)``; a failure is ``("error", its
+    traceback)`` and ends the process."""
+    try:
+        case = make_case(name, redis_url)
+    except ImportError as exc:
+        conn.send(("skipped", f"not installed ({exc.name})"))
+        return
+    with asyncio.Runner() as runner:
+        try:
+            runner.run(_turns(case, case.session(f"n{users}-warm"), 1))
+            frozen = settle_collector() if settle else 0
+            conn.send(("ready", {"frozen": frozen, "thresholds": gc.get_threshold()}))
+            while True:
+                command, args = conn.recv()
+                if command == "window":
+                    conn.send(("done", runner.run(drive(case, **args))))
+                elif command == "memory":
+                    conn.send(("done", runner.run(memory_per_session(case, **args))))
+                else:
+                    runner.run(case.close())
+                    conn.send(("closed", None))
+                    return
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+            raise
+
+
+class CaseProcess:
+    """The parent's handle on one case's process (``serve_case``)."""
+
+    def __init__(self, name: str, users: int, redis_url: str, settle: bool) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.name = name
+        self.conn, theirs = context.Pipe()
+        self.process = context.Process(
+            target=serve_case,
+            args=(theirs, name, users, redis_url, settle),
+            name=f"bench-{name}",
+        )
+        self.process.start()
+        theirs.close()
+
+    def answer(self) -> tuple[str, Any]:
+        try:
+            kind, value = self.conn.recv()
+        except EOFError:
+            self.process.join()
+            raise RuntimeError(
+                f"{self.name}'s process ended with no answer "
+                f"(exit code {self.process.exitcode})"
+            ) from None
+        if kind == "error":
+            self.process.join()
+            raise RuntimeError(f"{self.name} failed in its process:\n{value}")
+        return kind, value
+
+    def ask(self, command: str, **args: Any) -> Any:
+        self.conn.send((command, args))
+        return self.answer()[1]
+
+    def close(self) -> None:
+        """Close the case and end its process; one that cannot answer (the
+        run was interrupted mid-window) is terminated."""
+        try:
+            if self.process.is_alive():
+                self.ask("close")
+        except (RuntimeError, OSError):
+            self.process.terminate()
+        finally:
+            self.process.join()
+            self.conn.close()
+
+
+def run(
     user_counts: list[int],
     seconds: float,
     repetitions: int,
@@ -470,60 +569,68 @@ async def run(
     settle: bool,
     names: tuple[str, ...] = CASES,
 ) -> dict[str, Any]:
+    """Every case at every user count, each case in its own process (one
+    per user count, started one after the other and warmed before any
+    window); the windows of one repetition run one case at a time."""
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     from tests.fixtures_redis import RedisServer
 
     results: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
-    frozen = 0
+    frozen: dict[str, dict[str, int]] = {}
+    thresholds: list[int] = list(gc.get_threshold())
     with RedisServer() as server:
         info = server.command("INFO", "server").decode()
         redis_pid = int(info.split("process_id:")[1].split()[0])
         for users in user_counts:
-            cases: list[Case] = []
-            if "helmlog_memory" in names:
-                cases.append(Helmlog("helmlog_memory", MemoryEventStore()))
-            if "helmlog_redis" in names:
-                store = RedisEventStore.from_url(server.url)
-                cases.append(Helmlog("helmlog_redis", store))
-            for name, make in (
-                ("langchain", langchain_case),
-                ("openai_agents", openai_agents_case),
-            ):
-                if name not in names:
-                    continue
-                try:
-                    cases.append(make())
-                except ImportError as exc:
-                    skipped[name] = f"not installed ({exc.name})"
-            if settle and frozen == 0:
-                # Where a server settles it: imports done, agents built, a
-                # first session run on each (issue 29 item 2).
-                for case in cases:
-                    await _turns(case, case.session(f"n{users}-warm"), 1)
-                frozen = settle_collector()
-            runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in cases}
-            for rep in range(repetitions):
-                # Rotate the order, so no case always follows the same one.
-                order = cases[rep % len(cases) :] + cases[: rep % len(cases)]
-                for case in order:
-                    pid = redis_pid if case.name == "helmlog_redis" else 0
-                    tag = f"n{users}-r{rep}"
-                    runs[case.name].append(
-                        await drive(case, users, warm_s, seconds, tag, pid)
+            cases: list[CaseProcess] = []
+            frozen[str(users)] = {}
+            try:
+                for name in (n for n in CASES if n in names):
+                    child = CaseProcess(name, users, server.url, settle)
+                    kind, ready = child.answer()
+                    if kind == "skipped":
+                        skipped[name] = ready
+                        child.process.join()
+                        continue
+                    cases.append(child)
+                    frozen[str(users)][name] = ready["frozen"]
+                    thresholds = list(ready["thresholds"])
+                runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in cases}
+                for rep in range(repetitions):
+                    # Rotate the order, so no case always follows the same one.
+                    order = cases[rep % len(cases) :] + cases[: rep % len(cases)]
+                    for child in order:
+                        pid = redis_pid if child.name == "helmlog_redis" else 0
+                        runs[child.name].append(
+                            child.ask(
+                                "window",
+                                users=users,
+                                warm_s=warm_s,
+                                seconds=seconds,
+                                tag=f"n{users}-r{rep}",
+                                redis_pid=pid,
+                            )
+                        )
+                per_case: dict[str, Any] = {}
+                for child in cases:
+                    figures = median_of(runs[child.name])
+                    figures["memory_per_session_bytes"] = child.ask(
+                        "memory", sessions=memory_sessions, tag=f"n{users}"
                     )
-            per_case: dict[str, Any] = {}
-            for case in cases:
-                figures = median_of(runs[case.name])
-                figures["memory_per_session_bytes"] = await memory_per_session(
-                    case, memory_sessions, f"n{users}"
-                )
-                per_case[case.name] = rounded(figures)
-                await case.close()
-            results[str(users)] = per_case
+                    per_case[child.name] = rounded(figures)
+                results[str(users)] = per_case
+            finally:
+                for child in cases:
+                    child.close()
             server.flushdb()
-    return {"results": results, "skipped": skipped, "frozen": frozen}
+    return {
+        "results": results,
+        "skipped": skipped,
+        "frozen": frozen,
+        "thresholds": thresholds,
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -658,7 +765,7 @@ def main() -> int:
     if args.quick:
         user_counts, seconds, reps, mem, warm_s = [10], 0.4, 1, 10, 0.25
     settle = args.collector == "settled"
-    out = asyncio.run(run(user_counts, seconds, reps, mem, warm_s, settle, names))
+    out = run(user_counts, seconds, reps, mem, warm_s, settle, names)
     rat = ratios(out["results"])
     line = {
         "bench": "sessions",
@@ -667,8 +774,14 @@ def main() -> int:
         "seconds": seconds,
         "repetitions": reps,
         "collector": args.collector,
-        "frozen_objects": out["frozen"],
-        "gc_thresholds": list(gc.get_threshold()),
+        "isolation": "a process per case",
+        # The most any case's process froze when settled (each, per user
+        # count, in frozen_objects_per_case).
+        "frozen_objects": max(
+            (n for per in out["frozen"].values() for n in per.values()), default=0
+        ),
+        "frozen_objects_per_case": out["frozen"],
+        "gc_thresholds": out["thresholds"],
         "cpus": os.cpu_count(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "versions": versions(),
