@@ -115,6 +115,34 @@ def fact_records(
     return out
 
 
+def fact_sources(records: Sequence[StoredEvent]) -> list[StoredEvent]:
+    """The records of one append whose facts are published, in order.
+
+    By ``watched``'s rule: each row (``decision.filed``) not followed by its
+    stored fact, and each stored ``middleware.decision`` (an older stream's);
+    ``fact_bytes`` gives each one's published fact, later if need be: a fact
+    is a projection of bytes that never change (R4, R10).
+    """
+    kinds = [type_of(record) for record in records]
+    out: list[StoredEvent] = []
+    last = len(records) - 1
+    for i, record in enumerate(records):
+        kind = kinds[i]
+        if kind == FILED_TYPE and i < last and kinds[i + 1] == FACT_TYPE:
+            continue  # an older stream: its stored fact follows
+        if kind in (FILED_TYPE, FACT_TYPE):
+            out.append(record)
+    return out
+
+
+def fact_bytes(session_id: str, record: StoredEvent) -> bytes | None:
+    """The published fact of one of ``fact_sources``' records, as
+    ``fact_records`` gives it; ``None`` for a row a reader could not decode."""
+    if type_of(record) == FACT_TYPE:
+        return _stored_fact(session_id, record)
+    return _row_fact(session_id, record)
+
+
 class _FiledFields(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A ``decision.filed`` record read for its fact: its type, envelope and
     row (``MiddlewareDecision`` itself, so it accepts exactly what the row's

@@ -9,6 +9,11 @@ Role:    events layer, ``events/memory``; the ``FactsLog`` half of
 Laws: R4 (facts go out through the same per-session cursor as a remote
 store's outbox; a delivered fact stays pending until acked; an idle one can
 be claimed).
+
+Why an append only queues its rows (``owe``): a fact is a projection of
+bytes that never change, so it is computed when the log is first read, in
+publication order, with the same ids; an append pays no decode and leaves
+no new object for the collector (issue 29 item 3).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Final
 
 from .._chain import StoredEvent
 from .._errors import StoreError
-from .._facts import fact_records
+from .._facts import fact_bytes, fact_records, fact_sources
 from .._store import FactDelivery, FactRecord
 
 _MEMORY_POLL_S: Final = 0.01
@@ -31,20 +36,59 @@ class MemoryFacts:
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self.records: list[FactRecord] = []
+        self._records: list[FactRecord] = []
+        # Published, not yet projected: ``fact_sources`` records, each with
+        # its session id set (the store's), in publication order.
+        self._owed: list[StoredEvent] = []
         # The outbox cursor per session (R4): facts up to it are published.
         self.cursors: dict[str, int] = {}
         self._groups: dict[str, _MemoryGroup] = {}
+
+    @property
+    def records(self) -> list[FactRecord]:
+        """Every published fact, in publication order (``id`` is its place)."""
+        if self._owed:
+            self._project()
+        return self._records
+
+    def _project(self) -> None:
+        owed, self._owed = self._owed, []
+        out = self._records
+        for record in owed:
+            data = fact_bytes(record.session_id, record)
+            if data is not None:
+                out.append(
+                    FactRecord(
+                        id=str(len(out) + 1),
+                        session_id=record.session_id,
+                        seq=record.seq,
+                        data=data,
+                    )
+                )
+
+    def owe(
+        self, session_id: str, records: Sequence[StoredEvent], *, rows: bool = True
+    ) -> None:
+        """``publish``, for an append's ``records`` (each stored under
+        ``session_id``; ``rows=False`` when none is a row or a fact): their
+        facts are projected when the log is read."""
+        at = self.cursors.get(session_id, 0)
+        for record in fact_sources(records) if rows else ():
+            if record.seq > at:
+                self._owed.append(record)
+        if records and records[-1].seq > at:
+            self.cursors[session_id] = records[-1].seq
 
     def publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
         """Publish the facts of ``records`` after the cursor; then move it."""
         at = self.cursors.get(session_id, 0)
         count = 0
+        out = self.records  # what was owed goes first
         for seq, data in fact_records(session_id, records):
             if seq > at:
-                self.records.append(
+                out.append(
                     FactRecord(
-                        id=str(len(self.records) + 1),
+                        id=str(len(out) + 1),
                         session_id=session_id,
                         seq=seq,
                         data=data,

@@ -24,13 +24,15 @@ import msgspec
 from .._chain import StoredEvent, StreamHead, head_of, type_of, verify_records
 from .._errors import SequenceConflictError
 from .._evidence_events import HeadSigned
-from .._index import MemoryIndex, PendingAsk, delta_of
+from .._facts import FACT_TYPE, FILED_TYPE
+from .._index import RELEVANT_TYPES, MemoryIndex, PendingAsk, delta_of
 from .._lease import MemoryLeases
 from .._signed_heads import HeadSigner, head_leaves
 from .._store import FactDelivery, FactRecord, StoreBase
 from .facts import MemoryFacts
 
 _SIGNED = HeadSigned.type
+_FACT_TYPES = frozenset((FILED_TYPE, FACT_TYPE))
 
 
 class MemoryEventStore(StoreBase):
@@ -75,10 +77,11 @@ class MemoryEventStore(StoreBase):
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=actual
             )
-        # One pass: the seq order, and each record as this store keeps it
-        # (its type and session id set; a record already so is kept as is).
+        # One pass: the seq order, each record as this store keeps it (its
+        # type and session id set; a record already so is kept as is), and
+        # whether any moves the index, carries a fact or is a signed head.
         kept: list[StoredEvent] = []
-        signed = False
+        kinds: set[str] = set()
         seq = expected_seq
         for record in records:
             seq += 1
@@ -88,10 +91,12 @@ class MemoryEventStore(StoreBase):
                 record = msgspec.structs.replace(
                     record, type=type_of(record), session_id=session_id
                 )
-            signed = signed or record.type == _SIGNED
+            kinds.add(record.type)
             kept.append(record)
         records = kept
-        delta = delta_of(session_id, records)
+        signed = _SIGNED in kinds
+        indexed = not kinds.isdisjoint(RELEVANT_TYPES)
+        delta = delta_of(session_id, records) if indexed else None
         if delta is not None and delta.open_at:
             self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
@@ -105,8 +110,9 @@ class MemoryEventStore(StoreBase):
             self._known.add(session_id)
             self._writes_heads = True
         # Publication is synchronous here, through the same cursor as a
-        # remote store's outbox, so ``publish_facts`` means the same.
-        self._facts.publish(session_id, records)
+        # remote store's outbox, so ``publish_facts`` means the same; the
+        # facts themselves are projected when the log is read (``owe``).
+        self._facts.owe(session_id, records, rows=not kinds.isdisjoint(_FACT_TYPES))
         if delta is not None:
             self._index.apply(session_id, delta)
         return stream[-1].seq if stream else 0

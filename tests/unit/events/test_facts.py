@@ -34,6 +34,7 @@ from helmlog.events import (
 )
 from helmlog.events._facts import fact_records
 from helmlog.events.lowlevel import fact_for, seal, stored_encoding
+from helmlog.events.memory import MemoryEventStore
 
 
 def row(n: int, *, valued: bool = False) -> MiddlewareDecision:
@@ -218,3 +219,53 @@ def test_r4_a_rows_fact_read_from_its_bytes_is_the_decoded_rows_fact(
     except EventDecodeError:  # the decoder's refusal: no fact
         expected = []
     assert expected == fact_records("s-1", [record])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["s-1", "s-2"]),
+            st.lists(st.sampled_from(["row", "old-row", "turn"]), max_size=5),
+        ),
+        max_size=6,
+    ),
+    st.integers(min_value=0, max_value=6),
+)
+async def test_r4_a_memory_stores_facts_read_later_are_each_appends_projection_in_order(
+    batches: list[tuple[str, list[str]]], group_at: int
+) -> None:
+    """R4 (issue 29 item 3): the memory store projects its facts when the log
+    is read; what a reader gets, and where a group created meanwhile starts,
+    is what publishing each append's ``fact_records`` at once gave, in
+    append order, with the same ids."""
+    store = MemoryEventStore()
+    expected: list[tuple[str, str, int, bytes]] = []
+    heads: dict[str, tuple[int, str]] = {}
+    group_start = 0
+    for i, (sid, kinds) in enumerate(batches):
+        if i == group_at:
+            await store.create_facts_group("late", from_start=False)
+            group_start = len(expected)
+        events: list[Event] = []
+        for n, kind in enumerate(kinds):
+            if kind == "turn":
+                events.append(TurnStarted(turn=n))
+            else:
+                events.append(DecisionFiled(row=row(n, valued=True)))
+                if kind == "old-row":
+                    events.append(fact_for(row(n, valued=True)))
+        after, prev = heads.get(sid, (0, ""))
+        _, records = seal(sid, events, after_seq=after, prev_hash=prev)
+        await store.append_sealed(sid, records, after)
+        if records:
+            heads[sid] = (records[-1].seq, records[-1].hash)
+        for seq, data in fact_records(sid, records):
+            expected.append((str(len(expected) + 1), sid, seq, data))
+    assert 0 == await store.publish_facts("s-1")  # the cursor is at the head
+    got = [(f.id, f.session_id, f.seq, f.data) for f in await store.read_facts()]
+    assert expected == got
+    if group_at < len(batches):
+        taken = await store.read_facts_group("late", "c", count=1_000)
+        assert expected[group_start:] == [
+            (d.fact.id, d.fact.session_id, d.fact.seq, d.fact.data) for d in taken
+        ]
