@@ -31,6 +31,7 @@ from helmlog.events import (
     EventStore,
     Folder,
     LlmEnded,
+    MemoryEventStore,
     Message,
     MessageCommitted,
     PauseResumed,
@@ -48,6 +49,7 @@ from helmlog.events.lowlevel import sign_checkpoint
 from ._agent import Agent
 from ._chain import CallSite
 from ._errors import SteeringError
+from ._journal import Journal
 from ._limits import TurnBudget
 from ._session import Session, find_call, outstanding_calls
 from ._steps import Admitted, Entry, Paused, Ran, Refused, Step
@@ -289,7 +291,11 @@ class SteeredTurn:
         """``operating``'s start (each step pairs it with ``_leave`` itself:
         one step, one lock, one catch-up, no context-manager layers)."""
         hosting = self.steering._hosting
-        session = await hosting.activate(self.session_id)
+        # A resident session is the one ``activate`` returns: no coroutine
+        # for the hot path, where it always is (issue 27's figure).
+        session = hosting.resident.get(self.session_id)
+        if session is None:
+            session = await hosting.activate(self.session_id)
         if session is None:
             raise SteeringError(
                 reason="no-open-turn",
@@ -299,9 +305,7 @@ class SteeredTurn:
             )
         await hosting.hold(session)
         try:
-            # Catch up with other hosts: a read, not a head check (a store's
-            # head may be its own cached guess, blind to another process).
-            await session.journal.activate()
+            await _caught_up(session.journal)
             f = session.journal.folder
             if open_turn and not (f.in_turn and not f.failed):
                 raise SteeringError(
@@ -427,8 +431,8 @@ class SteeredTurn:
         tool = self._checked(call, tool)
         s = await self._enter()
         try:
-            proposed = self._proposed(s.journal.folder, call)
-            known = await self._known(s, proposed, tool)
+            proposed, answered = self._proposed(s.journal.folder, call)
+            known = await self._known(s, proposed, tool, answered)
             if known is not None:
                 return known
             return await self.steering._hosting.guard(s, self._call(s, proposed, tool))
@@ -472,8 +476,8 @@ class SteeredTurn:
         tool = self._checked(call, tool)
         s = await self._enter()
         try:
-            proposed = self._proposed(s.journal.folder, call)
-            known = await self._known(s, proposed, tool)
+            proposed, answered = self._proposed(s.journal.folder, call)
+            known = await self._known(s, proposed, tool, answered)
             if known is not None:
                 return known
             return await self.steering._hosting.guard(s, self._admit(s, proposed, tool))
@@ -530,9 +534,9 @@ class SteeredTurn:
         s = await self._enter()
         try:
             f = s.journal.folder
-            proposed = self._proposed(f, call)
+            proposed, answered = self._proposed(f, call)
             if call.id not in f.dispatched:
-                known = await self._known(s, call, tool)
+                known = await self._known(s, call, tool, answered)
                 if known is not None and not isinstance(known, AskPause):
                     return known
                 raise SteeringError(
@@ -643,19 +647,36 @@ class SteeredTurn:
             )
         return tool
 
-    def _proposed(self, f: Folder, call: ToolCallRequest) -> ToolCallRequest:
+    def _proposed(
+        self, f: Folder, call: ToolCallRequest
+    ) -> tuple[ToolCallRequest, bool]:
         """The call as the model's reply recorded it (its arguments are the
-        record's, whatever the framework re-parsed)."""
-        proposed = find_call(f.history, call.id)
+        record's, whatever the framework re-parsed), and whether the turn's
+        history answers it after that reply (one scan: ``find_call`` and
+        ``_answered`` in one, on every step's hot path)."""
+        call_id = call.id
+        answered = False
+        proposed: ToolCallRequest | None = None
+        for msg in reversed(f.history):
+            if msg.role == "tool":
+                if msg.tool_call_id == call_id:
+                    answered = True
+            elif msg.role == "assistant":
+                for c in msg.tool_calls:
+                    if c.id == call_id:
+                        proposed = c
+                        break
+                if proposed is not None:
+                    break
         if proposed is None or proposed.name != call.name:
             raise SteeringError(
                 reason="unknown-call",
                 session_id=self.session_id,
-                tool_call_id=call.id,
-                detail=f"call '{call.id}' to '{call.name}' is not one the model "
+                tool_call_id=call_id,
+                detail=f"call '{call_id}' to '{call.name}' is not one the model "
                 "proposed in this turn: record the reply with model_reply first",
             )
-        return proposed
+        return proposed, answered
 
     def _nothing_outstanding(self, s: Session, step: str) -> None:
         f = s.journal.folder
@@ -679,10 +700,10 @@ class SteeredTurn:
             )
 
     async def _known(
-        self, s: Session, call: ToolCallRequest, tool: Tool | None
+        self, s: Session, call: ToolCallRequest, tool: Tool | None, answered: bool
     ) -> Outcome | None:
         """What the record already holds of ``call`` (as proposed), else
-        ``None`` (fresh).
+        ``None`` (fresh); ``answered``: the history holds its tool message.
 
         Raises:
             SteeringError: another call waits on a person.
@@ -691,7 +712,7 @@ class SteeredTurn:
         pending = f.pending
         if pending is not None and pending.tool_call_id == call.id:
             return self._pause_of(s, pending.tool_call_id)
-        if _answered(f, call.id):
+        if answered:
             return await self._recorded(s, call.id)
         if pending is not None:
             raise SteeringError(
@@ -801,6 +822,29 @@ class SteeredTurn:
         if ended is not None and ended.error:
             return Ran(ended.result, True, text)
         return Refused(step, text)
+
+
+async def _caught_up(j: Journal) -> None:
+    """Catch ``j`` up with its stream before a step: what other writers
+    appended since this process's last step is read, verified and folded.
+
+    On the memory store the read is skipped when nothing was appended since:
+    its ``head`` is the stream's last record itself (every writer of it is in
+    this process), so an unchanged ``(seq, hash)`` is an O(1) "still the
+    head". Any other store reads: a head there may be its own cached guess
+    (the Redis appender's is), blind to the process that decided an ask, and
+    an exact head costs the same round trip as the read.
+    """
+    store = j.store
+    if (
+        type(store) is MemoryEventStore
+        and j.flushed_seq
+        and not j.broken
+        and not j.pending_count
+        and await store.head(j.session_id) == (j.flushed_seq, j.last_hash)
+    ):
+        return
+    await j.activate()
 
 
 def _answered(f: Folder, call_id: str) -> bool:

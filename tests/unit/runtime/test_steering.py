@@ -589,3 +589,33 @@ async def test_history_survives_eviction_and_reactivation_follows_the_stream() -
     assert [m.role for m in turn.history] == ["user", "assistant", "tool", "assistant"]
     stored = fold([r.decode() for r in await agent.store.read("s1")])
     assert turn.history == tuple(stored.history)
+
+
+async def test_a_step_folds_what_another_writer_appended_since_the_last() -> None:
+    """Issue 27 (a step's catch-up), R1, R2: two agents on one memory store
+    (two hosts' views) take turns on one steered session; each step folds
+    what the other appended since its own last step, though a step skips
+    the read when the store's head is still its own; a journal with a
+    stale head then appends after the other's records, never over them."""
+    RUNS.clear()
+    store = MemoryEventStore()
+    one = Steering(build(framework_model("fw"), store))
+    two = Steering(build(framework_model("fw"), store))
+    c1 = call("c1", "lookup_order", order_id="7")
+    first = await _proposed(one, c1)  # opened and the reply recorded by one
+    second = await two.turn("s1")
+    ran = await second.call_tool(c1, lookup_order)  # two runs the call
+    again = await first.call_tool(c1, lookup_order)  # one reads it back
+    assert isinstance(ran, Ran)
+    assert (Ran, ran.text) == (type(again), getattr(again, "text", None))
+    await first.model_request()  # one appends after two's records
+    await first.model_reply("Order 7 is paid.")
+    answer = await second.finish("Order 7 is paid.")  # two folds them
+    assert "Order 7 is paid." == answer
+    assert {"lookup_order": 1} == RUNS  # the tool ran once
+    events = [r.decode() for r in await store.read("s1")]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert ["user", "assistant", "tool", "assistant"] == [
+        m.role for m in fold(events).history
+    ]
+    assert second.history == tuple(fold(events).history)
