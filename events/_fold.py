@@ -385,16 +385,31 @@ def _shared_words(row: MiddlewareDecision) -> MiddlewareDecision:
     string, so no value changes; it is done here, where rows are kept, not in
     the decoder, so reading a stream pays nothing for it.
     """
-    for name in _WORDS:
-        word = getattr(row, name)
-        if type(word) is str:  # None, or a str subclass a caller built: kept
-            _set(row, name, _intern(word))
+    # Unrolled, and set only where the interned word is another object (a
+    # row the runtime built mostly holds interned words already).
+    word: str | None = row.middleware
+    if type(word) is str and _intern(word) is not word:
+        _set(row, "middleware", _intern(word))
+    word = row.moment
+    if type(word) is str and _intern(word) is not word:
+        _set(row, "moment", _intern(word))
+    word = row.at
+    if type(word) is str and _intern(word) is not word:
+        _set(row, "at", _intern(word))
+    word = row.outcome
+    if type(word) is str and _intern(word) is not word:
+        _set(row, "outcome", _intern(word))
+    word = row.phase
+    if type(word) is str and _intern(word) is not word:
+        _set(row, "phase", _intern(word))
+    word = row.tool_name
+    if type(word) is str and _intern(word) is not word:
+        _set(row, "tool_name", _intern(word))
     return row
 
 
 _intern = sys.intern
 _set = msgspec.structs.force_setattr
-_WORDS = ("middleware", "moment", "at", "outcome", "phase", "tool_name")
 
 
 # One table for every folder: a per-instance table of bound methods would be

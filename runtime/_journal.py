@@ -337,9 +337,10 @@ class Journal:
             key=self.store.chain_key,
         )
         self.folder.apply(recorded)
-        if isinstance(self._buffer, list) and isinstance(self._recorded, list):
+        # Invariant: a non-empty buffer is a list, and so is its ``_recorded``.
+        if self._buffer:
             self._buffer.append(record)
-            self._recorded.append(recorded)
+            self._recorded.append(recorded)  # type: ignore[union-attr]
         else:
             self._buffer, self._recorded = [record], [recorded]
         self.next_seq += 1

@@ -70,7 +70,10 @@ class Run:
             message, continue_from, session_id
         )
         hosting = self._hosting
-        async with hosting.operating(session):
+        # ``Hosting.operating``, spelled out: no context-manager generator
+        # per turn (bench/turns.py).
+        await hosting.hold(session)
+        try:
             base_seq = await self.caught_up(session, cp, by_id)
             hosting.use(session)
             trace = resolve(
@@ -82,6 +85,8 @@ class Run:
                 self._start(session, message, identity, base_seq, seed, trace, minted),
             )
             return hosting.result(session, out)
+        finally:
+            hosting.unhold(session)
 
     async def session(
         self,
