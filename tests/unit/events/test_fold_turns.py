@@ -8,15 +8,18 @@ neither by ``agent.turn_end`` nor by ``error.fatal``, with no pause pending.
 from __future__ import annotations
 
 import pickle
+import sys
 
 import msgspec
 
 from helmlog import RecoveryRequiredError
 from helmlog.events import (
+    DecisionFiled,
     Event,
     FatalError,
     Folder,
     HelmlogError,
+    MiddlewareDecision,
     PauseRequested,
     PauseResumed,
     ToolDispatched,
@@ -97,3 +100,30 @@ def test_r20_recovery_required_error_carries_its_data_across_processes() -> None
     )
     assert "agent.recover('s1')" in str(err)
     assert "helmlog recover" in str(err)
+
+
+def test_r1_a_folded_rows_words_are_interned_and_equal() -> None:
+    """R1, R21 (issue 29): the fold keeps each row equal to the one recorded,
+    its words (link, moment, at, outcome, phase, tool) the interned strings,
+    and a field that is not a plain str (None) as it was."""
+    words = ["".join(["link-", str(n)]) for n in (7, 7)]  # two equal, fresh strs
+    rows = [
+        MiddlewareDecision(
+            middleware=word,
+            moment="before-tool",
+            at="tool",
+            iteration=1,
+            outcome="allow",
+            changed=False,
+            tool_name="".join(["look", "up"]),
+            tool_call_id="c1",
+        )
+        for word in words
+    ]
+    expected = [msgspec.structs.replace(row) for row in rows]
+    folder = _fold(*(DecisionFiled(row=row) for row in rows))
+    assert expected == folder.rows
+    assert folder.rows[0].middleware is folder.rows[1].middleware
+    assert folder.rows[0].middleware is sys.intern("link-7")
+    assert folder.rows[0].tool_name is sys.intern("lookup")
+    assert [None, None] == [row.phase for row in folder.rows]
