@@ -183,25 +183,25 @@ def _raw_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
     return tuple(setters)
 
 
-_new = object.__new__
-_CALL_SETTERS = _raw_setters(ToolCallContext)
-_RESULT_SETTERS = _raw_setters(ToolResultContext)
+def _builder(cls: type) -> Callable[..., Any]:
+    """``cls(*fields)`` through its slots' own setters, one straight line of
+    calls (generated once per class: a walk builds a context per hook)."""
+    setters = _raw_setters(cls)
+    names = [f"f{i}" for i in range(len(setters))]
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = [f"def build({', '.join(names)}):", "    ctx = new(cls)"]
+    for i, setter in enumerate(setters):
+        scope[f"set{i}"] = setter
+        lines.append(f"    set{i}(ctx, f{i})")
+    lines.append("    return ctx")
+    exec("\n".join(lines), scope)
+    built: Callable[..., Any] = scope["build"]
+    return built
 
 
-def call_context(*fields: Any) -> ToolCallContext:
-    """``ToolCallContext(*fields)`` for a walker, whose copied-on-read fields
-    (args, history, identity) are already ``deferred``: the same object,
-    without the frozen dataclass's setattr per field (a walk builds one per
-    hook)."""
-    ctx = _new(ToolCallContext)
-    for set_slot, value in zip(_CALL_SETTERS, fields, strict=True):
-        set_slot(ctx, value)
-    return ctx
-
-
-def result_context(*fields: Any) -> ToolResultContext:
-    """``ToolResultContext(*fields)`` for a walker (see ``call_context``)."""
-    ctx = _new(ToolResultContext)
-    for set_slot, value in zip(_RESULT_SETTERS, fields, strict=True):
-        set_slot(ctx, value)
-    return ctx
+# ``ToolCallContext(*fields)`` for a walker, whose copied-on-read fields
+# (args, history, identity) are already ``deferred``: the same object, without
+# the frozen dataclass's setattr per field (a walk builds one per hook).
+call_context: Callable[..., ToolCallContext] = _builder(ToolCallContext)
+# ``ToolResultContext(*fields)`` for a walker, the same way.
+result_context: Callable[..., ToolResultContext] = _builder(ToolResultContext)
