@@ -183,15 +183,19 @@ class _Grouper:
     model reply); items helmlog has no message for (system prompts, reasoning,
     hosted tools) are ``(None, [index])``. ``keys`` are the items' JSON as
     last grouped (``_regrouped``), ``None`` when they were not all JSON.
+    ``same`` holds, by message position, a grouped message and the planned
+    one it was found equal to for the model (``_model_view``): compared
+    again only when either is another object.
     """
 
-    __slots__ = ("groups", "keys", "names", "parse")
+    __slots__ = ("groups", "keys", "names", "parse", "same")
 
     def __init__(self, parse: Callable[[Any], Any] = _args) -> None:
         self.groups: list[tuple[Message | None, list[int]]] = []
         self.names: dict[str, str] = {}
         self.keys: list[bytes] | None = None
         self.parse = parse
+        self.same: dict[int, tuple[Message, Message]] = {}
 
     def add(self, index: int, item: Any) -> None:
         groups = self.groups
@@ -357,19 +361,26 @@ def _model_view(
     """
     if run is None:
         groups = _groups(items, _compared)
+        known: dict[int, tuple[Message, Message]] = {}
     else:
         run.grouped = _regrouped(items, run.grouped)
         groups = run.grouped.groups
+        # The SDK sends the whole history before each model call: a pair
+        # found equal last time (the same two objects) is not compared again.
+        known = run.grouped.same
     if sum(1 for m, _ in groups if m is not None) == len(plan):
         out: list[Any] = []
         position = 0
         for message, at in groups:
             if message is not None:
                 target = plan[position]
+                seen = known.get(position)
                 position += 1
-                if not (message == target or _same(message, target)):
-                    out.extend(to_input_items([target]))
-                    continue
+                if seen is None or seen[0] is not message or seen[1] is not target:
+                    if not (message == target or _same(message, target)):
+                        out.extend(to_input_items([target]))
+                        continue
+                    known[position - 1] = (message, target)
             if len(at) == 1:
                 out.append(items[at[0]])
             else:

@@ -97,3 +97,24 @@ def test_items_that_are_not_json_are_grouped_in_full_every_time() -> None:
     assert calls == (
         ToolCallRequest(id="c0", name="lookup_order", args={"order_id": "0"}),
     )
+
+
+def test_a_pair_found_equal_is_compared_again_once_the_plan_changes() -> None:
+    """Issue 27 item 2 and the bench figure: the run remembers which grouped
+    message equals which planned one (the fold's history keeps its objects
+    from call to call, so nothing is compared twice), yet a plan that puts
+    another message at a position (a redaction, a window) is honoured."""
+    run = oa._Run(session=None)  # type: ignore[arg-type]
+    items = _history(2)
+    plan = _plan(items, "look up c0..c9")  # the record's objects, kept
+    assert items == oa._model_view(plan, items, run)
+    assert items == oa._model_view(plan, items, run)  # remembered, the same
+    redacted = Message(
+        role="tool", content="[redacted]", tool_call_id="c0", tool_name="lookup_order"
+    )
+    changed = (*plan[:2], redacted, *plan[3:])
+    view = oa._model_view(changed, items, run)
+    output = {"type": "function_call_output", "call_id": "c0", "output": "[redacted]"}
+    assert output == view[2]
+    assert view[:2] == items[:2] and view[3:] == items[3:]
+    assert items == oa._model_view(plan, items, run)  # the record's again
