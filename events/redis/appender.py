@@ -229,6 +229,7 @@ class Appender:
             loop.create_future(),
         )
         item.token, item.last_seq = token, last.seq
+        item.shard = self._backend.shard(session_id)
         if signed and self.headlog is not None:
             heads = [r for r in records if type_of(r) == _HEAD_SIGNED]
             item.heads = (heads[-1].seq, heads[-1].hash, head_leaves(heads))
@@ -245,8 +246,6 @@ class Appender:
             if item in self._queue:
                 self._queue.remove(item)
             raise
-        if expected_seq == 0:
-            await self._registry.register(session_id)
         return seq
 
     async def _publish_before_close(self, session_id: str) -> None:
@@ -298,11 +297,7 @@ class Appender:
         acks, self._acks = self._acks, []
         try:
             self._outbox.inflight = ops
-            premarks = [
-                (self._backend.shard(i.session_id), i.premark)
-                for i in batch
-                if i.premark
-            ]
+            premarks = [(i.shard, i.premark) for i in batch if i.premark]
             staged = ops + [(n, op) for n, op in premarks if op is not None]
             shard_cmds, owners = self._outbox.shard_commands(staged)
             appends = [(stream_key(i.session_id), i.args) for i in batch]
@@ -446,13 +441,19 @@ class Appender:
             # R4: earlier facts of this session may be unpublished; its close
             # waits, and the open mark stays for publish_facts to settle.
             after = [op for op in after if op[0] != "C"]
-        n = self._backend.shard(sid)
+        n = item.shard
         ops = self._outbox.ops
         indexed = False
         for op in after:
             ops.append((n, op))
             if op[0] in _ACKED:
                 indexed = True
+        if item.expected == 0:
+            # R25: the session's first append; the registry's entry rides
+            # in the next round trip (with its facts), and the caller waits
+            # for it, as it did for its own SADD.
+            ops.append((n, ("S", sid, seq, 0, b"")))
+            indexed = True
         if indexed:
             # Read your writes: the caller sees its ask or closed turn in
             # the index once we return (facts alone may lag, R4).

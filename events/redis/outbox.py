@@ -27,7 +27,7 @@ from redis.exceptions import ResponseError
 from .._errors import StoreError
 from .._index import delta_of
 from .backend import Backend, put_bounded
-from .keys import Op, fact_ops, index_op, scripted
+from .keys import Op, fact_ops, index_op, registry_key, scripted
 from .queued import QueuedAppend
 from .reader import Reader
 from .wire import DRIVER_ERRORS, Command
@@ -180,6 +180,13 @@ class Outbox:
         maxlen = self._backend.options.facts_maxlen
         for i, (n, (code, sid, a, _b, value)) in enumerate(staged):
             if code == "B":
+                continue
+            if code == "S":
+                # R25: the session's entry in the store-wide registry (its
+                # shard is the index's), after its first append landed.
+                key = registry_key(n)
+                commands.append((key, ("SADD", key, sid)))
+                owners.append([i])
                 continue
             if code == "F" and sid not in closing:
                 key = self._backend.shards[n][0]

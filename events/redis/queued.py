@@ -32,6 +32,7 @@ class QueuedAppend:
         "premark",
         "resolving",
         "session_id",
+        "shard",
         "token",
     )
 
@@ -60,6 +61,8 @@ class QueuedAppend:
         self.token = ""
         self.last_seq = expected
         self.resolving = False
+        # The index shard of the session (``shard_of``: a hash, made once).
+        self.shard = 0
         # Issue 30: the log of heads' share of this append: the signed head's
         # ``(seq, hash)`` and the leaves, until they are sent (``headlog.py``).
         self.heads: tuple[int, str, list[bytes]] | None = None

@@ -24,6 +24,7 @@ from typing import Any, Final
 import hiredis
 import redis.asyncio as aioredis
 from redis._parsers import _AsyncHiredisParser
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
     MaxConnectionsError,
@@ -120,8 +121,9 @@ async def _replies(conn: Any, n: int) -> list[Any]:
 
     Read from the connection's own hiredis parser (redis-py keeps it as
     ``_parser``; the connection's ``read_response`` wraps each reply in a
-    timeout and health bookkeeping the round trip's one deadline replaces);
-    a connection without it is read through ``read_response``.
+    timeout and health bookkeeping the round trip's one deadline replaces,
+    and the parser's own is a coroutine per reply); a connection without it
+    is read through ``read_response``.
     """
     replies: list[Any] = []
     parser = getattr(conn, "_parser", None)
@@ -135,13 +137,35 @@ async def _replies(conn: Any, n: int) -> list[Any]:
             except ResponseError as exc:
                 replies.append(exc)
         return replies
-    read = parser.read_response
+    if not parser._connected:
+        raise RedisConnectionError("Connection closed by server.")
+    # The parser's hiredis reader, drained in one loop: the socket is read
+    # only when a reply is incomplete (a pipeline's replies mostly arrive in
+    # one read), and no coroutine is made per reply (bench/ledger.py).
+    reader: Any = parser._reader
+    gets = reader.gets
+    read_more: Any = parser.read_from_socket
     push = replies.append
+    push_type = parser._hiredis_PushNotificationType
     try:
-        for _ in range(n):
+        while len(replies) < n:
+            reply = gets(False)
+            while reply is NOT_ENOUGH_DATA:
+                await read_more()
+                reply = gets(False)
             # An error reply comes back as its ResponseError; a broken
-            # connection (and LOADING, a ConnectionError) is raised.
-            push(await read(disable_decoding=True))
+            # connection (and LOADING, a ConnectionError) is raised, as
+            # redis-py's read_response does.
+            if isinstance(reply, RedisConnectionError):
+                raise reply
+            if isinstance(reply, list) and reply:
+                if isinstance(reply[0], RedisConnectionError):
+                    raise reply[0]
+            elif push_type is not None and isinstance(reply, push_type):
+                # A RESP3 push (never asked for here): not a command's reply.
+                await parser.handle_push_response(reply)
+                continue
+            push(reply)
     except OSError as exc:
         # The socket failed mid-read: what redis-py's read_response says.
         raise RedisConnectionError(f"Error while reading a reply: {exc}") from exc
