@@ -123,7 +123,8 @@ def fact_sources(records: Sequence[StoredEvent]) -> list[StoredEvent]:
     ``fact_bytes`` gives each one's published fact, later if need be: a fact
     is a projection of bytes that never change (R4, R10).
     """
-    kinds = [type_of(record) for record in records]
+    # ``type_of``, with a store's record (its type set) read without a call.
+    kinds = [record.type or type_of(record) for record in records]
     out: list[StoredEvent] = []
     last = len(records) - 1
     for i, record in enumerate(records):

@@ -95,7 +95,7 @@ def delta_of(session_id: str, records: Sequence[StoredEvent]) -> IndexDelta | No
     ask: PendingAsk | None = None
     found = False
     for record in records:
-        kind = type_of(record)
+        kind = record.type or type_of(record)
         if kind not in RELEVANT_TYPES:
             continue
         found = True
