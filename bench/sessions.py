@@ -1,23 +1,19 @@
 """Benchmark sessions per core: many users, a model with a fixed latency.
 
 Pattern: a load test, each case in its own process: N users, each an asyncio
-         task running sessions back to back (TURNS_PER_SESSION turns; a turn
-         is one tool call, then the answer: two model calls of LATENCY_S), on
-         helmlog's memory store, on a real Redis, LangChain v1 and the OpenAI
-         Agents SDK; the parent drives every case's windows in turn.
+         task running sessions back to back (TURNS_PER_SESSION turns of one
+         tool call and the answer, two model calls of LATENCY_S), on helmlog's
+         memory store, a real Redis, LangChain v1 and the OpenAI Agents SDK.
 Role:    bench; ``uv run python bench/sessions.py`` (``--users 100,1000``,
-         ``--seconds``, ``--cases``, ``--quick``; it starts its own
-         ``redis-server``).
+         ``--seconds``, ``--cases``, ``--quick``; it starts ``redis-server``).
 Emits:   a summary and one JSON line; the figures are defined in bench/README.md.
 
 Laws: none new; issue 29's table and targets, measured in one run.
 
 Why a process per case: a platform team runs one framework per server, so no
-framework's heap may meet another's collector (LangChain's checkpointer grew
-helmlog's full walks). Why CPU time: on a shared machine the wall clock counts
-waits for a core, the process's CPU (every thread) counts the work. Each
-framework keeps a session its own documented way: helmlog a session id,
-LangChain a checkpointer's ``thread_id``, the Agents SDK the caller's
+heap meets another framework's collector. Why CPU time: on a shared machine
+the wall clock counts waits for a core. Sessions are each framework's own:
+helmlog a session id, LangChain a ``thread_id``, the Agents SDK the caller's
 ``to_input_list()`` (tracing off: its exporter would go to the network).
 """
 
