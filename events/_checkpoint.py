@@ -12,6 +12,8 @@ a pause MAC is never derivable from what the stream stores), R1.
 
 Why no pause MAC is stored: a reader of the stream could copy it into a
 checkpoint of their making. More (the keyed R1 exception): docs/design.md.
+Why ``gc=False``: every resident session holds one; frozen and holding only
+values (Messages, a PausedCall), it forms no cycle (issue 29 item 2).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ._pause_events import PausedCall
 CHECKPOINT_VERSION = 1
 
 
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Where a session stands: a finished turn, or a pause waiting on a person.
 
     Attributes:
