@@ -2,9 +2,10 @@
 
 Pattern: each takes only a plain ``tools/call`` (no progress token, no task)
          and hands every other message to the SDK unchanged: ``ServingLane``
-         runs a stdio line through the SDK's kernel without its dispatcher,
-         ``HttpLane`` a 2026-era POST without its entry (the kernel's steps
-         run itself); ``FastPosts`` is one raw POST on ``wire.HttpWire``
+         runs a stdio line without the SDK's dispatcher, ``HttpLane`` a
+         2026-era POST without its entry (each runs the kernel's steps
+         itself, the kernel where a tracer provider is set); ``FastPosts``
+         is one raw POST on ``wire.HttpWire``
          (kept-alive HTTP/1.1, the upstream client's settings) or on that
          ``httpx2`` client; ``RawCalls`` a raw call on a stdio child's pipes;
          ``OneWriteProtocol`` writes an HTTP answer's head and body at once.

@@ -1,21 +1,22 @@
 """The serving lane: a plain ``tools/call`` answered beside the SDK's dispatcher.
 
 Pattern: ``ServingLane`` watches a session's decoded JSON-RPC messages;
-         ``take`` claims a plain ``tools/call`` (no progress token, no task,
-         the client's session established: handshake done, or a 2026-07-28
-         request whose envelope the SDK's ladder accepts) and runs it through
-         the SDK's own kernel (``ServerRunner.on_request`` / ``serve_one``:
-         surface validation, middleware, the session's handler, result
-         shaping), writing the answer or error as the SDK's dispatcher would.
+         ``take`` claims a plain ``tools/call`` (no progress token, no task;
+         after the handshake, or a 2026-07-28 request whose envelope the
+         SDK's ladder accepts) and runs the kernel's steps for it (surface
+         and params validation, the session's handler, the result shaping;
+         the kernel itself where a tracer provider is set), answering as
+         the SDK's dispatcher would.
 Role:    gateway layer; the proxy's stdio transport hands it every line
          (``proxy/_stdio.py``); ``McpProxy.fast_calls`` off turns it off.
 Emits:   nothing of its own; the session's route records and tells.
 
-Laws: P25 (the answer, the error shape and the cancel are the SDK path's:
-``test_proxy_lane.py``), P20 (the same audit rows: the same handler runs).
+Laws: P25 (the SDK path's answers, errors and cancel: ``test_proxy_lane.py``,
+lane off, kernel and kernel-free), P20 (the same audit rows).
 
-Why: the SDK's dispatcher costs pydantic message models both ways, memory
-streams and a task hop per call; the kernel itself is kept (bench/proxy.py).
+Why: the dispatcher costs message models both ways, memory streams and a
+task hop a call; the kernel a connection, a runner, a no-op span and a
+shielded close (issue 26: ~20% of the stdio proxy's CPU, bench/proxy.py).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from typing import Any, cast
 
 import anyio
 import anyio.abc
+import mcp.types as types
 import msgspec
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
 from mcp.server.runner import (
     ServerRunner,
+    _dump_result,
     _has_modern_envelope,
     _NoServerRequestsDispatchContext,
     modern_error_data,
@@ -44,7 +48,11 @@ from mcp.shared.jsonrpc_dispatcher import (
 )
 from mcp.shared.transport_context import TransportContext
 from mcp_types import CONNECTION_CLOSED, ErrorData
+from mcp_types import methods as _methods
+from mcp_types.version import LATEST_MODERN_VERSION
 from pydantic import ValidationError
+
+from .http_lane import traced
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -52,6 +60,7 @@ Write = Callable[[bytes], Awaitable[None]]
 _encode = msgspec.json.Encoder().encode
 _REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _SHUTDOWN_WRITE_S = 2.0
+_METHOD = "tools/call"
 
 
 class _Dispatch:
@@ -113,6 +122,11 @@ class ServingLane:
         self.outbound: Any = None  # the SDK's notify-only outbound, modern era
         self.lifespan: Any = None
         self.answered = 0  # calls the lane answered (the differential tests)
+        # ``None``: through the SDK's kernel exactly when ``traced()`` (or a
+        # middleware the lane does not know is on the server); the
+        # differential tests pin it (``True``: always the kernel).
+        self.kernel: bool | None = None
+        self._runner: ServerRunner[Any] | None = None  # ``_serialize``'s, kept
         self._tg: anyio.abc.TaskGroup | None = None
         self._closing = False
         self._in_flight: dict[Any, tuple[anyio.CancelScope, _Dispatch]] = {}
@@ -228,6 +242,8 @@ class ServingLane:
 
     async def _run(self, dctx: _Dispatch, params: dict[str, Any], route: Any) -> Any:
         server = self.session.server
+        if self._kernel_free(server, route):
+            return await self._steps(params, route)
         if route is None:
             assert self.connection is not None
             runner = ServerRunner(server, self.connection, self.lifespan)
@@ -254,6 +270,68 @@ class ServingLane:
         except Exception as exc:  # as ``_serve_modern_stream`` maps it
             error = modern_error_data(exc)
             raise MCPError(error.code, error.message, error.data) from exc
+
+    def _kernel_free(self, server: Any, route: Any) -> bool:
+        """Whether ``_steps`` answers the call: not pinned to the kernel, no
+        tracer provider (the kernel's span would record nothing), only the
+        lane's, the SDK's span and the session's middleware on the server
+        (each a no-op for this call: the connection and the client are known
+        once a call is the lane's), no tasks extension declared (S10: the
+        kernel's ``declared``), and the session serves ``tools/call``."""
+        kernel = traced() if self.kernel is None else self.kernel
+        if kernel or server.get_request_handler(_METHOD) is None:
+            return False
+        if route is not None:
+            capabilities = route.client_capabilities
+            if isinstance(capabilities, dict) and capabilities.get("extensions"):
+                return False
+        known = (self._seen, self.session._seen)
+        return all(
+            m in known or type(m) is OpenTelemetryMiddleware for m in server.middleware
+        )
+
+    async def _steps(self, params: dict[str, Any], route: Any) -> Any:
+        """``ServerRunner._on_request`` for one plain ``tools/call``, its
+        middleware aside (``_kernel_free``): the surface validation, the
+        handler's params model, the session's handler (``lane_call``, as
+        ``HttpLane`` runs it) and the result shaping, raising what it raises
+        (an unmapped failure of a 2026-era call as ``serve_one``'s entry
+        maps it)."""
+        session = self.session
+        if route is None:
+            assert self.connection is not None
+            version = self.connection.protocol_version
+        else:
+            version = route.protocol_version
+        try:
+            try:
+                _methods.validate_client_request(_METHOD, version, params)
+            except KeyError:
+                raise MCPError(
+                    code=types.METHOD_NOT_FOUND,
+                    message="Method not found",
+                    data=_METHOD,
+                ) from None
+            typed = types.CallToolRequestParams.model_validate(params, by_name=False)
+            result = await session.lane_call(typed, params, None, version)
+            return _dump_result(self._shaper()._serialize(_METHOD, version, result))
+        except (MCPError, ValidationError):
+            raise
+        except Exception as exc:
+            if route is None:
+                raise
+            error = modern_error_data(exc)  # as ``_run`` maps ``serve_one``'s
+            raise MCPError(error.code, error.message, error.data) from exc
+
+    def _shaper(self) -> ServerRunner[Any]:
+        """A kernel for ``_serialize`` alone: it reads only the server (cache
+        hints, the ``serverInfo`` stamp), the session's for the lane's life."""
+        runner = self._runner
+        if runner is None:
+            connection = Connection.from_envelope(LATEST_MODERN_VERSION, None, None)
+            runner = ServerRunner(self.session.server, connection, self.lifespan)
+            self._runner = runner
+        return runner
 
     async def _answer(
         self,

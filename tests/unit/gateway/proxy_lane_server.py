@@ -4,7 +4,9 @@ Pattern: a script module (``python -m`` this): an ``McpProxy`` in front of an
          in-process MCPServer (plain, failing, structured and slow tools),
          with or without one governance rule (a refusal and a rewrite),
          served by ``serve_stdio``; ``--no-lane`` serves the same session
-         without the serving lane (the SDK's dispatcher answers every call).
+         without the serving lane (the SDK's dispatcher answers every call);
+         ``--kernel`` pins the lane to the SDK's kernel (``serve_one`` /
+         ``ServerRunner``) instead of its own run of the kernel's steps.
 Role:    started by ``test_proxy_lane.py``; ``--out PATH`` writes, at exit,
          how many calls the lane answered and the session's audit rows.
 Emits:   nothing beyond the proxy's own records (in this process's memory).
@@ -110,7 +112,7 @@ def _row(e: ProxyCallFinished) -> list[Any]:
     ]
 
 
-async def main(lane: bool, rule: bool, out: str) -> None:
+async def main(lane: bool, rule: bool, out: str, kernel: bool = False) -> None:
     events: list[Any] = []
     options: dict[str, Any] = {
         "hidden_tools": {"hidden"},
@@ -127,6 +129,8 @@ async def main(lane: bool, rule: bool, out: str) -> None:
     async def served(read: Any, write: Any, *, lane: Any = None) -> None:
         if lane is not None:
             lanes.append(lane)
+            if kernel:
+                lane.kernel = True
         await run(read, write, lane=lane if lane_on else None)
 
     lane_on = lane
@@ -142,6 +146,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-lane", action="store_true")
     parser.add_argument("--rule", action="store_true")
+    parser.add_argument("--kernel", action="store_true")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    asyncio.run(main(not args.no_lane, args.rule, args.out))
+    asyncio.run(main(not args.no_lane, args.rule, args.out, args.kernel))

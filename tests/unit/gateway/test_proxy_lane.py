@@ -134,18 +134,24 @@ async def test_p25_p20_the_lane_answers_and_audits_as_the_sdk_dispatcher(
     tmp_path: Path, modern: bool, rule: bool
 ) -> None:
     """P25, P20, P14: every case answers the same JSON and leaves the same
-    audit rows, lane or not; the lane took every plain call."""
+    audit rows, lane or not, and on the lane with its own run of the kernel's
+    steps (no tracer provider: the default) or the SDK's kernel itself
+    (issue 26); the lane took every plain call."""
     flags = ("--rule",) if rule else ()
     sent = _calls(modern, CASES)
     lane, lane_out = await _served(
         *flags, tmp=tmp_path, modern=modern, sent=sent, expected=len(CASES)
     )
+    kernel, kernel_out = await _served(
+        *flags, "--kernel", tmp=tmp_path, modern=modern, sent=sent, expected=len(CASES)
+    )
     sdk, sdk_out = await _served(
         *flags, "--no-lane", tmp=tmp_path, modern=modern, sent=sent, expected=len(CASES)
     )
-    assert sdk == lane
-    assert sdk_out["rows"] == lane_out["rows"]
+    assert sdk == lane == kernel
+    assert sdk_out["rows"] == lane_out["rows"] == kernel_out["rows"]
     assert (LANE_TAKES, 0) == (lane_out["answered"], sdk_out["answered"])
+    assert LANE_TAKES == kernel_out["answered"]
     assert "HI" == lane["1"]["result"]["content"][0]["text"]
     assert lane["2"]["result"]["isError"]
     structured = lane["3"]["result"]["structuredContent"]
