@@ -6,9 +6,10 @@ Pattern: a script module (``python -m`` this): an ``McpProxy`` in front of an
          served by ``serve_stdio``; ``--no-lane`` serves the same session
          without the serving lane (the SDK's dispatcher answers every call);
          ``--kernel`` pins the lane to the SDK's kernel (``serve_one`` /
-         ``ServerRunner``) instead of its own run of the kernel's steps.
+         ``ServerRunner``) instead of its own run of the kernel's steps;
+         ``--traced`` sets a tracer provider first (the SERVER spans too).
 Role:    started by ``test_proxy_lane.py``; ``--out PATH`` writes, at exit,
-         how many calls the lane answered and the session's audit rows.
+         how many calls the lane answered, the audit rows and the spans.
 Emits:   nothing beyond the proxy's own records (in this process's memory).
 
 Laws: none itself; P25 and P20 are tested with it.
@@ -112,7 +113,37 @@ def _row(e: ProxyCallFinished) -> list[Any]:
     ]
 
 
-async def main(lane: bool, rule: bool, out: str, kernel: bool = False) -> None:
+def _traced() -> Any:
+    """A real tracer provider with an in-memory exporter, set for the process."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+def _spans(exporter: Any) -> list[Any]:
+    from opentelemetry.trace import SpanKind
+
+    spans = exporter.get_finished_spans()
+    return sorted(
+        [s.name, str(s.kind), json.dumps(dict(s.attributes or {}), sort_keys=True)]
+        for s in spans
+        if s.kind == SpanKind.SERVER
+    )
+
+
+async def main(
+    lane: bool, rule: bool, out: str, kernel: bool = False, traced: bool = False
+) -> None:
+    exporter = _traced() if traced else None
     events: list[Any] = []
     options: dict[str, Any] = {
         "hidden_tools": {"hidden"},
@@ -139,7 +170,10 @@ async def main(lane: bool, rule: bool, out: str, kernel: bool = False) -> None:
         await proxy.serve_stdio()
     answered = sum(x.answered for x in lanes) if lane_on else 0
     rows = sorted(_row(e) for e in events if isinstance(e, ProxyCallFinished))
-    Path(out).write_text(json.dumps({"answered": answered, "rows": rows}))
+    spans = [] if exporter is None else _spans(exporter)
+    Path(out).write_text(
+        json.dumps({"answered": answered, "rows": rows, "spans": spans})
+    )
 
 
 if __name__ == "__main__":
@@ -147,6 +181,7 @@ if __name__ == "__main__":
     parser.add_argument("--no-lane", action="store_true")
     parser.add_argument("--rule", action="store_true")
     parser.add_argument("--kernel", action="store_true")
+    parser.add_argument("--traced", action="store_true")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    asyncio.run(main(not args.no_lane, args.rule, args.out, args.kernel))
+    asyncio.run(main(not args.no_lane, args.rule, args.out, args.kernel, args.traced))

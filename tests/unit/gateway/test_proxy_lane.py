@@ -168,6 +168,38 @@ async def test_p25_p20_the_lane_answers_and_audits_as_the_sdk_dispatcher(
 
 
 @pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_p25_with_a_tracer_provider_the_lanes_calls_carry_the_sdks_span(
+    tmp_path: Path, modern: bool
+) -> None:
+    """P25 (issue 26): in a process with a tracer provider set, the lane runs
+    the SDK's kernel, so each call it answers records the SDK's server span:
+    the same spans (names, kinds, attributes) as with the lane off, where a
+    kernel-free lane would leave the proxy's out; answers and rows alike."""
+    cases = CASES[:3]
+    sent = _calls(modern, cases)
+    lane, lane_out = await _served(
+        "--traced", tmp=tmp_path, modern=modern, sent=sent, expected=len(cases)
+    )
+    sdk, sdk_out = await _served(
+        "--traced",
+        "--no-lane",
+        tmp=tmp_path,
+        modern=modern,
+        sent=sent,
+        expected=len(cases),
+    )
+    assert sdk == lane
+    assert sdk_out["rows"] == lane_out["rows"]
+    assert len(cases) == lane_out["answered"]
+    assert sdk_out["spans"] == lane_out["spans"]
+    called = [s for s in lane_out["spans"] if s[0].startswith("tools/call ")]
+    # each call's span twice: the proxy's and its in-process upstream's
+    names = ["tools/call echo", "tools/call explode", "tools/call record"]
+    assert sorted(names * 2) == [s[0] for s in called]
+    assert all('"execute_tool"' in s[2] for s in called)
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
 async def test_p25_a_cancelled_lane_call_is_never_answered_as_on_the_sdk_path(
     tmp_path: Path, modern: bool
 ) -> None:
