@@ -39,7 +39,7 @@ from .queued import QueuedAppend
 from .readback import ReadBack
 from .registry import Registry
 from .scripts import APPEND_SHA
-from .wire import DRIVER_ERRORS, Arg, ReplyLostError
+from .wire import DRIVER_ERRORS, Arg, ReplyLostError, pack
 
 log = logging.getLogger("helmlog.events")
 
@@ -173,6 +173,43 @@ class Appender:
             await self._registry.mark_format()
         if self.closed:
             raise StoreError(f"the redis event store {self._backend.url} is closed")
+        item = self._item(session_id, records, expected_seq, prev_hash, stamped)
+        if item.closing and not self._outbox.vouches(session_id, expected_seq):
+            # R4: a close may land only once every earlier fact of the
+            # session is published; this store cannot vouch for what
+            # others wrote, so it publishes them first (best-effort:
+            # if that fails the close waits for the sweep).
+            await self._publish_before_close(session_id)
+        self._queue.append(item)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        try:
+            return await item.future
+        except asyncio.CancelledError:
+            # A caller cancelled before its append was sent takes it out of
+            # the queue (issue 29 item 5: never sent, so known not to be in
+            # the stream). Once sent, it lands or not on its own; the
+            # session's next writer reads the stream back (the journal, R24).
+            if item in self._queue:
+                self._queue.remove(item)
+            raise
+
+    def _item(
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        prev_hash: str,
+        stamped: Sequence[Event] | None,
+    ) -> QueuedAppend:
+        """The queued append of a batch: its script call, packed, and what it
+        owes the index, the facts and the log of heads once it lands.
+
+        Synchronous, so what it builds on the way (the arguments, the facts)
+        is gone before the caller waits: only the item lives through the
+        round trip, and the collector is not handed a batch's worth of young
+        objects per flush (issue 29).
+        """
         self._tokens += 1
         token = f"{self._writer}:{self._tokens}"
         last = records[-1]
@@ -201,6 +238,7 @@ class Appender:
                 signed = True
         after = fact_ops(session_id, records, stamped)
         premark: Op | None = None
+        closing = False
         delta = delta_of(session_id, records) if relevant else None
         if delta is not None:
             if delta.open_at:
@@ -211,42 +249,23 @@ class Appender:
                 after.append(("A", session_id, delta.ask.seq, 0, encode_ask(delta.ask)))
             if delta.close_at:
                 after.append(("C", session_id, delta.close_at, 0, b""))
-                if not self._outbox.vouches(session_id, expected_seq):
-                    # R4: a close may land only once every earlier fact of the
-                    # session is published; this store cannot vouch for what
-                    # others wrote, so it publishes them first (best-effort:
-                    # if that fails the close waits for the sweep).
-                    await self._publish_before_close(session_id)
-        last_hash = records[-1].hash if records else prev_hash
-        loop = asyncio.get_running_loop()
+                closing = True
         item = QueuedAppend(
             session_id,
             expected_seq,
-            args,
-            last_hash,
+            pack(args),
+            last.hash,
             after,
             premark,
-            loop.create_future(),
+            asyncio.get_running_loop().create_future(),
         )
         item.token, item.last_seq = token, last.seq
         item.shard = self._backend.shard(session_id)
+        item.closing = closing
         if signed and self.headlog is not None:
             heads = [r for r in records if type_of(r) == _HEAD_SIGNED]
             item.heads = (heads[-1].seq, heads[-1].hash, head_leaves(heads))
-        self._queue.append(item)
-        if self._flusher is None or self._flusher.done():
-            self._flusher = loop.create_task(self._flush())
-        try:
-            seq = await item.future
-        except asyncio.CancelledError:
-            # A caller cancelled before its append was sent takes it out of
-            # the queue (issue 29 item 5: never sent, so known not to be in
-            # the stream). Once sent, it lands or not on its own; the
-            # session's next writer reads the stream back (the journal, R24).
-            if item in self._queue:
-                self._queue.remove(item)
-            raise
-        return seq
+        return item
 
     async def _publish_before_close(self, session_id: str) -> None:
         try:
@@ -300,7 +319,7 @@ class Appender:
             premarks = [(i.shard, i.premark) for i in batch if i.premark]
             staged = ops + [(n, op) for n, op in premarks if op is not None]
             shard_cmds, owners = self._outbox.shard_commands(staged)
-            appends = [(stream_key(i.session_id), i.args) for i in batch]
+            appends = [(stream_key(i.session_id), i.packed) for i in batch]
             if not shard_cmds and not appends:
                 # Only cursor notes of fact-free batches: nothing to send.
                 self._outbox.check_shards(staged, owners, [])
@@ -314,7 +333,7 @@ class Appender:
                     )
                     go = [i for i in batch if i.session_id not in refused]
                     append_replies = await self._backend.routes.call(
-                        [(stream_key(i.session_id), i.args) for i in go]
+                        [(stream_key(i.session_id), i.packed) for i in go]
                     )
                     for item in batch:
                         if item.session_id in refused:

@@ -30,7 +30,7 @@ from .backend import Backend, put_bounded
 from .keys import Op, fact_ops, index_op, registry_key, scripted
 from .queued import QueuedAppend
 from .reader import Reader
-from .wire import DRIVER_ERRORS, Command
+from .wire import DRIVER_ERRORS, Command, pack
 
 log = logging.getLogger("helmlog.events")
 
@@ -193,9 +193,11 @@ class Outbox:
                 commands.append(
                     (
                         key,
-                        (
-                            "XADD", key, "MAXLEN", "~", maxlen, "*",
-                            "session_id", sid, "seq", a, "data", value,
+                        pack(
+                            (
+                                "XADD", key, "MAXLEN", "~", maxlen, "*",
+                                "session_id", sid, "seq", a, "data", value,
+                            )
                         ),
                     )
                 )  # fmt: skip

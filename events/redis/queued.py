@@ -12,23 +12,26 @@ Laws: R24 (``token``/``last_seq``/``resolving``: what a read-back needs), R7
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import hiredis
 
 from .keys import Op
-from .wire import Arg
 
 
 class QueuedAppend:
-    """One queued append: its script arguments and the caller's future."""
+    """One queued append: its script call, packed, and the caller's future."""
 
     __slots__ = (
         "acked",
         "after",
-        "args",
+        "closing",
         "expected",
         "future",
         "heads",
         "last_hash",
         "last_seq",
+        "packed",
         "premark",
         "resolving",
         "session_id",
@@ -40,7 +43,7 @@ class QueuedAppend:
         self,
         session_id: str,
         expected: int,
-        args: list[Arg],
+        packed: bytes,
         last_hash: str,
         after: list[Op],
         premark: Op | None,
@@ -48,7 +51,10 @@ class QueuedAppend:
     ) -> None:
         self.session_id = session_id
         self.expected = expected
-        self.args = args
+        # The append script's call, RESP-encoded once (``wire.pack``): sent,
+        # and sent again by a read-back (R24), as these bytes; bytes are not
+        # walked by the collector, a list of arguments is.
+        self.packed = packed
         self.last_hash = last_hash
         self.after = after
         self.premark = premark
@@ -61,8 +67,18 @@ class QueuedAppend:
         self.token = ""
         self.last_seq = expected
         self.resolving = False
+        # Whether the batch ends a turn (its close is in ``after``, R4).
+        self.closing = False
         # The index shard of the session (``shard_of``: a hash, made once).
         self.shard = 0
         # Issue 30: the log of heads' share of this append: the signed head's
         # ``(seq, hash)`` and the leaves, until they are sent (``headlog.py``).
         self.heads: tuple[int, str, list[bytes]] | None = None
+
+    @property
+    def args(self) -> list[Any]:
+        """The script call's arguments, decoded from ``packed`` (as bytes)."""
+        reader = hiredis.Reader()
+        reader.feed(self.packed)
+        args: list[Any] = reader.gets()
+        return args

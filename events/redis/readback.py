@@ -135,7 +135,7 @@ class ReadBack:
                     if isinstance(reply, Exception):
                         return pending, reply
             replies = await self._backend.routes.call(
-                [(stream_key(i.session_id), i.args) for i in pending]
+                [(stream_key(i.session_id), i.packed) for i in pending]
             )
         except (*DRIVER_ERRORS, StoreError) as exc:
             return pending, exc

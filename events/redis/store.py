@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -167,10 +167,12 @@ class RedisEventStore:
         # The appender sends the log of heads' share of the append (issue 30).
         return await self._appender.append(session_id, events, expected_seq)
 
-    async def append_sealed(
+    def append_sealed(
         self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
-    ) -> int:
-        return await self._appender.append_sealed(session_id, records, expected_seq)
+    ) -> Coroutine[Any, Any, int]:
+        # The appender's coroutine itself, awaited by the caller: no frame of
+        # this facade lives through the round trip (issue 29).
+        return self._appender.append_sealed(session_id, records, expected_seq)
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         return await self._reader.read(session_id, after_seq)

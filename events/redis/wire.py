@@ -40,14 +40,27 @@ from .scripts import SCRIPTS
 DRIVER_ERRORS: Final = (RedisError, OSError)
 
 Arg = bytes | str | int
+# A command: its arguments, or ``bytes`` already RESP-encoded (``pack``).
 Command = Sequence[Arg]
 
 
-def _pack(commands: Sequence[Command]) -> bytes:
-    """RESP-encode commands (arguments are bytes, str or int) into one write."""
-    pack = hiredis.pack_command
+def pack(command: Sequence[Arg]) -> bytes:
+    """One command RESP-encoded, to be sent as it is (a hot path packs once)."""
     # hiredis's stub types the argument as a 1-tuple; it takes any length.
-    return b"".join([pack(tuple(command)) for command in commands])  # type: ignore[arg-type]
+    packed: bytes = hiredis.pack_command(tuple(command))  # type: ignore[arg-type]
+    return packed
+
+
+def _pack(commands: Sequence[Command]) -> bytes:
+    """RESP-encode commands (arguments are bytes, str or int) into one write;
+    a command given as ``bytes`` is already encoded."""
+    encode = hiredis.pack_command
+    return b"".join(
+        [
+            command if type(command) is bytes else encode(tuple(command))  # type: ignore[arg-type]
+            for command in commands
+        ]
+    )
 
 
 class PoolExhaustedError(RedisConnectionError):
