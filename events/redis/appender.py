@@ -452,21 +452,23 @@ class Appender:
             # Landed on a cluster (or read back, R24): the log follows.
             self.headlog.after_append(sid, item.heads[2])
             item.heads = None
-        after = item.after
-        if self._outbox.vouches(sid, item.expected):
-            self._outbox.vouch(sid, seq)
-            after = [*after, ("B", sid, seq, item.expected, b"")]
-        else:
-            # R4: earlier facts of this session may be unpublished; its close
-            # waits, and the open mark stays for publish_facts to settle.
-            after = [op for op in after if op[0] != "C"]
         n = item.shard
         ops = self._outbox.ops
         indexed = False
-        for op in after:
-            ops.append((n, op))
-            if op[0] in _ACKED:
+        # R4: a session whose earlier facts this store cannot vouch for may
+        # have unpublished ones: its close waits, and the open mark stays for
+        # publish_facts to settle.
+        vouched = self._outbox.vouches(sid, item.expected)
+        for op in item.after:
+            code = op[0]
+            if code in _ACKED:
+                if code == "C" and not vouched:
+                    continue
                 indexed = True
+            ops.append((n, op))
+        if vouched:
+            self._outbox.vouch(sid, seq)
+            ops.append((n, ("B", sid, seq, item.expected, b"")))
         if item.expected == 0:
             # R25: the session's first append; the registry's entry rides
             # in the next round trip (with its facts), and the caller waits
