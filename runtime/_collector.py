@@ -21,6 +21,7 @@ More: docs/design.md ("The collector of a server").
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any, Final
 
 # Python's own: a young walk of 700 objects took ~0.2 ms at 1,000 users, one
@@ -35,13 +36,23 @@ RECLAIM_FLOOR: Final = 50_000
 
 class _Freezer:
     """What the hook knows between collections: the frozen count after the
-    last full walk, an upper bound on it now, the exact count when it was
-    last read, and whether a thaw waits for the next full collection."""
+    last full walk, an upper bound on it now, the exact count and the heap's
+    allocated blocks when it was last read, and whether a thaw waits for the
+    next full collection."""
 
     baseline = 0
     bound = 0
     counted = 0
+    heap = 0
     thawed = False
+
+
+def _read() -> int:
+    """The exact frozen count (a walk of the frozen list), noted with the
+    heap's blocks at that moment."""
+    _Freezer.bound = _Freezer.counted = gc.get_freeze_count()
+    _Freezer.heap = sys.getallocatedblocks()
+    return _Freezer.counted
 
 
 def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
@@ -54,15 +65,17 @@ def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
     until then freeze nothing, the full one walks everything and frees the
     cycles the freeze held, and its survivors are the new baseline.
     Why a bound and not ``gc.get_freeze_count()`` each time: that walks the
-    whole frozen list (5-10 ms at 75,000 objects, 15-30 ms at 120,000 in a
+    whole frozen list (5-10 ms at 75,000 objects, 15-34 ms at 120,000 in a
     fragmented heap); the bound adds what each freeze takes (the old
-    generation, survivors only) and the exact count is read only once the
-    bound passes the limit and has grown by half the last count since it was
-    read. Under load most of what is frozen is a turn in flight that dies
-    soon after, so the bound passes the limit at once and was read at nearly
-    every middle collection (33 reads, up to 34 ms each, in 11 s at 1,000
-    users); the half keeps reading to one walk per half of the frozen list
-    frozen anew, and the frozen set, real count, under 1.5 times its limit."""
+    generation, survivors only). Under load most of what is frozen is a turn
+    in flight that dies soon after, so the bound passes the limit at once
+    (the count was read at nearly every middle collection: 33 reads in 11 s
+    at 1,000 users). So the count is read only once the bound has also grown
+    by half the last count (one walk per half of the frozen list frozen
+    anew) and the heap's allocated blocks (``sys.getallocatedblocks``, no
+    walk of objects) have grown by the room left under the limit: what the
+    freeze holds beyond the live set is garbage, and garbage that is not
+    freed is heap that grows; a turn in flight frozen and freed is not."""
     if phase != "stop" or info["generation"] < 1:
         return
     if _Freezer.thawed:
@@ -70,7 +83,7 @@ def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
             return
         _Freezer.thawed = False
         gc.freeze()
-        _Freezer.baseline = _Freezer.bound = _Freezer.counted = gc.get_freeze_count()
+        _Freezer.baseline = _read()
         return
     _Freezer.bound += len(gc.get_objects(generation=2))
     gc.freeze()
@@ -79,9 +92,9 @@ def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
         _Freezer.counted
     ):
         return
-    # Freed objects left the list.
-    _Freezer.bound = _Freezer.counted = gc.get_freeze_count()
-    if _Freezer.bound > limit:
+    if sys.getallocatedblocks() - _Freezer.heap < limit - _Freezer.counted:
+        return
+    if _read() > limit:  # freed objects left the list
         gc.unfreeze()
         _Freezer.thawed = True
 
@@ -112,7 +125,7 @@ def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> in
         )
     gc.collect()
     gc.freeze()
-    _Freezer.baseline = _Freezer.bound = _Freezer.counted = gc.get_freeze_count()
+    _Freezer.baseline = _read()
     _Freezer.thawed = False
     gc.set_threshold(*thresholds)
     if _freeze_survivors not in gc.callbacks:
