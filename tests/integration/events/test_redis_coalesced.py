@@ -15,8 +15,10 @@ import asyncio
 import pytest
 
 from helmlog.events import StoreError, TurnStarted
+from helmlog.events._index import DEFAULT_SHARDS, shard_of
 from helmlog.events.redis import RedisEventStore
 from helmlog.events.redis.coalesce import IN_FLIGHT
+from helmlog.events.redis.keys import registry_key
 from tests.fixtures_redis import RedisServer
 
 pytestmark = [pytest.mark.redis]
@@ -67,4 +69,36 @@ async def test_r5_reads_sharing_a_round_trip_each_fail_with_a_store_error(
         assert all(r.retryable for r in results if isinstance(r, StoreError))
     finally:
         private_redis.start()
+        await store.close()
+
+
+def _registered(server: RedisServer, sid: str) -> bool:
+    """Whether the store-wide registry (R25) holds ``sid``, asked raw."""
+    key = registry_key(shard_of(sid, DEFAULT_SHARDS))
+    return server.command("SISMEMBER", key, sid) == b":1\r\n"
+
+
+def _calls(server: RedisServer, command: str) -> int:
+    info = server.command("INFO", "commandstats").decode()
+    marker = f"cmdstat_{command}:calls="
+    return int(info.split(marker)[1].split(",")[0]) if marker in info else 0
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_r25_first_appends_at_once_each_return_with_their_session_registered(
+    private_redis: RedisServer,
+) -> None:
+    """R25, issue 29 item 1: sixty sessions' first appends at once, whose
+    registry entries ride the appender's round trips: each append returns with
+    its session in the store-wide registry (once), and a later append of the
+    session adds nothing to it."""
+    store = RedisEventStore.from_url(private_redis.url)
+    try:
+        sids = [f"reg-{i}" for i in range(SESSIONS)]
+        await asyncio.gather(*(store.append(s, [TurnStarted(turn=1)], 0) for s in sids))
+        assert [True] * SESSIONS == [_registered(private_redis, s) for s in sids]
+        assert SESSIONS == _calls(private_redis, "sadd")
+        await asyncio.gather(*(store.append(s, [TurnStarted(turn=2)], 1) for s in sids))
+        assert SESSIONS == _calls(private_redis, "sadd")
+    finally:
         await store.close()
