@@ -66,7 +66,8 @@ BLOCK_SLICE_MS: Final = 1_000
 CLUSTER_POLL_S: Final = 0.05
 
 # One shard operation: code, session id, a, b, value (see SHARD_LUA; F is
-# a fact's plain XADD, B notes locally that a batch (b, a] is out, never sent).
+# a fact's plain XADD, S a new session's registry SADD (R25), B notes locally
+# that a batch (b, a] is out, never sent).
 Op = tuple[str, str, int, int, bytes]
 
 

@@ -6,7 +6,8 @@ Pattern: two records that outlive a session's keys — a per-session marker,
          mark, written once per store instance before its first append.
 Role:    events layer, ``events/redis``; the store's ``remembers``,
          ``writes_heads`` and ``upgrade_head``; the appender calls
-         ``mark_format`` and ``register`` around each landing.
+         ``mark_format`` before its first landing, and sends a new session's
+         registry entry in its next round trip (an ``S`` operation).
 
 Laws: R25 (a store remembers every session it created), R26 (a store this
 version wrote is marked as writing heads; an older stream gets its head only
