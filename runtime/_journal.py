@@ -331,10 +331,10 @@ class Journal:
         record, recorded = seal_event(
             event,
             self.session_id,
-            seq=self.next_seq,
-            prev_hash=self.last_hash,
-            timestamp=event.timestamp or self.clock(),
-            key=self.store.chain_key,
+            self.next_seq,
+            self.last_hash,
+            event.timestamp or self.clock(),
+            self.store.chain_key,
         )
         self.folder.apply(recorded)
         # Invariant: a non-empty buffer is a list, and so is its ``_recorded``.

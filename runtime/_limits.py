@@ -15,9 +15,8 @@ another host keeps counting; a person's wait is not charged.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import contextvars
 import time
-from collections.abc import Iterator
 
 from helmlog.events import Folder
 
@@ -26,6 +25,24 @@ from ._errors import TurnLimitError
 from ._tools import deferred_cancels
 
 YIELD_EVERY_S = 0.001  # the longest a run of steps goes without yielding
+
+
+class _Deferring:
+    """``TurnBudget.deferring``'s manager: a plain class, not a generator
+    (one per operation on the hot path, bench/turns.py)."""
+
+    __slots__ = ("_noted", "_token")
+
+    def __init__(self, noted: list[bool]) -> None:
+        self._noted = noted
+        self._token: contextvars.Token[list[bool] | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = deferred_cancels().set(self._noted)
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        deferred_cancels().reset(self._token)
 
 
 class TurnBudget:
@@ -40,14 +57,9 @@ class TurnBudget:
         self.deferred: list[bool] = []  # cancellations noted while a tool ran
         self._yielded = time.monotonic()
 
-    @contextlib.contextmanager
-    def deferring(self) -> Iterator[None]:
+    def deferring(self) -> _Deferring:
         """While open, a cancellation during a threaded tool is noted here."""
-        token = deferred_cancels().set(self.deferred)
-        try:
-            yield
-        finally:
-            deferred_cancels().reset(token)
+        return _Deferring(self.deferred)
 
     def before_model_call(self, f: Folder) -> None:
         """A step boundary: the model-call limit, the time, a deferred cancel."""

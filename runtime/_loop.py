@@ -39,12 +39,14 @@ from ._output import retry_prompt
 from ._pipeline import ToolPipeline
 from ._session import MessageRefused, Session, outstanding_calls, record_failure
 from ._steps import IN_AGENT, Entry, Outcome, Paused, Ran, Refused, Step
-from ._tools import Tool
+from ._tools import Tool, deferred_cancels
 from ._trace import resolve
 from .pause._pause import AskPause
 from .pause._record import record_pause
 from .providers import ProviderRequest
 from .providers._base import name_of
+
+_DEFERRED = deferred_cancels()
 
 OUTCOME_UNKNOWN = (
     "The outcome of tool '{name}' (call {id}) is unknown: it was dispatched, but the "
@@ -72,8 +74,12 @@ class Loop:
     async def drive(self, s: Session) -> str | AskPause:
         """Continue a session until it answers or pauses (within R23's limits)."""
         budget = TurnBudget(self.config)
-        with budget.deferring():
+        # ``budget.deferring()``, spelled out: no manager object per turn.
+        token = _DEFERRED.set(budget.deferred)
+        try:
             return await self._drive(s, budget)
+        finally:
+            _DEFERRED.reset(token)
 
     async def _drive(self, s: Session, budget: TurnBudget) -> str | AskPause:
         """``drive``'s loop: dispatch what is outstanding, call the model."""
