@@ -77,23 +77,28 @@ class MemoryEventStore(StoreBase):
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=actual
             )
-        # One pass: the seq order, each record as this store keeps it (its
-        # type and session id set; a record already so is kept as is), and
-        # whether any moves the index, carries a fact or is a signed head.
-        kept: list[StoredEvent] = []
-        kinds: set[str] = set()
+        # One pass: the seq order, and whether every record is as this store
+        # keeps it (its type and session id set: a journal's are, and are
+        # kept as they are); else a second pass makes them so.
         seq = expected_seq
+        whole = True
         for record in records:
             seq += 1
             if record.seq != seq:
                 raise ValueError(f"record seq {record.seq} does not follow {seq - 1}")
             if not record.type or record.session_id != session_id:
-                record = msgspec.structs.replace(
+                whole = False
+        if not whole:
+            records = [
+                record
+                if record.type and record.session_id == session_id
+                else msgspec.structs.replace(
                     record, type=type_of(record), session_id=session_id
                 )
-            kinds.add(record.type)
-            kept.append(record)
-        records = kept
+                for record in records
+            ]
+        # Whether any moves the index, carries a fact or is a signed head.
+        kinds = {record.type for record in records}
         signed = _SIGNED in kinds
         indexed = not kinds.isdisjoint(RELEVANT_TYPES)
         delta = delta_of(session_id, records) if indexed else None
@@ -104,8 +109,11 @@ class MemoryEventStore(StoreBase):
             self._append_leaves(head_leaves(records))  # the head's own step
         if records:
             last = records[-1]
-            self._heads[session_id] = head_of(
-                session_id, last.seq, last.hash, self.chain_key
+            key = self.chain_key
+            self._heads[session_id] = (
+                head_of(session_id, last.seq, last.hash, key)
+                if key
+                else StreamHead(seq=last.seq, hash=last.hash)
             )
             self._known.add(session_id)
             self._writes_heads = True
