@@ -123,6 +123,32 @@ class CallSite:
     # The session's approved asks (issue 22), for ToolCallContext.approvals.
     approvals: tuple[Approval, ...] = ()
 
+    def __init__(
+        self,
+        tool_name: str,
+        tool_source: str | None,
+        tool_call_id: str,
+        iteration: int,
+        history: tuple[Message, ...],
+        identity: Mapping[str, Any] | None,
+        approvals: tuple[Approval, ...] = (),
+    ) -> None:
+        # The dataclass's own ``__init__``, through the slots' setters (one
+        # site per call on the hot path, bench/turns.py).
+        put = _site_setters
+        put[0](self, tool_name)
+        put[1](self, tool_source)
+        put[2](self, tool_call_id)
+        put[3](self, iteration)
+        put[4](self, history)
+        put[5](self, identity)
+        put[6](self, approvals)
+
+
+_site_setters = tuple(
+    vars(CallSite)[f.name].__set__ for f in dataclasses.fields(CallSite)
+)
+
 
 def _tool_row(
     site: CallSite, moment: str, name: str, **fields: Any

@@ -61,6 +61,23 @@ class ProviderRequest:
     tools: tuple[ToolSpec, ...] = ()
     output: OutputSchema | None = None
 
+    def __init__(
+        self,
+        model: str,
+        system: str,
+        messages: tuple[Message, ...],
+        tools: tuple[ToolSpec, ...] = (),
+        output: OutputSchema | None = None,
+    ) -> None:
+        # The dataclass's own ``__init__``, through the slots' setters (the
+        # frozen class's setattr refuses; ``object.__setattr__`` is slower):
+        # the loop builds one per model call (bench/turns.py).
+        _request_setters[0](self, model)
+        _request_setters[1](self, system)
+        _request_setters[2](self, messages)
+        _request_setters[3](self, tools)
+        _request_setters[4](self, output)
+
 
 @dataclasses.dataclass(frozen=True, slots=True, init=False)
 class Reply:
@@ -101,15 +118,26 @@ class Reply:
             )
         calls = tuple(tool_calls)
         for call in calls:
-            if not isinstance(call, ToolCallRequest):
+            if type(call) is not ToolCallRequest and not isinstance(
+                call, ToolCallRequest
+            ):
                 raise TypeError("Reply.tool_calls must hold ToolCallRequest values")
-        object.__setattr__(self, "content", content)
-        object.__setattr__(self, "tool_calls", calls)
-        object.__setattr__(self, "usage", dict(usage or {}))
-        object.__setattr__(
-            self, "stop_reason", stop_reason or ("tool_calls" if calls else "stop")
-        )
-        object.__setattr__(self, "model", model or None)
+        # Through the slots' setters, as ``ProviderRequest`` (one per call).
+        setters = _reply_setters
+        setters[0](self, content)
+        setters[1](self, calls)
+        setters[2](self, dict(usage) if usage else {})
+        setters[3](self, stop_reason or ("tool_calls" if calls else "stop"))
+        setters[4](self, model or None)
+
+
+def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
+    """The slots' own setters of a frozen slotted dataclass, in field order."""
+    return tuple(vars(cls)[f.name].__set__ for f in dataclasses.fields(cls))
+
+
+_request_setters = _slot_setters(ProviderRequest)
+_reply_setters = _slot_setters(Reply)
 
 
 def encode_output(value: Any) -> str:
