@@ -59,13 +59,48 @@ async def invoke(name: str, fn: Callable[..., Any], ctx: Any) -> Allow | Deny | 
     ``Exception`` becomes a denial; ``BaseException`` (cancellation, shutdown,
     a tool's ``ask_human`` signal) propagates, as it must.
     """
+    out = call_hook(name, fn, ctx)
+    if isinstance(out, _Awaiting):
+        return await out.settle()
+    return out
+
+
+class _Awaiting:
+    """A hook's answer still to be awaited (an ``async`` hook): ``call_hook``
+    hands it back so that a walker awaits only a hook that needs it."""
+
+    __slots__ = ("awaitable", "name")
+
+    def __init__(self, name: str, awaitable: Any) -> None:
+        self.name = name
+        self.awaitable = awaitable
+
+    async def settle(self) -> Allow | Deny | Ask:
+        try:
+            out = await self.awaitable
+        except Exception as exc:  # noqa: BLE001 — G7: a rule that raises is a denial
+            return Deny(thrown_reason(self.name, exc))
+        return _judged(self.name, out)
+
+
+def call_hook(
+    name: str, fn: Callable[..., Any], ctx: Any
+) -> Allow | Deny | Ask | _Awaiting:
+    """``invoke`` without a coroutine for a hook that answers at once (most
+    do; a walk calls one per link): its judged outcome, or an ``_Awaiting``
+    the walker awaits (``settle``) for a hook whose answer is awaitable."""
     try:
         out = fn(ctx)
         # The exact outcome types are never awaitable: skip the ABC check.
         if type(out) not in _OUTCOME_TYPES and inspect.isawaitable(out):
-            out = await out
+            return _Awaiting(name, out)
     except Exception as exc:  # noqa: BLE001 — G7: a rule that raises is a denial
         return Deny(thrown_reason(name, exc))
+    return _judged(name, out)
+
+
+def _judged(name: str, out: Any) -> Allow | Deny | Ask:
+    """G94's judge of a hook's answer, its common case inlined."""
     cls = type(out)
     # G94's judge, its common case inlined (one per hook on the hot path): a
     # plain pass-through or a reasoned deny of the exact types is sound.
@@ -261,7 +296,9 @@ async def walk_tool_calls(
             identity,
             site.approvals,
         )
-        out = await invoke(link.name, fn, ctx)
+        out = call_hook(link.name, fn, ctx)
+        if isinstance(out, _Awaiting):
+            out = await out.settle()
         if isinstance(out, Allow):
             row, flowing = _tool_allow_row(site, "before-tool", link, out, args)
             if flowing is not args:
@@ -341,7 +378,9 @@ async def walk_tool_results(
             deferred(result),
             error,
         )
-        out = await invoke(link.name, fn, ctx)
+        out = call_hook(link.name, fn, ctx)
+        if isinstance(out, _Awaiting):
+            out = await out.settle()
         if isinstance(out, Ask):
             # G24: the tool already ran; no pause can carry this ask.
             out = Deny(no_pause_reason(link.name, out.question))

@@ -36,7 +36,7 @@ from ._cursor import LastRun
 from ._hosting import Hosting
 from ._loop import Loop
 from ._session import MessageRefused, Session
-from ._trace import NO_TRACE, Trace, given, resolve
+from ._trace import Trace, given
 from .pause._bindings import check_continuation, continuation_by_id
 from .pause._pause import AskPause, TurnResult
 from .pause._resume import activate_checkpointed
@@ -74,12 +74,18 @@ class Run:
         # per turn (bench/turns.py).
         await hosting.hold(session)
         try:
-            base_seq = await self.caught_up(session, cp, by_id)
-            hosting.use(session)
-            trace = resolve(
-                traceparent, tracestate, NO_TRACE, self._config.new_traceparent
+            # A session made for this turn has nothing to catch up with.
+            base_seq = (
+                await self.caught_up(session, cp, by_id)
+                if cp is not None or by_id
+                else 0
             )
-            minted = given(traceparent, tracestate) is None
+            hosting.use(session)
+            # ``resolve`` for a new turn (nothing recorded to continue): the
+            # caller's context when valid, else a minted one.
+            caller = given(traceparent, tracestate)
+            minted = caller is None
+            trace = (self._config.new_traceparent(), "") if caller is None else caller
             out = await hosting.guard(
                 session,
                 self._start(session, message, identity, base_seq, seed, trace, minted),
