@@ -144,6 +144,9 @@ class DivertingRecorder:
     ) -> None:
         await self.inner.dispatched(tool, tool_call_id, args, attempt)
 
+    async def release(self) -> None:
+        await self.inner.release()
+
 
 class ProxyAsks:
     """The asks of one proxy's governance: recorded, read back, decided."""

@@ -286,9 +286,17 @@ class _Stream:
 
 
 class _Recorder:
-    """The pipeline's ``CallRecorder`` for one governed call (P14, R7)."""
+    """The pipeline's ``CallRecorder`` for one governed call (P14, R7).
 
-    __slots__ = ("changed_by", "refused_by", "stream", "value")
+    Before-tool rows that let the call on are held and appended with its
+    ``tool.dispatched`` as one batch, in the same order (one flush, as an
+    agent's step files them): nothing observable happens between the two
+    and both are durable before ``execute`` (R7). Rows the call stops at
+    (a deny, an ask) go at once; rows a later step refuses (validation) go
+    when the caller ``release``s them.
+    """
+
+    __slots__ = ("changed_by", "held", "refused_by", "stream", "value")
 
     def __init__(self, stream: _Stream) -> None:
         self.stream = stream
@@ -296,18 +304,28 @@ class _Recorder:
         # the last after-tool transform: its link and value (issue 26, S9)
         self.changed_by: str | None = None
         self.value: Any = None
+        self.held: list[Any] | None = None  # before-tool rows awaiting dispatch
 
     async def file(self, rows: list[MiddlewareDecision]) -> None:
         if not rows:
             return
         from helmlog.events import DecisionFiled
 
+        on = True  # every row lets the call go on to its dispatch
         for row in rows:
             if row.outcome != "allow":
                 self.refused_by = row.middleware
+                on = False
+            if row.moment != "before-tool":
+                on = False
             if row.moment == "after-tool" and row.changed:
                 self.changed_by, self.value = row.middleware, row.after
-        await self.stream.append([DecisionFiled(row=row) for row in rows])
+        events = [DecisionFiled(row=row) for row in rows]
+        if on:  # appended with the dispatch, or by ``release``
+            self.held = events if self.held is None else [*self.held, *events]
+            return
+        await self.release()
+        await self.stream.append(events)
 
     async def dispatched(
         self, tool: Tool, tool_call_id: str, args: Any, attempt: int
@@ -315,7 +333,14 @@ class _Recorder:
         event = ToolDispatched(
             tool_name=tool.name, tool_call_id=tool_call_id, args=args, attempt=attempt
         )
-        await self.stream.append([event])
+        held, self.held = self.held, None
+        await self.stream.append([*held, event] if held else [event])
+
+    async def release(self) -> None:
+        """Append held rows no dispatch followed (a refusal after the walk)."""
+        held, self.held = self.held, None
+        if held:
+            await self.stream.append(held)
 
 
 def canonical_result(result: dict[str, Any]) -> dict[str, Any]:

@@ -216,8 +216,12 @@ class Governance:
         token = _current.set(fwd)
         try:
             out = await self.pipeline.run(tool, site, Entry.fresh(args), recorder)
+        except Exception:
+            await recorder.release()  # rows a failing step left held: recorded
+            raise
         finally:
             _current.reset(token)
+        await recorder.release()  # rows a later step refused on (S3)
         if isinstance(out, Paused):
             if asks is None:
                 raise RuntimeError("McpProxy governance asked with no asks to hold it")
@@ -244,8 +248,12 @@ class Governance:
         token = _current.set(fwd)
         try:
             out = await self.pipeline.resume(tool, site, pending, decision, recorder)
+        except Exception:
+            await recorder.release()  # rows a failing step left held: recorded
+            raise
         finally:
             _current.reset(token)
+        await recorder.release()  # rows a later step refused on (S3)
         if isinstance(out, Paused):
             return out
         return self._answer(out, fwd, recorder, state)
