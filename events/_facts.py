@@ -123,16 +123,23 @@ def fact_sources(records: Sequence[StoredEvent]) -> list[StoredEvent]:
     ``fact_bytes`` gives each one's published fact, later if need be: a fact
     is a projection of bytes that never change (R4, R10).
     """
-    # ``type_of``, with a store's record (its type set) read without a call.
-    kinds = [record.type or type_of(record) for record in records]
     out: list[StoredEvent] = []
-    last = len(records) - 1
-    for i, record in enumerate(records):
-        kind = kinds[i]
-        if kind == FILED_TYPE and i < last and kinds[i + 1] == FACT_TYPE:
-            continue  # an older stream: its stored fact follows
-        if kind in (FILED_TYPE, FACT_TYPE):
+    # One pass: a row waits until the next record shows whether its stored
+    # fact follows (an older stream), then goes out or is dropped.
+    row: StoredEvent | None = None
+    for record in records:
+        # ``type_of``, with a store's record (its type set) read without a call.
+        kind = record.type or type_of(record)
+        if row is not None:
+            if kind != FACT_TYPE:
+                out.append(row)
+            row = None
+        if kind == FILED_TYPE:
+            row = record
+        elif kind == FACT_TYPE:
             out.append(record)
+    if row is not None:
+        out.append(row)
     return out
 
 
