@@ -375,7 +375,10 @@ class ProxyLedger:
         self.version = version
         self.sensitivity = sensitivity
         self.listeners = Listeners()
-        self.listeners.on("*", observers.event)
+        if observers.on_event is not None:
+            # P16: only an ``on_event`` is told; with none, an append makes no
+            # facts and no copies for nobody (``Journal`` skips an empty list)
+            self.listeners.on("*", observers.event)
         self._streams: dict[str, _Stream] = {}
         self._secret: bytes | None = None
 
