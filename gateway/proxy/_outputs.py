@@ -19,6 +19,7 @@ FastMCP 4 clients, the Inspector) and fails the whole call otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -38,6 +39,7 @@ class Outputs:
     def __init__(self) -> None:
         self._schemas: dict[str, OutputSchema | None] = {}
         self._complete = False  # a whole listing has been seen
+        self._listing = asyncio.Lock()  # one listing at a time (P27)
 
     def listed(self, result: types.ListToolsResult, *, whole: bool = False) -> None:
         """Keep the output schemas of an upstream ``tools/list`` answer."""
@@ -52,20 +54,27 @@ class Outputs:
         self._complete = False
 
     async def schema(self, name: str, upstream: Upstream) -> OutputSchema | None:
-        """``name``'s output schema; an unseen tool's is listed first (once)."""
+        """``name``'s output schema; an unseen tool's is listed first (once:
+        calls that arrive while a listing is under way wait for it, so a
+        burst of first calls lists the upstream once, not once each)."""
         if name not in self._schemas and not self._complete:
-            cursor: str | None = None
-            while True:
-                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page: types.ListToolsResult = await upstream.request(
-                    types.ListToolsRequest(params=params), types.ListToolsResult
-                )
-                self.listed(page)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            self._complete = True
+            async with self._listing:
+                if name not in self._schemas and not self._complete:
+                    await self._list_all(upstream)
         return self._schemas.get(name)
+
+    async def _list_all(self, upstream: Upstream) -> None:
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page: types.ListToolsResult = await upstream.request(
+                types.ListToolsRequest(params=params), types.ListToolsResult
+            )
+            self.listed(page)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self._complete = True
 
     def known(self, name: str) -> bool:
         """Whether ``name``'s schema (or its absence) is known without a listing."""
