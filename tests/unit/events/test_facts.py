@@ -112,6 +112,20 @@ def test_r4_watched_gives_one_fact_per_row_in_either_form() -> None:
     assert [1, 3, 4, 5, 6] == [e.seq for e in seen]
 
 
+def _events(kinds: list[str]) -> list[Event]:
+    """A turn start per ``"turn"``, a row per ``"row"``, a row and its stored
+    fact (an older writer's form) per ``"old-row"``."""
+    events: list[Event] = []
+    for n, kind in enumerate(kinds):
+        if kind == "turn":
+            events.append(TurnStarted(turn=n))
+        else:
+            events.append(DecisionFiled(row=row(n, valued=True)))
+            if kind == "old-row":
+                events.append(fact_for(row(n, valued=True)))
+    return events
+
+
 @given(
     st.lists(
         st.sampled_from(["row", "old-row", "turn"]),
@@ -121,15 +135,7 @@ def test_r4_watched_gives_one_fact_per_row_in_either_form() -> None:
 def test_r4_stores_and_watchers_apply_the_same_rule(kinds: list[str]) -> None:
     """R4: the facts a store publishes are the facts watchers see, by seq and
     bytes, for any mix of old and new rows."""
-    events: list[Event] = []
-    for n, kind in enumerate(kinds):
-        if kind == "turn":
-            events.append(TurnStarted(turn=n))
-        else:
-            events.append(DecisionFiled(row=row(n, valued=True)))
-            if kind == "old-row":
-                events.append(fact_for(row(n, valued=True)))
-    records = sealed(events)
+    records = sealed(_events(kinds))
     published = fact_records("s-1", records)
     seen = facts_seen(records)
     assert [f.seq for f in seen] == [seq for seq, _ in published]
@@ -246,14 +252,7 @@ async def test_r4_a_memory_stores_facts_read_later_are_each_appends_projection_i
         if i == group_at:
             await store.create_facts_group("late", from_start=False)
             group_start = len(expected)
-        events: list[Event] = []
-        for n, kind in enumerate(kinds):
-            if kind == "turn":
-                events.append(TurnStarted(turn=n))
-            else:
-                events.append(DecisionFiled(row=row(n, valued=True)))
-                if kind == "old-row":
-                    events.append(fact_for(row(n, valued=True)))
+        events = _events(kinds)
         after, prev = heads.get(sid, (0, ""))
         _, records = seal(sid, events, after_seq=after, prev_hash=prev)
         await store.append_sealed(sid, records, after)
