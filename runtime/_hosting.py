@@ -196,7 +196,10 @@ class Hosting:
             await self._loop.fail(s, exc)
             await self.after(s)
             raise
-        await self.after(s)
+        # ``after``, inlined: no coroutine for a cache that is whole.
+        if s.journal.broken:
+            await self.refold(s)
+        self._cursor.settle(s.journal.folder, self._config.store.chain_key)
         return out
 
     def result(self, s: Session, out: str | AskPause) -> TurnResult:
@@ -218,6 +221,7 @@ class Hosting:
 
     async def after(self, s: Session, *, refused: bool = False) -> None:
         """An operation ended: re-fold a broken cache, then move the checkpoint."""
-        await self.refold(s)
+        if s.journal.broken:
+            await self.refold(s)
         if not refused:
             self._cursor.settle(s.journal.folder, self._config.store.chain_key)

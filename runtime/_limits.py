@@ -66,7 +66,8 @@ class TurnBudget:
         limit = self._config.max_model_calls
         if f.iteration + 1 > limit:
             raise TurnLimitError(limit="max_model_calls", value=limit)
-        self.check_time()
+        if self.deadline is not None:
+            self.check_time()
         if self.deferred:
             raise asyncio.CancelledError
 
@@ -75,7 +76,8 @@ class TurnBudget:
         limit = self._config.max_tool_calls
         if f.tool_calls >= limit:
             raise TurnLimitError(limit="max_tool_calls", value=limit)
-        self.check_time()
+        if self.deadline is not None:
+            self.check_time()
 
     def due_yield(self) -> bool:
         """Whether the run should yield to the event loop at this boundary: it

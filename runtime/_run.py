@@ -66,10 +66,17 @@ class Run:
         tracestate: str | None,
     ) -> TurnResult:
         """Run one turn on the session named (``Agent.turn``'s rules)."""
-        session, cp, seed, by_id = await self.session(
-            message, continue_from, session_id
-        )
         hosting = self._hosting
+        cp: Checkpoint | None = None
+        seed: Checkpoint | None = None
+        by_id = False
+        if continue_from is None and session_id is None and type(message) is str:
+            # ``session``'s case of a new session, without its coroutine.
+            session = hosting.new(self._config.new_id())
+        else:
+            session, cp, seed, by_id = await self.session(
+                message, continue_from, session_id
+            )
         # ``Hosting.operating``, spelled out: no context-manager generator
         # per turn (bench/turns.py).
         await hosting.hold(session)
@@ -83,7 +90,7 @@ class Run:
             hosting.use(session)
             # ``resolve`` for a new turn (nothing recorded to continue): the
             # caller's context when valid, else a minted one.
-            caller = given(traceparent, tracestate)
+            caller = None if traceparent is None else given(traceparent, tracestate)
             minted = caller is None
             trace = (self._config.new_traceparent(), "") if caller is None else caller
             out = await hosting.guard(

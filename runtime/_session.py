@@ -16,7 +16,6 @@ checks need a session without the driver; none of them imports it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import Any
 
@@ -67,27 +66,39 @@ class MessageRefused(Exception):
         )
 
 
-@dataclasses.dataclass(slots=True)
 class Session:
     """One hosted session: its journal (a cache of its stream) and its lock.
 
     ``users`` counts the operations in flight (holding or awaiting the lock);
     ``last_used`` is the agent clock's reading when the last operation
     ended (or the session was admitted). A session with users is never
-    dropped from the cache (R21).
+    dropped from the cache (R21). ``session_id`` is its journal's, kept as
+    an attribute (read several times a turn): a session's journal is never
+    replaced.
     """
 
-    journal: Journal
-    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
-    in_provider: bool = False
-    # The parsed answer of the operation in flight (G92), for its TurnResult.
-    output: Any = None
-    users: int = 0
-    last_used: float = 0
+    __slots__ = (
+        "in_provider",
+        "journal",
+        "last_used",
+        "lock",
+        "output",
+        "session_id",
+        "users",
+    )
 
-    @property
-    def session_id(self) -> str:
-        return self.journal.session_id
+    def __init__(self, journal: Journal, lock: asyncio.Lock | None = None) -> None:
+        self.journal = journal
+        self.session_id: str = journal.session_id
+        self.lock = asyncio.Lock() if lock is None else lock
+        self.in_provider = False
+        # The parsed answer of the operation in flight (G92), for its TurnResult.
+        self.output: Any = None
+        self.users = 0
+        self.last_used: float = 0
+
+    def __repr__(self) -> str:
+        return f"Session(session_id={self.session_id!r}, users={self.users})"
 
     @property
     def busy(self) -> bool:

@@ -158,7 +158,8 @@ class Tool:
 
     def validate(self, args: Any) -> tuple[dict[str, Any] | None, list[str]]:
         """Check arguments; return ``(kwargs, [])`` or ``(None, issues)``."""
-        if not isinstance(args, Mapping):
+        # A dict without the ABC's check (a Python frame in 3.11).
+        if type(args) is not dict and not isinstance(args, Mapping):
             return None, [f"arguments: expected an object, got {shape(args)}"]
         if self._params is not None:
             return self._validate_typed(args)
@@ -290,17 +291,22 @@ async def call_execute(tool: Tool, kwargs: dict[str, Any], call_id: str) -> Any:
 
     Exceptions propagate: each caller decides what a raise means to it.
     """
-    token = running_tool().set(call_id)
+    running = running_tool()
+    token = running.set(call_id)
     try:
         if tool.threaded:
             result = await _in_thread(tool, kwargs)
         else:
             result = tool.execute(**kwargs)
-        if inspect.isawaitable(result):
+        # A JSON value is never awaitable: no ABC check for it.
+        if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
             result = await result
         return result
     finally:
-        running_tool().reset(token)
+        running.reset(token)
+
+
+_NEVER_AWAITABLE = frozenset((dict, list, str, int, float, bool, type(None), tuple))
 
 
 _CANCEL_DEFERRED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(

@@ -95,6 +95,24 @@ class TurnResult:
     checkpoint: Checkpoint | None
     output: Any = None
 
+    def __init__(
+        self,
+        session_id: str,
+        answer: str | None,
+        pause: AskPause | None,
+        checkpoint: Checkpoint | None,
+        output: Any = None,
+    ) -> None:
+        # The dataclass's own ``__init__``, through the slots' setters (the
+        # frozen class's setattr refuses; ``object.__setattr__`` is slower):
+        # one per call on an agent (bench/turns.py).
+        setters = _result_setters
+        setters[0](self, session_id)
+        setters[1](self, answer)
+        setters[2](self, pause)
+        setters[3](self, checkpoint)
+        setters[4](self, output)
+
     def output_as(self, cls: type[OutputT]) -> OutputT:
         """``output``, typed as ``cls`` (the agent's ``output_type``).
 
@@ -121,6 +139,11 @@ class TurnResult:
             return self.pause
         assert self.answer is not None
         return self.answer
+
+
+_result_setters = tuple(
+    vars(TurnResult)[f.name].__set__ for f in dataclasses.fields(TurnResult)
+)
 
 
 PAUSE_KINDS: tuple[PauseKind, ...] = ("ask", "check-in", "ask-human")
