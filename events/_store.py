@@ -8,6 +8,7 @@ Role:    events layer; the journal appends through it, fold/replay/verify read.
 
 Laws: R2, R3, R4, R7, R11, R12, R18, R19, R25, R26 (each method's docstring
 says which); ``read_verified``/``refuse_headless`` enforce R19/R26 for readers.
+``append_with_events`` hands a store the events it may project facts from.
 
 Why sealing happens before ``append_sealed``: a remote store cannot compute
 SHA-256 inside its atomic script, so the caller seals against the head it
@@ -16,13 +17,14 @@ knows, and the store's seq check makes a stale head a conflict, never a fork.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import inspect
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
 from ._chain import StoredEvent, StreamHead, seal, verify_records
-from ._envelope import Event
+from ._envelope import Event, UnknownEvent
 from ._errors import SequenceConflictError, StreamTamperedError
 from ._index import PendingAsk
 from ._signed_heads import HeadSigner
@@ -56,6 +58,12 @@ class StreamRecorder(Protocol):
 
     With what R25/R26 ask of the record: the sessions a store created
     (``remembers``), its format mark (``writes_heads``) and ``upgrade_head``.
+
+    Optional: an in-process store whose append never waits may offer
+    ``append_sealed_now(session_id, records, expected_seq) -> int``, the same
+    append made synchronously (``None`` where it cannot vouch for that, e.g. a
+    subclass that overrides ``append_sealed``); a caller may use it instead of
+    awaiting ``append_sealed`` (the journal does, issue 29 item 3).
     """
 
     chain_key: bytes | None
@@ -72,9 +80,24 @@ class StreamRecorder(Protocol):
         ...
 
     async def append_sealed(
-        self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        *,
+        events: Sequence[Event | UnknownEvent] | None = None,
     ) -> int:
-        """Append already-sealed records atomically; return the new last seq."""
+        """Append already-sealed records atomically; return the new last seq.
+
+        ``events``, when given, are the records' decoded events, one per
+        record in the same order (a journal holds them: ``seal_event``
+        made each record and its event together). A store may project the
+        batch's facts and index entries from them instead of decoding the
+        bytes again, or ignore them; what it checks and stores is the
+        records' bytes, and its facts are the same bytes either way (R4).
+        A store written before ``events`` existed takes three arguments;
+        ``append_with_events`` calls each store as it takes them.
+        """
         ...
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
@@ -263,7 +286,12 @@ class StoreBase:
         raise NotImplementedError
 
     async def append_sealed(
-        self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        *,
+        events: Sequence[Event | UnknownEvent] | None = None,
     ) -> int:
         raise NotImplementedError
 
@@ -291,6 +319,45 @@ class StoreBase:
             key=self.chain_key,
         )
         return await self.append_sealed(session_id, records, expected_seq)
+
+
+# Per store class: whether its ``append_sealed`` takes ``events`` (read once).
+_TAKES_EVENTS: dict[type, bool] = {}
+
+
+def append_with_events(
+    store: StreamRecorder,
+    session_id: str,
+    records: Sequence[StoredEvent],
+    expected_seq: int,
+    events: Sequence[Event | UnknownEvent],
+) -> Coroutine[Any, Any, int]:
+    """``store.append_sealed`` with the records' decoded ``events``, where
+    the store takes them; a store written to the port before ``events``
+    existed (three arguments) is called as it was.
+
+    Returns the append's coroutine (the caller awaits it): no frame of this
+    helper lives through the store's round trip.
+    """
+    kind = type(store)
+    takes = _TAKES_EVENTS.get(kind)
+    if takes is None:
+        takes = _TAKES_EVENTS[kind] = _takes_events(kind)
+    if takes:
+        return store.append_sealed(session_id, records, expected_seq, events=events)
+    return store.append_sealed(session_id, records, expected_seq)
+
+
+def _takes_events(kind: type) -> bool:
+    """Whether ``kind.append_sealed`` accepts an ``events`` keyword."""
+    try:
+        parameters = inspect.signature(kind.append_sealed).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False  # nothing to inspect: called the way the port began
+    named = parameters.get("events")
+    if named is not None:
+        return named.kind in (named.POSITIONAL_OR_KEYWORD, named.KEYWORD_ONLY)
+    return any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 async def read_verified(store: StreamRecorder, session_id: str) -> list[StoredEvent]:

@@ -12,7 +12,8 @@ Laws: G95 (``RecordTaker``: taking stored records is an internal, explicit
 opt-in; every other watcher hears facts), R27 (``LeaseStore``: the lease
 port session hosts hold their shards of open turns by), R19 and issue 30
 (``check_heads``, ``advance_digest``: the journal signs and checks heads),
-R3 and issue 29 item 3 (``seal_event``: the journal seals each event once).
+R3 and issue 29 item 3 (``seal_event``: the journal seals each event once),
+issue 29 item 1 (``append_with_events``: a journal hands its events over).
 """
 
 from ._chain import hash_bytes, seal, seal_event, stored_encoding
@@ -29,6 +30,7 @@ from ._lease import LeaseStore
 from ._session_state import sign_checkpoint
 from ._signed_heads import DIGEST_START, SIGN_AFTER, check_heads
 from ._signed_heads import advance as advance_digest
+from ._store import append_with_events
 from ._taker import RecordTaker
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "LeaseStore",
     "RecordTaker",
     "advance_digest",
+    "append_with_events",
     "binding_mac",
     "canonical_json",
     "check_heads",

@@ -45,6 +45,7 @@ from helmlog.events.lowlevel import (
     DIGEST_START,
     SIGN_AFTER,
     advance_digest,
+    append_with_events,
     check_heads,
     seal_event,
 )
@@ -376,7 +377,9 @@ class Journal:
         # Invariant: a buffer that holds events is a list (``add``).
         assert isinstance(records, list) and isinstance(recorded, list)
         try:
-            await self.store.append_sealed(self.session_id, records, self.flushed_seq)
+            await append_with_events(
+                self.store, self.session_id, records, self.flushed_seq, recorded
+            )
         except SequenceConflictError:
             self.broken = self.fenced = True
             raise

@@ -72,12 +72,16 @@ class MemoryFacts:
         """``publish``, for an append's ``records`` (each stored under
         ``session_id``; ``rows=False`` when none is a row or a fact): their
         facts are projected when the log is read."""
+        if not records:
+            return
         at = self.cursors.get(session_id, 0)
-        for record in fact_sources(records) if rows else ():
-            if record.seq > at:
-                self._owed.append(record)
-        if records and records[-1].seq > at:
-            self.cursors[session_id] = records[-1].seq
+        if rows:
+            for record in fact_sources(records):
+                if record.seq > at:
+                    self._owed.append(record)
+        last = records[-1].seq
+        if last > at:
+            self.cursors[session_id] = last
 
     def publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
         """Publish the facts of ``records`` after the cursor; then move it."""

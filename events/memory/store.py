@@ -13,15 +13,18 @@ beside the streams), R19 (the head record outlives a deleted stream), R25
 (every session an append created is remembered), R26 (marked as writing
 heads by its first append; ``upgrade_head`` gives an older stream its head);
 issue 30 (a signed head's log leaf is appended in the head's own step).
+Why ``append_sealed_now``: an append here never waits, so a journal makes it
+without a coroutine (the port's optional capability, issue 29 item 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from .._chain import StoredEvent, StreamHead, head_of, type_of, verify_records
+from .._envelope import Event, UnknownEvent
 from .._errors import SequenceConflictError
 from .._evidence_events import HeadSigned
 from .._facts import FACT_TYPE, FILED_TYPE
@@ -33,6 +36,9 @@ from .facts import MemoryFacts
 
 _SIGNED = HeadSigned.type
 _FACT_TYPES = frozenset((FILED_TYPE, FACT_TYPE))
+# Every type an append must look at again: it moves the index, carries a
+# fact, or is a signed head.
+_NOTABLE = RELEVANT_TYPES | _FACT_TYPES | {_SIGNED}
 
 
 class MemoryEventStore(StoreBase):
@@ -60,6 +66,16 @@ class MemoryEventStore(StoreBase):
         # The log of signed heads (issue 30): leaf hashes, and their indexes.
         self._log: list[bytes] = []
         self._log_at: dict[bytes, int] = {}
+        # The store port's optional capability (issue 29 item 3): an append
+        # here never waits, so a caller may make it without a coroutine;
+        # not where a subclass changed what an append does.
+        self.append_sealed_now: (
+            Callable[[str, Sequence[StoredEvent], int], int] | None
+        ) = (
+            self._append
+            if type(self).append_sealed is MemoryEventStore.append_sealed
+            else None
+        )
 
     async def head(self, session_id: str) -> tuple[int, str]:
         stream = self._streams.get(session_id)
@@ -69,25 +85,48 @@ class MemoryEventStore(StoreBase):
         return last.seq, last.hash
 
     async def append_sealed(
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        *,
+        events: Sequence[Event | UnknownEvent] | None = None,
+    ) -> int:
+        # ``events`` changes nothing here: the facts are projected from the
+        # bytes when the log is read (``owe``).
+        return self._append(session_id, records, expected_seq)
+
+    def _append(
         self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
     ) -> int:
-        stream = self._streams.setdefault(session_id, [])
+        """``append_sealed``'s body, which never yields (R2); a caller that
+        knows so takes it as ``append_sealed_now``."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            stream = self._streams[session_id] = []
         actual = stream[-1].seq if stream else 0
         if actual != expected_seq:
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=actual
             )
-        # One pass: the seq order, and whether every record is as this store
+        if not records:
+            return actual
+        # One pass: the seq order, whether every record is as this store
         # keeps it (its type and session id set: a journal's are, and are
-        # kept as they are); else a second pass makes them so.
+        # kept as they are; else a second pass makes them so), and whether
+        # any moves the index, carries a fact or is a signed head.
         seq = expected_seq
         whole = True
+        notable = False
         for record in records:
             seq += 1
             if record.seq != seq:
                 raise ValueError(f"record seq {record.seq} does not follow {seq - 1}")
-            if not record.type or record.session_id != session_id:
+            kind = record.type
+            if not kind or record.session_id != session_id:
                 whole = False
+            elif kind in _NOTABLE:
+                notable = True
         if not whole:
             records = [
                 record
@@ -97,33 +136,36 @@ class MemoryEventStore(StoreBase):
                 )
                 for record in records
             ]
-        # Whether any moves the index, carries a fact or is a signed head.
-        kinds = {record.type for record in records}
-        signed = _SIGNED in kinds
-        indexed = not kinds.isdisjoint(RELEVANT_TYPES)
-        delta = delta_of(session_id, records) if indexed else None
-        if delta is not None and delta.open_at:
-            self._index.mark_open(session_id, delta.open_at)
+            notable = True  # read from the types below
+        delta = None
+        signed = rows = False
+        if notable:
+            kinds = {record.type for record in records}
+            signed = _SIGNED in kinds
+            rows = not kinds.isdisjoint(_FACT_TYPES)
+            if not kinds.isdisjoint(RELEVANT_TYPES):
+                delta = delta_of(session_id, records)
+                if delta is not None and delta.open_at:
+                    self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
         if signed:
             self._append_leaves(head_leaves(records))  # the head's own step
-        if records:
-            last = records[-1]
-            key = self.chain_key
-            self._heads[session_id] = (
-                head_of(session_id, last.seq, last.hash, key)
-                if key
-                else StreamHead(seq=last.seq, hash=last.hash)
-            )
-            self._known.add(session_id)
-            self._writes_heads = True
+        last = records[-1]
+        key = self.chain_key
+        self._heads[session_id] = (
+            head_of(session_id, last.seq, last.hash, key)
+            if key
+            else StreamHead(seq=last.seq, hash=last.hash)
+        )
+        self._known.add(session_id)
+        self._writes_heads = True
         # Publication is synchronous here, through the same cursor as a
         # remote store's outbox, so ``publish_facts`` means the same; the
         # facts themselves are projected when the log is read (``owe``).
-        self._facts.owe(session_id, records, rows=not kinds.isdisjoint(_FACT_TYPES))
+        self._facts.owe(session_id, records, rows=rows)
         if delta is not None:
             self._index.apply(session_id, delta)
-        return stream[-1].seq if stream else 0
+        return last.seq
 
     async def publish_facts(self, session_id: str) -> int:
         # Never yields: publication here cannot have failed, so activation

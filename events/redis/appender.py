@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from .._chain import StoredEvent, encode_head, head_of, seal, type_of
 from .._codec import decode_envelope
-from .._envelope import Event
+from .._envelope import Event, UnknownEvent
 from .._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
 from .._evidence_events import HeadSigned
 from .._index import RELEVANT_TYPES, delta_of, encode_ask
@@ -116,7 +116,11 @@ class Appender:
         return await self._heads.fetch(session_id)
 
     async def append_sealed(
-        self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        events: Sequence[Event | UnknownEvent] | None = None,
     ) -> int:
         if not records:
             # Nothing to append; still a seq check, answered by the stream.
@@ -132,7 +136,16 @@ class Appender:
             raise ValueError(
                 f"record seq {records[0].seq} is not a stored event: {exc}"
             ) from exc
-        return await self._landed(session_id, records, expected_seq, prev_hash, None)
+        if events is not None and (
+            len(events) != len(records)
+            or events[0].seq != records[0].seq
+            or events[-1].seq != records[-1].seq
+        ):
+            raise ValueError(
+                f"the events given with records {records[0].seq}-{records[-1].seq} "
+                "are not theirs (one event per record, in order)"
+            )
+        return await self._landed(session_id, records, expected_seq, prev_hash, events)
 
     async def append(
         self, session_id: str, events: Sequence[Event], expected_seq: int
@@ -162,7 +175,7 @@ class Appender:
         records: Sequence[StoredEvent],
         expected_seq: int,
         prev_hash: str,
-        stamped: Sequence[Event] | None,
+        events: Sequence[Event | UnknownEvent] | None,
     ) -> int:
         """Both appends meet here, with what the registry keeps (R25, R26):
         queue the append for the flusher and wait for its outcome (one
@@ -173,7 +186,7 @@ class Appender:
             await self._registry.mark_format()
         if self.closed:
             raise StoreError(f"the redis event store {self._backend.url} is closed")
-        item = self._item(session_id, records, expected_seq, prev_hash, stamped)
+        item = self._item(session_id, records, expected_seq, prev_hash, events)
         if item.closing and not self._outbox.vouches(session_id, expected_seq):
             # R4: a close may land only once every earlier fact of the
             # session is published; this store cannot vouch for what
@@ -200,7 +213,7 @@ class Appender:
         records: Sequence[StoredEvent],
         expected_seq: int,
         prev_hash: str,
-        stamped: Sequence[Event] | None,
+        events: Sequence[Event | UnknownEvent] | None,
     ) -> QueuedAppend:
         """The queued append of a batch: its script call, packed, and what it
         owes the index, the facts and the log of heads once it lands.
@@ -236,7 +249,7 @@ class Appender:
                 relevant = True
             elif kind == _HEAD_SIGNED:
                 signed = True
-        after = fact_ops(session_id, records, stamped)
+        after = fact_ops(session_id, records, events)
         premark: Op | None = None
         closing = False
         delta = delta_of(session_id, records) if relevant else None

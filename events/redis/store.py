@@ -26,7 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
 from .._chain import StoredEvent, StreamHead
-from .._envelope import Event
+from .._envelope import Event, UnknownEvent
 from .._index import PendingAsk
 from .._signed_heads import HeadSigner
 from .._store import FactDelivery, FactRecord
@@ -168,11 +168,17 @@ class RedisEventStore:
         return await self._appender.append(session_id, events, expected_seq)
 
     def append_sealed(
-        self, session_id: str, records: Sequence[StoredEvent], expected_seq: int
+        self,
+        session_id: str,
+        records: Sequence[StoredEvent],
+        expected_seq: int,
+        *,
+        events: Sequence[Event | UnknownEvent] | None = None,
     ) -> Coroutine[Any, Any, int]:
         # The appender's coroutine itself, awaited by the caller: no frame of
-        # this facade lives through the round trip (issue 29).
-        return self._appender.append_sealed(session_id, records, expected_seq)
+        # this facade lives through the round trip (issue 29). ``events``
+        # project the facts without decoding the records again.
+        return self._appender.append_sealed(session_id, records, expected_seq, events)
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
         return await self._reader.read(session_id, after_seq)

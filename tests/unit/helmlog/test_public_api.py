@@ -333,6 +333,7 @@ EVENTS_LOWLEVEL = [
     "LeaseStore",
     "RecordTaker",
     "advance_digest",
+    "append_with_events",
     "binding_mac",
     "canonical_json",
     "check_heads",
