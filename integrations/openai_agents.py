@@ -141,6 +141,14 @@ def _field(item: Any, key: str) -> Any:
     return getattr(item, key, None)
 
 
+def _reader(item: Any) -> Callable[..., Any]:
+    """``_field`` for one item, its kind told once (a reply's output items
+    are objects: four fields each, one ``Mapping`` check)."""
+    if type(item) is dict or isinstance(item, Mapping):
+        return item.get
+    return functools.partial(getattr, item)
+
+
 def _text(content: Any) -> str:
     """The text of a message's content: a string or a list of text parts."""
     if isinstance(content, str):
@@ -185,10 +193,11 @@ class _Grouper:
     last grouped (``_regrouped``), ``None`` when they were not all JSON.
     ``same`` holds, by message position, a grouped message and the planned
     one it was found equal to for the model (``_model_view``): compared
-    again only when either is another object.
+    again only when either is another object. ``messages``: how many groups
+    are messages (counted as they are made, not at every model call).
     """
 
-    __slots__ = ("groups", "keys", "names", "parse", "same")
+    __slots__ = ("groups", "keys", "messages", "names", "parse", "same")
 
     def __init__(self, parse: Callable[[Any], Any] = _args) -> None:
         self.groups: list[tuple[Message | None, list[int]]] = []
@@ -196,6 +205,7 @@ class _Grouper:
         self.keys: list[bytes] | None = None
         self.parse = parse
         self.same: dict[int, tuple[Message, Message]] = {}
+        self.messages = 0
 
     def add(self, index: int, item: Any) -> None:
         groups = self.groups
@@ -221,6 +231,7 @@ class _Grouper:
                 )
             else:
                 groups.append((Message(role="assistant", tool_calls=(call,)), [index]))
+                self.messages += 1
         elif kind == "function_call_output":
             call_id = str(_field(item, "call_id"))
             output = _field(item, "output")
@@ -235,10 +246,12 @@ class _Grouper:
                     [index],
                 )
             )
+            self.messages += 1
         elif role == "user" and kind in (None, "message"):
             groups.append(
                 (Message(role="user", content=_text(_field(item, "content"))), [index])
             )
+            self.messages += 1
         elif role == "assistant" and kind in (None, "message"):
             text = _text(_field(item, "content"))
             if (
@@ -253,6 +266,7 @@ class _Grouper:
                 )
             else:
                 groups.append((Message(role="assistant", content=text), [index]))
+                self.messages += 1
         else:
             groups.append((None, [index]))
 
@@ -360,38 +374,69 @@ def _model_view(
     any leading system items.
     """
     if run is None:
-        groups = _groups(items, _compared)
+        grouper = _Grouper(_compared)
+        for index, item in enumerate(items):
+            grouper.add(index, item)
         known: dict[int, tuple[Message, Message]] = {}
     else:
-        run.grouped = _regrouped(items, run.grouped)
-        groups = run.grouped.groups
+        grouper = run.grouped = _regrouped(items, run.grouped)
         # The SDK sends the whole history before each model call: a pair
         # found equal last time (the same two objects) is not compared again.
-        known = run.grouped.same
-    if sum(1 for m, _ in groups if m is not None) == len(plan):
-        out: list[Any] = []
+        known = grouper.same
+    groups = grouper.groups
+    if grouper.messages == len(plan):
+        # Where every message equals its planned one (the usual call: no
+        # window, nothing redacted), the view is the SDK's items as they are:
+        # the groups cover them in order, each once.
+        seen_at = known.get
         position = 0
-        for message, at in groups:
-            if message is not None:
-                target = plan[position]
-                seen = known.get(position)
-                position += 1
-                if seen is None or seen[0] is not message or seen[1] is not target:
-                    if not (message == target or _same(message, target)):
-                        out.extend(to_input_items([target]))
-                        continue
-                    known[position - 1] = (message, target)
-            if len(at) == 1:
-                out.append(items[at[0]])
-            else:
-                out.extend([items[i] for i in at])
-        return out
+        for g, (message, _) in enumerate(groups):
+            if message is None:
+                continue
+            target = plan[position]
+            seen = seen_at(position)
+            if seen is None or seen[0] is not message or seen[1] is not target:
+                if not (message == target or _same(message, target)):
+                    return _rewritten(plan, items, groups, g, position, known)
+                known[position] = (message, target)
+            position += 1
+        return list(items)
     leading: list[Any] = []
     for message, at in groups:
         if message is not None:
             break
         leading.extend(items[i] for i in at)
     return [*leading, *to_input_items(plan)]
+
+
+def _rewritten(
+    plan: Sequence[Message],
+    items: Sequence[Any],
+    groups: list[tuple[Message | None, list[int]]],
+    first: int,
+    position: int,
+    known: dict[int, tuple[Message, Message]],
+) -> list[TResponseInputItem]:
+    """``_model_view`` from group ``first`` (message ``position``), the first
+    whose message differs from its planned one: each differing message's
+    items replaced by the plan's, every other item kept (the groups before
+    ``first`` are the items before its own, as they are)."""
+    out: list[Any] = list(items[: groups[first][1][0]])
+    for message, at in groups[first:]:
+        if message is not None:
+            target = plan[position]
+            seen = known.get(position)
+            position += 1
+            if seen is None or seen[0] is not message or seen[1] is not target:
+                if not (message == target or _same(message, target)):
+                    out.extend(to_input_items([target]))
+                    continue
+                known[position - 1] = (message, target)
+        if len(at) == 1:
+            out.append(items[at[0]])
+        else:
+            out.extend([items[i] for i in at])
+    return out
 
 
 def _user_text(input: str | Sequence[Any]) -> str:
@@ -407,15 +452,16 @@ def _reply(response: ModelResponse) -> tuple[str, list[ToolCallRequest]]:
     text: list[str] = []
     calls: list[ToolCallRequest] = []
     for item in response.output:
-        kind = _field(item, "type")
+        read = _reader(item)
+        kind = read("type", None)
         if kind == "message":
-            text.append(_text(_field(item, "content")))
+            text.append(_text(read("content", None)))
         elif kind == "function_call":
             calls.append(
                 ToolCallRequest(
-                    id=str(_field(item, "call_id")),
-                    name=str(_field(item, "name")),
-                    args=_args(_field(item, "arguments")),
+                    id=str(read("call_id", None)),
+                    name=str(read("name", None)),
+                    args=_args(read("arguments", None)),
                 )
             )
     return "".join(text), calls
@@ -820,6 +866,14 @@ class AgentsGovernance:
 
     def _wrap(self, ft: FunctionTool) -> FunctionTool:
         adapter = self
+        # The helmlog Tool that reads a call of ``ft`` (its execute never runs:
+        # ``_never``), found once per wrapped tool, not at each of its calls.
+        probes: list[Tool] = []
+
+        def probe() -> Tool:
+            if not probes:
+                probes.append(adapter._tool(ft, None))
+            return probes[0]
 
         async def needs_approval(
             context: RunContextWrapper[Any], params: dict[str, Any], call_id: str
@@ -830,7 +884,7 @@ class AgentsGovernance:
             turn = await run.attach()
             call = ToolCallRequest(id=call_id, name=ft.name, args=params)
             try:
-                outcome = await turn.before_tool(call, adapter._tool(ft, None))
+                outcome = await turn.before_tool(call, probe())
             except SteeringError as exc:
                 if exc.reason != "pending-question":
                     raise
@@ -849,11 +903,12 @@ class AgentsGovernance:
         async def invoke(context: ToolContext[Any], arguments: str) -> Any:
             run = _current()
             turn = await run.attach()
-            call = ToolCallRequest(
-                id=context.tool_call_id, name=ft.name, args=_args(arguments)
-            )
-            admitted = run.admitted.pop(call.id, None)
+            call_id = context.tool_call_id
+            admitted = run.admitted.pop(call_id, None)
             if admitted is not None:
+                # ``after_tool`` reads the call's arguments from the record (the
+                # admitted ones ran): the SDK's text is not parsed again here.
+                call = ToolCallRequest(id=call_id, name=ft.name, args=admitted.args)
                 started = time.monotonic()
                 try:
                     result = await ft.on_invoke_tool(
@@ -864,7 +919,7 @@ class AgentsGovernance:
                     result, error = str(exc) or type(exc).__name__, True
                 after = await turn.after_tool(
                     call,
-                    adapter._tool(ft, None),
+                    probe(),
                     result,
                     error=error,
                     duration_ms=max(0, int((time.monotonic() - started) * 1000)),
@@ -872,6 +927,7 @@ class AgentsGovernance:
                 return _read(after, call.id)
             # Resumed after an approval (the SDK's, or a second process's), or
             # a call needs_approval could not see: the pipeline re-enters.
+            call = ToolCallRequest(id=call_id, name=ft.name, args=_args(arguments))
             tool = adapter._tool(ft, context)
             outcome: Any = await turn.call_tool(call, tool)
             if is_ask_pause(outcome):

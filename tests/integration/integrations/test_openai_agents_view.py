@@ -118,3 +118,20 @@ def test_a_pair_found_equal_is_compared_again_once_the_plan_changes() -> None:
     assert output == view[2]
     assert view[:2] == items[:2] and view[3:] == items[3:]
     assert items == oa._model_view(plan, items, run)  # the record's again
+
+
+def test_an_unchanged_history_is_handed_back_as_a_new_list_of_the_sdk_s_items() -> None:
+    """Issue 27 item 2 and the bench figure: where every message equals its
+    planned one, the view is the SDK's own items in order (provider ids and
+    items helmlog has no message for stay), in a list of its own, and the
+    run's message count matches a grouping from scratch at every call."""
+    run = oa._Run(session=None)  # type: ignore[arg-type]
+    for n in range(4):
+        items: list[Any] = [{"type": "reasoning", "id": "r0"}, *_history(n)]
+        plan = _plan(_history(n), "look up c0..c9")
+        view = oa._model_view(plan, items, run)
+        assert view == items and view is not items
+        assert all(a is b for a, b in zip(view, items, strict=True))
+        assert run.grouped is not None
+        fresh = [m for m, _ in oa._groups(items) if m is not None]
+        assert run.grouped.messages == len(fresh) == len(plan)
