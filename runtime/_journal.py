@@ -66,6 +66,7 @@ class Journal:
     """Records one session's events in its store and tells its listeners."""
 
     __slots__ = (
+        "_append_now",
         "_buffer",
         "_evidence",
         "_recorded",
@@ -123,6 +124,11 @@ class Journal:
         # key) and the evidence digest at ``flushed_seq``.
         self._signer: HeadSigner | None = getattr(store, "signer", None)
         self._evidence: tuple[int, bytes] = (0, DIGEST_START)
+        # The store port's optional synchronous append (an in-process store
+        # whose append never waits): a flush makes it without a coroutine.
+        self._append_now: Callable[[str, list[StoredEvent], int], int] | None = getattr(
+            store, "append_sealed_now", None
+        )
 
     async def activate(self) -> None:
         """Verify and fold the session's stored stream silently (R6, R19).
@@ -376,10 +382,14 @@ class Journal:
         self._buffer, self._recorded = (), ()
         # Invariant: a buffer that holds events is a list (``add``).
         assert isinstance(records, list) and isinstance(recorded, list)
+        append_now = self._append_now
         try:
-            await append_with_events(
-                self.store, self.session_id, records, self.flushed_seq, recorded
-            )
+            if append_now is not None:
+                append_now(self.session_id, records, self.flushed_seq)
+            else:
+                await append_with_events(
+                    self.store, self.session_id, records, self.flushed_seq, recorded
+                )
         except SequenceConflictError:
             self.broken = self.fenced = True
             raise

@@ -72,72 +72,74 @@ class Loop:
     # -- the iteration loop ------------------------------------------------
 
     async def drive(self, s: Session) -> str | AskPause:
-        """Continue a session until it answers or pauses (within R23's limits)."""
-        budget = TurnBudget(self.config)
-        # ``budget.deferring()``, spelled out: no manager object per turn.
-        token = _DEFERRED.set(budget.deferred)
-        try:
-            return await self._drive(s, budget)
-        finally:
-            _DEFERRED.reset(token)
-
-    async def _drive(self, s: Session, budget: TurnBudget) -> str | AskPause:
-        """``drive``'s loop: dispatch what is outstanding, call the model."""
+        """Continue a session until it answers or pauses (within R23's limits):
+        dispatch what is outstanding, call the model, again."""
         cfg = self.config
         j = s.journal
         f = j.folder
-        while True:
-            pause = await self.dispatch_outstanding(s, budget)
-            if pause is not None:
-                return pause
-            iteration = f.iteration + 1
-            budget.before_model_call(f)
-            # A step boundary: a cancellation (``asyncio.wait_for``, a stream
-            # closed early) lands here even when every tool is sync and the
-            # store never waits; the loop yields when it has run a while.
-            if budget.due_yield():
-                await asyncio.sleep(0)
-            messages = self.model_started(s, iteration)
-            await j.flush()
-            request = ProviderRequest(
-                model=cfg.model,
-                system=cfg.system,
-                messages=messages,
-                tools=cfg.tool_specs,
-                output=None if cfg.output is None else cfg.output.spec,
-            )
-            started = cfg.clock()
-            s.in_provider = True
-            reply = await cfg.provider.call(
-                request, None if cfg.output_governed else j.token
-            )
-            s.in_provider = False
-            j.add(
-                LlmEnded(
-                    iteration=iteration,
-                    content="" if cfg.output_governed else reply.content,
-                    content_withheld=cfg.output_governed,
-                    tool_call_count=len(reply.tool_calls),
-                    usage=dict(reply.usage),
-                    stop_reason=reply.stop_reason,
-                    duration_ms=max(0, cfg.clock() - started),
-                    model=reply.model or "",
+        budget = TurnBudget(cfg)
+        # ``budget.deferring()``, spelled out: no manager object per turn;
+        # the loop in this one coroutine (no second frame per turn).
+        token = _DEFERRED.set(budget.deferred)
+        try:
+            while True:
+                # ``dispatch_outstanding``, entered only when a call is: no
+                # coroutine for a step that has none (bench/turns.py).
+                calls = outstanding_calls(f.history)
+                if calls:
+                    pause = await self.dispatch_outstanding(s, budget, calls)
+                    if pause is not None:
+                        return pause
+                iteration = f.iteration + 1
+                budget.before_model_call(f)
+                # A step boundary: a cancellation (``asyncio.wait_for``, a stream
+                # closed early) lands here even when every tool is sync and the
+                # store never waits; the loop yields when it has run a while.
+                if budget.due_yield():
+                    await asyncio.sleep(0)
+                messages = self.model_started(s, iteration)
+                await j.flush()
+                request = ProviderRequest(
+                    model=cfg.model,
+                    system=cfg.system,
+                    messages=messages,
+                    tools=cfg.tool_specs,
+                    output=None if cfg.output is None else cfg.output.spec,
                 )
-            )
-            if reply.tool_calls:
+                started = cfg.clock()
+                s.in_provider = True
+                reply = await cfg.provider.call(
+                    request, None if cfg.output_governed else j.token
+                )
+                s.in_provider = False
                 j.add(
-                    MessageCommitted(
-                        message=Message(
-                            role="assistant",
-                            content=reply.content,
-                            tool_calls=reply.tool_calls,
-                        )
+                    LlmEnded(
+                        iteration=iteration,
+                        content="" if cfg.output_governed else reply.content,
+                        content_withheld=cfg.output_governed,
+                        tool_call_count=len(reply.tool_calls),
+                        usage=dict(reply.usage),
+                        stop_reason=reply.stop_reason,
+                        duration_ms=max(0, cfg.clock() - started),
+                        model=reply.model or "",
                     )
                 )
-                continue
-            answer = await self.finish(s, reply.content, iteration)
-            if answer is not None:
-                return answer
+                if reply.tool_calls:
+                    j.add(
+                        MessageCommitted(
+                            message=Message(
+                                role="assistant",
+                                content=reply.content,
+                                tool_calls=reply.tool_calls,
+                            )
+                        )
+                    )
+                    continue
+                answer = await self.finish(s, reply.content, iteration)
+                if answer is not None:
+                    return answer
+        finally:
+            _DEFERRED.reset(token)
 
     def model_started(self, s: Session, iteration: int) -> tuple[Message, ...]:
         """The window moment, then ``stream.llm_start``: what the model is sent.
@@ -255,12 +257,16 @@ class Loop:
         )
 
     async def dispatch_outstanding(
-        self, s: Session, budget: TurnBudget | None = None
+        self,
+        s: Session,
+        budget: TurnBudget | None = None,
+        calls: list[ToolCallRequest] | None = None,
     ) -> AskPause | None:
         """Dispatch every call of the last assistant turn lacking a tool message
-        (``budget`` checked before each call not yet started, R23)."""
+        (``budget`` checked before each call not yet started, R23); ``calls``
+        when the caller has just read them (``outstanding_calls``)."""
         f = s.journal.folder
-        for call in outstanding_calls(f.history):
+        for call in outstanding_calls(f.history) if calls is None else calls:
             if call.id in f.dispatched:
                 pause = await self.recover_call(s, call)
             else:

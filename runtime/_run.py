@@ -176,7 +176,13 @@ class Run:
         minted: bool,
     ) -> str | AskPause:
         """Admit the message, record the turn's opening, drive the turn."""
-        await self.admit(s, message, identity, base_seq, seed, trace, minted)
+        if self._config.message_links:
+            await self.admit(s, message, identity, base_seq, seed, trace, minted)
+        else:
+            # ``admit`` without an input chain: no walk, no coroutine.
+            self.opened(
+                s, message, _identity(s, identity), base_seq, seed, trace, minted
+            )
         return await self._loop.drive(s)
 
     async def admit(
@@ -197,7 +203,7 @@ class Run:
         """
         cfg = self._config
         j = s.journal
-        ident = dict(identity) if identity is not None else {"session_id": s.session_id}
+        ident = _identity(s, identity)
         admitted = message
         if cfg.message_links:
             verdict = await walk_messages(
@@ -213,6 +219,22 @@ class Run:
                 self._cursor.conversation.refused()
                 raise MessageRefused.of(verdict, "input")
             admitted = verdict.content
+        return self.opened(s, admitted, ident, base_seq, seed, trace, minted)
+
+    def opened(
+        self,
+        s: Session,
+        admitted: str,
+        ident: dict[str, Any],
+        base_seq: int,
+        seed: Checkpoint | None,
+        trace: Trace,
+        minted: bool,
+    ) -> str:
+        """``admit``'s record, once the message is in: ``agent.turn_start``
+        (after the seed, if any) and the user's message committed."""
+        cfg = self._config
+        j = s.journal
         self._cursor.conversation.admitted()
         if seed is not None:
             seeded = j.add(
@@ -234,3 +256,8 @@ class Run:
         )
         j.add(MessageCommitted(message=Message(role="user", content=admitted)))
         return admitted
+
+
+def _identity(s: Session, identity: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The identity a turn records: the caller's (a copy), else the session's id."""
+    return dict(identity) if identity is not None else {"session_id": s.session_id}
