@@ -84,7 +84,7 @@ class Appender:
         self._tokens = 0
         self._queue: list[QueuedAppend] = []
         # Appends that landed and wait for their index entries to be sent.
-        self._acks: list[tuple[asyncio.Future[int], int]] = []
+        self._acks: list[QueuedAppend] = []
         self._flusher: asyncio.Task[None] | None = None
         self.closed = False
         # The store's log of signed heads (issue 30), set by the store.
@@ -145,7 +145,12 @@ class Appender:
                 f"the events given with records {records[0].seq}-{records[-1].seq} "
                 "are not theirs (one event per record, in order)"
             )
-        return await self._landed(session_id, records, expected_seq, prev_hash, events)
+        if not self._registry.format_marked or self.closed:
+            await self._ready()
+        item = self._item(session_id, records, expected_seq, prev_hash, events)
+        if item.closing and not self._outbox.vouches(session_id, expected_seq):
+            await self._publish_before_close(session_id)
+        return await self._queued(item)
 
     async def append(
         self, session_id: str, events: Sequence[Event], expected_seq: int
@@ -167,45 +172,37 @@ class Appender:
             prev_hash=last_hash,
             key=self._backend.chain_key,
         )
-        return await self._landed(session_id, records, expected_seq, last_hash, stamped)
+        if not self._registry.format_marked or self.closed:
+            await self._ready()
+        item = self._item(session_id, records, expected_seq, last_hash, stamped)
+        if item.closing and not self._outbox.vouches(session_id, expected_seq):
+            await self._publish_before_close(session_id)
+        return await self._queued(item)
 
-    async def _landed(
-        self,
-        session_id: str,
-        records: Sequence[StoredEvent],
-        expected_seq: int,
-        prev_hash: str,
-        events: Sequence[Event | UnknownEvent] | None,
-    ) -> int:
-        """Both appends meet here, with what the registry keeps (R25, R26):
-        queue the append for the flusher and wait for its outcome (one
-        coroutine per append: a turn's four appends each resume it once)."""
-        # R26: marked before this version's first append lands, so no head
-        # record this store writes sits on an unmarked store.
+    async def _ready(self) -> None:
+        """What both appends need first, with what the registry keeps (R26):
+        the store's format mark, set before this version's first append
+        lands (so no head record this store writes sits on an unmarked
+        store); and a store still open."""
         if not self._registry.format_marked:
             await self._registry.mark_format()
         if self.closed:
             raise StoreError(f"the redis event store {self._backend.url} is closed")
-        item = self._item(session_id, records, expected_seq, prev_hash, events)
-        if item.closing and not self._outbox.vouches(session_id, expected_seq):
-            # R4: a close may land only once every earlier fact of the
-            # session is published; this store cannot vouch for what
-            # others wrote, so it publishes them first (best-effort:
-            # if that fails the close waits for the sweep).
-            await self._publish_before_close(session_id)
+
+    def _queued(self, item: QueuedAppend) -> asyncio.Future[int]:
+        """Queue ``item`` for the flusher; the future its caller awaits.
+
+        The caller's own coroutine waits on the future (one coroutine per
+        append, none of this store's own in between: issue 29). A caller
+        cancelled before its append was sent cancels the future, and the
+        flusher drops the item unsent (issue 29 item 5: never sent, so known
+        not to be in the stream); once sent, it lands or not on its own, and
+        the session's next writer reads the stream back (the journal, R24).
+        """
         self._queue.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
-        try:
-            return await item.future
-        except asyncio.CancelledError:
-            # A caller cancelled before its append was sent takes it out of
-            # the queue (issue 29 item 5: never sent, so known not to be in
-            # the stream). Once sent, it lands or not on its own; the
-            # session's next writer reads the stream back (the journal, R24).
-            if item in self._queue:
-                self._queue.remove(item)
-            raise
+        return item.future
 
     def _item(
         self,
@@ -268,7 +265,8 @@ class Appender:
             expected_seq,
             pack(args),
             last.hash,
-            after,
+            # An append that owes nothing keeps no list through its round trip.
+            after or (),
             premark,
             asyncio.get_running_loop().create_future(),
         )
@@ -281,6 +279,10 @@ class Appender:
         return item
 
     async def _publish_before_close(self, session_id: str) -> None:
+        """R4: a close may land only once every earlier fact of the session
+        is published; this store cannot vouch for what others wrote, so it
+        publishes them first (best-effort: if that fails the close waits for
+        the sweep)."""
         try:
             await self._outbox.publish_facts(session_id)
         except StoreError as exc:
@@ -298,7 +300,10 @@ class Appender:
         try:
             await self._backend.routes.prepare()
             while self._queue or self._outbox.ops or self._acks or self._outbox.marks:
-                batch, self._queue = self._queue, []
+                # An append whose caller was cancelled while it was queued
+                # is dropped unsent (``_queued``).
+                batch = [i for i in self._queue if not i.future.cancelled()]
+                self._queue = []
                 ops = self._outbox.take_ops()
                 if not batch or len(self._outbox.marks) >= _MARKS_MAX:
                     # Marks only save publish_facts from re-reading: under load
@@ -332,8 +337,7 @@ class Appender:
             premarks = [(i.shard, i.premark) for i in batch if i.premark]
             staged = ops + [(n, op) for n, op in premarks if op is not None]
             shard_cmds, owners = self._outbox.shard_commands(staged)
-            appends = [(stream_key(i.session_id), i.packed) for i in batch]
-            if not shard_cmds and not appends:
+            if not shard_cmds and not batch:
                 # Only cursor notes of fact-free batches: nothing to send.
                 self._outbox.check_shards(staged, owners, [])
                 return True
@@ -363,14 +367,30 @@ class Appender:
                     # the same pipeline, after the appends (its script checks
                     # that the head landed); on a cluster it follows settling.
                     logs = self._log_commands(batch)
-                    replies = await self._backend.routes.call(
-                        [*shard_cmds, *appends, *logs]
-                    )
+                    routes = self._backend.routes
+                    if routes.cluster:
+                        replies = await routes.call(
+                            [
+                                *shard_cmds,
+                                *[(stream_key(i.session_id), i.packed) for i in batch],
+                                *logs,
+                            ]
+                        )
+                    else:
+                        # One server routes nothing: each append goes as its
+                        # packed bytes, no (key, command) pair made for it.
+                        replies = await routes.seed.call_loaded(
+                            [
+                                *[c for _k, c in shard_cmds],
+                                *[i.packed for i in batch],
+                                *[c for _k, c in logs],
+                            ]
+                        )
                     shard_replies = replies[: len(shard_cmds)]
                     append_replies = replies[
-                        len(shard_cmds) : len(shard_cmds) + len(appends)
+                        len(shard_cmds) : len(shard_cmds) + len(batch)
                     ]
-                    self._logged(batch, replies[len(shard_cmds) + len(appends) :])
+                    self._logged(batch, replies[len(shard_cmds) + len(batch) :])
             except (*DRIVER_ERRORS, StoreError) as exc:
                 self._outbox.requeue(staged, exc)
                 if isinstance(exc, ReplyLostError):
@@ -479,6 +499,7 @@ class Appender:
                     continue
                 indexed = True
             ops.append((n, op))
+        item.after = ()  # staged: the item may wait for its ack without them
         if vouched:
             self._outbox.vouch(sid, seq)
             ops.append((n, ("B", sid, seq, item.expected, b"")))
@@ -491,17 +512,18 @@ class Appender:
         if indexed:
             # Read your writes: the caller sees its ask or closed turn in
             # the index once we return (facts alone may lag, R4).
-            self._acks.append((future, seq))
+            item.last_seq = seq
+            self._acks.append(item)
             item.acked = True
             return
         if not future.done():
             future.set_result(seq)
 
-    def release(self, acks: list[tuple[asyncio.Future[int], int]]) -> None:
+    def release(self, acks: list[QueuedAppend]) -> None:
         """Resolve appends whose index round trip is over (sent, or requeued)."""
-        for future, seq in acks:
-            if not future.done():
-                future.set_result(seq)
+        for item in acks:
+            if not item.future.done():
+                item.future.set_result(item.last_seq)
 
     def fail(
         self, items: list[QueuedAppend], why: str, *, unknown: bool = False

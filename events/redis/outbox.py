@@ -41,6 +41,15 @@ _OUTBOX_CODES: Final = frozenset({"F", "B", "K"})
 _VOUCHED_MAX: Final = 65_536
 _OPS_BACKLOG_MAX: Final = 100_000
 
+# The staged operations a shard command carries: one index (a fact's XADD,
+# a registry SADD: no list made per command, issue 29) or a shard script's.
+Carried = int | list[int]
+
+
+def indexes(carried: Carried) -> list[int] | tuple[int]:
+    """The staged indexes a shard command carries."""
+    return (carried,) if isinstance(carried, int) else carried
+
 
 class Outbox:
     """The facts outbox of one Redis store: owed operations, marks, vouching.
@@ -72,7 +81,8 @@ class Outbox:
         # Cursor moves (start, end] of published facts, sent when the flusher
         # idles; the facts-at cursor of a session only ever covers a range
         # whose every fact is on the facts stream (R4).
-        self.marks: dict[tuple[int, str], tuple[int, int]] = {}
+        # Keyed by session id: ``(shard, start, end)``, one tuple a session.
+        self.marks: dict[str, tuple[int, int, int]] = {}
         # Per session, the seq up to which this store knows every fact is
         # published or queued ahead of anything it sends next: a turn's close
         # is sent only for a session it vouches for (R4).
@@ -101,16 +111,16 @@ class Outbox:
         await self.settled(session_id)
         # This process's own unsent cursor note goes first, so what it
         # published already is not read (or published) again.
-        held = self.marks.pop((n, session_id), None)
+        held = self.marks.pop(session_id, None)
         ops: list[Op] = []
         try:
             await self._backend.routes.prepare()
             at = await self._backend.routes.one(keys[3], "HGET", keys[3], session_id)
             cursor = int(at) if at else 0
             if held is not None:
-                ops.append(("K", session_id, held[1], held[0], b""))
-                if held[0] <= cursor < held[1]:
-                    cursor = held[1]
+                ops.append(("K", session_id, held[2], held[1], b""))
+                if held[1] <= cursor < held[2]:
+                    cursor = held[2]
             records = await self._reader.read(session_id, 0 if index else cursor)
             fresh = [r for r in records if r.seq > cursor]
             ops.extend(scripted(op) for op in fact_ops(session_id, fresh))
@@ -131,7 +141,7 @@ class Outbox:
             )
         except (*DRIVER_ERRORS, StoreError) as exc:
             if held is not None:
-                self.mark(n, session_id, *held)
+                self.mark(n, session_id, held[1], held[2])
             if isinstance(exc, StoreError):
                 raise
             raise self._backend.error(f"{what} a session of", exc) from exc
@@ -162,7 +172,7 @@ class Outbox:
 
     def shard_commands(
         self, staged: list[tuple[int, Op]]
-    ) -> tuple[list[tuple[str, Command]], list[list[int]]]:
+    ) -> tuple[list[tuple[str, Command]], list[Carried]]:
         """The commands for ``staged`` and, for each, the indexes it carries.
 
         A fact is a plain ``XADD`` (the hot path: a script call costs more
@@ -174,7 +184,7 @@ class Outbox:
         shard script, in queue order.
         """
         commands: list[tuple[str, Command]] = []
-        owners: list[list[int]] = []
+        owners: list[Carried] = []
         by_shard: dict[int, list[int]] = {}
         closing = {op[1] for _n, op in staged if op[0] == "C"}
         maxlen = self._backend.options.facts_maxlen
@@ -186,7 +196,7 @@ class Outbox:
                 # shard is the index's), after its first append landed.
                 key = registry_key(n)
                 commands.append((key, ("SADD", key, sid)))
-                owners.append([i])
+                owners.append(i)
                 continue
             if code == "F" and sid not in closing:
                 key = self._backend.shards[n][0]
@@ -201,7 +211,7 @@ class Outbox:
                         ),
                     )
                 )  # fmt: skip
-                owners.append([i])
+                owners.append(i)
             else:
                 by_shard.setdefault(n, []).append(i)
         for n, carried in by_shard.items():
@@ -214,7 +224,7 @@ class Outbox:
     def marks_refused(
         self,
         staged: list[tuple[int, Op]],
-        owners: list[list[int]],
+        owners: list[Carried],
         replies: list[Any],
         batch: list[QueuedAppend],
     ) -> dict[str, Exception]:
@@ -222,7 +232,7 @@ class Outbox:
         refused: dict[str, Exception] = {}
         for carried, reply in zip(owners, replies, strict=True):
             if isinstance(reply, Exception):
-                for i in carried:
+                for i in indexes(carried):
                     op = staged[i][1]
                     if op[0] == "O":
                         refused[op[1]] = reply
@@ -233,7 +243,7 @@ class Outbox:
         }
 
     def check_shards(
-        self, staged: list[tuple[int, Op]], owners: list[list[int]], replies: list[Any]
+        self, staged: list[tuple[int, Op]], owners: list[Carried], replies: list[Any]
     ) -> None:
         """Settle the shard operations: cursor notes, refusals, requeues."""
         lost: set[int] = set()
@@ -245,10 +255,12 @@ class Outbox:
                 # would fail again; publish_facts publishes from the stream.
                 refusals.append(str(reply))
                 unpublished.update(
-                    staged[i][1][1] for i in carried if staged[i][1][0] in ("F", "P")
+                    staged[i][1][1]
+                    for i in indexes(carried)
+                    if staged[i][1][0] in ("F", "P")
                 )
             elif isinstance(reply, Exception):
-                lost.update(carried)  # a node failed: send again next flush
+                lost.update(indexes(carried))  # a node failed: send again
             elif isinstance(reply, list) and len(reply) == 4 and reply[0]:
                 refusals.append(bytes(reply[1]).decode(errors="replace"))
                 unpublished.update(bytes(s).decode() for s in reply[3])
@@ -293,14 +305,13 @@ class Outbox:
 
     def mark(self, n: int, session_id: str, start: int, end: int) -> None:
         """Note that the facts of ``(start, end]`` are published (a cursor move)."""
-        key = (n, session_id)
-        held = self.marks.get(key)
-        if held is not None and held[0] <= start <= held[1]:
-            self.marks[key] = (held[0], max(held[1], end))
+        held = self.marks.get(session_id)
+        if held is not None and held[1] <= start <= held[2]:
+            self.marks[session_id] = (n, held[1], max(held[2], end))
         else:
             # A gap: the cursor was moved past ``held`` meanwhile (a publish
             # that re-vouched the session), so the newer range supersedes it.
-            self.marks[key] = (start, end)
+            self.marks[session_id] = (n, start, end)
 
     def take_ops(self) -> list[tuple[int, Op]]:
         ops, self.ops = self.ops, []
@@ -309,7 +320,7 @@ class Outbox:
     def take_marks(self) -> list[tuple[int, Op]]:
         marks, self.marks = self.marks, {}
         return [
-            (n, ("K", sid, end, start, b"")) for (n, sid), (start, end) in marks.items()
+            (n, ("K", sid, end, start, b"")) for sid, (n, start, end) in marks.items()
         ]
 
     def requeue(self, ops: list[tuple[int, Op]], exc: BaseException) -> None:

@@ -12,6 +12,7 @@ Laws: R24 (``token``/``last_seq``/``resolving``: what a read-back needs), R7
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import hiredis
@@ -45,7 +46,7 @@ class QueuedAppend:
         expected: int,
         packed: bytes,
         last_hash: str,
-        after: list[Op],
+        after: Sequence[Op],
         premark: Op | None,
         future: asyncio.Future[int],
     ) -> None:
