@@ -33,7 +33,7 @@ from .._signed_heads import head_leaves
 from .backend import Backend
 from .headlog import RedisHeadLog, after_append_command
 from .heads import Heads
-from .keys import Op, append_keys, fact_ops, stream_key
+from .keys import Staged, append_keys, staged_fact_ops, stream_key
 from .outbox import Outbox
 from .queued import QueuedAppend
 from .readback import ReadBack
@@ -246,19 +246,21 @@ class Appender:
                 relevant = True
             elif kind == _HEAD_SIGNED:
                 signed = True
-        after = fact_ops(session_id, records, events)
-        premark: Op | None = None
+        n = self._backend.shard(session_id)
+        after = staged_fact_ops(n, session_id, records, events)
+        premark: Staged | None = None
         closing = False
         delta = delta_of(session_id, records) if relevant else None
         if delta is not None:
             if delta.open_at:
-                premark = ("O", session_id, delta.open_at, 0, b"")
+                premark = (n, "O", session_id, delta.open_at, 0, b"")
             if delta.resolved_at:
-                after.append(("R", session_id, delta.resolved_at, 0, b""))
+                after.append((n, "R", session_id, delta.resolved_at, 0, b""))
             if delta.ask is not None:
-                after.append(("A", session_id, delta.ask.seq, 0, encode_ask(delta.ask)))
+                ask = encode_ask(delta.ask)
+                after.append((n, "A", session_id, delta.ask.seq, 0, ask))
             if delta.close_at:
-                after.append(("C", session_id, delta.close_at, 0, b""))
+                after.append((n, "C", session_id, delta.close_at, 0, b""))
                 closing = True
         item = QueuedAppend(
             session_id,
@@ -271,7 +273,7 @@ class Appender:
             asyncio.get_running_loop().create_future(),
         )
         item.token, item.last_seq = token, last.seq
-        item.shard = self._backend.shard(session_id)
+        item.shard = n
         item.closing = closing
         if signed and self.headlog is not None:
             heads = [r for r in records if type_of(r) == _HEAD_SIGNED]
@@ -329,13 +331,13 @@ class Appender:
             acks, self._acks = self._acks, []
             self.release(acks)
 
-    async def send(self, batch: list[QueuedAppend], ops: list[tuple[int, Op]]) -> bool:
+    async def send(self, batch: list[QueuedAppend], ops: list[Staged]) -> bool:
         """One round trip (two on a cluster when a turn starts); settles all."""
         acks, self._acks = self._acks, []
         try:
             self._outbox.inflight = ops
-            premarks = [(i.shard, i.premark) for i in batch if i.premark]
-            staged = ops + [(n, op) for n, op in premarks if op is not None]
+            premarks = [i.premark for i in batch if i.premark is not None]
+            staged = ops + premarks
             shard_cmds, owners = self._outbox.shard_commands(staged)
             if not shard_cmds and not batch:
                 # Only cursor notes of fact-free batches: nothing to send.
@@ -493,21 +495,21 @@ class Appender:
         # publish_facts to settle.
         vouched = self._outbox.vouches(sid, item.expected)
         for op in item.after:
-            code = op[0]
+            code = op[1]
             if code in _ACKED:
                 if code == "C" and not vouched:
                     continue
                 indexed = True
-            ops.append((n, op))
+            ops.append(op)
         item.after = ()  # staged: the item may wait for its ack without them
         if vouched:
             self._outbox.vouch(sid, seq)
-            ops.append((n, ("B", sid, seq, item.expected, b"")))
+            ops.append((n, "B", sid, seq, item.expected, b""))
         if item.expected == 0:
             # R25: the session's first append; the registry's entry rides
             # in the next round trip (with its facts), and the caller waits
             # for it, as it did for its own SADD.
-            ops.append((n, ("S", sid, seq, 0, b"")))
+            ops.append((n, "S", sid, seq, 0, b""))
             indexed = True
         if indexed:
             # Read your writes: the caller sees its ask or closed turn in

@@ -69,6 +69,9 @@ CLUSTER_POLL_S: Final = 0.05
 # a fact's plain XADD, S a new session's registry SADD (R25), B notes locally
 # that a batch (b, a] is out, never sent).
 Op = tuple[str, str, int, int, bytes]
+# An operation staged for a round trip: its index shard, then the operation's
+# fields (flat: one tuple per operation while it waits, not two, issue 29).
+Staged = tuple[int, str, str, int, int, bytes]
 
 
 def stream_key(session_id: str) -> str:
@@ -141,6 +144,24 @@ def fact_ops(
         ("F", session_id, seq, 0, data)
         for seq, data in fact_records(session_id, records, events)
     ]
+
+
+def staged_fact_ops(
+    n: int,
+    session_id: str,
+    records: Sequence[StoredEvent],
+    events: Sequence[object] | None = None,
+) -> list[Staged]:
+    """``fact_ops`` staged on index shard ``n`` (the append path's form)."""
+    return [
+        (n, "F", session_id, seq, 0, data)
+        for seq, data in fact_records(session_id, records, events)
+    ]
+
+
+def unstaged(op: Staged) -> Op:
+    """The operation of a staged one, without its shard."""
+    return (op[1], op[2], op[3], op[4], op[5])
 
 
 def scripted(op: Op) -> Op:

@@ -27,7 +27,7 @@ from redis.exceptions import ResponseError
 from .._errors import StoreError
 from .._index import delta_of
 from .backend import Backend, put_bounded
-from .keys import Op, fact_ops, index_op, registry_key, scripted
+from .keys import Op, Staged, fact_ops, index_op, registry_key, scripted, unstaged
 from .queued import QueuedAppend
 from .reader import Reader
 from .wire import DRIVER_ERRORS, Command, pack
@@ -75,9 +75,9 @@ class Outbox:
         self._reader = reader
         self._flushing = flushing
         # Shard operations owed (sent at the head of the next round trip).
-        self.ops: list[tuple[int, Op]] = []
+        self.ops: list[Staged] = []
         # The shard operations of the round trip under way.
-        self.inflight: list[tuple[int, Op]] = []
+        self.inflight: list[Staged] = []
         # Cursor moves (start, end] of published facts, sent when the flusher
         # idles; the facts-at cursor of a session only ever covers a range
         # whose every fact is on the facts stream (R4).
@@ -166,12 +166,12 @@ class Outbox:
 
     def owes(self, session_id: str) -> bool:
         return any(
-            op[1] == session_id and op[0] in _OUTBOX_CODES
-            for _n, op in (*self.inflight, *self.ops)
+            op[2] == session_id and op[1] in _OUTBOX_CODES
+            for op in (*self.inflight, *self.ops)
         )
 
     def shard_commands(
-        self, staged: list[tuple[int, Op]]
+        self, staged: list[Staged]
     ) -> tuple[list[tuple[str, Command]], list[Carried]]:
         """The commands for ``staged`` and, for each, the indexes it carries.
 
@@ -186,9 +186,9 @@ class Outbox:
         commands: list[tuple[str, Command]] = []
         owners: list[Carried] = []
         by_shard: dict[int, list[int]] = {}
-        closing = {op[1] for _n, op in staged if op[0] == "C"}
+        closing = {op[2] for op in staged if op[1] == "C"}
         maxlen = self._backend.options.facts_maxlen
-        for i, (n, (code, sid, a, _b, value)) in enumerate(staged):
+        for i, (n, code, sid, a, _b, value) in enumerate(staged):
             if code == "B":
                 continue
             if code == "S":
@@ -216,14 +216,14 @@ class Outbox:
                 by_shard.setdefault(n, []).append(i)
         for n, carried in by_shard.items():
             keys = self._backend.shards[n]
-            ops = [scripted(staged[i][1]) for i in carried]
+            ops = [scripted(unstaged(staged[i])) for i in carried]
             commands.append((keys[0], self._backend.shard_command(keys, ops)))
             owners.append(carried)
         return commands, owners
 
     def marks_refused(
         self,
-        staged: list[tuple[int, Op]],
+        staged: list[Staged],
         owners: list[Carried],
         replies: list[Any],
         batch: list[QueuedAppend],
@@ -233,9 +233,9 @@ class Outbox:
         for carried, reply in zip(owners, replies, strict=True):
             if isinstance(reply, Exception):
                 for i in indexes(carried):
-                    op = staged[i][1]
-                    if op[0] == "O":
-                        refused[op[1]] = reply
+                    op = staged[i]
+                    if op[1] == "O":
+                        refused[op[2]] = reply
         return {
             i.session_id: refused[i.session_id]
             for i in batch
@@ -243,7 +243,7 @@ class Outbox:
         }
 
     def check_shards(
-        self, staged: list[tuple[int, Op]], owners: list[Carried], replies: list[Any]
+        self, staged: list[Staged], owners: list[Carried], replies: list[Any]
     ) -> None:
         """Settle the shard operations: cursor notes, refusals, requeues."""
         lost: set[int] = set()
@@ -255,9 +255,7 @@ class Outbox:
                 # would fail again; publish_facts publishes from the stream.
                 refusals.append(str(reply))
                 unpublished.update(
-                    staged[i][1][1]
-                    for i in indexes(carried)
-                    if staged[i][1][0] in ("F", "P")
+                    staged[i][2] for i in indexes(carried) if staged[i][1] in ("F", "P")
                 )
             elif isinstance(reply, Exception):
                 lost.update(indexes(carried))  # a node failed: send again
@@ -266,8 +264,8 @@ class Outbox:
                 unpublished.update(bytes(s).decode() for s in reply[3])
         for sid in unpublished:
             self.vouched.pop(sid, None)
-        lost_sessions = {staged[i][1][1] for i in lost}
-        for i, (n, (code, sid, a, b, _v)) in enumerate(staged):
+        lost_sessions = {staged[i][2] for i in lost}
+        for i, (n, code, sid, a, b, _v) in enumerate(staged):
             if code != "B" or sid in unpublished:
                 continue
             if sid in lost_sessions:
@@ -313,23 +311,23 @@ class Outbox:
             # that re-vouched the session), so the newer range supersedes it.
             self.marks[session_id] = (n, start, end)
 
-    def take_ops(self) -> list[tuple[int, Op]]:
+    def take_ops(self) -> list[Staged]:
         ops, self.ops = self.ops, []
         return ops
 
-    def take_marks(self) -> list[tuple[int, Op]]:
+    def take_marks(self) -> list[Staged]:
         marks, self.marks = self.marks, {}
         return [
-            (n, ("K", sid, end, start, b"")) for sid, (n, start, end) in marks.items()
+            (n, "K", sid, end, start, b"") for sid, (n, start, end) in marks.items()
         ]
 
-    def requeue(self, ops: list[tuple[int, Op]], exc: BaseException) -> None:
+    def requeue(self, ops: list[Staged], exc: BaseException) -> None:
         if not ops:
             return
         room = max(0, _OPS_BACKLOG_MAX - len(self.ops))
         kept = ops[:room]
-        for _n, op in ops[room:]:
-            self.vouched.pop(op[1], None)  # dropped: publish_facts must vouch
+        for op in ops[room:]:
+            self.vouched.pop(op[2], None)  # dropped: publish_facts must vouch
         self.ops[:0] = kept
         log.warning(
             "redis event store %s: sending %d fact/index operations failed "

@@ -17,7 +17,7 @@ from typing import Any
 
 import hiredis
 
-from .keys import Op
+from .keys import Staged
 
 
 class QueuedAppend:
@@ -46,8 +46,8 @@ class QueuedAppend:
         expected: int,
         packed: bytes,
         last_hash: str,
-        after: Sequence[Op],
-        premark: Op | None,
+        after: Sequence[Staged],
+        premark: Staged | None,
         future: asyncio.Future[int],
     ) -> None:
         self.session_id = session_id

@@ -126,8 +126,7 @@ class ReadBack:
         """One read-back round: the items still unknown, and why."""
         try:
             await self._backend.routes.prepare()
-            marks = [(self._backend.shard(i.session_id), i.premark) for i in pending]
-            staged = [(n, op) for n, op in marks if op is not None]
+            staged = [i.premark for i in pending if i.premark is not None]
             if staged:
                 # R7: the open-turn mark goes again, before its append.
                 commands, _owners = self._outbox.shard_commands(staged)
