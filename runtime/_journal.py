@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from helmlog.events import DecisionFiled as _Filed
@@ -390,6 +390,48 @@ class Journal:
                 await append_with_events(
                     self.store, self.session_id, records, self.flushed_seq, recorded
                 )
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - re-raised or read back (R24)
+            await self._not_appended(records, recorded, exc)
+            return
+        self._appended(records, recorded)
+
+    def flush_now(self) -> Coroutine[Any, Any, None] | None:
+        """``flush``, made here when nothing in it waits: ``None`` once the
+        batch is appended and delivered; else a coroutine the caller awaits
+        before anything else (``flush`` itself, or what an append that raised
+        leads to), with ``flush``'s errors.
+
+        Nothing waits when the batch is empty, or when the store appends
+        synchronously (``append_sealed_now``) and signs no heads: the
+        memory store's turn flushes without a coroutine (issue 29 item 3).
+        """
+        if not self._buffer:
+            return None
+        append_now = self._append_now
+        if append_now is None or self._signer is not None:
+            return self.flush()
+        records, recorded = self._buffer, self._recorded
+        self._buffer, self._recorded = (), ()
+        # Invariant: a buffer that holds events is a list (``add``).
+        assert isinstance(records, list) and isinstance(recorded, list)
+        try:
+            append_now(self.session_id, records, self.flushed_seq)
+        except Exception as exc:  # noqa: BLE001 - re-raised or read back (R24)
+            return self._not_appended(records, recorded, exc)
+        self._appended(records, recorded)
+        return None
+
+    async def _not_appended(
+        self,
+        records: list[StoredEvent],
+        recorded: list[Event | UnknownEvent],
+        exc: BaseException,
+    ) -> None:
+        """What an append that raised ``exc`` comes to (R20, R24): ``flush``'s
+        errors, or, for an append read back in the stream, the batch settled
+        as appended (``_appended``)."""
+        try:
+            raise exc
         except SequenceConflictError:
             self.broken = self.fenced = True
             raise
@@ -407,38 +449,45 @@ class Journal:
             self.broken = True
             self.attempted = (records[-1].seq, records[-1].hash)
             raise
-        except StoreError as exc:
+        except StoreError as error:
             # The store's own verdict (R24: it read a lost reply back, or it
             # never sent the append): not in the stream.
             self.broken = True
             self.attempted = (records[-1].seq, records[-1].hash)
             raise LedgerAppendError(
-                session_id=self.session_id, store=self.store.url, cause=str(exc)
-            ) from exc
-        except Exception as exc:
+                session_id=self.session_id, store=self.store.url, cause=str(error)
+            ) from error
+        except Exception as error:
             # Anything else says nothing about the stream: read it back before
             # the run is told anything (R24). Never swallowed.
             landed = await self._read_back(records)
             if landed is not True:
                 self.broken = True
                 self.attempted = (records[-1].seq, records[-1].hash)
-                error = (
+                kind = (
                     LedgerAppendError if landed is False else LedgerOutcomeUnknownError
                 )
-                raise error(
-                    session_id=self.session_id, store=self.store.url, cause=str(exc)
-                ) from exc
+                raise kind(
+                    session_id=self.session_id, store=self.store.url, cause=str(error)
+                ) from error
             log.warning(
                 "session %s: the append of seqs %d-%d raised (%s) but is in the "
                 "stream; the run goes on, and its facts are published (R24)",
                 self.session_id,
                 records[0].seq,
                 records[-1].seq,
-                exc,
+                error,
                 extra={"session_id": self.session_id},
             )
             await self._publish_facts()
-        if signer is not None:
+        self._appended(records, recorded)
+
+    def _appended(
+        self, records: list[StoredEvent], recorded: list[Event | UnknownEvent]
+    ) -> None:
+        """A batch is in the stream: the evidence digest, the flushed seq,
+        then the listeners (R5: only what was appended is delivered)."""
+        if self._signer is not None:
             done = self._evidence[0]
             self._evidence = advance_digest(
                 self._evidence, [r for r in records if r.seq > done]

@@ -98,13 +98,16 @@ class Loop:
                 if budget.due_yield():
                     await asyncio.sleep(0)
                 messages = self.model_started(s, iteration)
-                await j.flush()
-                request = ProviderRequest(
-                    model=cfg.model,
-                    system=cfg.system,
-                    messages=messages,
-                    tools=cfg.tool_specs,
-                    output=None if cfg.output is None else cfg.output.spec,
+                # ``flush``, without a coroutine where nothing in it waits.
+                pending = j.flush_now()
+                if pending is not None:
+                    await pending
+                request = ProviderRequest(  # by position: no keywords to match
+                    cfg.model,
+                    cfg.system,
+                    messages,
+                    cfg.tool_specs,
+                    None if cfg.output is None else cfg.output.spec,
                 )
                 started = cfg.clock()
                 s.in_provider = True
@@ -200,7 +203,9 @@ class Loop:
             if answer:
                 j.token(answer)
         j.add(TurnEnded(turn=j.folder.turn, final_content=answer))
-        await j.flush()
+        pending = j.flush_now()
+        if pending is not None:
+            await pending
         return answer
 
     def typed(self, s: Session, answer: str, iteration: int) -> bool:

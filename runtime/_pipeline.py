@@ -223,7 +223,11 @@ class ToolPipeline:
                 text = TWO_GATES.format(tool=tool.name, asker=entry.asked_by)
                 return Refused(Step.CHECK_IN, text)
             return self.rules.check_in(tool, args)
-        resolved, refusal = with_credentials(tool, kwargs, self.credentials)
+        resolved, refusal = (
+            with_credentials(tool, kwargs, self.credentials)
+            if tool.credentials
+            else (kwargs, None)  # ``with_credentials``'s first case, inline
+        )
         if resolved is None:
             return Refused(Step.CREDENTIALS, refusal or "")
         await record.dispatched(tool, site.tool_call_id, args, entry.attempt)

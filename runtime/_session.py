@@ -123,7 +123,10 @@ class Session:
                 attempt=attempt,
             )
         )
-        await self.journal.flush()
+        # ``flush``, without a coroutine where nothing in it waits.
+        pending = self.journal.flush_now()
+        if pending is not None:
+            await pending
 
 
 ERR_INTERNAL = "ERR_INTERNAL"

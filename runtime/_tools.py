@@ -171,12 +171,13 @@ class Tool:
         assert self._params is not None
         issues: list[str] = []
         out: dict[str, Any] = {}
-        known = {p.name for p in self._params}
+        given = 0  # arguments that name a parameter
         for p in self._params:
             if p.name not in args:
                 if p.required:
                     issues.append(f"'{p.name}' is required but missing")
                 continue
+            given += 1
             if p.adapter is not None:
                 try:
                     out[p.name] = p.adapter.validate_python(args[p.name])
@@ -189,9 +190,11 @@ class Tool:
                 out[p.name] = msgspec.convert(args[p.name], type=p.annotation)
             except msgspec.ValidationError as exc:
                 issues.append(msgspec_issue(p.name, exc))
-        for extra in args:
-            if extra not in known:
-                issues.append(f"'{extra}' is not a parameter of this tool")
+        if given != len(args):  # some argument names no parameter
+            known = {p.name for p in self._params}
+            for extra in args:
+                if extra not in known:
+                    issues.append(f"'{extra}' is not a parameter of this tool")
         return (None, issues) if issues else (out, [])
 
     def _validate_schema(
