@@ -338,7 +338,7 @@ class Appender:
             self._outbox.inflight = ops
             premarks = [i.premark for i in batch if i.premark is not None]
             staged = ops + premarks
-            shard_cmds, owners = self._outbox.shard_commands(staged)
+            keys, shard_cmds, owners = self._outbox.shard_commands(staged)
             if not shard_cmds and not batch:
                 # Only cursor notes of fact-free batches: nothing to send.
                 self._outbox.check_shards(staged, owners, [])
@@ -346,7 +346,9 @@ class Appender:
             try:
                 if self._backend.routes.cluster and premarks:
                     # The marks must be in before the appends, on other nodes.
-                    shard_replies = await self._backend.routes.call(shard_cmds)
+                    shard_replies = await self._backend.routes.call(
+                        list(zip(keys, shard_cmds, strict=True))
+                    )
                     refused = self._outbox.marks_refused(
                         staged, owners, shard_replies, batch
                     )
@@ -373,17 +375,17 @@ class Appender:
                     if routes.cluster:
                         replies = await routes.call(
                             [
-                                *shard_cmds,
+                                *zip(keys, shard_cmds, strict=True),
                                 *[(stream_key(i.session_id), i.packed) for i in batch],
                                 *logs,
                             ]
                         )
                     else:
-                        # One server routes nothing: each append goes as its
-                        # packed bytes, no (key, command) pair made for it.
+                        # One server routes nothing: each command goes as it
+                        # is, no (key, command) pair made for it.
                         replies = await routes.seed.call_loaded(
                             [
-                                *[c for _k, c in shard_cmds],
+                                *shard_cmds,
                                 *[i.packed for i in batch],
                                 *[c for _k, c in logs],
                             ]

@@ -172,8 +172,10 @@ class Outbox:
 
     def shard_commands(
         self, staged: list[Staged]
-    ) -> tuple[list[tuple[str, Command]], list[Carried]]:
-        """The commands for ``staged`` and, for each, the indexes it carries.
+    ) -> tuple[list[str], list[Command], list[Carried]]:
+        """The commands for ``staged``: each one's routing key, the commands,
+        and the indexes each carries (three lists, so a round trip to one
+        server makes no pair per command, issue 29).
 
         A fact is a plain ``XADD`` (the hot path: a script call costs more
         than the write), unless a close of its session rides along: then its
@@ -183,7 +185,8 @@ class Outbox:
         note, never sent; index operations and cursor moves go through the
         shard script, in queue order.
         """
-        commands: list[tuple[str, Command]] = []
+        keys: list[str] = []
+        commands: list[Command] = []
         owners: list[Carried] = []
         by_shard: dict[int, list[int]] = {}
         closing = {op[2] for op in staged if op[1] == "C"}
@@ -195,31 +198,31 @@ class Outbox:
                 # R25: the session's entry in the store-wide registry (its
                 # shard is the index's), after its first append landed.
                 key = registry_key(n)
-                commands.append((key, ("SADD", key, sid)))
+                keys.append(key)
+                commands.append(("SADD", key, sid))
                 owners.append(i)
                 continue
             if code == "F" and sid not in closing:
                 key = self._backend.shards[n][0]
+                keys.append(key)
                 commands.append(
-                    (
-                        key,
-                        pack(
-                            (
-                                "XADD", key, "MAXLEN", "~", maxlen, "*",
-                                "session_id", sid, "seq", a, "data", value,
-                            )
-                        ),
+                    pack(
+                        (
+                            "XADD", key, "MAXLEN", "~", maxlen, "*",
+                            "session_id", sid, "seq", a, "data", value,
+                        )
                     )
                 )  # fmt: skip
                 owners.append(i)
             else:
                 by_shard.setdefault(n, []).append(i)
         for n, carried in by_shard.items():
-            keys = self._backend.shards[n]
+            shard = self._backend.shards[n]
             ops = [scripted(unstaged(staged[i])) for i in carried]
-            commands.append((keys[0], self._backend.shard_command(keys, ops)))
+            keys.append(shard[0])
+            commands.append(self._backend.shard_command(shard, ops))
             owners.append(carried)
-        return commands, owners
+        return keys, commands, owners
 
     def marks_refused(
         self,

@@ -129,8 +129,9 @@ class ReadBack:
             staged = [i.premark for i in pending if i.premark is not None]
             if staged:
                 # R7: the open-turn mark goes again, before its append.
-                commands, _owners = self._outbox.shard_commands(staged)
-                for reply in await self._backend.routes.call(commands):
+                keys, commands, _owners = self._outbox.shard_commands(staged)
+                keyed = list(zip(keys, commands, strict=True))
+                for reply in await self._backend.routes.call(keyed):
                     if isinstance(reply, Exception):
                         return pending, reply
             replies = await self._backend.routes.call(
