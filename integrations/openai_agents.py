@@ -141,14 +141,6 @@ def _field(item: Any, key: str) -> Any:
     return getattr(item, key, None)
 
 
-def _reader(item: Any) -> Callable[..., Any]:
-    """``_field`` for one item, its kind told once (a reply's output items
-    are objects: four fields each, one ``Mapping`` check)."""
-    if type(item) is dict or isinstance(item, Mapping):
-        return item.get
-    return functools.partial(getattr, item)
-
-
 def _text(content: Any) -> str:
     """The text of a message's content: a string or a list of text parts."""
     if isinstance(content, str):
@@ -452,16 +444,15 @@ def _reply(response: ModelResponse) -> tuple[str, list[ToolCallRequest]]:
     text: list[str] = []
     calls: list[ToolCallRequest] = []
     for item in response.output:
-        read = _reader(item)
-        kind = read("type", None)
+        kind = _field(item, "type")
         if kind == "message":
-            text.append(_text(read("content", None)))
+            text.append(_text(_field(item, "content")))
         elif kind == "function_call":
             calls.append(
                 ToolCallRequest(
-                    id=str(read("call_id", None)),
-                    name=str(read("name", None)),
-                    args=_args(read("arguments", None)),
+                    id=str(_field(item, "call_id")),
+                    name=str(_field(item, "name")),
+                    args=_args(_field(item, "arguments")),
                 )
             )
     return "".join(text), calls
