@@ -176,7 +176,9 @@ class Steering:
         admitted = await self._run.admit(
             s, message, identity, base_seq, None, trace, minted
         )
-        await s.journal.flush()
+        pending = s.journal.flush_now()
+        if pending is not None:
+            await pending
         return admitted
 
     async def turn(self, session_id: str) -> SteeredTurn:
@@ -239,7 +241,9 @@ class Steering:
 
     async def _call(self, r: Resumed) -> Outcome:
         out = await self._resume.call(r)
-        await r.session.journal.flush()
+        pending = r.session.journal.flush_now()
+        if pending is not None:
+            await pending
         return out
 
 
@@ -349,7 +353,9 @@ class SteeredTurn:
         f = j.folder
         TurnBudget(cfg).before_model_call(f)
         messages = self.steering._loop.model_started(s, f.iteration + 1)
-        await j.flush()
+        pending = j.flush_now()
+        if pending is not None:
+            await pending
         return messages
 
     async def model_reply(
@@ -407,7 +413,9 @@ class SteeredTurn:
                     )
                 )
             )
-        await j.flush()
+        pending = j.flush_now()
+        if pending is not None:
+            await pending
 
     # -- tool calls ---------------------------------------------------------
 
@@ -457,7 +465,9 @@ class SteeredTurn:
         found = loop.pipeline.lookup(call.name) if tool is None else tool
         if isinstance(found, Refused):
             loop.refuse(s, call, found.text)
-            await j.flush()
+            pending = j.flush_now()
+            if pending is not None:
+                await pending
             return found
         site = loop.site(s, call, found, f.iteration)
         outcome = await loop.pipeline.run(found, site, Entry.fresh(call.args), s)
@@ -502,7 +512,9 @@ class SteeredTurn:
         found = loop.pipeline.lookup(call.name) if tool is None else tool
         if isinstance(found, Refused):
             loop.refuse(s, call, found.text)
-            await j.flush()
+            pending = j.flush_now()
+            if pending is not None:
+                await pending
             return found
         site = loop.site(s, call, found, f.iteration)
         admitted = await loop.pipeline.admit(found, site, Entry.fresh(call.args), s)
@@ -571,7 +583,9 @@ class SteeredTurn:
             site, args, result, error, max(0, duration_ms), s
         )
         loop.record_outcome(s, call, ran)
-        await s.journal.flush()
+        pending = s.journal.flush_now()
+        if pending is not None:
+            await pending
         return ran
 
     async def resume_tool(
@@ -747,7 +761,9 @@ class SteeredTurn:
     ) -> Outcome:
         proposed = find_call(s.journal.folder.history, call.id) or call
         pause = await self.steering._loop.recover_call(s, proposed, tool)
-        await s.journal.flush()
+        pending = s.journal.flush_now()
+        if pending is not None:
+            await pending
         if pause is not None:
             return pause
         return await self._recorded(s, call.id)
@@ -763,7 +779,9 @@ class SteeredTurn:
         if isinstance(outcome, Paused):
             return await loop.paused(s, call, site, outcome)
         loop.record_outcome(s, call, outcome)
-        await s.journal.flush()
+        pending = s.journal.flush_now()
+        if pending is not None:
+            await pending
         return outcome
 
     def _pause_of(self, s: Session, call_id: str) -> AskPause:
