@@ -33,7 +33,12 @@ from mcp.server._streamable_http_modern import (
     _write,
 )
 from mcp.server.connection import Connection
-from mcp.server.runner import ServerRunner, _dump_result, serve_one
+from mcp.server.runner import (
+    ServerRunner,
+    _dump_result,
+    modern_error_data,
+    serve_one,
+)
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
@@ -46,7 +51,7 @@ from mcp.shared.inbound import (
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCResponse
 from mcp_types import methods as _methods
 from mcp_types.version import LATEST_MODERN_VERSION
 from opentelemetry import trace
@@ -153,17 +158,29 @@ class HttpLane:
         self.answered += 1
         rid = message["id"]
         kernel = traced() if self.kernel is None else self.kernel
+        result: dict[str, Any]
         if kernel:
             answer = await self._through_kernel(session, route, message, scope, receive)
+            if not isinstance(answer, JSONRPCResponse):
+                await _write(answer, scope, receive, send)
+                return True
+            result = answer.result
         else:
-            answer = await _to_jsonrpc_response(
-                rid, self._serve(session, route.protocol_version, params, headers)
-            )
-        if not isinstance(answer, JSONRPCResponse):
-            await _write(answer, scope, receive, send)
-            return True
+            try:  # ``_to_jsonrpc_response``'s boundary, no response model built
+                result = await self._serve(
+                    session, route.protocol_version, params, headers
+                )
+            except Exception as exc:  # noqa: BLE001 — answered as the SDK's error
+                data = modern_error_data(exc)  # H4: no handler internals on the wire
+                await _write(
+                    JSONRPCError(jsonrpc="2.0", id=rid, error=data),
+                    scope,
+                    receive,
+                    send,
+                )
+                return True
         # as ``_write`` writes a result: the model's fields in order, compact
-        body = {"jsonrpc": "2.0", "id": rid, "result": answer.result}
+        body = {"jsonrpc": "2.0", "id": rid, "result": result}
         await _send_json(send, json.dumps(body, separators=(",", ":")).encode())
         return True
 

@@ -42,10 +42,10 @@ from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
     jsonrpc_message_adapter,
-    methods,
 )
 
 from .._withheld import withheld
+from .upstream import check_result
 
 PREFIX = "hl-"
 MARK = b'"hl-'
@@ -191,7 +191,7 @@ class RawCalls:
         assert self.version is not None
         _session._clamp_inbound_ttl(raw)
         with contextlib.suppress(KeyError):  # a method unknown at this version
-            methods.validate_server_result("tools/call", self.version, raw)
+            check_result(self.version, raw)
         foreign = _session._later_revision_fields("tools/call", self.version)
         if not foreign.isdisjoint(raw):
             raw = {key: value for key, value in raw.items() if key not in foreign}

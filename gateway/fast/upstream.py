@@ -20,6 +20,7 @@ per call (it closes an SSE answer before the server ends it); httpx2 and h11
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -33,7 +34,8 @@ import httpx2
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import methods
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter
 
 from .._withheld import withheld
 from .wire import HttpWire, WireError, WireResponse, wire_for
@@ -42,6 +44,26 @@ log = logging.getLogger("helmlog.proxy")
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
+
+
+@functools.cache
+def _result_adapter(version: str) -> TypeAdapter[Any]:
+    surface: Any = methods.SERVER_RESULTS[("tools/call", version)]
+    return TypeAdapter(surface)
+
+
+def check_result(version: str, result: dict[str, Any]) -> None:
+    """``methods.validate_server_result("tools/call", version, result)``: the
+    same surface check and errors, without the dump it makes and drops.
+
+    Raises:
+        ValueError: ``version`` is not a known protocol version.
+        KeyError: the version has no ``tools/call``.
+        pydantic.ValidationError: a result the version does not allow.
+    """
+    if version not in KNOWN_PROTOCOL_VERSIONS:
+        methods.validate_server_result("tools/call", version, result)  # its error
+    _result_adapter(version).validate_python(result, by_name=False)
 
 
 class HttpLink:
@@ -165,7 +187,7 @@ class FastPosts:
             raise withheld(
                 "the upstream MCP server answered no result", detail=self.link.label
             )
-        methods.validate_server_result("tools/call", self.version, result)
+        check_result(self.version, result)
         return result
 
     async def _post(

@@ -38,7 +38,7 @@ from mcp_types import jsonrpc_message_adapter
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..fast import HttpLane
-from ._layers import RejectionReason
+from ._layers import RejectionReason, uuid4_hex
 from ._resume import SessionEventStore
 from ._routing import has_progress
 from ._session import ProxySession
@@ -345,12 +345,16 @@ class ProxyHttpApp:
         HTTP session), its identity resolved from its headers (P17), closed
         with its manifest when answered (P18); the SDK answers it."""
         message: Any = None
+        route = None
         if scope["method"] == "POST":
             message = _decoded(body)
             if message is _UNPARSED:
                 await _parse_error()(scope, receive, send)
                 return
-            refusal = _not_a_message(message)
+            # A message the lane takes is a JSON-RPC request (its envelope
+            # checked there): ``_not_a_message`` would pass it (H6 unchanged).
+            route = self.lane.route(message, scope, head)
+            refusal = None if route is not None else _not_a_message(message)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -360,7 +364,7 @@ class ProxyHttpApp:
         identity, delegated = who
         session = self.proxy.open_session(
             transport="http",
-            session_id=uuid.uuid4().hex,
+            session_id=uuid4_hex(),
             identity=identity,
             delegated_from=delegated,
         )
@@ -369,7 +373,8 @@ class ProxyHttpApp:
         params = message.get("params") if isinstance(message, dict) else None
         json_response = not has_progress(params)
         out = _null_ids(send)
-        route = self.lane.route(message, scope, head) if session.fast else None
+        if not session.fast:
+            route = None
         try:
             if route is None or not await self.lane.answer(
                 session, route, message, scope, receive, out

@@ -16,6 +16,7 @@ await, so a layer calling ``next`` twice and awaiting once is unaffected.
 from __future__ import annotations
 
 import enum
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,25 @@ class RejectionReason(enum.StrEnum):
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     # issue 26: a result that breaks the tool's advertised ``outputSchema``
     OUTPUT_SCHEMA = "OUTPUT_SCHEMA"
+
+
+# RFC 4122 version 4: the version nibble 4 and the variant bits 10, as
+# ``uuid.UUID(bytes=..., version=4)`` sets them.
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def uuid4_hex() -> str:
+    """``uuid.uuid4().hex`` (a random version-4 UUID's 32 hex digits), without
+    building the ``UUID``: two per 2026-era HTTP request (issue 26)."""
+    raw = int.from_bytes(os.urandom(16))
+    return f"{raw & _UUID4_CLEAR | _UUID4_SET:032x}"
+
+
+def uuid4_text() -> str:
+    """``str(uuid.uuid4())``: the same random UUID in its dashed form."""
+    h = uuid4_hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True, slots=True)
