@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
@@ -55,23 +55,30 @@ UpstreamCall = Callable[[types.CallToolRequest, Any], Awaitable[types.CallToolRe
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
-class _Forward:
-    """What the running call's ``execute`` forwards, and what came back."""
+RawUpstreamCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""``(params) -> result``: the session's forward on the wire's JSON."""
 
-    __slots__ = ("error", "forward", "progress", "request", "result", "state")
+
+class _Forward:
+    """What the running call's ``execute`` forwards, and what came back:
+    SDK models, or (``raw``) the call's params and the upstream's JSON."""
+
+    __slots__ = ("error", "forward", "progress", "raw", "request", "result", "state")
 
     def __init__(
         self,
-        forward: UpstreamCall,
-        request: types.CallToolRequest,
+        forward: Any,
+        request: Any,
         state: CallState,
         progress: Any,
+        raw: bool = False,
     ) -> None:
         self.forward = forward
         self.request = request
         self.state = state
         self.progress = progress
-        self.result: types.CallToolResult | None = None
+        self.raw = raw
+        self.result: Any = None  # a ``CallToolResult``, or its JSON (``raw``)
         self.error: MCPError | None = None
 
 
@@ -95,6 +102,8 @@ def content_text(result: types.CallToolResult) -> str:
 
 async def _execute(**kwargs: Any) -> Any:
     fwd = _current.get()
+    if fwd.raw:
+        return await _execute_raw(fwd, kwargs)
     request = fwd.request
     if kwargs != (request.params.arguments or {}):
         params = request.params.model_copy(update={"arguments": kwargs})
@@ -116,6 +125,49 @@ async def _execute(**kwargs: Any) -> Any:
     if structured is not None and not result.content:
         return structured
     return content_text(result)
+
+
+async def _execute_raw(fwd: _Forward, kwargs: dict[str, Any]) -> Any:
+    """``_execute`` on the wire's JSON: the same forward, raise and value,
+    with no request or result model built (a plain call, the same-route rule)."""
+    params: dict[str, Any] = fwd.request
+    if kwargs != (params.get("arguments") or {}):
+        params = {**params, "arguments": kwargs}
+    fwd.state.forwarded_args = kwargs
+    try:
+        result = await fwd.forward(params)
+    except MCPError as exc:
+        fwd.error = exc
+        raise UpstreamToolError(exc.error.message) from exc
+    fwd.result = result
+    if result.get("isError"):
+        raise UpstreamToolError(_raw_text(result))
+    structured = result.get("structuredContent")
+    if structured is not None and not _wrapped(structured):
+        return structured  # P27, as ``_execute``
+    if structured is not None and not result.get("content"):
+        return structured
+    return _raw_text(result)
+
+
+def _raw_text(result: dict[str, Any]) -> str:
+    """``content_text`` of a result's JSON: its text blocks' texts joined; a
+    result with any other block is read as the model path reads it."""
+    parts = []
+    for block in result.get("content") or ():
+        text = block.get("text") if isinstance(block, dict) else None
+        if not isinstance(text, str) or block.get("type") != "text":
+            read = types.CallToolResult.model_validate(result, by_name=False)
+            return content_text(read)
+        parts.append(text)
+    return "\n".join(parts)
+
+
+def _structured_of(result: Any) -> Any:
+    """A result's structured content, from its model or its JSON."""
+    if isinstance(result, dict):
+        return result.get("structuredContent")
+    return result.structured_content if result is not None else None
 
 
 def _wrapped(structured: Any) -> bool:
@@ -196,10 +248,42 @@ class Governance:
         ask_id = _ask_of(forward.params.meta)
         if ask_id is not None and asks is not None:
             return await asks.outcome(ask_id, forward.params.name, ctx.identity)
-        tool = self.tool(forward.params.name)
-        args: Any = (
-            forward.params.arguments if forward.params.arguments is not None else {}
+        fwd = _Forward(upstream_call, forward, state, progress)
+        out = await self._walk(
+            audit_session, forward.params.name, forward.params.arguments, ctx, fwd
         )
+        return cast(types.CallToolResult, out)  # a model call's answer is one
+
+    async def call_raw(
+        self,
+        audit_session: str,
+        params: dict[str, Any],
+        ctx: ProxyContext,
+        state: CallState,
+        upstream_call: RawUpstreamCall,
+    ) -> Any:
+        """``call`` for a plain call on the wire's JSON (no progress, no ask
+        named in its ``_meta``: the caller's check): the same walk, rows and
+        answer, the upstream's own JSON where no link changed it, else the
+        model ``call`` returns."""
+        fwd = _Forward(upstream_call, params, state, None, raw=True)
+        return await self._walk(
+            audit_session, params["name"], params.get("arguments"), ctx, fwd
+        )
+
+    async def _walk(
+        self,
+        audit_session: str,
+        name: str,
+        arguments: Any,
+        ctx: ProxyContext,
+        fwd: _Forward,
+    ) -> types.CallToolResult | dict[str, Any]:
+        """Walk one forwarded call (``call``'s body, models or JSON alike)."""
+        asks = self.asks
+        state = fwd.state
+        tool = self.tool(name)
+        args: Any = arguments if arguments is not None else {}
         site = CallSite(
             tool_name=tool.name,
             tool_source=tool.source,
@@ -212,7 +296,6 @@ class Governance:
         recorder: Any = (
             inner if asks is None else DivertingRecorder(inner, asks.open_stream)
         )
-        fwd = _Forward(upstream_call, forward, state, progress)
         token = _current.set(fwd)
         try:
             out = await self.pipeline.run(tool, site, Entry.fresh(args), recorder)
@@ -256,11 +339,11 @@ class Governance:
         await recorder.release()  # rows a later step refused on (S3)
         if isinstance(out, Paused):
             return out
-        return self._answer(out, fwd, recorder, state)
+        return cast(types.CallToolResult, self._answer(out, fwd, recorder, state))
 
     def _answer(
         self, out: Outcome, fwd: _Forward, recorder: Any, state: CallState
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         """What the client receives for a walked call (S4, P14, P27)."""
         if isinstance(out, Refused) or (isinstance(out, Ran) and out.denied):
             state.reason = RejectionReason.POLICY_DENIED
@@ -272,7 +355,8 @@ class Governance:
             # is the tool's raise; the client gets the walk's verdict on it.
             return _errored(out)
         if recorder.changed_by is None and fwd.result is not None:
-            return fwd.result  # no link changed it: the upstream's own answer
+            own: types.CallToolResult | dict[str, Any] = fwd.result
+            return own  # no link changed it: the upstream's own answer
         state.changed_by = recorder.changed_by
         return _transformed(out, fwd.result, recorder.value)
 
@@ -286,9 +370,7 @@ def _errored(out: Ran) -> types.CallToolResult:
     )
 
 
-def _transformed(
-    out: Ran, upstream: types.CallToolResult | None, value: Any
-) -> types.CallToolResult:
+def _transformed(out: Ran, upstream: Any, value: Any) -> types.CallToolResult:
     """A link's transform, as the client receives it (S4: serialized; P27).
 
     Structured content follows the transform where the upstream sent some:
@@ -299,7 +381,7 @@ def _transformed(
     content (text for an object) leaves none, and the schema check
     (``_outputs.judge``) refuses the result on the record.
     """
-    held = upstream.structured_content if upstream is not None else None
+    held = _structured_of(upstream)
     if held is None or out.error:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=out.text)], is_error=out.error

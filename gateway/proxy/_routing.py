@@ -3,7 +3,8 @@
 Pattern: ``Routing`` holds what the options compile to (onion pipelines,
          pass-through observers, visibility, governance, the upstream) and
          runs the one tool route in two forms, ``tool`` on SDK models and
-         ``tool_raw`` on the upstream's JSON; ``raw_params`` picks.
+         on the upstream's JSON (``tool_raw``; ``tool_governed`` with
+         governance); ``raw_params``/``governed_params`` pick.
 Role:    gateway layer; ``McpProxy`` builds one; sessions route through it.
 Emits:   nothing; the caller's ``Accounting`` records and tells.
 
@@ -26,6 +27,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import X_MCP_HEADER_KEY
 
+from .._tasks import ASK_META
 from ..upstream import Upstream
 from ._calls import CallState, tool_hidden
 from ._governance import Governance
@@ -54,7 +56,10 @@ log = logging.getLogger("helmlog.proxy")
 #      layer) and no governance, on simple params: ``raw_params`` decides and
 #      ``tool_raw`` refuses to run where it would differ. ``test_proxy_fast.py``
 #      compares both paths' answers and audit rows; ``test_proxy_paths.py``
-#      checks both rules here.
+#      checks both rules here. ``Routing.tool_governed`` is that route with
+#      governance and no layer (no pass-through tool, no ask named in
+#      ``_meta``): ``governed_params`` decides; ``test_proxy_governed_json.py``
+#      compares its answers and every row of the session's stream.
 
 
 def has_progress(params: Any) -> bool:
@@ -186,6 +191,23 @@ class Routing:
             return None
         return simple_params(params)
 
+    def governed_params(self, params: Any) -> dict[str, Any] | None:
+        """The same-route rule with governance: ``params`` (simplified) if
+        ``tool_governed`` is the route for them (governance, no layer, no
+        progress, not a pass-through tool, no ask named in ``_meta``), else
+        ``None`` (``tool`` on the SDK's models)."""
+        if self.tool_pipeline.layers or self.governance is None:
+            return None
+        if has_progress(params):  # the progress rule
+            return None
+        meta = params.get("_meta") if isinstance(params, Mapping) else None
+        if isinstance(meta, Mapping) and ASK_META in meta:
+            return None  # S4's read-back (or its refusal): ``Governance.call``'s
+        simple = simple_params(params)
+        if simple is None or simple["name"] in self.pass_through_tools:
+            return None
+        return simple
+
     async def tool(
         self,
         req: types.CallToolRequest,
@@ -247,6 +269,39 @@ class Routing:
                 state.reason = RejectionReason.TOOL_HIDDEN
                 raise tool_hidden(requested)
         return unstamped(await self.upstream.call_raw("tools/call", params))
+
+    async def tool_governed(
+        self,
+        params: dict[str, Any],
+        ctx: ProxyContext,
+        state: CallState,
+        audit_session: str,
+    ) -> Any:
+        """``tool`` with governance and no layer, on raw dicts (the same-route
+        rule): the same checks and walk; the upstream's raw ``result`` where
+        no link changed it, else the model ``tool`` returns."""
+        governance = self.governance
+        if self.tool_pipeline.layers or governance is None:
+            raise RuntimeError("same-route rule: the governed route takes no layer")
+        requested = params["name"]
+        if self.is_hidden_tool(requested, ctx):
+            state.route, state.reason = "hidden", RejectionReason.TOOL_HIDDEN
+            raise tool_hidden(requested)
+        # as ``tool``'s terminal (no layer: the request as it came)
+        state.forwarded, state.forwarded_args = requested, params.get("arguments")
+        if self.is_hidden_tool(requested, ctx):  # P10
+            state.reason = RejectionReason.TOOL_HIDDEN
+            raise tool_hidden(requested)
+        return await governance.call_raw(
+            audit_session, params, ctx, state, self.forward_raw
+        )
+
+    async def forward_raw(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``forward`` on the wire's JSON: the upstream's result, unstamped."""
+        raw: dict[str, Any] = unstamped(
+            await self.upstream.call_raw("tools/call", params)
+        )
+        return raw
 
     async def forward(
         self, req: types.CallToolRequest, progress: Any = None

@@ -22,7 +22,6 @@ so no model is built twice (``_routing``'s same-route rule; bench/proxy.py).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -39,7 +38,7 @@ from ..upstream import Upstream
 from ._accounting import Accounting
 from ._asks import ASKED, Asked
 from ._calls import CallState, resource_hidden
-from ._layers import ProxyContext, clean_headers
+from ._layers import ProxyContext, clean_headers, uuid4_text
 from ._outputs import judge
 from ._routing import Routing, has_progress, pass_through
 
@@ -172,6 +171,7 @@ class ProxySession:
         self.audit_session = audit_session
         self.client: Any = None  # the SDK ServerSession, once a message came in
         self.answered = 0  # calls the JSON path answered (the differential tests)
+        self.governed = 0  # governed calls on the JSON (the differential tests)
         self._server: Server[Any] | None = None
 
     @property
@@ -290,7 +290,7 @@ class ProxySession:
     def fresh_context(self, headers: Any = None) -> ProxyContext:
         """P5, P7: a request's context; ``headers`` are raw HTTP byte pairs."""
         return ProxyContext(
-            request_id=str(uuid.uuid4()),
+            request_id=uuid4_text(),
             transport=self.transport,
             session_id=self.session_id,
             headers=None
@@ -383,16 +383,52 @@ class ProxySession:
                 # one field that revision requires (the model path's default)
                 raw = {"resultType": "complete", **raw}
             return raw
-        req = types.CallToolRequest(params=_clean(params))
+        governed = (
+            self.routing.governed_params(wire)
+            if self.fast and progress is None
+            else None
+        )
         asked = Asked()
         token = ASKED.set(asked)
         try:
-            out = await self.routed(req, pctx, progress, wire)
+            if governed is None:
+                req = types.CallToolRequest(params=_clean(params))
+                out = await self.routed(req, pctx, progress, wire)
+            else:
+                out = await self._governed(governed, wire, pctx)
         finally:
             ASKED.reset(token)
         if asked.view is not None and tasks():
             return asked.view.wire(result_type="task")  # S10 through P14
+        if version in MODERN_PROTOCOL_VERSIONS and isinstance(out, dict):
+            out = {"resultType": "complete", **out}  # as the JSON path's
         return out
+
+    async def _governed(
+        self, simple: dict[str, Any], wire: Any, pctx: ProxyContext
+    ) -> Any:
+        """``routed`` for a governed plain call on the wire's JSON (the
+        same-route rule): the same audit, walk and rows; the upstream's own
+        JSON where no link changed it, else the models ``routed`` answers."""
+        self.governed += 1
+        forward = dict(simple)
+        meta = forwarded_meta(forward.get("_meta"))
+        if meta is None:
+            forward.pop("_meta", None)
+        else:
+            forward["_meta"] = meta
+        name = simple["name"]
+        sid = self.audit_session
+        return await self.accounting.run(
+            sid,
+            pctx,
+            name,
+            simple.get("arguments"),
+            forwarded_meta(wire.get("_meta")) if isinstance(wire, Mapping) else None,
+            lambda s: self._judged(
+                name, self.routing.tool_governed(forward, pctx, s, sid), s
+            ),
+        )
 
     async def routed(
         self,
