@@ -3,8 +3,10 @@
 Pattern: ``OneWriteProtocol`` is uvicorn's ``HttpToolsProtocol`` (the one its
          ``http="auto"`` picks with ``httptools`` installed) on a transport
          whose writes within one turn of the event loop are joined and sent
-         at the end of that turn (``_Joined``); a ``close`` sends what is
-         held first. The bytes on the wire are the same, in the same order.
+         at the end of that turn (``_Joined``), or as soon as the answer is
+         complete (what runs after it, a session's close, waits no more);
+         a ``close`` sends what is held first. The bytes on the wire are the
+         same, in the same order.
 Role:    gateway layer; ``gateway/proxy/_uvicorn.py`` serves the HTTP proxy
          with it (``server_config(http=OneWriteProtocol)``).
 Emits:   nothing.
@@ -45,6 +47,8 @@ class _Joined:
             self.write(data)
 
     def _flush(self) -> None:
+        if not self._held:
+            return  # sent already (the answer completed): the turn's end has none
         held, self._held = self._held, []
         if held and not self._transport.is_closing():
             self._transport.write(held[0] if len(held) == 1 else b"".join(held))
@@ -76,3 +80,11 @@ class OneWriteProtocol(HttpToolsProtocol):
         self, transport: asyncio.Transport
     ) -> None:
         super().connection_made(_Joined(transport))  # type: ignore[arg-type]
+
+    def on_response_complete(self) -> None:
+        # The answer is whole: its bytes go now, not after the rest of the
+        # app's turn (the session's close, the audit's manifest).
+        joined = self.transport
+        if isinstance(joined, _Joined):
+            joined._flush()
+        super().on_response_complete()
