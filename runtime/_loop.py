@@ -300,10 +300,21 @@ class Loop:
             return None
         site = self.site(s, call, tool, iteration)
         outcome = await self.pipeline.run(tool, site, Entry.fresh(call.args), s)
-        # ``conclude``, inlined: one coroutine less per call (bench/turns.py).
+        # ``conclude`` and ``record_outcome``, inlined: one coroutine and one
+        # call less per call (bench/turns.py).
         if isinstance(outcome, Paused):
             return await self.paused(s, call, site, outcome)
-        self.record_outcome(s, call, outcome)
+        if isinstance(outcome, Refused):
+            self.refuse(s, call, outcome.text)
+        else:
+            self.record_result(
+                s,
+                call,
+                outcome.result,
+                outcome.error,
+                outcome.duration_ms,
+                outcome.text,
+            )
         return None
 
     async def conclude(

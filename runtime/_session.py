@@ -159,6 +159,8 @@ def outstanding_calls(history: list[Message]) -> list[ToolCallRequest]:
         if msg.role == "assistant":
             if not msg.tool_calls:
                 return []
+            if index == len(history) - 1:  # nothing after it answers a call
+                return list(msg.tool_calls)
             answered = {
                 m.tool_call_id for m in history[index + 1 :] if m.role == "tool"
             }
