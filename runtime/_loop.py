@@ -34,6 +34,7 @@ from helmlog.events import (
 from ._chain import CallSite, walk_messages
 from ._config import AgentConfig
 from ._errors import OutputValidationError
+from ._journal import Journal
 from ._limits import TurnBudget
 from ._output import retry_prompt
 from ._pipeline import ToolPipeline
@@ -43,7 +44,7 @@ from ._tools import Tool, deferred_cancels
 from ._trace import resolve
 from .pause._pause import AskPause
 from .pause._record import record_pause
-from .providers import ProviderRequest
+from .providers import ProviderRequest, Reply
 from .providers._base import name_of
 
 _DEFERRED = deferred_cancels()
@@ -115,28 +116,10 @@ class Loop:
                     request, None if cfg.output_governed else j.token
                 )
                 s.in_provider = False
-                j.add(
-                    LlmEnded(
-                        iteration=iteration,
-                        content="" if cfg.output_governed else reply.content,
-                        content_withheld=cfg.output_governed,
-                        tool_call_count=len(reply.tool_calls),
-                        usage=dict(reply.usage),
-                        stop_reason=reply.stop_reason,
-                        duration_ms=max(0, cfg.clock() - started),
-                        model=reply.model or "",
-                    )
+                record_reply(
+                    j, reply, iteration, cfg.clock() - started, cfg.output_governed
                 )
                 if reply.tool_calls:
-                    j.add(
-                        MessageCommitted(
-                            message=Message(
-                                role="assistant",
-                                content=reply.content,
-                                tool_calls=reply.tool_calls,
-                            )
-                        )
-                    )
                     continue
                 answer = await self.finish(s, reply.content, iteration)
                 if answer is not None:
@@ -443,3 +426,34 @@ class Loop:
         ``record_failure`` (``_session.py``) holds the rules, R20's included.
         """
         await record_failure(s, exc, phase=phase, middleware=middleware)
+
+
+def record_reply(
+    j: Journal, reply: Reply, iteration: int, duration_ms: int, withheld: bool
+) -> None:
+    """Record a model's reply: ``stream.llm_end`` (its draft withheld where the
+    output is governed, G41), and the assistant's message with its calls when
+    it proposed any. One place for both hosts of a turn: the native loop and
+    a framework's steered step file the same events (issue 27 item 5)."""
+    j.add(
+        LlmEnded(
+            iteration=iteration,
+            content="" if withheld else reply.content,
+            content_withheld=withheld,
+            tool_call_count=len(reply.tool_calls),
+            usage=dict(reply.usage),
+            stop_reason=reply.stop_reason,
+            duration_ms=max(0, duration_ms),
+            model=reply.model or "",
+        )
+    )
+    if reply.tool_calls:
+        j.add(
+            MessageCommitted(
+                message=Message(
+                    role="assistant",
+                    content=reply.content,
+                    tool_calls=reply.tool_calls,
+                )
+            )
+        )

@@ -30,10 +30,8 @@ from helmlog.events import (
     DecisionFiled,
     EventStore,
     Folder,
-    LlmEnded,
     MemoryEventStore,
     Message,
-    MessageCommitted,
     PauseResumed,
     SessionImported,
     ToolCallRequest,
@@ -51,6 +49,7 @@ from ._chain import CallSite
 from ._errors import SteeringError
 from ._journal import Journal
 from ._limits import TurnBudget
+from ._loop import record_reply
 from ._session import Session, find_call, outstanding_calls
 from ._steps import Admitted, Entry, Paused, Ran, Refused, Step
 from ._tools import Tool
@@ -391,28 +390,7 @@ class SteeredTurn:
     async def _model_reply(self, s: Session, reply: Reply, duration_ms: int) -> None:
         cfg = self.steering._config
         j = s.journal
-        j.add(
-            LlmEnded(
-                iteration=j.folder.iteration,
-                content="" if cfg.output_governed else reply.content,
-                content_withheld=cfg.output_governed,
-                tool_call_count=len(reply.tool_calls),
-                usage=dict(reply.usage),
-                stop_reason=reply.stop_reason,
-                duration_ms=max(0, duration_ms),
-                model=reply.model or "",
-            )
-        )
-        if reply.tool_calls:
-            j.add(
-                MessageCommitted(
-                    message=Message(
-                        role="assistant",
-                        content=reply.content,
-                        tool_calls=reply.tool_calls,
-                    )
-                )
-            )
+        record_reply(j, reply, j.folder.iteration, duration_ms, cfg.output_governed)
         pending = j.flush_now()
         if pending is not None:
             await pending
