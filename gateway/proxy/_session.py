@@ -101,6 +101,18 @@ def forwarded_meta(meta: Any) -> Any:
     return kept or None
 
 
+def _clean_raw(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``_clean`` for params on the wire's JSON: a copy whose ``_meta`` is
+    ``forwarded_meta``'s (left out where nothing of it is forwarded)."""
+    forward = dict(params)
+    meta = forwarded_meta(forward.get("_meta"))
+    if meta is None:
+        forward.pop("_meta", None)
+    else:
+        forward["_meta"] = meta
+    return forward
+
+
 def _clean(params: Any) -> Any:
     """A request's params with ``forwarded_meta`` applied to its ``_meta``."""
     meta = getattr(params, "meta", None)
@@ -362,18 +374,13 @@ class ProxySession:
         sid = self.audit_session
         if simple is not None:
             self.answered += 1
-            forward = dict(simple)
-            meta = forwarded_meta(forward.get("_meta"))
-            if meta is None:
-                forward.pop("_meta", None)
-            else:
-                forward["_meta"] = meta
+            forward = _clean_raw(simple)
             raw = await self.accounting.run(
                 sid,
                 pctx,
                 simple["name"],
                 simple.get("arguments"),
-                meta,
+                forward.get("_meta"),
                 lambda s: self._judged(
                     simple["name"], self.routing.tool_raw(forward, pctx, s), s
                 ),
@@ -411,12 +418,7 @@ class ProxySession:
         same-route rule): the same audit, walk and rows; the upstream's own
         JSON where no link changed it, else the models ``routed`` answers."""
         self.governed += 1
-        forward = dict(simple)
-        meta = forwarded_meta(forward.get("_meta"))
-        if meta is None:
-            forward.pop("_meta", None)
-        else:
-            forward["_meta"] = meta
+        forward = _clean_raw(simple)
         name = simple["name"]
         sid = self.audit_session
         return await self.accounting.run(

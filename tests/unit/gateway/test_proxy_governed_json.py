@@ -27,7 +27,6 @@ import msgspec
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp.types import ImageContent, TextContent
-from pydantic import BaseModel
 
 from helmlog import ToolMiddleware, allow, ask, deny
 from helmlog.events import MemoryEventStore
@@ -35,6 +34,8 @@ from helmlog.gateway import McpProxy
 
 from ...polling import until
 from .http_helpers import INITIALIZE
+from .proxy_lane_server import echo, explode
+from .proxy_lane_server import record as record_tool
 from .test_proxy_fast import _message, _spied, _unnamed
 from .test_proxy_lane_http import _call, _post, _served
 
@@ -42,29 +43,9 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 UPSTREAM = MCPServer("governed-upstream")
 
 
-class Record(BaseModel):
-    """A structured answer (the tool declares an ``outputSchema``)."""
-
-    name: str
-    ssn: str
-
-
-@UPSTREAM.tool()
-def echo(word: str) -> str:
-    """Echo a word in capitals."""
-    return word.upper()
-
-
-@UPSTREAM.tool()
-def explode() -> str:
-    """Always raises (a tool error)."""
-    raise RuntimeError("boom")
-
-
-@UPSTREAM.tool()
-def record(name: str) -> Record:
-    """A structured record holding an SSN (a rule masks it)."""
-    return Record(name=name, ssn="123-45-6789")
+# The lane's upstream tools, served here too (the same answers on both routes).
+for _tool in (echo, explode, record_tool):
+    UPSTREAM.tool()(_tool)
 
 
 @UPSTREAM.tool()
