@@ -34,7 +34,7 @@ from helmlog.gateway import McpProxy
 
 from ...polling import until
 from .http_helpers import INITIALIZE
-from .proxy_lane_server import echo, explode
+from .proxy_lane_server import echo, explode, forbidden
 from .proxy_lane_server import record as record_tool
 from .test_proxy_fast import _message, _spied, _unnamed
 from .test_proxy_lane_http import _call, _post, _served
@@ -44,7 +44,7 @@ UPSTREAM = MCPServer("governed-upstream")
 
 
 # The lane's upstream tools, served here too (the same answers on both routes).
-for _tool in (echo, explode, record_tool):
+for _tool in (echo, explode, record_tool, forbidden):
     UPSTREAM.tool()(_tool)
 
 
@@ -61,12 +61,6 @@ def picture() -> list[TextContent | ImageContent]:
 def two() -> list[TextContent]:
     """Two text blocks (the walk sees them joined)."""
     return [TextContent(type="text", text="one"), TextContent(type="text", text="2")]
-
-
-@UPSTREAM.tool()
-def forbidden() -> str:
-    """A tool a rule refuses."""
-    return "ran"
 
 
 @UPSTREAM.tool()
