@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import Any, NoReturn
 
 from helmlog.events import (
     Checkpoint,
@@ -308,8 +308,10 @@ class SteeredTurn:
             )
         await hosting.hold(session)
         try:
-            await _caught_up(session.journal)
-            f = session.journal.folder
+            j = session.journal
+            if not _still_head(j):
+                await j.activate()
+            f = j.folder
             if open_turn and not (f.in_turn and not f.failed):
                 raise SteeringError(
                     reason="no-open-turn",
@@ -328,6 +330,25 @@ class SteeredTurn:
         self._folder = session.journal.folder
         self.steering._hosting.unhold(session)
 
+    # ``Hosting.guard`` taken apart for the hot steps (issue 27's figure): a
+    # step runs its body inline, hands a raise to ``guard`` (recorded once,
+    # G91, re-raised) and settles as ``guard`` does; no coroutine for the
+    # guard and none for the body on the path where nothing raises.
+
+    async def _failed(self, s: Session, exc: BaseException) -> NoReturn:
+        """``Hosting.guard``'s raise path for a step's body that raised ``exc``."""
+        await self.steering._hosting.guard(s, _raising(exc))
+        raise AssertionError("unreachable: guard re-raises")  # pragma: no cover
+
+    def _settled(self, s: Session) -> Coroutine[Any, Any, None] | None:
+        """``Hosting.guard``'s end when nothing raised: a broken cache re-folded
+        (the coroutine returned, to await), else the checkpoint moved now."""
+        hosting = self.steering._hosting
+        if s.journal.broken:
+            return hosting.after(s)
+        hosting._cursor.settle(s.journal.folder, self.steering._config.store.chain_key)
+        return None
+
     # -- the model ----------------------------------------------------------
 
     async def model_request(self) -> tuple[Message, ...]:
@@ -342,20 +363,22 @@ class SteeredTurn:
         s = await self._enter()
         try:
             self._nothing_outstanding(s, "model_request")
-            return await self.steering._hosting.guard(s, self._model_request(s))
+            j = s.journal
+            try:
+                f = j.folder
+                TurnBudget(self.steering._config).before_model_call(f)
+                messages = self.steering._loop.model_started(s, f.iteration + 1)
+                pending = j.flush_now()
+                if pending is not None:
+                    await pending
+            except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
+                await self._failed(s, exc)
+            settling = self._settled(s)
+            if settling is not None:
+                await settling
+            return messages
         finally:
             self._leave(s)
-
-    async def _model_request(self, s: Session) -> tuple[Message, ...]:
-        cfg = self.steering._config
-        j = s.journal
-        f = j.folder
-        TurnBudget(cfg).before_model_call(f)
-        messages = self.steering._loop.model_started(s, f.iteration + 1)
-        pending = j.flush_now()
-        if pending is not None:
-            await pending
-        return messages
 
     async def model_reply(
         self,
@@ -381,19 +404,20 @@ class SteeredTurn:
             )
         s = await self._enter()
         try:
-            await self.steering._hosting.guard(
-                s, self._model_reply(s, reply, duration_ms)
-            )
+            j = s.journal
+            try:
+                withheld = self.steering._config.output_governed
+                record_reply(j, reply, j.folder.iteration, duration_ms, withheld)
+                pending = j.flush_now()
+                if pending is not None:
+                    await pending
+            except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
+                await self._failed(s, exc)
+            settling = self._settled(s)
+            if settling is not None:
+                await settling
         finally:
             self._leave(s)
-
-    async def _model_reply(self, s: Session, reply: Reply, duration_ms: int) -> None:
-        cfg = self.steering._config
-        j = s.journal
-        record_reply(j, reply, j.folder.iteration, duration_ms, cfg.output_governed)
-        pending = j.flush_now()
-        if pending is not None:
-            await pending
 
     # -- tool calls ---------------------------------------------------------
 
@@ -421,7 +445,14 @@ class SteeredTurn:
             known = await self._known(s, proposed, tool, answered)
             if known is not None:
                 return known
-            return await self.steering._hosting.guard(s, self._call(s, proposed, tool))
+            try:
+                outcome = await self._call(s, proposed, tool)
+            except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
+                await self._failed(s, exc)
+            settling = self._settled(s)
+            if settling is not None:
+                await settling
+            return outcome
         finally:
             self._leave(s)
 
@@ -468,7 +499,14 @@ class SteeredTurn:
             known = await self._known(s, proposed, tool, answered)
             if known is not None:
                 return known
-            return await self.steering._hosting.guard(s, self._admit(s, proposed, tool))
+            try:
+                admitted = await self._admit(s, proposed, tool)
+            except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
+                await self._failed(s, exc)
+            settling = self._settled(s)
+            if settling is not None:
+                await settling
+            return admitted
         finally:
             self._leave(s)
 
@@ -536,9 +574,14 @@ class SteeredTurn:
                     detail=f"call '{call.id}' was not admitted: before_tool "
                     "first, then the tool, then after_tool",
                 )
-            return await self.steering._hosting.guard(
-                s, self._after(s, proposed, tool, result, error, duration_ms)
-            )
+            try:
+                ran = await self._after(s, proposed, tool, result, error, duration_ms)
+            except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
+                await self._failed(s, exc)
+            settling = self._settled(s)
+            if settling is not None:
+                await settling
+            return ran
         finally:
             self._leave(s)
 
@@ -820,27 +863,33 @@ class SteeredTurn:
         return Refused(step, text)
 
 
-async def _caught_up(j: Journal) -> None:
-    """Catch ``j`` up with its stream before a step: what other writers
-    appended since this process's last step is read, verified and folded.
+def _still_head(j: Journal) -> bool:
+    """Whether ``j`` is caught up with its stream before a step without a
+    read (else ``j.activate()`` reads, verifies and folds what other writers
+    appended since this process's last step).
 
     On the memory store the read is skipped when nothing was appended since:
-    its ``head`` is the stream's last record itself (every writer of it is in
+    its head is the stream's last record itself (every writer of it is in
     this process), so an unchanged ``(seq, hash)`` is an O(1) "still the
-    head". Any other store reads: a head there may be its own cached guess
-    (the Redis appender's is), blind to the process that decided an ask, and
-    an exact head costs the same round trip as the read.
+    head", asked without a coroutine (``head_now``). Any other store reads: a
+    head there may be its own cached guess (the Redis appender's is), blind
+    to the process that decided an ask, and an exact head costs the same
+    round trip as the read.
     """
     store = j.store
-    if (
+    return bool(
         type(store) is MemoryEventStore
         and j.flushed_seq
         and not j.broken
         and not j.pending_count
-        and await store.head(j.session_id) == (j.flushed_seq, j.last_hash)
-    ):
-        return
-    await j.activate()
+        and store.head_now(j.session_id) == (j.flushed_seq, j.last_hash)
+    )
+
+
+async def _raising(exc: BaseException) -> NoReturn:
+    """A body for ``Hosting.guard`` that raises what a step's inline body
+    raised, so ``guard`` records it as it records any body's raise."""
+    raise exc
 
 
 def _answered(f: Folder, call_id: str) -> bool:

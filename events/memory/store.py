@@ -78,6 +78,12 @@ class MemoryEventStore(StoreBase):
         )
 
     async def head(self, session_id: str) -> tuple[int, str]:
+        return self.head_now(session_id)
+
+    def head_now(self, session_id: str) -> tuple[int, str]:
+        """``head`` without a coroutine: every writer of a memory stream is in
+        this process, so its last record is its head, known at once (a
+        steered step's catch-up asks it on its hot path, issue 27)."""
         stream = self._streams.get(session_id)
         if not stream:
             return 0, ""
