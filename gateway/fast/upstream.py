@@ -1,21 +1,20 @@
 """The fast path of a plain ``tools/call`` to an HTTP upstream: one raw POST.
 
-Pattern: ``FastPosts`` posts the JSON-RPC request itself, in the upstream's
-         handshake-era session: on the link's ``HttpWire`` (``wire.py``:
-         the SDK transport's client's settings, carried whole), else on that
-         ``httpx2`` client (one stack: its headers, auth, TLS and proxy);
-         reads the JSON or SSE answer to its end (the connection is kept
-         alive); checks the result with the SDK's own per-version validator.
+Pattern: ``FastPosts`` posts the JSON-RPC request itself, in the handshake
+         session, or stamped by the 2026-era session as a request of no
+         session: on the link's ``HttpWire`` (``wire.py``: the SDK
+         transport's client's settings, carried whole), else on that
+         ``httpx2`` client; reads the JSON or SSE answer to its end (the
+         connection kept alive); checks it with the SDK's per-version validator.
 Role:    gateway layer; ``Upstream.call_raw`` takes it for ``tools/call``
          without progress when it is ``ready``; everything else is the SDK's.
-Emits:   nothing; a cancelled call sends ``notifications/cancelled``.
+Emits:   nothing; a cancel sends ``notifications/cancelled`` (2026: the close).
 
 Laws: P25 (the answer, the error and the cancel are the SDK path's:
-``test_proxy_fast.py``, ``test_upstream_wire.py``), P26, H4.
-
-Why: the SDK's client costs a task, memory streams, models and a TCP connect
-per call (it closes an SSE answer before the server ends it); httpx2 and h11
-~1.3 ms of CPU more than the wire (bench/proxy.py).
+``test_proxy_fast.py``, ``test_upstream_wire.py``, ``test_proxy_eras.py``;
+a 2026-era answer in the handshake era's shape, so both are audited alike),
+P26, H4. Why: the SDK's client costs a task, memory streams, models and a
+TCP connect per call; httpx2 and h11 ~1.3 ms of CPU more than the wire.
 """
 
 from __future__ import annotations
@@ -34,7 +33,11 @@ import httpx2
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import methods
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    KNOWN_PROTOCOL_VERSIONS,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import TypeAdapter
 
 from .._withheld import withheld
@@ -44,6 +47,30 @@ log = logging.getLogger("helmlog.proxy")
 
 SESSION = "mcp-session-id"
 VERSION = "mcp-protocol-version"
+_LATER = ("resultType", "requestState", "inputRequests")  # 2026-07-28's own
+
+Stamp = Callable[[dict[str, Any], Any], None]
+"""A ``ClientSession``'s ``_stamp``: its envelope and headers on a request."""
+
+
+def handshake_shape(result: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-era ``tools/call`` result in the handshake era's shape: without
+    the fields that revision adds (``resultType`` and the input-required
+    ones), as the SDK's handshake session hands on a later revision's answer.
+
+    Raises:
+        MCPError: the upstream asked for input (``input_required``), which the
+            proxy does not relay.
+    """
+    kind = result.get("resultType", "complete")
+    if kind != "complete":
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            f"the upstream MCP server answered {kind!r}, not relayed by the proxy",
+        )
+    if any(key in result for key in _LATER):
+        result = {k: v for k, v in result.items() if k not in _LATER}
+    return result
 
 
 @functools.cache
@@ -115,17 +142,25 @@ class FastPosts:
         link: HttpLink,
         version: str | None,
         notify: Callable[[Any], Awaitable[None]] | None = None,
+        stamp: Stamp | None = None,
     ) -> None:
         self.link = link
         self.version = version
         self.notify = notify  # the session's: notifications sent on an answer
+        # The 2026-era session's stamp: each call a request of its own (its
+        # envelope and routing headers), in no session; ``None``: the
+        # handshake-era session's calls.
+        self.stamp = stamp
         self._ids = itertools.count(1)
         self.posted = 0  # calls this path took (the differential tests)
 
     @property
     def ready(self) -> bool:
-        """A handshake-era session with an id, on a client: the fast path's ground."""
+        """A handshake-era session with an id, or a 2026-era one, on a client:
+        the fast path's ground."""
         link = self.link
+        if self.stamp is not None:
+            return link.client is not None and self.version in MODERN_PROTOCOL_VERSIONS
         return (
             link.client is not None
             and link.session_id is not None
@@ -143,6 +178,26 @@ class FastPosts:
             VERSION: self.version,
         }
 
+    def _stamped(
+        self, rid: str, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The body and headers of a 2026-07-28 ``tools/call``: stamped as the
+        2026-era session stamps its own (envelope, ``Mcp-Method``/``Mcp-Name``,
+        the ``Mcp-Param-*`` headers of a tool it has listed)."""
+        assert self.stamp is not None
+        meta = params.get("_meta")
+        sent = {**params, "_meta": dict(meta) if isinstance(meta, dict) else {}}
+        data: dict[str, Any] = {"method": "tools/call", "params": sent}
+        opts: dict[str, Any] = {}
+        self.stamp(data, opts)
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            **opts.get("headers", {}),
+        }
+        body = {"jsonrpc": "2.0", "id": rid, **data}
+        return body, headers
+
     async def call(self, params: dict[str, Any]) -> dict[str, Any]:
         """One ``tools/call``: its result, checked as the SDK checks it.
 
@@ -155,12 +210,18 @@ class FastPosts:
         assert client is not None and self.version is not None
         rid = f"hl-{next(self._ids)}"
         self.posted += 1
-        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+        if self.stamp is None:
+            body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+            body |= {"method": "tools/call", "params": params}
+            headers = self._headers()
+        else:
+            body, headers = self._stamped(rid, params)
         try:
-            message = await self._post(client, body, rid)
+            message = await self._post(client, body, rid, headers)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await self._cancel(client, rid)
+            if self.stamp is None:  # at 2026, the POST's closing is the cancel
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self._cancel(client, rid)
             raise
         except (httpx2.HTTPError, WireError, TimeoutError) as exc:
             raise withheld(  # H4: the URL and the cause only in the log
@@ -188,18 +249,22 @@ class FastPosts:
                 "the upstream MCP server answered no result", detail=self.link.label
             )
         check_result(self.version, result)
-        return result
+        return result if self.stamp is None else handshake_shape(result)
 
     async def _post(
-        self, client: httpx2.AsyncClient, body: dict[str, Any], rid: str
+        self,
+        client: httpx2.AsyncClient,
+        body: dict[str, Any],
+        rid: str,
+        headers: dict[str, str],
     ) -> dict[str, Any]:
         content = json.dumps(body, separators=(",", ":")).encode()
         wire = self.link.wire
         if wire is not None:
-            async with wire.request("POST", self._headers(), content) as answer:
+            async with wire.request("POST", headers, content) as answer:
                 return await self._answer(answer, rid)
         async with client.stream(
-            "POST", self.link.url, content=content, headers=self._headers()
+            "POST", self.link.url, content=content, headers=headers
         ) as response:
             kind = response.headers.get("content-type", "")
             if response.status_code >= 300 and not kind.startswith("application/json"):

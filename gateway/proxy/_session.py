@@ -34,7 +34,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._tasks import TASKS_EXTENSION, TaskParams, declared
 from .._withheld import withheld
-from ..upstream import Upstream
+from ..upstream import CALL_ERA, Upstream
 from ._accounting import Accounting
 from ._asks import ASKED, Asked
 from ._calls import CallState, resource_hidden
@@ -369,7 +369,25 @@ class ProxySession:
         tasks: Callable[[], bool],
     ) -> Any:
         """One ``tools/call``: ``wire`` its params as sent, ``version`` the
-        request's revision, ``tasks()`` whether it may be answered with a task."""
+        request's revision (the upstream's call is in its era, P25),
+        ``tasks()`` whether it may be answered with a task."""
+        era = CALL_ERA.set(version)
+        try:
+            return await self._tool_call_in_era(
+                params, wire, pctx, version, progress, tasks
+            )
+        finally:
+            CALL_ERA.reset(era)
+
+    async def _tool_call_in_era(
+        self,
+        params: types.CallToolRequestParams,
+        wire: Any,
+        pctx: ProxyContext,
+        version: str,
+        progress: Callable[..., Awaitable[None]] | None,
+        tasks: Callable[[], bool],
+    ) -> Any:
         simple = self.routing.raw_params(wire) if self.fast else None
         sid = self.audit_session
         if simple is not None:

@@ -17,5 +17,6 @@ from ._credentials import HttpUpstream as HttpUpstream
 from ._credentials import OAuthClientCredentials as OAuthClientCredentials
 from ._credentials import UpstreamConfigError as UpstreamConfigError
 from ._http import HttpClientFactory as HttpClientFactory
+from ._upstream import CALL_ERA as CALL_ERA
 from ._upstream import Upstream as Upstream
 from ._upstream import UpstreamError as UpstreamError

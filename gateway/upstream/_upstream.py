@@ -1,22 +1,22 @@
 """The proxy's one connection to the MCP server it stands in front of.
 
-Pattern: an async context manager over the SDK's ``ClientSession`` (in the
-         era the upstream speaks: the ``initialize`` handshake, else 2026-07-28
-         ``server/discover``) on one of three transports: a command
-         (``_stdio``), a URL (``_http``), or a server in this process.
+Pattern: an async context manager over the SDK's ``ClientSession`` (the
+         ``initialize`` handshake, else 2026-07-28 ``server/discover``) on a
+         command (``_stdio``), a URL (``_http``) or a server in this process;
+         to a dual-era URL, a 2026-07-28 session beside it (``_open_modern``).
 Role:    gateway layer; ``McpProxy`` opens one for its life.
 Emits:   nothing; notifications go to ``on_notification`` (list_changed).
 
-Laws: P25 (no start against an upstream that does not connect:
-``UpstreamError``; cancel and progress relayed by the SDK's dispatcher), S7,
-H4 (a client hears neither the label nor the cause; both are logged).
+Laws: P25 (no start against an upstream that does not connect; cancel and
+progress relayed; a ``tools/call`` in its client's era, ``CALL_ERA``), S7, H4.
 
-Why ``call_raw`` beside ``request``: a proxy forwards what the upstream
-answered; the raw form is the SDK's own request path (``send_request``) with
-the result kept as the JSON it was, with no model built on the way. A plain
-``tools/call`` (no timeout) takes a fast path of ``gateway.fast`` when one is
-ready: the raw POST (HTTP) or the raw call on a stdio child's pipes, which
-relays progress and the cancel itself.
+Why the second session: a 2026-era client's call goes as the request of no
+session the upstream answers most cheaply (bench/proxy.py), and it holds the
+one ``subscriptions/listen`` stream (a tool's ``notify_tools_changed``
+reaches nothing else). Why ``call_raw`` beside ``request``: the SDK's request
+path with the result kept as the JSON it was; a plain ``tools/call`` (no
+timeout) takes a fast path of ``gateway.fast`` when one is ready: the raw
+POST (HTTP) or the raw call on a stdio child's pipes.
 """
 
 from __future__ import annotations
@@ -26,16 +26,28 @@ import logging
 import shlex
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
 import httpx2
 import mcp.types as types
+from anyio.abc import TaskStatus
 from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    SubscriptionLost,
+    ToolsListChanged,
+    listen,
+)
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.memory import create_client_server_memory_streams
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import HEADER_MISMATCH
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, TypeAdapter
 
 from helmlog.events import HelmlogError
@@ -43,6 +55,7 @@ from helmlog.events import HelmlogError
 from .._withheld import withheld
 from ..fast import FastPosts, HttpLink
 from ..fast.stdio_upstream import RawCalls
+from ..fast.upstream import handshake_shape
 from ._credentials import HttpUpstream
 from ._http import HttpClientFactory
 
@@ -54,6 +67,17 @@ Connected = types.InitializeResult | types.DiscoverResult
 
 LISTEN_WAIT_S = 5.0  # how long open waits for an HTTP upstream's GET stream
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+CALL_ERA: ContextVar[str | None] = ContextVar("helmlog_upstream_call_era", default=None)
+"""The protocol version of the client whose call is in hand (the proxy sets
+it per ``tools/call``): a 2026-era one's call goes to a dual-era upstream as
+a 2026-07-28 request; unset, or any other, in the handshake session."""
+
+_NOTES: dict[type[Any], Callable[[], Any]] = {
+    ToolsListChanged: types.ToolListChangedNotification,
+    PromptsListChanged: types.PromptListChangedNotification,
+    ResourcesListChanged: types.ResourceListChangedNotification,
+}
 
 
 class _RawParams(types.RequestParams):
@@ -176,6 +200,11 @@ class Upstream:
         # The fast path of a plain tools/call to a stdio upstream (its pipes,
         # ``gateway.fast.stdio_upstream``): opened with ``fast`` on at ``open``.
         self._raw: RawCalls | None = None
+        # A dual-era HTTP upstream's 2026-07-28 session (see the module), its
+        # fast path, and whether its listen stream was acknowledged.
+        self.modern: ClientSession | None = None
+        self._modern_posts: FastPosts | None = None
+        self.listening = False
 
     def _transport(self) -> Any:
         target = self.target
@@ -240,12 +269,81 @@ class Upstream:
             self._posts = FastPosts(
                 self._link, session.protocol_version, self._incoming
             )
+            if self.mode == "auto" and isinstance(init, types.InitializeResult):
+                await self._open_modern(stack)
         return init
+
+    async def _open_modern(self, stack: contextlib.AsyncExitStack) -> None:
+        """Reach a dual-era upstream in the 2026 era too: a second session on
+        the same client, and its listen stream. An upstream that speaks only
+        the handshake (its ``server/discover`` refused) keeps the one session."""
+        link = self._link
+        assert link is not None and link.client is not None
+        async with contextlib.AsyncExitStack() as opening:
+            try:
+                streams = await opening.enter_async_context(
+                    streamable_http_client(str(self.target), http_client=link.client)
+                )
+                modern = await opening.enter_async_context(ClientSession(*streams))
+                with anyio.fail_after(LISTEN_WAIT_S):
+                    found = await modern.discover()
+            except (MCPError, RuntimeError, TimeoutError, httpx2.HTTPError) as exc:
+                log.info(
+                    "proxy: upstream %s is reached in the handshake era only (%s)",
+                    self.label,
+                    _cause(exc),
+                )
+                return
+            kinds = _list_changed_kinds(found.capabilities)
+            if kinds:
+                group = await opening.enter_async_context(anyio.create_task_group())
+                opening.callback(group.cancel_scope.cancel)  # first out: the stream
+                self.listening = await group.start(self._listen, modern, kinds)
+            stack.push_async_callback(opening.pop_all().aclose)
+        self.modern = modern
+        if self.fast:
+            self._modern_posts = FastPosts(
+                link, modern.protocol_version, self._incoming, stamp=modern._stamp
+            )
+
+    async def _listen(
+        self,
+        session: ClientSession,
+        kinds: dict[str, bool],
+        *,
+        task_status: TaskStatus[bool] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Hold the ``subscriptions/listen`` stream; each change event goes to
+        ``on_notification`` as the handshake era's notification of it."""
+        started = False
+        try:
+            async with listen(
+                session,
+                tools_list_changed=kinds.get("tools", False),
+                prompts_list_changed=kinds.get("prompts", False),
+                resources_list_changed=kinds.get("resources", False),
+            ) as events:
+                started = True
+                task_status.started(True)
+                async for event in events:
+                    await self._event(event)
+        except (MCPError, SubscriptionLost, TimeoutError) as exc:
+            log.warning(
+                "proxy: upstream %s's listen stream ended: %s", self.label, _cause(exc)
+            )
+        if not started:
+            task_status.started(False)
+
+    async def _event(self, event: ServerEvent) -> None:
+        make = _NOTES.get(type(event))
+        if make is not None:
+            await self._incoming(make())
 
     async def close(self) -> None:
         """Close the session and stop the upstream (a subprocess is ended)."""
         stack, self._stack, self.session = self._stack, None, None
-        self._posts = None
+        self._posts = self._modern_posts = self.modern = None
+        self.listening = False
         if self._link is not None and self._link.wire is not None:
             await self._link.wire.aclose()
         if self._raw is not None:  # as the session's closing fails its own calls
@@ -306,6 +404,16 @@ class Upstream:
                 failure (connection closed, timeout) as the SDK reports it.
         """
         session = self._live()
+        if (
+            self.modern is not None
+            and isinstance(request, types.CallToolRequest)
+            and CALL_ERA.get() in MODERN_PROTOCOL_VERSIONS
+        ):
+            params = request.params.model_dump(
+                by_alias=True, mode="json", exclude_none=True
+            )
+            raw = await self._modern_call(params, progress, timeout_s)
+            return _validated(result_type, raw)
         posts = self._posts
         if (
             posts is not None
@@ -335,6 +443,17 @@ class Upstream:
             )
             out = await piped.call(params, progress)
             return types.CallToolResult.model_validate(out, by_name=False)
+        return await self._sent(session, request, result_type, progress, timeout_s)
+
+    async def _sent(
+        self,
+        session: ClientSession,
+        request: Any,
+        result_type: Any,
+        progress: ProgressFnT | None,
+        timeout_s: float | None,
+    ) -> Any:
+        """``session.send_request``, its going-away failures withheld (H4)."""
         try:
             return await session.send_request(
                 request,
@@ -372,6 +491,13 @@ class Upstream:
         Raises:
             MCPError: as ``request`` (the upstream judges the params).
         """
+        if (
+            self.modern is not None
+            and method == "tools/call"
+            and isinstance(params, dict)
+            and CALL_ERA.get() in MODERN_PROTOCOL_VERSIONS
+        ):
+            return await self._modern_call(params, progress, timeout_s)
         posts = self._posts
         if (
             posts is not None
@@ -400,9 +526,61 @@ class Upstream:
         out: dict[str, Any] = await self.request(request, _RAW, progress, timeout_s)
         return out
 
+    async def _modern_call(
+        self,
+        params: dict[str, Any],
+        progress: ProgressFnT | None,
+        timeout_s: float | None,
+    ) -> dict[str, Any]:
+        """A 2026-era client's ``tools/call`` as a 2026-07-28 request: the raw
+        POST where it is plain, else the 2026-era session's; its result in the
+        handshake era's shape. A tool whose ``Mcp-Param-*`` headers the session
+        did not know (``HEADER_MISMATCH``) is listed again and the call sent
+        once more, as the SDK's ``Client.call_tool`` recovers."""
+        try:
+            return await self._modern_once(params, progress, timeout_s)
+        except MCPError as exc:
+            if exc.code != HEADER_MISMATCH or self.modern is None:
+                raise
+            await self._relist(params.get("name"))
+            return await self._modern_once(params, progress, timeout_s)
+
+    async def _modern_once(
+        self,
+        params: dict[str, Any],
+        progress: ProgressFnT | None,
+        timeout_s: float | None,
+    ) -> dict[str, Any]:
+        posts, modern = self._modern_posts, self.modern
+        assert modern is not None
+        if posts is not None and progress is None and timeout_s is None:
+            return await posts.call(params)
+        raw = _RawParams.model_validate(params, by_name=False)
+        request = _RawRequest(method="tools/call", params=raw)
+        out = await self._sent(modern, request, _RAW, progress, timeout_s)
+        return handshake_shape(out)
+
+    async def _relist(self, name: Any) -> None:
+        """List the 2026-era session's tools until ``name`` (its header map)."""
+        modern = self.modern
+        assert modern is not None
+        cursor: str | None = None
+        while True:
+            asked = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await modern.list_tools(params=asked)
+            cursor = page.next_cursor
+            if cursor is None or any(t.name == name for t in page.tools):
+                return
+
     async def notify(self, notification: Any) -> None:
         """Forward a client notification upstream (best effort)."""
         await self._live().send_notification(notification)
+
+
+def _validated(result_type: Any, raw: dict[str, Any]) -> Any:
+    if isinstance(result_type, TypeAdapter):
+        return result_type.validate_python(raw, by_name=False)
+    return result_type.model_validate(raw, by_name=False)
 
 
 async def _negotiate(session: ClientSession, mode: str) -> Connected:
@@ -411,9 +589,10 @@ async def _negotiate(session: ClientSession, mode: str) -> Connected:
     2026-only server), discovers; ``"legacy"`` only shakes hands; a 2026-era
     version only discovers.
 
-    Why the handshake first where both are spoken: the proxy relays the
-    upstream's ``list_changed`` notifications (P25), which a 2026-era link
-    carries only on a ``subscriptions/listen`` stream.
+    Why the handshake first where both are spoken: the capabilities the
+    proxy mirrors, and a 2025-era client's calls, are that session's; a
+    2026-era client's calls and the listen stream go on a second session
+    (``Upstream._open_modern``).
     """
     if mode == "legacy":
         return await session.initialize()
@@ -423,6 +602,16 @@ async def _negotiate(session: ClientSession, mode: str) -> Connected:
         return await session.initialize()
     except MCPError:  # a 2026-only server: no handshake
         return await session.discover()
+
+
+def _list_changed_kinds(caps: types.ServerCapabilities) -> dict[str, bool]:
+    """The ``listen`` filter of the list_changed kinds the upstream announces."""
+    kinds = {
+        "tools": caps.tools is not None and bool(caps.tools.list_changed),
+        "prompts": caps.prompts is not None and bool(caps.prompts.list_changed),
+        "resources": caps.resources is not None and bool(caps.resources.list_changed),
+    }
+    return {k: True for k, on in kinds.items() if on}
 
 
 def _cause(exc: BaseException) -> str:

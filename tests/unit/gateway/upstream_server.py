@@ -131,6 +131,19 @@ async def announce(ctx: Context[Any, Any]) -> str:
 
 
 @UPSTREAM.tool()
+async def announce_changed(ctx: Context[Any, Any]) -> str:
+    """Publishes a tools list change (reaches ``subscriptions/listen`` only)."""
+    await ctx.notify_tools_changed()
+    return "published"
+
+
+@UPSTREAM.tool()
+def era_seen(ctx: Context[Any, Any]) -> str:
+    """The protocol version the request came in."""
+    return str(ctx.protocol_version)
+
+
+@UPSTREAM.tool()
 def meta_seen(ctx: Context[Any, Any]) -> str:
     """What ``_meta`` the request carried, as JSON."""
     meta = ctx.request_context.meta
