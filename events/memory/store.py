@@ -120,10 +120,11 @@ class MemoryEventStore(StoreBase):
         # One pass: the seq order, whether every record is as this store
         # keeps it (its type and session id set: a journal's are, and are
         # kept as they are; else a second pass makes them so), and whether
-        # any moves the index, carries a fact or is a signed head.
+        # any moves the index, carries a fact or is a signed head (read here,
+        # not from a set of the batch's types built after: issue 29 item 3).
         seq = expected_seq
         whole = True
-        notable = False
+        relevant = signed = rows = False
         for record in records:
             seq += 1
             if record.seq != seq:
@@ -132,7 +133,12 @@ class MemoryEventStore(StoreBase):
             if not kind or record.session_id != session_id:
                 whole = False
             elif kind in _NOTABLE:
-                notable = True
+                if kind in RELEVANT_TYPES:
+                    relevant = True
+                if kind in _FACT_TYPES:
+                    rows = True
+                elif kind == _SIGNED:
+                    signed = True
         if not whole:
             records = [
                 record
@@ -142,17 +148,15 @@ class MemoryEventStore(StoreBase):
                 )
                 for record in records
             ]
-            notable = True  # read from the types below
-        delta = None
-        signed = rows = False
-        if notable:
             kinds = {record.type for record in records}
             signed = _SIGNED in kinds
             rows = not kinds.isdisjoint(_FACT_TYPES)
-            if not kinds.isdisjoint(RELEVANT_TYPES):
-                delta = delta_of(session_id, records)
-                if delta is not None and delta.open_at:
-                    self._index.mark_open(session_id, delta.open_at)
+            relevant = not kinds.isdisjoint(RELEVANT_TYPES)
+        delta = None
+        if relevant:
+            delta = delta_of(session_id, records)
+            if delta is not None and delta.open_at:
+                self._index.mark_open(session_id, delta.open_at)
         stream.extend(records)
         if signed:
             self._append_leaves(head_leaves(records))  # the head's own step
