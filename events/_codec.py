@@ -300,35 +300,41 @@ Owner = Callable[[Any, int], Any]
 Test = Callable[[Any], bool]
 
 
+_JSON_SCALARS = frozenset((str, int, bool, type(None)))
+
+
 def _own_json(value: Any, depth: int) -> Any:
     """A JSON-normal copy of ``value`` (an ``Any`` field), or ``_NOT_SHOWN``."""
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if kind is float:
-        # Finite only: msgspec writes NaN and infinities as null.
-        return value if value - value == 0.0 else _NOT_SHOWN
-    if depth > _OWN_DEPTH:
-        return _NOT_SHOWN
+    # A dict first: what an ``Any`` field most often holds (a tool's
+    # arguments or result, a usage, an identity); a scalar in one is tested
+    # by one lookup of its type.
     if kind is dict:
+        if depth > _OWN_DEPTH:
+            return _NOT_SHOWN
         # A shallow copy in C, then only its non-scalar values replaced
         # (storing into an existing key while iterating is allowed).
         out: dict[str, Any] = value.copy()
         for key, item in out.items():
             if type(key) is not str:
                 return _NOT_SHOWN
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None):
+            if type(item) not in _JSON_SCALARS:
                 item = _own_json(item, depth + 1)
                 if item is _NOT_SHOWN:
                     return _NOT_SHOWN
                 out[key] = item
         return out
+    if kind in _JSON_SCALARS:
+        return value
+    if kind is float:
+        # Finite only: msgspec writes NaN and infinities as null.
+        return value if value - value == 0.0 else _NOT_SHOWN
+    if depth > _OWN_DEPTH:
+        return _NOT_SHOWN
     if kind is list or kind is tuple:
         items: list[Any] = list(value)
         for i, item in enumerate(items):
-            kind = type(item)
-            if not (kind is str or kind is int or kind is bool or item is None):
+            if type(item) not in _JSON_SCALARS:
                 item = _own_json(item, depth + 1)
                 if item is _NOT_SHOWN:
                     return _NOT_SHOWN
@@ -363,7 +369,10 @@ def _scalar_test(info: Any, v: str) -> str | None:
     if isinstance(info, mi.FloatType):
         return f"(type({v}) is float and {v} - {v} == 0.0)"
     if isinstance(info, mi.UnionType):
-        tests = [_scalar_test(t, v) for t in info.types]
+        # ``None`` tested first: an optional field most often holds it, and
+        # ``v is None`` is one comparison where ``type(v) is str`` is a call.
+        arms = sorted(info.types, key=lambda t: not isinstance(t, mi.NoneType))
+        tests = [_scalar_test(t, v) for t in arms]
         if any(t is None for t in tests):
             return None
         return "(" + " or ".join(t for t in tests if t is not None) + ")"

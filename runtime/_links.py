@@ -18,6 +18,7 @@ path to one attribute read per link.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -167,12 +168,19 @@ def message_link_problem(obj: Any) -> str | None:
     return None
 
 
+def _word(name: str) -> str:
+    """The name interned: every row a link files names it, and the fold
+    keeps a row's words interned (``_shared_words``), so a name that already
+    is one costs each row no replacement."""
+    return sys.intern(name) if type(name) is str else name
+
+
 def as_tool_link(obj: Any) -> Link:
     """Normalize a checked tool link."""
     name = link_name(obj)
     assert name is not None
     return Link(
-        name=name,
+        name=_word(name),
         source=obj,
         on_tool_call=hook(obj, "on_tool_call"),
         on_tool_result=hook(obj, "on_tool_result"),
@@ -185,7 +193,7 @@ def as_message_link(obj: Any, only_phase: str | None = None) -> Link:
     name = link_name(obj)
     assert name is not None
     return Link(
-        name=name,
+        name=_word(name),
         source=obj,
         on_message=hook(obj, "on_message"),
         only_phase=only_phase,
