@@ -181,20 +181,22 @@ class _Grouper:
 
     An assistant text and the calls it proposed are one helmlog message (one
     model reply); items helmlog has no message for (system prompts, reasoning,
-    hosted tools) are ``(None, [index])``. ``keys`` are the items' JSON as
-    last grouped (``_regrouped``), ``None`` when they were not all JSON.
+    hosted tools) are ``(None, [index])``. ``head`` is the items' JSON array
+    as last grouped (``_regrouped``) without its closing bracket, ``None``
+    when they were not all JSON; ``count``: how many items that was.
     ``same`` holds, by message position, a grouped message and the planned
     one it was found equal to for the model (``_model_view``): compared
     again only when either is another object. ``messages``: how many groups
     are messages (counted as they are made, not at every model call).
     """
 
-    __slots__ = ("groups", "keys", "messages", "names", "parse", "same")
+    __slots__ = ("count", "groups", "head", "messages", "names", "parse", "same")
 
     def __init__(self, parse: Callable[[Any], Any] = _args) -> None:
         self.groups: list[tuple[Message | None, list[int]]] = []
         self.names: dict[str, str] = {}
-        self.keys: list[bytes] | None = None
+        self.head: bytes | None = None
+        self.count = 0
         self.parse = parse
         self.same: dict[int, tuple[Message, Message]] = {}
         self.messages = 0
@@ -275,6 +277,9 @@ def _groups(
 
 
 _JSON = msgspec.json.Encoder()
+# What follows a complete element of a JSON array: the next one's ``,``, or
+# the array's ``]`` (``_regrouped``).
+_AFTER_ITEM = frozenset(b",]")
 
 
 def _regrouped(items: Sequence[Any], last: _Grouper | None) -> _Grouper:
@@ -286,19 +291,39 @@ def _regrouped(items: Sequence[Any], last: _Grouper | None) -> _Grouper:
     call. Grouping is a function of the items' content, taken in order, so
     continuing from an equal prefix gives what grouping them all gives. Items
     that are not all JSON are grouped in full, every time.
+
+    Why one encoding of the whole list: the items are one JSON array, whose
+    elements are written one after another with a ``,`` between them; a
+    JSON value never runs on past the ``,`` or ``]`` that follows it, so when
+    this array's text starts with the last one's (its ``[`` and its ``count``
+    elements) and goes on with ``,`` or ``]``, its first ``count`` items are,
+    as JSON, the last ones (the per-item comparison it replaces, in one
+    encoder call and one byte comparison).
     """
     try:
-        keys: list[bytes] | None = [_JSON.encode(item) for item in items]
+        whole: bytes | None = _JSON.encode(items)
     except (TypeError, ValueError):  # not JSON (msgspec.EncodeError is one)
-        keys = None
-    done = 0 if last is None or last.keys is None or keys is None else len(last.keys)
-    if done and keys is not None and last is not None and keys[:done] == last.keys:
+        whole = None
+    done = 0
+    if whole is not None and last is not None and last.head is not None:
+        head = last.head
+        at = len(head)
+        if (
+            last.count
+            and len(whole) > at
+            and whole[at] in _AFTER_ITEM
+            and whole.startswith(head)
+        ):
+            done = last.count
+    if done:
+        assert last is not None  # done > 0 only when continuing ``last``
         grouper = last
     else:
-        grouper, done = _Grouper(_compared), 0
+        grouper = _Grouper(_compared)
     for index in range(done, len(items)):
         grouper.add(index, items[index])
-    grouper.keys = keys
+    grouper.head = None if whole is None else whole[:-1]
+    grouper.count = len(items)
     return grouper
 
 

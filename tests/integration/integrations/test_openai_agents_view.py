@@ -55,8 +55,8 @@ def test_a_run_s_kept_grouping_gives_what_grouping_afresh_gives() -> None:
         assert kept == fresh
         assert kept[0] == {"role": "user", "content": "look up [scrubbed]"}
         assert kept[1:] == items[1:]
-        assert run.grouped is not None and run.grouped.keys is not None
-        assert len(run.grouped.keys) == len(items)
+        assert run.grouped is not None and run.grouped.head is not None
+        assert run.grouped.count == len(items)
 
 
 def test_an_input_that_does_not_extend_the_last_is_grouped_again() -> None:
@@ -80,6 +80,26 @@ def test_an_input_that_does_not_extend_the_last_is_grouped_again() -> None:
     )
 
 
+def test_a_last_item_whose_json_grew_in_place_is_grouped_again() -> None:
+    """Issue 27 item 2: the kept grouping is continued only when the last
+    input's items are whole elements of this one's JSON array; a last item
+    whose text this one extends (a number, a string grown at its end) is
+    not one of them, and its message is grouped again."""
+    run = oa._Run(session=None)  # type: ignore[arg-type]
+    items: list[Any] = [*_history(1), {"role": "user", "content": "again"}]
+    oa._model_view(_plan(items, "look up c0..c9"), items, run)
+    grown = [*items[:-1], {"role": "user", "content": "again, and more"}, items[0]]
+    plan = _plan(grown, "look up c0..c9")
+    assert oa._model_view(plan, grown, run) == oa._model_view(plan, grown)
+    assert run.grouped is not None
+    users = [m for m, _ in run.grouped.groups if m is not None and m.role == "user"]
+    assert [m.content for m in users] == [
+        "look up c0..c9",
+        "again, and more",
+        "look up c0..c9",
+    ]
+
+
 def test_items_that_are_not_json_are_grouped_in_full_every_time() -> None:
     """Issue 27 item 2: an item the cache cannot key (not JSON) still groups."""
     run = oa._Run(session=None)  # type: ignore[arg-type]
@@ -92,7 +112,7 @@ def test_items_that_are_not_json_are_grouped_in_full_every_time() -> None:
     plan = _plan(_history(1), "look up c0..c9")
     view = oa._model_view(plan, items, run)
     assert view == items
-    assert run.grouped is not None and run.grouped.keys is None
+    assert run.grouped is not None and run.grouped.head is None
     calls = [m for m, _ in run.grouped.groups if m is not None][1].tool_calls
     assert calls == (
         ToolCallRequest(id="c0", name="lookup_order", args={"order_id": "0"}),
