@@ -277,6 +277,9 @@ def _groups(
 
 
 _JSON = msgspec.json.Encoder()
+# ``json.dumps(..., separators=(",", ":"))``'s encoder, made once, not at
+# every call (the same text).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 # What follows a complete element of a JSON array: the next one's ``,``, or
 # the array's ``]`` (``_regrouped``).
 _AFTER_ITEM = frozenset(b",]")
@@ -637,7 +640,7 @@ async def _output_moment(
 async def _model_input(data: CallModelData[Any]) -> ModelInputData:
     """Window moment before each model call: the model sees helmlog's plan."""
     run = _current()
-    turn = await run.attach()
+    turn = run.turn or await run.attach()
     plan = await turn.model_request()
     run.llm_started = time.monotonic()
     return ModelInputData(
@@ -691,7 +694,7 @@ class _Hooks(AgentHooks[Any]):
         response: ModelResponse,
     ) -> None:
         run = _current()
-        turn = await run.attach()
+        turn = run.turn or await run.attach()
         content, calls = _reply(response)
         await turn.model_reply(
             content,
@@ -897,7 +900,7 @@ class AgentsGovernance:
             # Before-tool, up to and including dispatch; an ask is the SDK's
             # approval (it evaluates this before any tool guardrail).
             run = _current()
-            turn = await run.attach()
+            turn = run.turn or await run.attach()
             call = ToolCallRequest(id=call_id, name=ft.name, args=params)
             try:
                 outcome = await turn.before_tool(call, probe())
@@ -918,7 +921,7 @@ class AgentsGovernance:
 
         async def invoke(context: ToolContext[Any], arguments: str) -> Any:
             run = _current()
-            turn = await run.attach()
+            turn = run.turn or await run.attach()
             call_id = context.tool_call_id
             admitted = run.admitted.pop(call_id, None)
             if admitted is not None:
@@ -928,7 +931,7 @@ class AgentsGovernance:
                 started = time.monotonic()
                 try:
                     result = await ft.on_invoke_tool(
-                        context, json.dumps(admitted.args, separators=(",", ":"))
+                        context, _COMPACT.encode(admitted.args)
                     )
                     error = False
                 except Exception as exc:  # noqa: BLE001 — G18: a raise is the tool's result
