@@ -518,14 +518,20 @@ def _field_owner(info: Any) -> Owner | None:
         " float=float, tuple=tuple, NOT_SHOWN=NOT_SHOWN):",
         "    changes = None",
     ]
+    # A run of scalar fields is tested by one condition, each field read in
+    # it (no local per field): most of an event's fields are scalars.
+    scalars: list[str] = []
     for i, field in enumerate(info.fields):
         if envelope and field.name in _STAMPED:
             continue
-        lines.append(f"    v = ev.{field.name}")
-        test = _scalar_test(field.type, "v")
+        test = _scalar_test(field.type, f"ev.{field.name}")
         if test is not None:
-            lines.append(f"    if not {test}: return NOT_SHOWN")
+            scalars.append(test)
             continue
+        if scalars:
+            lines.append(f"    if not ({' and '.join(scalars)}): return NOT_SHOWN")
+            scalars = []
+        lines.append(f"    v = ev.{field.name}")
         store = [
             "        if w is NOT_SHOWN: return NOT_SHOWN",
             "        if w is not v:",
@@ -590,6 +596,8 @@ def _field_owner(info: Any) -> Owner | None:
             f"        w = own_{i}(v, depth + 1)",
             *store,
         ]
+    if scalars:
+        lines.append(f"    if not ({' and '.join(scalars)}): return NOT_SHOWN")
     lines.append("    return changes")
     exec("\n".join(lines), scope)
     made: Owner = scope["owned_fields"]
