@@ -201,3 +201,16 @@ async def test_p25_both_eras_over_http_to_a_dual_era_upstream() -> None:
             async with http_client(front) as legacy:
                 era_legacy = text_of(await legacy.call_tool("era_seen", {}))
     assert [MODERN, HANDSHAKE] == [era_modern, era_legacy]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "sdk"])
+async def test_p25_a_tools_param_header_is_learnt_by_listing_again(fast: bool) -> None:
+    """P25: a 2026-era call to a tool that declares an ``Mcp-Param-*`` header,
+    never listed by the proxy's 2026-era session, is refused by the upstream
+    (``HEADER_MISMATCH``), listed and sent once more, as the SDK's ``Client``."""
+    with http_upstream() as url:
+        proxy = _proxy(url, fast)
+        async with proxy, modern_through(proxy) as modern:
+            first = text_of(await modern.call_tool("regional", {"region": "eu"}))
+            second = text_of(await modern.call_tool("regional", {"region": "us"}))
+    assert ["eu", "us"] == [first, second]

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
 
 UPSTREAM = MCPServer("upstream")
 CALLS: list[str] = []
@@ -135,6 +136,14 @@ async def announce_changed(ctx: Context[Any, Any]) -> str:
     """Publishes a tools list change (reaches ``subscriptions/listen`` only)."""
     await ctx.notify_tools_changed()
     return "published"
+
+
+@UPSTREAM.tool()
+def regional(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+) -> str:
+    """Answers its region; at 2026-07-28 it needs an ``Mcp-Param-Region`` header."""
+    return region
 
 
 @UPSTREAM.tool()
