@@ -55,6 +55,10 @@ MEMORY_SESSIONS = 200  # sessions run under tracemalloc, per case
 TARGET_REDIS_VS_MEMORY_CPU = 1.15  # at 1,000 users
 TARGET_REDIS_CPU_US = 300.0
 TARGET_TAIL_MS = 30.0  # p99 - p50, at 100 and 1,000 users, both stores
+TARGET_STORE_WAIT_MS = 5.0  # a Redis turn's p50 wait on its appends, 1,000 users
+# One Redis turn in this many has its appends timed (the store's wait): the
+# timing's own cost (a coroutine per append) is then a tenth in the CPU figure.
+WAIT_SAMPLE = 10
 
 CASES = ("helmlog_memory", "helmlog_redis", "langchain", "openai_agents")
 
@@ -126,6 +130,38 @@ class Window:
         self.latencies: list[float] = []
 
 
+class TimedRedisEventStore(RedisEventStore):
+    """The Redis store, timing the appends of the sessions in ``waits``: the
+    wall time a turn spends awaiting its appends (issue 29 item 1's "the
+    store's p50 wait"), queueing for the flusher and the round trip
+    included. The appends of other sessions go as they are."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waits: dict[str, float] = {}
+
+    def append_sealed(
+        self,
+        session_id: str,
+        records: Any,
+        expected_seq: int,
+        *,
+        events: Any = None,
+    ) -> Any:
+        append = super().append_sealed(session_id, records, expected_seq, events=events)
+        if session_id not in self.waits:
+            return append
+        return self._timed(session_id, append)
+
+    async def _timed(self, session_id: str, append: Any) -> int:
+        started = time.perf_counter()
+        try:
+            seq: int = await append
+            return seq
+        finally:
+            self.waits[session_id] += time.perf_counter() - started
+
+
 # -- the cases ------------------------------------------------------------
 
 
@@ -185,6 +221,11 @@ class Helmlog(Case):
     def __init__(self, name: str, store: EventStore) -> None:
         self.name = name
         self.store = store
+        # The store's wait of one turn in WAIT_SAMPLE while ``timing`` (the
+        # windows: not the memory pass), in ms; Redis only.
+        self.timing = False
+        self.turn_waits: list[float] = []
+        self._turns = 0
         self.agent = (
             Agent.create(provider=LatencyModel(), model="bench", store=store)
             .system("Look orders up.")
@@ -197,7 +238,15 @@ class Helmlog(Case):
         return sid
 
     async def turn(self, session: Any, text: str) -> None:
-        out = await self.agent.run(text, session_id=session)
+        timed = self.store if self.timing and self._turns % WAIT_SAMPLE == 0 else None
+        self._turns += 1
+        if isinstance(timed, TimedRedisEventStore):
+            timed.waits[session] = 0.0
+        try:
+            out = await self.agent.run(text, session_id=session)
+        finally:
+            if isinstance(timed, TimedRedisEventStore):
+                self.turn_waits.append(timed.waits.pop(session) * 1e3)
         if out != ANSWER:
             raise RuntimeError(f"{self.name}: unexpected answer {out!r}")
 
@@ -353,6 +402,8 @@ async def drive(
                     window.latencies.append((time.perf_counter() - started) * 1e3)
             k += 1
 
+    if isinstance(case, Helmlog):
+        case.timing = True
     # What the case before left is collected before the users start, not
     # after the warm-up: a server never collects by hand, so the window
     # begins in the state its own collections leave (issue 29 item 2).
@@ -365,12 +416,15 @@ async def drive(
         await asyncio.sleep(warm_s)
         while len(warmed) < users and time.perf_counter() - started < WARM_CAP_S:
             await asyncio.sleep(0.1)
+        waits: list[float] = getattr(case, "turn_waits", [])
         with GcWatch() as watch:
             window.open = True
+            waited_from = len(waits)
             cpu, wall = time.process_time(), time.perf_counter()
             redis_cpu = process_cpu_s(redis_pid) if redis_pid else 0.0
             await asyncio.sleep(seconds)
             window.open = False
+            waited = waits[waited_from:]
             cpu = time.process_time() - cpu
             wall = time.perf_counter() - wall
             redis_cpu = (process_cpu_s(redis_pid) - redis_cpu) if redis_pid else 0.0
@@ -381,6 +435,9 @@ async def drive(
         stop.set()
         for task in tasks:
             task.cancel()
+        if isinstance(case, Helmlog):
+            case.timing = False
+    del waits[:]
     lat = sorted(window.latencies)
     n = len(lat)
     gcs = watch.figures()
@@ -396,6 +453,7 @@ async def drive(
             "p50_ms": None,
             "p99_ms": None,
             **gcs,
+            "store_waits_ms": waited,
         }
     p50, p99 = percentile(lat, 0.50), percentile(lat, 0.99)
     return {
@@ -408,6 +466,8 @@ async def drive(
         "p50_ms": p50,
         "p99_ms": p99,
         **gcs,
+        # Taken out by ``run`` (the store's wait is pooled over windows).
+        "store_waits_ms": waited,
     }
 
 
@@ -473,7 +533,7 @@ def make_case(name: str, redis_url: str) -> Case:
     if name == "helmlog_memory":
         return Helmlog(name, MemoryEventStore())
     if name == "helmlog_redis":
-        return Helmlog(name, RedisEventStore.from_url(redis_url))
+        return Helmlog(name, TimedRedisEventStore.from_url(redis_url))
     return langchain_case() if name == "langchain" else openai_agents_case()
 
 
@@ -575,6 +635,7 @@ def run(
     results: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     frozen: dict[str, dict[str, int]] = {}
+    store_wait: dict[str, dict[str, dict[str, float]]] = {}
     thresholds: list[int] = list(gc.get_threshold())
     with RedisServer() as server:
         info = server.command("INFO", "server").decode()
@@ -594,21 +655,22 @@ def run(
                     frozen[str(users)][name] = ready["frozen"]
                     thresholds = list(ready["thresholds"])
                 runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in cases}
+                waits: dict[str, list[float]] = {c.name: [] for c in cases}
                 for rep in range(repetitions):
                     # Rotate the order, so no case always follows the same one.
                     order = cases[rep % len(cases) :] + cases[: rep % len(cases)]
                     for child in order:
                         pid = redis_pid if child.name == "helmlog_redis" else 0
-                        runs[child.name].append(
-                            child.ask(
-                                "window",
-                                users=users,
-                                warm_s=warm_s,
-                                seconds=seconds,
-                                tag=f"n{users}-r{rep}",
-                                redis_pid=pid,
-                            )
+                        window = child.ask(
+                            "window",
+                            users=users,
+                            warm_s=warm_s,
+                            seconds=seconds,
+                            tag=f"n{users}-r{rep}",
+                            redis_pid=pid,
                         )
+                        waits[child.name].extend(window.pop("store_waits_ms"))
+                        runs[child.name].append(window)
                 per_case: dict[str, Any] = {}
                 for child in cases:
                     figures = median_of(runs[child.name])
@@ -617,6 +679,9 @@ def run(
                     )
                     per_case[child.name] = rounded(figures)
                 results[str(users)] = per_case
+                store_wait[str(users)] = {
+                    name: store_wait_of(sorted(w)) for name, w in waits.items() if w
+                }
             finally:
                 for child in cases:
                     child.close()
@@ -625,7 +690,18 @@ def run(
         "results": results,
         "skipped": skipped,
         "frozen": frozen,
+        "store_wait": store_wait,
         "thresholds": thresholds,
+    }
+
+
+def store_wait_of(sorted_ms: list[float]) -> dict[str, float]:
+    """The store's wait of the timed turns (one in WAIT_SAMPLE) of a case's
+    windows: p50, p99 and how many turns were timed."""
+    return {
+        "p50_ms": round(percentile(sorted_ms, 0.50), 2),
+        "p99_ms": round(percentile(sorted_ms, 0.99), 2),
+        "turns": len(sorted_ms),
     }
 
 
@@ -662,10 +738,15 @@ def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def targets(
-    results: dict[str, dict[str, Any]], rat: dict[str, dict[str, Any]]
+    results: dict[str, dict[str, Any]],
+    rat: dict[str, dict[str, Any]],
+    store_wait: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> dict[str, bool]:
     """Issue 29's targets that this run's user counts speak to."""
     met: dict[str, bool] = {}
+    wait = (store_wait or {}).get("1000", {}).get("helmlog_redis")
+    if wait is not None:
+        met["redis_store_wait_p50_le_5ms"] = wait["p50_ms"] <= TARGET_STORE_WAIT_MS
     if "redis_vs_memory_cpu" in rat.get("1000", {}):
         red = results["1000"]["helmlog_redis"]
         ratio = rat["1000"]["redis_vs_memory_cpu"]
@@ -718,6 +799,12 @@ def summary(line: dict[str, Any]) -> str:
                 f"older {c['gc_older_collections']:.0f} max "
                 f"{c['gc_older_max_ms']:.0f} ms)  "
                 f"{c['memory_per_session_bytes'] / 1e3:,.1f} kB/session"
+            )
+        wait = line["store_wait"].get(users, {}).get("helmlog_redis")
+        if wait is not None:
+            lines.append(
+                f"    helmlog_redis store wait per turn p50 {wait['p50_ms']:.1f} ms "
+                f"p99 {wait['p99_ms']:.1f} ms ({wait['turns']} timed turns)"
             )
         lines.append(f"    ratios {line['ratios'][users]}")
     lines.append(f"  targets {line['targets']}")
@@ -783,7 +870,8 @@ def main() -> int:
         "versions": versions(),
         "results": out["results"],
         "ratios": rat,
-        "targets": targets(out["results"], rat),
+        "store_wait": out["store_wait"],
+        "targets": targets(out["results"], rat, out["store_wait"]),
         "skipped": out["skipped"],
     }
     print(summary(line))
