@@ -5,7 +5,8 @@ Pattern: an async context manager over the SDK's ``ClientSession`` (the
          command (``_stdio``), a URL (``_http``) or a server in this process;
          to a dual-era URL, a 2026-07-28 session beside it (``_open_modern``).
 Role:    gateway layer; ``McpProxy`` opens one for its life.
-Emits:   nothing; notifications go to ``on_notification`` (list_changed).
+Emits:   nothing; notifications go to ``on_notification`` (list_changed; on a
+         2026-era link, from its ``subscriptions/listen`` stream).
 
 Laws: P25 (no start against an upstream that does not connect; cancel and
 progress relayed; a ``tools/call`` in its client's era, ``CALL_ERA``), S7, H4.
@@ -46,6 +47,7 @@ from mcp.client.subscriptions import (
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.memory import create_client_server_memory_streams
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import HEADER_MISMATCH
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, TypeAdapter
@@ -269,8 +271,14 @@ class Upstream:
             self._posts = FastPosts(
                 self._link, session.protocol_version, self._incoming
             )
-            if self.mode == "auto" and isinstance(init, types.InitializeResult):
+        try:
+            if isinstance(init, types.DiscoverResult):  # a 2026-era link: listen on it
+                await self._listen_on(stack, session, init.capabilities)
+            elif self._link is not None and self.mode == "auto":
                 await self._open_modern(stack)
+        except Exception as exc:
+            await self.close()
+            raise UpstreamError(self.label, _cause(exc)) from exc
         return init
 
     async def _open_modern(self, stack: contextlib.AsyncExitStack) -> None:
@@ -294,17 +302,27 @@ class Upstream:
                     _cause(exc),
                 )
                 return
-            kinds = _list_changed_kinds(found.capabilities)
-            if kinds:
-                group = await opening.enter_async_context(anyio.create_task_group())
-                opening.callback(group.cancel_scope.cancel)  # first out: the stream
-                self.listening = await group.start(self._listen, modern, kinds)
+            await self._listen_on(opening, modern, found.capabilities)
             stack.push_async_callback(opening.pop_all().aclose)
         self.modern = modern
         if self.fast:
             self._modern_posts = FastPosts(
                 link, modern.protocol_version, self._incoming, stamp=modern._stamp
             )
+
+    async def _listen_on(
+        self,
+        stack: contextlib.AsyncExitStack,
+        session: ClientSession,
+        caps: types.ServerCapabilities,
+    ) -> None:
+        """Open the ``subscriptions/listen`` stream of the list_changed kinds
+        ``caps`` announces on ``session``, held until ``stack`` closes."""
+        kinds = _list_changed_kinds(caps)
+        if kinds:
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)  # first out: the stream
+            self.listening = await group.start(self._listen, session, kinds)
 
     async def _listen(
         self,
@@ -378,6 +396,8 @@ class Upstream:
     async def _incoming(self, message: Any) -> None:
         if isinstance(message, Exception) or self.on_notification is None:
             return
+        if _on_a_listen_stream(message):
+            return  # the session's copy of a listen frame: ``_event`` relays it
         await self.on_notification(message)
 
     def _live(self) -> ClientSession:
@@ -602,6 +622,13 @@ async def _negotiate(session: ClientSession, mode: str) -> Connected:
         return await session.initialize()
     except MCPError:  # a 2026-only server: no handshake
         return await session.discover()
+
+
+def _on_a_listen_stream(message: Any) -> bool:
+    """Whether a notification is a listen stream's frame (its subscription id
+    in ``_meta``), which the session also hands its message handler."""
+    meta = getattr(getattr(message, "params", None), "meta", None)
+    return isinstance(meta, dict) and SUBSCRIPTION_ID_META_KEY in meta
 
 
 def _list_changed_kinds(caps: types.ServerCapabilities) -> dict[str, bool]:

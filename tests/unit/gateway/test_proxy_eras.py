@@ -13,12 +13,14 @@ Laws: P25 (a 2026-era client's ``tools/call`` reaches the upstream as a
 the fast paths on and off, the same answers and audit rows; progress and a
 cancel relay in the 2026 era; a tool's ``notify_tools_changed``, which
 reaches only ``subscriptions/listen`` streams, reaches every live client
-session through the proxy and clears its cached schemas, P27).
+session through the proxy and clears its cached schemas, P27; so does one
+of an upstream reached in the 2026 era alone, over HTTP and stdio).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -214,3 +216,26 @@ async def test_p25_a_tools_param_header_is_learnt_by_listing_again(fast: bool) -
             first = text_of(await modern.call_tool("regional", {"region": "eu"}))
             second = text_of(await modern.call_tool("regional", {"region": "us"}))
     assert ["eu", "us"] == [first, second]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_p25_a_2026_era_upstreams_changes_reach_every_live_session(
+    transport: str,
+) -> None:
+    """P25: an upstream reached in the 2026 era alone (``server/discover``):
+    a tool's ``notify_tools_changed`` reaches an idle and a calling session
+    through the listen stream the proxy holds on its one session."""
+    seen: list[str] = []
+    with http_upstream() as url:
+        command = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
+        proxy = McpProxy(url if transport == "http" else command)
+        proxy.upstream.mode = MODERN
+        async with (
+            proxy,
+            through(proxy, message_handler=_on_list_changed(seen, "idle")),
+            through(proxy, message_handler=_on_list_changed(seen, "caller")) as caller,
+        ):
+            assert MODERN == proxy.upstream.protocol_version
+            await caller.call_tool("announce_changed", {})
+            await until("both sessions", lambda: sorted(seen) == ["caller", "idle"], 10)
+    assert ["caller", "idle"] == sorted(seen)
