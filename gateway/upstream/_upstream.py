@@ -8,8 +8,8 @@ Role:    gateway layer; ``McpProxy`` opens one for its life.
 Emits:   nothing; notifications go to ``on_notification`` (list_changed; on a
          2026-era link, from its ``subscriptions/listen`` stream).
 
-Laws: P25 (no start against an upstream that does not connect; cancel and
-progress relayed; a ``tools/call`` in its client's era, ``CALL_ERA``), S7, H4.
+Laws: P25 (no start on an upstream that does not connect; cancel, progress
+relayed; a call in its client's era; a lost listen stream re-opened), S7, H4.
 
 Why the second session: a 2026-era client's call goes as the request of no
 session the upstream answers most cheaply (bench/proxy.py), and it holds the
@@ -80,6 +80,25 @@ _NOTES: dict[type[Any], Callable[[], Any]] = {
     PromptsListChanged: types.PromptListChangedNotification,
     ResourcesListChanged: types.ResourceListChangedNotification,
 }
+_MISSED: dict[str, Callable[[], Any]] = {
+    "tools": types.ToolListChangedNotification,
+    "prompts": types.PromptListChangedNotification,
+    "resources": types.ResourceListChangedNotification,
+}
+
+# A listen stream lost is opened again after a wait doubling from the first
+# to the cap (P25); a stream held the cap's length resets the wait.
+LISTEN_RETRY_S = 0.1
+LISTEN_RETRY_CAP_S = 5.0
+_LISTEN_LOST = (
+    MCPError,
+    SubscriptionLost,
+    RuntimeError,  # the SDK's transport gone, or its session closed
+    TimeoutError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    httpx2.HTTPError,
+)
 
 
 class _RawParams(types.RequestParams):
@@ -332,25 +351,72 @@ class Upstream:
         task_status: TaskStatus[bool] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Hold the ``subscriptions/listen`` stream; each change event goes to
-        ``on_notification`` as the handshake era's notification of it."""
-        started = False
-        try:
-            async with listen(
-                session,
-                tools_list_changed=kinds.get("tools", False),
-                prompts_list_changed=kinds.get("prompts", False),
-                resources_list_changed=kinds.get("resources", False),
-            ) as events:
-                started = True
-                task_status.started(True)
-                async for event in events:
-                    await self._event(event)
-        except (MCPError, SubscriptionLost, TimeoutError) as exc:
-            log.warning(
-                "proxy: upstream %s's listen stream ended: %s", self.label, _cause(exc)
-            )
-        if not started:
-            task_status.started(False)
+        ``on_notification`` as the handshake era's notification of it.
+
+        A stream that ends (the upstream restarts, the connection breaks) is
+        opened again after a wait doubling from ``LISTEN_RETRY_S`` to
+        ``LISTEN_RETRY_CAP_S`` (back to the first after a stream held
+        ``LISTEN_RETRY_CAP_S``); the loss is logged once (WARNING), the
+        recovery once (INFO). Changes may have been missed meanwhile, so a
+        re-opened stream counts as one change of each kind (``_missed``). A
+        first stream that does not open is not retried (``listening`` False).
+        Cancelled when the upstream closes (its task group's scope)."""
+        wait = LISTEN_RETRY_S
+        opened = False  # a stream was acknowledged once: retry from now on
+        while True:
+            held: float | None = None
+            try:
+                async with listen(
+                    session,
+                    tools_list_changed=kinds.get("tools", False),
+                    prompts_list_changed=kinds.get("prompts", False),
+                    resources_list_changed=kinds.get("resources", False),
+                ) as events:
+                    held = anyio.current_time()
+                    if opened:
+                        log.info(
+                            "proxy: upstream %s's listen stream is open again",
+                            self.label,
+                        )
+                        await self._missed(kinds)
+                    else:
+                        opened = True
+                        task_status.started(True)
+                    async for event in events:
+                        await self._event(event)
+                cause = "closed by the upstream"
+            except _LISTEN_LOST as exc:
+                cause = _cause(exc)
+            if not opened:
+                log.warning(
+                    "proxy: upstream %s's listen stream did not open: %s",
+                    self.label,
+                    cause,
+                )
+                task_status.started(False)
+                return
+            if held is not None:  # a stream was held, and is lost
+                log.warning(
+                    "proxy: upstream %s's listen stream ended (%s); opening it again",
+                    self.label,
+                    cause,
+                )
+                if anyio.current_time() - held >= LISTEN_RETRY_CAP_S:
+                    wait = LISTEN_RETRY_S
+            else:
+                log.debug(
+                    "proxy: upstream %s's listen stream is not open yet: %s",
+                    self.label,
+                    cause,
+                )
+            await anyio.sleep(wait)
+            wait = min(wait * 2, LISTEN_RETRY_CAP_S)
+
+    async def _missed(self, kinds: dict[str, bool]) -> None:
+        """A re-opened stream: one list_changed of each kind listened for (the
+        cached schemas cleared, every live session told; a client re-lists)."""
+        for kind in kinds:
+            await self._incoming(_MISSED[kind]())
 
     async def _event(self, event: ServerEvent) -> None:
         make = _NOTES.get(type(event))

@@ -14,12 +14,21 @@ the fast paths on and off, the same answers and audit rows; progress and a
 cancel relay in the 2026 era; a tool's ``notify_tools_changed``, which
 reaches only ``subscriptions/listen`` streams, reaches every live client
 session through the proxy and clears its cached schemas, P27; so does one
-of an upstream reached in the 2026 era alone, over HTTP and stdio).
+of an upstream reached in the 2026 era alone, over HTTP and stdio; a listen
+stream lost when the upstream restarts is opened again, counted as one change
+of each kind, logged once with no secret, and the proxy closes cleanly while
+it is down).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
 import json
+import logging
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,10 +43,10 @@ from mcp.client.session import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
 
 from helmlog.events import ProxyCallFinished
-from helmlog.gateway import McpProxy, ProxyAudit
+from helmlog.gateway import HttpUpstream, McpProxy, ProxyAudit
 
 from ...polling import until
-from .http_helpers import http_client, http_upstream
+from .http_helpers import free_port, http_client, http_upstream
 from .proxy_helpers import text_of, through
 
 pytestmark = pytest.mark.timeout(120)
@@ -239,3 +248,201 @@ async def test_p25_a_2026_era_upstreams_changes_reach_every_live_session(
             await caller.call_tool("announce_changed", {})
             await until("both sessions", lambda: sorted(seen) == ["caller", "idle"], 10)
     assert ["caller", "idle"] == sorted(seen)
+
+
+class _Restartable:
+    """The FastMCP upstream on one port, killed (as a crash: its listen
+    streams break) and started again on the same port, without blocking the
+    event loop the proxy runs on."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.unit.gateway.upstream_server",
+                "--http",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        await until("the FastMCP upstream listens", self._listening, 30)
+
+    def _listening(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, "it exited"
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+        except OSError:
+            return False
+        return True
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _kinds_heard(heard: list[str]) -> Any:
+    async def on(message: Any) -> None:
+        kind = _KIND.get(type(message))
+        if kind is not None:
+            heard.append(kind)
+
+    return on
+
+
+_KIND = {
+    types.ToolListChangedNotification: "tools",
+    types.PromptListChangedNotification: "prompts",
+    types.ResourceListChangedNotification: "resources",
+}
+
+
+ALL = ["prompts", "resources", "tools"]  # the kinds this upstream announces (2026)
+
+
+def _proxy_logs(caplog: pytest.LogCaptureFixture, text: str, level: int) -> int:
+    return sum(
+        1
+        for r in caplog.records
+        if r.name == "helmlog.proxy" and r.levelno == level and text in r.getMessage()
+    )
+
+
+class _Relay:
+    """A TCP relay in front of the upstream whose ``cut`` aborts every
+    connection through it (the upstream process and its sessions live on),
+    as a load balancer or a network break drops a long-lived stream."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> _Relay:
+        self._server = await asyncio.start_server(self._pipe, "127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        self.cut()
+        await self._server.wait_closed()
+
+    async def _pipe(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        ur, uw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self._writers += [w, uw]
+
+        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):  # the other side cut or gone
+                while chunk := await src.read(65536):
+                    dst.write(chunk)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(copy(r, uw), copy(ur, w))
+
+    def cut(self) -> None:
+        writers, self._writers = self._writers, []
+        for w in writers:
+            w.transport.abort()
+
+
+SECRET = "listen-bearer-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("era", "drop"),
+    [("dual", "cut"), ("2026 only", "cut"), ("2026 only", "restart")],
+)
+async def test_p25_a_lost_listen_stream_heals_and_counts_as_a_change(
+    era: str, drop: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """P25, P27, P26: the listen stream drops (its connection cut, or the
+    upstream restarted on its port); it is opened again, every live session
+    hears one list_changed of each kind the upstream announces and the cached
+    schemas are forgotten (changes may have been missed); a tool's
+    ``notify_tools_changed`` after the recovery reaches a live session; the
+    loss is one WARNING, the recovery one INFO, no log line holds the bearer."""
+    caplog.set_level(logging.DEBUG, logger="helmlog.proxy")
+    heard: list[str] = []
+    upstream = _Restartable()
+    await upstream.start()
+    try:
+        async with _Relay(upstream.port) as relay:
+            url = relay.url if drop == "cut" else upstream.url
+            proxy = McpProxy(HttpUpstream(url, bearer=SECRET))
+            if era == "2026 only":
+                proxy.upstream.mode = MODERN
+            async with (
+                proxy,
+                through(proxy, message_handler=_kinds_heard(heard)) as idle,
+                modern_through(proxy) as caller,
+            ):
+                assert proxy.upstream.listening
+                await idle.list_tools()
+                listed = proxy.routing.input_schema("echo") is not None
+                if drop == "cut":
+                    relay.cut()
+                else:
+                    upstream.kill()
+                await until(
+                    "the loss logged",
+                    lambda: _proxy_logs(caplog, "stream ended", logging.WARNING),
+                    10,
+                )
+                if drop == "restart":
+                    await upstream.start()
+                await until(
+                    "the recovery logged",
+                    lambda: _proxy_logs(caplog, "open again", logging.INFO),
+                    20,
+                )
+                await until("the fan-out", lambda: sorted(heard), 10, ok=ALL.__eq__)
+                forgotten = proxy.routing.input_schema("echo") is None
+                heard.clear()
+                await caller.call_tool("announce_changed", {})
+                await until("the tool's change", lambda: heard == ["tools"], 10)
+    finally:
+        upstream.kill()
+    assert (True, True) == (listed, forgotten)
+    assert 1 == _proxy_logs(caplog, "stream ended", logging.WARNING)
+    assert 1 == _proxy_logs(caplog, "open again", logging.INFO)
+    assert not [r for r in caplog.records if SECRET in r.getMessage()]
+
+
+async def test_p25_the_proxy_closes_cleanly_while_its_listen_stream_is_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """P25: the upstream gone for good, the proxy retrying its listen stream
+    closes at once, its retrying task cancelled with it (no task left
+    pending, no error logged)."""
+    caplog.set_level(logging.DEBUG)
+    upstream = _Restartable()
+    await upstream.start()
+    try:
+        proxy = McpProxy(upstream.url)
+        with anyio.fail_after(30):
+            async with proxy:
+                assert proxy.upstream.listening
+                upstream.kill()
+                await until(
+                    "a retry refused",
+                    lambda: _proxy_logs(caplog, "not open yet", logging.DEBUG),
+                    10,
+                )
+                closing = anyio.current_time()
+        closed_in = anyio.current_time() - closing
+    finally:
+        upstream.kill()
+    gc.collect()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert (None, True) == (proxy.upstream.session, closed_in < 5)
