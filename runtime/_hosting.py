@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Coroutine
+from typing import Any, TypeVar
 
 from helmlog.events import CheckpointError, HelmlogError
 from helmlog.events.lowlevel import sign_checkpoint
@@ -196,11 +196,20 @@ class Hosting:
             await self._loop.fail(s, exc)
             await self.after(s)
             raise
-        # ``after``, inlined: no coroutine for a cache that is whole.
-        if s.journal.broken:
-            await self.refold(s)
-        self._cursor.settle(s.journal.folder, self._config.store.chain_key)
+        settling = self.settled(s)
+        if settling is not None:
+            await settling
         return out
+
+    def settled(self, s: Session) -> Coroutine[Any, Any, None] | None:
+        """An operation ended without a raise (``guard``'s end, and a steered
+        step's, which runs its body inline): the checkpoint moved now, or,
+        for a broken cache, the coroutine that re-folds it first (``after``),
+        to await. No coroutine for a cache that is whole."""
+        if s.journal.broken:
+            return self.after(s)
+        self._cursor.settle(s.journal.folder, self._config.store.chain_key)
+        return None
 
     def result(self, s: Session, out: str | AskPause) -> TurnResult:
         """What an operation on ``s`` came to, read while it still holds the

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 from helmlog.events import (
@@ -332,22 +332,14 @@ class SteeredTurn:
 
     # ``Hosting.guard`` taken apart for the hot steps (issue 27's figure): a
     # step runs its body inline, hands a raise to ``guard`` (recorded once,
-    # G91, re-raised) and settles as ``guard`` does; no coroutine for the
-    # guard and none for the body on the path where nothing raises.
+    # G91, re-raised) and settles as ``guard`` does (``Hosting.settled``); no
+    # coroutine for the guard and none for the body on the path where nothing
+    # raises.
 
     async def _failed(self, s: Session, exc: BaseException) -> NoReturn:
         """``Hosting.guard``'s raise path for a step's body that raised ``exc``."""
         await self.steering._hosting.guard(s, _raising(exc))
         raise AssertionError("unreachable: guard re-raises")  # pragma: no cover
-
-    def _settled(self, s: Session) -> Coroutine[Any, Any, None] | None:
-        """``Hosting.guard``'s end when nothing raised: a broken cache re-folded
-        (the coroutine returned, to await), else the checkpoint moved now."""
-        hosting = self.steering._hosting
-        if s.journal.broken:
-            return hosting.after(s)
-        hosting._cursor.settle(s.journal.folder, self.steering._config.store.chain_key)
-        return None
 
     # -- the model ----------------------------------------------------------
 
@@ -373,7 +365,7 @@ class SteeredTurn:
                     await pending
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self._settled(s)
+            settling = self.steering._hosting.settled(s)
             if settling is not None:
                 await settling
             return messages
@@ -413,7 +405,7 @@ class SteeredTurn:
                     await pending
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self._settled(s)
+            settling = self.steering._hosting.settled(s)
             if settling is not None:
                 await settling
         finally:
@@ -449,7 +441,7 @@ class SteeredTurn:
                 outcome = await self._call(s, proposed, tool)
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self._settled(s)
+            settling = self.steering._hosting.settled(s)
             if settling is not None:
                 await settling
             return outcome
@@ -503,7 +495,7 @@ class SteeredTurn:
                 admitted = await self._admit(s, proposed, tool)
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self._settled(s)
+            settling = self.steering._hosting.settled(s)
             if settling is not None:
                 await settling
             return admitted
@@ -578,7 +570,7 @@ class SteeredTurn:
                 ran = await self._after(s, proposed, tool, result, error, duration_ms)
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self._settled(s)
+            settling = self.steering._hosting.settled(s)
             if settling is not None:
                 await settling
             return ran
