@@ -222,7 +222,7 @@ class Upstream:
         # ``gateway.fast.stdio_upstream``): opened with ``fast`` on at ``open``.
         self._raw: RawCalls | None = None
         # A dual-era HTTP upstream's 2026-07-28 session (see the module), its
-        # fast path, and whether its listen stream was acknowledged.
+        # fast path, and whether its listen stream is held (acknowledged).
         self.modern: ClientSession | None = None
         self._modern_posts: FastPosts | None = None
         self.listening = False
@@ -373,6 +373,7 @@ class Upstream:
                     resources_list_changed=kinds.get("resources", False),
                 ) as events:
                     held = anyio.current_time()
+                    self.listening = True
                     if opened:
                         log.info(
                             "proxy: upstream %s's listen stream is open again",
@@ -396,6 +397,7 @@ class Upstream:
                 task_status.started(False)
                 return
             if held is not None:  # a stream was held, and is lost
+                self.listening = False
                 log.warning(
                     "proxy: upstream %s's listen stream ended (%s); opening it again",
                     self.label,

@@ -400,6 +400,7 @@ async def test_p25_a_lost_listen_stream_heals_and_counts_as_a_change(
                     10,
                 )
                 if drop == "restart":
+                    assert not proxy.upstream.listening  # down till it is back
                     await upstream.start()
                 await until(
                     "the recovery logged",
@@ -411,9 +412,10 @@ async def test_p25_a_lost_listen_stream_heals_and_counts_as_a_change(
                 heard.clear()
                 await caller.call_tool("announce_changed", {})
                 await until("the tool's change", lambda: heard == ["tools"], 10)
+                listening = proxy.upstream.listening
     finally:
         upstream.kill()
-    assert (True, True) == (listed, forgotten)
+    assert (True, True, True) == (listed, forgotten, listening)
     assert 1 == _proxy_logs(caplog, "stream ended", logging.WARNING)
     assert 1 == _proxy_logs(caplog, "open again", logging.INFO)
     assert not [r for r in caplog.records if SECRET in r.getMessage()]
