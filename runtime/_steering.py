@@ -365,8 +365,7 @@ class SteeredTurn:
                     await pending
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self.steering._hosting.settled(s)
-            if settling is not None:
+            if (settling := self.steering._hosting.settled(s)) is not None:
                 await settling
             return messages
         finally:
@@ -405,8 +404,7 @@ class SteeredTurn:
                     await pending
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self.steering._hosting.settled(s)
-            if settling is not None:
+            if (settling := self.steering._hosting.settled(s)) is not None:
                 await settling
         finally:
             self._leave(s)
@@ -441,8 +439,7 @@ class SteeredTurn:
                 outcome = await self._call(s, proposed, tool)
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self.steering._hosting.settled(s)
-            if settling is not None:
+            if (settling := self.steering._hosting.settled(s)) is not None:
                 await settling
             return outcome
         finally:
@@ -495,8 +492,7 @@ class SteeredTurn:
                 admitted = await self._admit(s, proposed, tool)
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self.steering._hosting.settled(s)
-            if settling is not None:
+            if (settling := self.steering._hosting.settled(s)) is not None:
                 await settling
             return admitted
         finally:
@@ -570,8 +566,7 @@ class SteeredTurn:
                 ran = await self._after(s, proposed, tool, result, error, duration_ms)
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
-            settling = self.steering._hosting.settled(s)
-            if settling is not None:
+            if (settling := self.steering._hosting.settled(s)) is not None:
                 await settling
             return ran
         finally:

@@ -373,61 +373,48 @@ class ProxySession:
         ``tasks()`` whether it may be answered with a task."""
         era = CALL_ERA.set(version)
         try:
-            return await self._tool_call_in_era(
-                params, wire, pctx, version, progress, tasks
+            simple = self.routing.raw_params(wire) if self.fast else None
+            sid = self.audit_session
+            if simple is not None:
+                self.answered += 1
+                forward = _clean_raw(simple)
+                raw = await self.accounting.run(
+                    sid,
+                    pctx,
+                    simple["name"],
+                    simple.get("arguments"),
+                    forward.get("_meta"),
+                    lambda s: self._judged(
+                        simple["name"], self.routing.tool_raw(forward, pctx, s), s
+                    ),
+                )
+                if version in MODERN_PROTOCOL_VERSIONS and isinstance(raw, dict):
+                    # a handshake-era upstream's answer to a 2026-era client: the
+                    # one field that revision requires (the model path's default)
+                    raw = {"resultType": "complete", **raw}
+                return raw
+            governed = (
+                self.routing.governed_params(wire)
+                if self.fast and progress is None
+                else None
             )
+            asked = Asked()
+            token = ASKED.set(asked)
+            try:
+                if governed is None:
+                    req = types.CallToolRequest(params=_clean(params))
+                    out = await self.routed(req, pctx, progress, wire)
+                else:
+                    out = await self._governed(governed, wire, pctx)
+            finally:
+                ASKED.reset(token)
+            if asked.view is not None and tasks():
+                return asked.view.wire(result_type="task")  # S10 through P14
+            if version in MODERN_PROTOCOL_VERSIONS and isinstance(out, dict):
+                out = {"resultType": "complete", **out}  # as the JSON path's
+            return out
         finally:
             CALL_ERA.reset(era)
-
-    async def _tool_call_in_era(
-        self,
-        params: types.CallToolRequestParams,
-        wire: Any,
-        pctx: ProxyContext,
-        version: str,
-        progress: Callable[..., Awaitable[None]] | None,
-        tasks: Callable[[], bool],
-    ) -> Any:
-        simple = self.routing.raw_params(wire) if self.fast else None
-        sid = self.audit_session
-        if simple is not None:
-            self.answered += 1
-            forward = _clean_raw(simple)
-            raw = await self.accounting.run(
-                sid,
-                pctx,
-                simple["name"],
-                simple.get("arguments"),
-                forward.get("_meta"),
-                lambda s: self._judged(
-                    simple["name"], self.routing.tool_raw(forward, pctx, s), s
-                ),
-            )
-            if version in MODERN_PROTOCOL_VERSIONS and isinstance(raw, dict):
-                # a handshake-era upstream's answer to a 2026-era client: the
-                # one field that revision requires (the model path's default)
-                raw = {"resultType": "complete", **raw}
-            return raw
-        governed = (
-            self.routing.governed_params(wire)
-            if self.fast and progress is None
-            else None
-        )
-        asked = Asked()
-        token = ASKED.set(asked)
-        try:
-            if governed is None:
-                req = types.CallToolRequest(params=_clean(params))
-                out = await self.routed(req, pctx, progress, wire)
-            else:
-                out = await self._governed(governed, wire, pctx)
-        finally:
-            ASKED.reset(token)
-        if asked.view is not None and tasks():
-            return asked.view.wire(result_type="task")  # S10 through P14
-        if version in MODERN_PROTOCOL_VERSIONS and isinstance(out, dict):
-            out = {"resultType": "complete", **out}  # as the JSON path's
-        return out
 
     async def _governed(
         self, simple: dict[str, Any], wire: Any, pctx: ProxyContext
