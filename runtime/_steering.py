@@ -360,8 +360,7 @@ class SteeredTurn:
                 f = j.folder
                 TurnBudget(self.steering._config).before_model_call(f)
                 messages = self.steering._loop.model_started(s, f.iteration + 1)
-                pending = j.flush_now()
-                if pending is not None:
+                if (pending := j.flush_now()) is not None:
                     await pending
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)
@@ -399,8 +398,7 @@ class SteeredTurn:
             try:
                 withheld = self.steering._config.output_governed
                 record_reply(j, reply, j.folder.iteration, duration_ms, withheld)
-                pending = j.flush_now()
-                if pending is not None:
+                if (pending := j.flush_now()) is not None:
                     await pending
             except BaseException as exc:  # noqa: BLE001 - guard records it, re-raises (G91)
                 await self._failed(s, exc)

@@ -40,6 +40,25 @@ class Warm:
     """A long-lived object (tracked: it has a ``__dict__``)."""
 
 
+# The frozen set's own count, beside the recording one ``reads`` installs.
+count = gc.get_freeze_count
+
+
+@pytest.fixture
+def reads(collector: None, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The collector settled, and every count of its frozen set the hook
+    makes from then on (``gc.get_freeze_count``, a walk of it), recorded."""
+    settle_collector()
+    made: list[int] = []
+
+    def counted() -> int:
+        made.append(count())
+        return made[-1]
+
+    monkeypatch.setattr(gc, "get_freeze_count", counted)
+    return made
+
+
 def _watched(obj: object) -> bool:
     return any(o is obj for o in gc.get_objects())
 
@@ -119,21 +138,12 @@ def test_cycles_frozen_while_alive_are_freed_once_the_frozen_set_doubles(
 
 
 def test_a_frozen_set_that_only_churns_is_not_walked_to_count_it(
-    collector: None, monkeypatch: pytest.MonkeyPatch
+    reads: list[int],
 ) -> None:
     """Issue 29 item 2: turns in flight frozen by a middle collection and
     freed soon after (the heap does not grow) never make the hook count the
     frozen set, a walk of all of it (15-34 ms at 120,000 objects under load),
     however far its upper bound has passed the limit."""
-    settle_collector()
-    count = gc.get_freeze_count
-    reads: list[int] = []
-
-    def counted() -> int:
-        reads.append(count())
-        return reads[-1]
-
-    monkeypatch.setattr(gc, "get_freeze_count", counted)
     frozen_at_start = count()
     for _ in range(24):
         # A quarter of the limit's room: about half of it in heap blocks (an
@@ -147,7 +157,7 @@ def test_a_frozen_set_that_only_churns_is_not_walked_to_count_it(
 
 
 def test_a_frozen_set_held_near_its_limit_is_counted_once_per_quarter_of_growth(
-    collector: None, monkeypatch: pytest.MonkeyPatch
+    reads: list[int],
 ) -> None:
     """Issue 29 item 2: a live set that grows (resident sessions) holds the
     frozen count just under its limit, where little room is left; the heap
@@ -155,15 +165,6 @@ def test_a_frozen_set_held_near_its_limit_is_counted_once_per_quarter_of_growth(
     quarter of the limit of growth (a count walks the whole frozen list,
     18-38 ms at 1,000 users), not at every step, and still counted as it
     grows (frozen garbage is still found)."""
-    settle_collector()
-    count = gc.get_freeze_count
-    reads: list[int] = []
-
-    def counted() -> int:
-        reads.append(count())
-        return reads[-1]
-
-    monkeypatch.setattr(gc, "get_freeze_count", counted)
     limit = 2 * max(count(), 50_000)
     residents = [Warm() for _ in range(int(limit * 0.92) - count())]
     gc.collect(1)  # alive: frozen by the hook, 0.08 of the limit left
