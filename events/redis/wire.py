@@ -128,27 +128,6 @@ def _marked(replies: list[Any], name: str, only: Sequence[int] | None = None) ->
             replies[i] = _lost(name, replies[i])
 
 
-async def _send(conn: Any, packed: bytes) -> None:
-    """Write ``packed`` on a connected ``conn``, as redis-py's
-    ``send_packed_command`` does, under the caller's deadline.
-
-    Written to the connection's own stream writer (redis-py keeps it as
-    ``_writer``): redis-py's method wraps the write in ``asyncio.wait_for``,
-    a task and a timer per round trip, which the round trip's one deadline
-    replaces. A socket error is redis-py's ``ConnectionError``, as there; a
-    connection without the writer is written through redis-py's method.
-    """
-    writer = getattr(conn, "_writer", None)
-    if writer is None:
-        await conn.send_packed_command(packed, check_health=False)
-        return
-    try:
-        writer.write(packed)
-        await writer.drain()
-    except OSError as exc:
-        raise RedisConnectionError(f"Error while writing to socket: {exc}") from exc
-
-
 async def _replies(conn: Any, n: int) -> list[Any]:
     """The next ``n`` replies on ``conn``, raw (stored bytes stay bytes), an
     error reply in its command's place as a ``ResponseError``.
@@ -271,12 +250,11 @@ class Wire:
                 # R24: from the first byte written, what runs is unknown
                 # until every reply has come.
                 sent = True
+                await conn.send_packed_command(packed, check_health=False)
                 # One deadline (the socket timeout) for the whole round trip,
-                # the write included, not one per step: redis-py's per-read
-                # timeout costs more than parsing a reply, and its write's
-                # a task of its own (bench/ledger.py).
+                # not one per reply: redis-py's per-read timeout costs more
+                # than parsing a reply (bench/ledger.py).
                 async with asyncio.timeout(conn.socket_timeout):
-                    await _send(conn, packed)
                     replies = await _replies(conn, len(commands))
                 return replies, lost is not None
             except RedisConnectionError as exc:
