@@ -55,6 +55,7 @@ class Appender:
     __slots__ = (
         "_acks",
         "_backend",
+        "_carrying",
         "_flusher",
         "_heads",
         "_outbox",
@@ -86,6 +87,9 @@ class Appender:
         # Appends that landed and wait for their index entries to be sent.
         self._acks: list[QueuedAppend] = []
         self._flusher: asyncio.Task[None] | None = None
+        # The round trip under way, by each session whose append it carries
+        # (``settled``): a future done when that round trip has ended.
+        self._carrying: dict[str, asyncio.Future[None]] = {}
         self.closed = False
         # The store's log of signed heads (issue 30), set by the store.
         self.headlog: RedisHeadLog | None = None
@@ -93,6 +97,24 @@ class Appender:
     def flushing(self) -> bool:
         """Whether the flusher is sending (the outbox waits for it)."""
         return self._flusher is not None and not self._flusher.done()
+
+    def carrying(self, session_id: str) -> asyncio.Future[None] | None:
+        """The round trip under way that carries an append of ``session_id``
+        (done when it has ended), or ``None``."""
+        return self._carrying.get(session_id)
+
+    async def settled(self, session_id: str) -> None:
+        """Return once no round trip under way carries an append of
+        ``session_id``: a read of the stream after it sees that append's
+        outcome. Why the store's reads wait for it (issue 29 item 5, R24):
+        a turn cancelled after the flusher took its append does not know
+        whether it landed and reads the stream back; read while the append
+        is still on its way, the stream looks as if it had not, and what
+        the turn records next conflicts with it."""
+        while (trip := self._carrying.get(session_id)) is not None:
+            # Shielded: a cancelled reader must not cancel the round trip's
+            # future, which every reader of the session shares.
+            await asyncio.shield(trip)
 
     async def head(self, session_id: str) -> tuple[int, str]:
         """The last head this store saw, else the stream's.
@@ -334,6 +356,7 @@ class Appender:
     async def send(self, batch: list[QueuedAppend], ops: list[Staged]) -> bool:
         """One round trip (two on a cluster when a turn starts); settles all."""
         acks, self._acks = self._acks, []
+        carried, trip = batch, self._carry(batch)
         try:
             self._outbox.inflight = ops
             premarks = [i.premark for i in batch if i.premark is not None]
@@ -433,6 +456,21 @@ class Appender:
             self.fail(
                 batch, f"an append to {self._backend.url} was interrupted", unknown=True
             )
+            if trip is not None:
+                for item in carried:
+                    if self._carrying.get(item.session_id) is trip:
+                        del self._carrying[item.session_id]
+                trip.set_result(None)
+
+    def _carry(self, batch: list[QueuedAppend]) -> asyncio.Future[None] | None:
+        """The future of a round trip that carries ``batch`` (``settled``),
+        set for each of its sessions before anything of it is sent."""
+        if not batch:
+            return None
+        trip = asyncio.get_running_loop().create_future()
+        for item in batch:
+            self._carrying[item.session_id] = trip
+        return trip
 
     def _log_commands(self, batch: list[QueuedAppend]) -> list[tuple[str, list[Arg]]]:
         """The log's share of each append with signed heads, on one server."""

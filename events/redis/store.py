@@ -181,9 +181,15 @@ class RedisEventStore:
         return self._appender.append_sealed(session_id, records, expected_seq, events)
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        # An append of the session on its way is read as it ends, not as the
+        # stream was before it (``Appender.settled``).
+        if self._appender.carrying(session_id) is not None:
+            await self._appender.settled(session_id)
         return await self._reader.read(session_id, after_seq)
 
     async def read_head(self, session_id: str) -> StreamHead | None:
+        if self._appender.carrying(session_id) is not None:
+            await self._appender.settled(session_id)
         return await self._reader.read_head(session_id)
 
     async def sessions(self) -> list[str]:

@@ -3,7 +3,8 @@
 Pattern: many sessions on one real ``RedisEventStore`` take a second turn at
          once; each turn is cancelled a different number of loop steps in, so
          the cancellations land before, during and after the appends' round
-         trips (as a server's teardown cancels every turn it holds).
+         trips (as a server's teardown cancels every turn it holds); and one
+         append held on its way by the server while its writer reads back.
 Role:    integration tests of the journal's and the Redis appender's
          cancellation paths, on a real redis-server.
 Emits:   nothing.
@@ -23,10 +24,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 import pytest
+import redis.asyncio as aioredis
 
 from helmlog import Agent, tool
 from helmlog.events import StoredEvent, verify_chain
 from helmlog.events.redis import RedisEventStore
+from helmlog.events.testing.support import filed
 from helmlog.runtime.providers import ProviderRequest, Reply, ToolCallRequest, scripted
 
 pytestmark = pytest.mark.redis
@@ -137,3 +140,31 @@ async def test_turns_cancelled_mid_append_record_error_fatal_never_a_value_error
     # Some cancellations caught appends on the wire: those batches landed and
     # were reported once each (what the ValueError stood in for before).
     assert [r for r in caplog.records if "landed" in r.getMessage()]
+
+
+async def test_a_read_sees_the_outcome_of_a_cancelled_append_already_on_its_way(
+    redis_url: str,
+) -> None:
+    """R24, issue 29 item 5: a writer cancelled once the flusher took its
+    append does not know whether it landed and reads the stream back; that
+    read waits for the round trip carrying the append and sees it, never the
+    stream as it was before (what the writer recorded next on that view
+    conflicted with the append once it landed). The server holds writes
+    (``CLIENT PAUSE ... WRITE``) while it serves reads, so the append is on
+    its way for as long as the pause lasts."""
+    store = RedisEventStore.from_url(redis_url)
+    admin = aioredis.Redis.from_url(redis_url)
+    try:
+        await store.append("s", filed(1), 0)
+        await admin.execute_command("CLIENT", "PAUSE", 1000, "WRITE")
+        writer = asyncio.create_task(store.append("s", filed(2), 1))
+        await asyncio.sleep(0.2)  # taken and written by the flusher, held
+        writer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await writer
+        assert [1, 2] == [record.seq for record in await store.read("s")]
+        assert 2 == (await store.read_head("s") or pytest.fail("no head")).seq
+    finally:
+        await admin.execute_command("CLIENT", "UNPAUSE")
+        await admin.aclose()
+        await store.close()
