@@ -211,8 +211,12 @@ class FastPosts:
         rid = f"hl-{next(self._ids)}"
         self.posted += 1
         if self.stamp is None:
-            body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
-            body |= {"method": "tools/call", "params": params}
+            body: dict[str, Any] = {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": params,
+            }
             headers = self._headers()
         else:
             body, headers = self._stamped(rid, params)
