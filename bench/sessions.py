@@ -35,6 +35,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from helmlog import Agent, ToolMiddleware, allow, tool
 from helmlog.events import EventStore, MemoryEventStore
 from helmlog.events.redis import RedisEventStore
@@ -51,6 +53,11 @@ WARM_CAP_S = 20.0  # the longest warm-up waits for every user's first turn
 DRAIN_CAP_S = 20.0  # the longest a window's end waits for turns under way
 REPETITIONS = 3
 MEMORY_SESSIONS = 200  # sessions run under tracemalloc, per case
+# Each case's event loop. uvloop is helmlog's own dependency, and the loop
+# its servers run on: uvicorn's (``helmlog serve``) and Ray's async actors
+# (a ``SessionHost``) both take it where it is installed. Every case runs on
+# the same one, so the ratios compare frameworks, not loops.
+LOOPS: dict[str, Any] = {"uvloop": uvloop.new_event_loop, "asyncio": None}
 # Issue 29's targets, each a ratio or a per-core figure of one run.
 TARGET_REDIS_VS_MEMORY_CPU = 1.15  # at 1,000 users
 TARGET_REDIS_CPU_US = 300.0
@@ -538,7 +545,12 @@ def make_case(name: str, redis_url: str) -> Case:
 
 
 def serve_case(
-    conn: Connection, name: str, users: int, redis_url: str, settle: bool
+    conn: Connection,
+    name: str,
+    users: int,
+    redis_url: str,
+    settle: bool,
+    loop: str = "uvloop",
 ) -> None:
     """A case's process, as a server runs it: build the case, run a first
     session, settle the collector where asked (as ``helmlog serve`` does once
@@ -550,7 +562,7 @@ def serve_case(
     except ImportError as exc:
         conn.send(("skipped", f"not installed ({exc.name})"))
         return
-    with asyncio.Runner() as runner:
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
         try:
             runner.run(_turns(case, case.session(f"n{users}-warm"), 1))
             frozen = settle_collector() if settle else 0
@@ -573,13 +585,15 @@ def serve_case(
 class CaseProcess:
     """The parent's handle on one case's process (``serve_case``)."""
 
-    def __init__(self, name: str, users: int, redis_url: str, settle: bool) -> None:
+    def __init__(
+        self, name: str, users: int, redis_url: str, settle: bool, loop: str
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.name = name
         self.conn, theirs = context.Pipe()
         self.process = context.Process(
             target=serve_case,
-            args=(theirs, name, users, redis_url, settle),
+            args=(theirs, name, users, redis_url, settle, loop),
             name=f"bench-{name}",
         )
         self.process.start()
@@ -624,6 +638,7 @@ def run(
     warm_s: float,
     settle: bool,
     names: tuple[str, ...] = CASES,
+    loop: str = "uvloop",
 ) -> dict[str, Any]:
     """Every case at every user count, each case in its own process (one
     per user count, started one after the other and warmed before any
@@ -645,7 +660,7 @@ def run(
             frozen[str(users)] = {}
             try:
                 for name in (n for n in CASES if n in names):
-                    child = CaseProcess(name, users, server.url, settle)
+                    child = CaseProcess(name, users, server.url, settle, loop)
                     kind, ready = child.answer()
                     if kind == "skipped":
                         skipped[name] = ready
@@ -781,6 +796,7 @@ def summary(line: dict[str, Any]) -> str:
         f"sessions per core: a {LATENCY_S * 1e3:.0f} ms model, "
         f"{TURNS_PER_SESSION} turns a session, {line['seconds']:g} s windows, "
         f"median of {line['repetitions']}; collector {line['collector']}; "
+        f"loop {line['loop']}; "
         f"load {line['loadavg']}"
     ]
     for users, cases in line["results"].items():
@@ -833,6 +849,13 @@ def main() -> int:
         default=",".join(CASES),
         help=f"comma-separated cases to run (default {','.join(CASES)})",
     )
+    parser.add_argument(
+        "--loop",
+        choices=tuple(LOOPS),
+        default="uvloop",
+        help="each case's event loop: uvloop (default), as `helmlog serve` "
+        "(uvicorn) and Ray's async actors run where it is installed, or asyncio's",
+    )
     args = parser.parse_args()
     names = tuple(n.strip() for n in args.cases.split(",") if n.strip())
     if not names or not set(names) <= set(CASES):
@@ -848,7 +871,7 @@ def main() -> int:
     if args.quick:
         user_counts, seconds, reps, mem, warm_s = [10], 0.4, 1, 10, 0.25
     settle = args.collector == "settled"
-    out = run(user_counts, seconds, reps, mem, warm_s, settle, names)
+    out = run(user_counts, seconds, reps, mem, warm_s, settle, names, args.loop)
     rat = ratios(out["results"])
     line = {
         "bench": "sessions",
@@ -857,6 +880,7 @@ def main() -> int:
         "seconds": seconds,
         "repetitions": reps,
         "collector": args.collector,
+        "loop": args.loop,
         "isolation": "a process per case",
         # The most any case's process froze when settled (each, per user
         # count, in frozen_objects_per_case).

@@ -61,6 +61,8 @@ def test_sessions_bench_quick_measures_every_case_in_one_run() -> None:
     line = json.loads(done.stdout.strip().splitlines()[-1])
 
     assert "sessions" == line["bench"]
+    # Every case on the loop helmlog's servers run on (uvicorn, Ray actors).
+    assert "uvloop" == line["loop"]
     assert {} == line["skipped"]  # both frameworks are in the dev group
     (users,) = line["results"]
     cases = line["results"][users]
