@@ -28,6 +28,7 @@ from .._codec import decode_envelope
 from .._envelope import Event, UnknownEvent
 from .._errors import LedgerOutcomeUnknownError, SequenceConflictError, StoreError
 from .._evidence_events import HeadSigned
+from .._facts import FACT_TYPE, FILED_TYPE
 from .._index import RELEVANT_TYPES, delta_of, encode_ask
 from .._signed_heads import head_leaves
 from .backend import Backend
@@ -45,6 +46,9 @@ log = logging.getLogger("helmlog.events")
 
 _MARKS_MAX: Final = 4_096
 _HEAD_SIGNED: Final = HeadSigned.type
+# The kinds a batch's facts come from (``fact_records``): a batch of none
+# projects no fact, and is not walked again for them (issue 29).
+_FACT_KINDS: Final = frozenset({FILED_TYPE, FACT_TYPE})
 # Index operations an append's caller waits for (read your writes).
 _ACKED: Final = frozenset({"A", "R", "C"})
 
@@ -255,7 +259,7 @@ class Appender:
         # One pass over the batch: its arguments, and which kinds it holds
         # (what the index, the facts and the log of heads need from it).
         push = args.append
-        relevant = signed = False
+        relevant = signed = facts = False
         seq = expected_seq
         for record in records:
             seq += 1
@@ -266,10 +270,12 @@ class Appender:
             kind = record.type or type_of(record)
             if kind in RELEVANT_TYPES:
                 relevant = True
+            elif kind in _FACT_KINDS:
+                facts = True
             elif kind == _HEAD_SIGNED:
                 signed = True
         n = self._backend.shard(session_id)
-        after = staged_fact_ops(n, session_id, records, events)
+        after = staged_fact_ops(n, session_id, records, events) if facts else []
         premark: Staged | None = None
         closing = False
         delta = delta_of(session_id, records) if relevant else None
