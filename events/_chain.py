@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from ._codec import (
-    _EVENT_OWNERS,
+    _EVENT_SEALERS,
     _NOT_SHOWN,
     CONTAINER_FIELDS,
     _json_encoder,
@@ -221,18 +221,16 @@ def seal_event(
         type=stamped.type,
         session_id=session_id,
     )
-    # ``stamped`` is fresh: no one else holds it to see it made whole.
-    # ``own_values(stamped)``, inlined (one call less per event).
-    owner = _EVENT_OWNERS.get(type(stamped))
-    if owner is not None and len(data) <= _OWN_MAX_BYTES:
-        changes = owner(stamped, 0)
-        if changes is not _NOT_SHOWN:
-            if changes:
-                for name, value in changes.items():
-                    _set(stamped, name, value)
-            if seq != 1:
-                _set(stamped, "session_id", session_id)
-            return record, stamped
+    # ``stamped`` is fresh: no one else holds it to see it made whole, so
+    # ``own_values``'s owner sets its owned copies and session id on it
+    # itself (``_EVENT_SEALERS``); one it refuses is dropped, partly set.
+    sealer = _EVENT_SEALERS.get(type(stamped))
+    if (
+        sealer is not None
+        and len(data) <= _OWN_MAX_BYTES
+        and sealer(stamped, session_id) is not _NOT_SHOWN
+    ):
+        return record, stamped
     return record, record.decode()
 
 

@@ -505,6 +505,19 @@ def _field_owner(info: Any) -> Owner | None:
     if cls in _field_owners:
         return _field_owners[cls]
     _field_owners[cls] = None  # a recursive type is left to the decoder
+    made: Owner | None = _generated_owner(info, in_place=False)
+    if made is not None:
+        _field_owners[cls] = made
+    return made
+
+
+def _generated_owner(info: Any, *, in_place: bool) -> Any:
+    """``_field_owner``'s code; ``in_place``: for a fresh event only, the
+    sealer's form (``_EVENT_SEALERS``), which sets each owned copy and the
+    session id on the event itself and returns ``None`` (``_NOT_SHOWN``, the
+    event then partly set, when a field does not pass): no ``changes`` dict
+    built, read back and set by the caller (issue 29 item 3)."""
+    cls = info.cls
     if not cls.__struct_config__.frozen:
         return None
     mi = msgspec.inspect
@@ -512,12 +525,30 @@ def _field_owner(info: Any) -> Owner | None:
     scope: dict[str, Any] = {
         "NOT_SHOWN": _NOT_SHOWN,
         "replace": msgspec.structs.replace,
+        "set_": msgspec.structs.force_setattr,
     }
-    lines = [
-        "def owned_fields(ev, depth, type=type, str=str, int=int, bool=bool,"
-        " float=float, tuple=tuple, NOT_SHOWN=NOT_SHOWN):",
-        "    changes = None",
-    ]
+    lines = (
+        [
+            "def owned_fields(ev, session_id, depth=0, type=type, str=str,"
+            " int=int, bool=bool, float=float, tuple=tuple, NOT_SHOWN=NOT_SHOWN,"
+            " set_=set_):",
+        ]
+        if in_place
+        else [
+            "def owned_fields(ev, depth, type=type, str=str, int=int, bool=bool,"
+            " float=float, tuple=tuple, NOT_SHOWN=NOT_SHOWN):",
+            "    changes = None",
+        ]
+    )
+
+    def put(name: str, value: str, indent: str) -> list[str]:
+        if in_place:
+            return [f"{indent}set_(ev, {name!r}, {value})"]
+        return [
+            f"{indent}if changes is None: changes = {{}}",
+            f"{indent}changes[{name!r}] = {value}",
+        ]
+
     # A run of scalar fields is tested by one condition, each field read in
     # it (no local per field): most of an event's fields are scalars.
     scalars: list[str] = []
@@ -535,8 +566,7 @@ def _field_owner(info: Any) -> Owner | None:
         store = [
             "        if w is NOT_SHOWN: return NOT_SHOWN",
             "        if w is not v:",
-            "            if changes is None: changes = {}",
-            f"            changes[{field.name!r}] = w",
+            *put(field.name, "w", "            "),
         ]
         if isinstance(field.type, mi.StructType):
             # A nested struct (a row, a message): its fields inline, and a
@@ -550,8 +580,7 @@ def _field_owner(info: Any) -> Owner | None:
                 f"    w = fields_{i}(v, depth + 1)",
                 "    if w is NOT_SHOWN: return NOT_SHOWN",
                 "    if w:",
-                "        if changes is None: changes = {}",
-                f"        changes[{field.name!r}] = replace(v, **w)",
+                *put(field.name, "replace(v, **w)", "        "),
             ]
             continue
         item = getattr(field.type, "item_type", None)
@@ -571,8 +600,7 @@ def _field_owner(info: Any) -> Owner | None:
                 f"            c = fields_{i}(x, depth + 2)",
                 "            if c is NOT_SHOWN: return NOT_SHOWN",
                 "            items.append(replace(x, **c) if c else x)",
-                "        if changes is None: changes = {}",
-                f"        changes[{field.name!r}] = tuple(items)",
+                *put(field.name, "tuple(items)", "        "),
             ]
             continue
         owner = _owner(field.type)
@@ -598,11 +626,12 @@ def _field_owner(info: Any) -> Owner | None:
         ]
     if scalars:
         lines.append(f"    if not ({' and '.join(scalars)}): return NOT_SHOWN")
-    lines.append("    return changes")
+    if in_place:
+        lines += ["    set_(ev, 'session_id', session_id)", "    return None"]
+    else:
+        lines.append("    return changes")
     exec("\n".join(lines), scope)
-    made: Owner = scope["owned_fields"]
-    _field_owners[cls] = made
-    return made
+    return scope["owned_fields"]
 
 
 def _takes_none(info: Any) -> bool:
@@ -625,6 +654,13 @@ def _event_owners() -> dict[type, Owner]:
 
 
 _EVENT_OWNERS = _event_owners()
+# The sealer's in-place form of each owner (``_generated_owner``): for an
+# event made by the sealer itself, that no one else holds.
+Sealer = Callable[[Any, str], Any]
+_EVENT_SEALERS: dict[type, Sealer] = {
+    cls: _generated_owner(msgspec.inspect.type_info(cls), in_place=True)
+    for cls in _EVENT_OWNERS
+}
 _force = msgspec.structs.force_setattr
 
 

@@ -214,3 +214,17 @@ def test_item7_a_deep_value_is_refused_as_the_decoder_refuses_it() -> None:
             timestamp=7,
         )
     assert "too-deep" == caught.value.reason
+
+
+def test_item3_an_event_refused_after_a_copy_was_set_is_the_records_decode() -> None:
+    """Issue 29 item 3, R10, G8: the sealer sets an owned copy on the fresh
+    stamp as it goes; a later field it cannot vouch for (a str subclass after
+    the identity) leaves the stamp and gives the record's decode instead,
+    plain ``str`` and all, sharing nothing with the caller."""
+    identity = {"user": "ann"}
+    event = TurnStarted(turn=1, identity=identity, traceparent=_Str("00-ab"))
+    record, sealed = seal_event(event, "s", seq=2, prev_hash="p", timestamp=7)
+    assert _typed(record.decode()) == _typed(sealed)
+    assert (type(sealed.traceparent), sealed.session_id) == (str, "s")
+    identity["user"] = "bob"
+    assert {"user": "ann"} == sealed.identity
