@@ -23,10 +23,11 @@ from typing import Any, Literal
 from helmlog.events import Approval, Message, MiddlewareDecision, shape
 
 from ._context import (
+    ATOM_TYPES,
     MessageContext,
+    Uncopied,
     call_context,
     clone,
-    deferred,
     result_context,
 )
 from ._links import MASKED, Link
@@ -96,6 +97,14 @@ def call_hook(
             return _Awaiting(name, out)
     except Exception as exc:  # noqa: BLE001 — G7: a rule that raises is a denial
         return Deny(thrown_reason(name, exc))
+    # ``_judged``'s plain pass-through, inline (one frame less per hook).
+    if (
+        type(out) is Allow
+        and out.value is None
+        and out.from_ is None
+        and (out.why is None or type(out.why) is str)
+    ):
+        return out
     return _judged(name, out)
 
 
@@ -283,9 +292,14 @@ async def walk_tool_calls(
         if fn is None:
             continue
         if history is None:
-            history, identity = deferred(site.history), deferred(site.identity)
+            # ``deferred``, inline (no frame per field): the history is a
+            # tuple, the identity a mapping or ``None``.
+            history, identity = (
+                Uncopied(site.history),
+                None if site.identity is None else Uncopied(site.identity),
+            )
         if marked is None:
-            marked = deferred(args)
+            marked = args if type(args) in ATOM_TYPES else Uncopied(args)
         ctx = call_context(
             site.tool_name,
             site.tool_source,
@@ -366,16 +380,20 @@ async def walk_tool_results(
         if fn is None:
             continue
         if history is None:
-            history, identity = deferred(site.history), deferred(site.identity)
+            # ``deferred``, inline (no frame per field), as above.
+            history, identity = (
+                Uncopied(site.history),
+                None if site.identity is None else Uncopied(site.identity),
+            )
         ctx = result_context(
             site.tool_name,
             site.tool_source,
             site.tool_call_id,
             site.iteration,
-            deferred(args),
+            args if type(args) in ATOM_TYPES else Uncopied(args),
             history,
             identity,
-            deferred(result),
+            result if type(result) in ATOM_TYPES else Uncopied(result),
             error,
         )
         out = call_hook(link.name, fn, ctx)

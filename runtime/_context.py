@@ -23,18 +23,28 @@ import msgspec
 from helmlog.events import Approval, Message
 
 _ATOMS = (str, int, float, bool, type(None))
-_ATOM_TYPES = frozenset(_ATOMS)
+ATOM_TYPES = frozenset(_ATOMS)
 
 
 def clone(value: Any) -> Any:
     """A deep copy, fast for JSON-shaped values."""
     kind = type(value)
-    if kind in _ATOM_TYPES:
+    if kind in ATOM_TYPES:
         return value
+    # A shallow copy in C, then only the non-atom values replaced: no
+    # comprehension frame per container (a walk clones a hook's value).
     if kind is dict:
-        return {k: v if type(v) in _ATOM_TYPES else clone(v) for k, v in value.items()}
+        out = value.copy()
+        for k, v in out.items():
+            if type(v) not in ATOM_TYPES:
+                out[k] = clone(v)
+        return out
     if kind is list:
-        return [v if type(v) in _ATOM_TYPES else clone(v) for v in value]
+        items = value.copy()
+        for i, v in enumerate(items):
+            if type(v) not in ATOM_TYPES:
+                items[i] = clone(v)
+        return items
     if isinstance(value, _ATOMS):
         return value
     return copy.deepcopy(value)
@@ -60,13 +70,13 @@ def clone_history(history: tuple[Message, ...]) -> tuple[Message, ...]:
     )
 
 
-class _Uncopied:
-    """A context's field before its hook first reads it (see ``_OwnOnRead``)."""
+class Uncopied(msgspec.Struct):
+    """A context's field before its hook first reads it (see ``_OwnOnRead``).
 
-    __slots__ = ("value",)
+    A Struct: built in C, with no ``__init__`` frame (a walk makes several
+    per call: bench/turns.py)."""
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    value: Any
 
 
 def _own_identity(identity: Any) -> Any:
@@ -97,15 +107,15 @@ class _OwnOnRead:
         if ctx is None:
             return self
         value = self.slot.__get__(ctx, owner)
-        if type(value) is _Uncopied:
+        if type(value) is Uncopied:
             value = self.copier(value.value)
             self.slot.__set__(ctx, value)
         return value
 
     def __set__(self, ctx: Any, value: Any) -> None:
         # A str, number or None is its own copy: nothing to defer.
-        if type(value) not in _ATOM_TYPES:
-            value = _Uncopied(value)
+        if type(value) not in ATOM_TYPES:
+            value = Uncopied(value)
         self.slot.__set__(ctx, value)
 
 
@@ -170,7 +180,7 @@ def deferred(value: Any) -> Any:
     """What a context keeps for a field copied on first read: the value
     itself when it is a str, number or None, else a marker holding it. One
     marker may serve every context of a call (it is never changed)."""
-    return value if type(value) in _ATOM_TYPES else _Uncopied(value)
+    return value if type(value) in ATOM_TYPES else Uncopied(value)
 
 
 def _raw_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
