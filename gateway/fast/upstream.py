@@ -113,6 +113,10 @@ class HttpLink:
         self.client: httpx2.AsyncClient | None = None
         self.wire: HttpWire | None = None
         self.session_id: str | None = None
+        # The session id the upstream answered 404 to (it no longer knows
+        # it: restarted, or expired it); the spec's client starts a new
+        # session then (``Upstream`` shakes hands again).
+        self.lost: str | None = None
         # The SDK's client has had its answer to the standalone GET stream:
         # from then on the upstream's notifications have a stream to go to
         # (one sent before it is lost, on either path).
@@ -128,10 +132,18 @@ class HttpLink:
             sid = response.headers.get(SESSION)
             if sid is not None and self.session_id is None:
                 self.session_id = sid
+            if response.status_code == 404:
+                self.note_status(404, response.request.headers.get(SESSION))
             if response.request.method == "GET":
                 self.listening.set()
 
         client.event_hooks["response"] = [*client.event_hooks["response"], noted]
+
+    def note_status(self, status: int, session_id: str | None) -> None:
+        """A 404 to a request that carried this link's session id: the
+        upstream no longer knows the session (``lost``)."""
+        if status == 404 and session_id is not None and session_id == self.session_id:
+            self.lost = session_id
 
 
 class FastPosts:
@@ -287,6 +299,8 @@ class FastPosts:
     async def _answer(self, answer: WireResponse, rid: str) -> dict[str, Any]:
         """The wire's answer, read as ``_post`` reads httpx2's."""
         kind = answer.headers.get(b"content-type", b"")
+        if answer.status == 404 and self.stamp is None:
+            self.link.note_status(404, self.link.session_id)
         if answer.status >= 300 and not kind.startswith(b"application/json"):
             raise WireError(f"HTTP {answer.status}")
         if kind.startswith(b"text/event-stream"):

@@ -8,8 +8,8 @@ Role:    gateway layer; ``McpProxy`` opens one for its life.
 Emits:   nothing; notifications go to ``on_notification`` (list_changed; on a
          2026-era link, from its ``subscriptions/listen`` stream).
 
-Laws: P25 (no start on an upstream that does not connect; cancel, progress
-relayed; a call in its client's era; a lost listen stream re-opened), S7, H4.
+Laws: P25 (no start on an unreachable upstream; cancel, progress relayed; a
+call in its client's era; a lost listen stream or HTTP session made again), S7, H4.
 
 Why the second session: a 2026-era client's call goes as the request of no
 session the upstream answers most cheaply (bench/proxy.py), and it holds the
@@ -28,12 +28,12 @@ import shlex
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
 import mcp.types as types
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import (
@@ -63,6 +63,7 @@ from ._http import HttpClientFactory
 
 log = logging.getLogger("helmlog.proxy")
 
+_T = TypeVar("_T")
 Notify = Callable[[Any], Awaitable[None]]
 Connected = types.InitializeResult | types.DiscoverResult
 """What the upstream said at connect: its capabilities and instructions."""
@@ -226,6 +227,15 @@ class Upstream:
         self.modern: ClientSession | None = None
         self._modern_posts: FastPosts | None = None
         self.listening = False
+        # Connections made so far (``open`` counts them), and one heal at a
+        # time: callers that saw the same lost session wait for one handshake.
+        self.generation = 0
+        self._healing = anyio.Lock()
+        self._keeper: TaskGroup | None = None
+        self._asked = anyio.Event()  # set: ``_keep`` connects again
+        self._healed = anyio.Event()  # set by ``_keep`` once it has
+        self._heal_error: UpstreamError | None = None
+        self._closing = False
 
     def _transport(self) -> Any:
         target = self.target
@@ -258,6 +268,68 @@ class Upstream:
     async def open(self) -> Connected:
         """Start (or connect to) the upstream and negotiate with it.
 
+        The connection lives in a task of its own (``_keep``), entered in the
+        caller's task and left by ``close`` in it: a heal closes and opens
+        the connection's task groups in the task that entered them (anyio's
+        rule), whichever request found the session lost.
+
+        Raises:
+            UpstreamError: it did not start or did not answer.
+        """
+        if self._keeper is not None:
+            raise RuntimeError(f"the upstream {self.label} is open already")
+        self._heal_error = None
+        self._healed = anyio.Event()
+        keeper = anyio.create_task_group()
+        await keeper.__aenter__()
+        try:
+            init: Connected = await keeper.start(self._keep)
+        except BaseException:
+            keeper.cancel_scope.cancel()
+            await keeper.__aexit__(None, None, None)
+            raise
+        self._keeper = keeper
+        return init
+
+    async def close(self) -> None:
+        """Close the session and stop the upstream (a subprocess is ended)."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is None:
+            return
+        self._closing = True  # ``_keep`` disconnects and returns
+        self._asked.set()
+        try:
+            await keeper.__aexit__(None, None, None)
+        finally:
+            self._closing = False
+
+    async def _keep(self, *, task_status: TaskStatus[Connected]) -> None:
+        """Hold the connection: make it, then make it again each time a heal
+        asks (``_heal``), until ``close`` asks it to end. Its task groups are
+        left in this task with no scope of ours around them (anyio's rule)."""
+        task_status.started(await self._connect())
+        try:
+            while True:
+                await self._asked.wait()
+                self._asked = anyio.Event()
+                if self._closing:
+                    return
+                await self._disconnect()
+                try:
+                    await self._connect()
+                    self._heal_error = None
+                except UpstreamError as exc:
+                    self._heal_error = exc
+                self._healed.set()
+        finally:
+            await self._disconnect()
+            if not self._healed.is_set():  # a heal waits: it will not come
+                self._heal_error = UpstreamError(self.label, "the proxy closed")
+                self._healed.set()
+
+    async def _connect(self) -> Connected:
+        """``open``'s connection, made in ``_keep``'s task.
+
         Raises:
             UpstreamError: it did not start or did not answer.
         """
@@ -277,6 +349,7 @@ class Upstream:
             # task instead of leaving it pending for the caller's next await.
             raise UpstreamError(self.label, _cause(exc)) from exc
         self._stack, self.session, self.init = stack, session, init
+        self.generation += 1
         if isinstance(raw, RawCalls):
             # the session's own stamp: the raw request is stamped as its are
             raw.bind(session._stamp, session.protocol_version)
@@ -296,7 +369,7 @@ class Upstream:
             elif self._link is not None and self.mode == "auto":
                 await self._open_modern(stack)
         except Exception as exc:
-            await self.close()
+            await self._disconnect()
             raise UpstreamError(self.label, _cause(exc)) from exc
         return init
 
@@ -425,8 +498,8 @@ class Upstream:
         if make is not None:
             await self._incoming(make())
 
-    async def close(self) -> None:
-        """Close the session and stop the upstream (a subprocess is ended)."""
+    async def _disconnect(self) -> None:
+        """Close the session and stop the upstream, in ``_keep``'s task."""
         stack, self._stack, self.session = self._stack, None, None
         self._posts = self._modern_posts = self.modern = None
         self.listening = False
@@ -485,12 +558,25 @@ class Upstream:
         """Send one client request upstream and return its typed result.
 
         Cancelling the caller relays ``notifications/cancelled`` upstream (the
-        SDK's dispatcher does, for a request it wrote).
+        SDK's dispatcher does, for a request it wrote). An HTTP upstream that
+        no longer knows the proxy's session is shaken hands with again and
+        the request sent once more (``_healing_once``).
 
         Raises:
             MCPError: the upstream's own error, unchanged, or a transport
                 failure (connection closed, timeout) as the SDK reports it.
         """
+        return await self._healing_once(
+            lambda: self._request(request, result_type, progress, timeout_s)
+        )
+
+    async def _request(
+        self,
+        request: Any,
+        result_type: Any,
+        progress: ProgressFnT | None,
+        timeout_s: float | None,
+    ) -> Any:
         session = self._live()
         if (
             self.modern is not None
@@ -579,6 +665,17 @@ class Upstream:
         Raises:
             MCPError: as ``request`` (the upstream judges the params).
         """
+        return await self._healing_once(
+            lambda: self._call_raw(method, params, timeout_s, progress)
+        )
+
+    async def _call_raw(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout_s: float | None,
+        progress: ProgressFnT | None,
+    ) -> dict[str, Any]:
         if (
             self.modern is not None
             and method == "tools/call"
@@ -611,8 +708,63 @@ class Upstream:
             None if params is None else _RawParams.model_validate(params, by_name=False)
         )
         request = _RawRequest(method=method, params=raw)
-        out: dict[str, Any] = await self.request(request, _RAW, progress, timeout_s)
+        out: dict[str, Any] = await self._request(request, _RAW, progress, timeout_s)
         return out
+
+    async def _healing_once(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        """``attempt()``; where it failed because an HTTP upstream answered
+        404 to the proxy's session id, a new session and ``attempt()`` once
+        more. Why a second send is safe: a server answers 404 to a request
+        of a session it does not know without running it, and the MCP spec
+        asks a client to start a new session then (Streamable HTTP, session
+        management). A heal that failed is tried again by the next request."""
+        generation = self.generation
+        if self._heal_error is not None and self._keeper is not None:
+            await self._heal(generation)  # the last heal failed: once more
+            generation = self.generation
+        try:
+            return await attempt()
+        except MCPError:
+            link = self._link
+            if link is None or link.lost is None or self.generation != generation:
+                raise
+        await self._heal(generation)
+        return await attempt()
+
+    async def _heal(self, generation: int) -> None:
+        """Connect again (a new handshake, its fast paths, the 2026-era
+        session and its listen stream), unless another caller already did
+        since ``generation``; then tell every live session that each list
+        may have changed (the upstream may be another build).
+
+        Raises:
+            MCPError: the upstream could not be reached again (withheld, H4).
+        """
+        async with self._healing:
+            if self.generation != generation:
+                return  # healed meanwhile
+            if self._keeper is None:
+                raise withheld(  # H4: the label only in the log
+                    "the upstream MCP server is not connected", detail=self.label
+                )
+            log.warning(
+                "proxy: upstream %s no longer knows the proxy's session "
+                "(HTTP 404); starting a new one",
+                self.label,
+            )
+            self._healed = anyio.Event()
+            self._asked.set()
+            await self._healed.wait()
+            failed, init = self._heal_error, self.init
+            if failed is not None or init is None:
+                raise withheld(  # H4: the label and the cause only in the log
+                    "the upstream MCP server went away", detail=str(failed)
+                ) from failed
+            log.info("proxy: upstream %s has a new session", self.label)
+        kinds = _list_changed_kinds(init.capabilities)
+        if init.capabilities.tools is not None:
+            kinds["tools"] = True  # the cached schemas go (P27) in any case
+        await self._missed(kinds)
 
     async def _modern_call(
         self,

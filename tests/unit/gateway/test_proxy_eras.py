@@ -40,6 +40,7 @@ import mcp.types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
 from mcp.shared.memory import create_client_server_memory_streams
 
 from helmlog.events import ProxyCallFinished
@@ -419,6 +420,82 @@ async def test_p25_a_lost_listen_stream_heals_and_counts_as_a_change(
     assert 1 == _proxy_logs(caplog, "stream ended", logging.WARNING)
     assert 1 == _proxy_logs(caplog, "open again", logging.INFO)
     assert not [r for r in caplog.records if SECRET in r.getMessage()]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "sdk"])
+async def test_p25_an_upstream_that_lost_the_proxys_session_is_joined_again(
+    fast: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """P25 (the spec's Streamable HTTP session rule): the upstream restarts
+    and answers 404 to the proxy's session; the proxy starts a new session
+    (its handshake, fast paths, 2026-era session and listen stream again),
+    sends the request that met the 404 once more, and every client session
+    it serves goes on: a 2025-era one's calls and lists, a 2026-era one's
+    lists and calls. The call that met the 404 ran exactly once, every live
+    session hears tools/list_changed, the cached schemas are forgotten (P27),
+    and the loss is one WARNING, the new session one INFO."""
+    caplog.set_level(logging.INFO, logger="helmlog.proxy")
+    heard: list[str] = []
+    mark = tmp_path / "tally"
+    upstream = _Restartable()
+    await upstream.start()
+    try:
+        proxy = _proxy(upstream.url, fast)
+        async with (
+            proxy,
+            through(proxy, message_handler=_kinds_heard(heard)) as legacy,
+            modern_through(proxy) as modern,
+        ):
+            before = proxy.upstream.generation
+            await legacy.list_tools()
+            listed = proxy.routing.input_schema("echo") is not None
+            upstream.kill()
+            await upstream.start()
+            ran = text_of(await legacy.call_tool("tally", {"mark": str(mark)}))
+            forgotten = proxy.routing.input_schema("echo") is None
+            await until("the fan-out", lambda: "tools" in heard, 10)
+            names = {t.name for t in (await legacy.list_tools()).tools}
+            modern_names = {t.name for t in (await modern.list_tools()).tools}
+            echoes = [
+                text_of(await c.call_tool("echo", {"word": "hi"}))
+                for c in (legacy, modern)
+            ]
+            after = proxy.upstream.generation
+    finally:
+        upstream.kill()
+    assert ("1", ["ran"]) == (ran, mark.read_text().split())
+    assert (True, True) == (listed, forgotten)
+    assert "tally" in names and names == modern_names
+    assert ["HI", "HI"] == echoes
+    assert before + 1 == after  # one new session, not one per request
+    assert 1 == _proxy_logs(caplog, "no longer knows", logging.WARNING)
+    assert 1 == _proxy_logs(caplog, "has a new session", logging.INFO)
+
+
+async def test_p25_a_call_while_the_upstream_is_down_fails_clearly_then_heals(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """P25, H4: while the upstream is down a client's call fails with the
+    proxy's withheld error (no URL on the wire); once it is back, the next
+    call meets the 404, and the proxy starts a new session and answers it."""
+    caplog.set_level(logging.INFO, logger="helmlog.proxy")
+    upstream = _Restartable()
+    await upstream.start()
+    try:
+        proxy = McpProxy(upstream.url)
+        async with proxy, through(proxy) as client:
+            await client.list_tools()
+            upstream.kill()
+            with pytest.raises(MCPError) as down:
+                await client.call_tool("echo", {"word": "hi"})
+            await upstream.start()
+            back = text_of(await client.call_tool("echo", {"word": "hi"}))
+    finally:
+        upstream.kill()
+    said = down.value.error.message
+    assert "went away" in said and upstream.url not in said
+    assert "HI" == back
+    assert 1 == _proxy_logs(caplog, "has a new session", logging.INFO)
 
 
 async def test_p25_the_proxy_closes_cleanly_while_its_listen_stream_is_down(

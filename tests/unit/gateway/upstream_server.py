@@ -116,6 +116,16 @@ async def sleepy_started(seconds: float, mark: str) -> str:
 
 
 @UPSTREAM.tool()
+def tally(mark: str) -> str:
+    """Appends a line to the file ``mark``; answers how many it holds (a test
+    in another process counts how often the tool ran)."""
+    with open(mark, "a") as out:
+        out.write("ran\n")
+    with open(mark) as done:
+        return str(len(done.readlines()))
+
+
+@UPSTREAM.tool()
 async def gated(ctx: Context[Any, Any]) -> str:
     """Reports progress, waits for the test's gate, reports again, answers."""
     await ctx.report_progress(1, 2, "before the gate")
