@@ -665,9 +665,17 @@ class Upstream:
         Raises:
             MCPError: as ``request`` (the upstream judges the params).
         """
-        return await self._healing_once(
-            lambda: self._call_raw(method, params, timeout_s, progress)
-        )
+        # ``_healing_once`` inline: this is every call's path (no closure)
+        generation = self.generation
+        if self._heal_error is not None:
+            generation = await self._healthy()
+        try:
+            return await self._call_raw(method, params, timeout_s, progress)
+        except MCPError:
+            if not self._lost(generation):
+                raise
+        await self._heal(generation)
+        return await self._call_raw(method, params, timeout_s, progress)
 
     async def _call_raw(
         self,
@@ -718,18 +726,31 @@ class Upstream:
         of a session it does not know without running it, and the MCP spec
         asks a client to start a new session then (Streamable HTTP, session
         management). A heal that failed is tried again by the next request."""
-        generation = self.generation
-        if self._heal_error is not None and self._keeper is not None:
-            await self._heal(generation)  # the last heal failed: once more
-            generation = self.generation
+        generation = await self._healthy()
         try:
             return await attempt()
         except MCPError:
-            link = self._link
-            if link is None or link.lost is None or self.generation != generation:
+            if not self._lost(generation):
                 raise
         await self._heal(generation)
         return await attempt()
+
+    async def _healthy(self) -> int:
+        """The connection's generation, after one more heal where the last
+        failed (the upstream was down)."""
+        if self._heal_error is not None and self._keeper is not None:
+            await self._heal(self.generation)
+        return self.generation
+
+    def _lost(self, generation: int) -> bool:
+        """Whether the upstream answered 404 to this connection's session
+        (and no heal has made another since ``generation``)."""
+        link = self._link
+        return (
+            link is not None
+            and link.lost is not None
+            and (self.generation == generation)
+        )
 
     async def _heal(self, generation: int) -> None:
         """Connect again (a new handshake, its fast paths, the 2026-era
