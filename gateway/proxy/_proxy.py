@@ -41,6 +41,7 @@ from ._layers import Layer, ProxyContext
 from ._observers import Observers
 from ._routing import Routing
 from ._session import ProxySession
+from ._subscriptions import Subscriptions
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -173,6 +174,7 @@ class McpProxy:
         )
         self.observers = observers
         self.upstream = Upstream(upstream, self._upstream_notification)
+        self.upstream.on_healed = self._resubscribed
         self.resolve_identity = resolve_identity
         self.max_sessions = max_sessions
         self.session_ttl_s = session_ttl_s
@@ -182,6 +184,8 @@ class McpProxy:
         self.sensitivity = _tiers(sensitivity)
         self.observer_timeout_s = observer_timeout_s
         self.sessions: set[ProxySession] = set()
+        # Which session subscribed to which resource (P25: updates relayed).
+        self.subscriptions = Subscriptions()
         # The JSON path of a plain tools/call (``_routing``'s same-route
         # rule); tests turn it off to compare it with the model path.
         self.fast_calls = True
@@ -332,7 +336,47 @@ class McpProxy:
         """H6, P16: await the async observers' work owed so far, in order."""
         await self.observers.settle()
 
+    async def _unsubscribed(self, uris: list[str]) -> None:
+        """P25: end the upstream's subscriptions no session holds any more
+        (best effort: a closing session does not wait on a failing upstream)."""
+        for uri in uris:
+            params = types.UnsubscribeRequestParams(uri=uri)
+            try:
+                await self.upstream.request(
+                    types.UnsubscribeRequest(params=params), types.EmptyResult
+                )
+            except Exception as exc:  # noqa: BLE001 — logged; the close goes on
+                log.info(
+                    "proxy: an upstream unsubscribe failed: %s", type(exc).__name__
+                )
+
+    async def _resubscribed(self) -> None:
+        """P25: a new upstream session (a heal) holds no subscription: each
+        URI a session still holds is subscribed to again."""
+        for uri in self.subscriptions.uris():
+            params = types.SubscribeRequestParams(uri=uri)
+            try:
+                await self.upstream.request(
+                    types.SubscribeRequest(params=params), types.EmptyResult
+                )
+            except Exception as exc:  # noqa: BLE001 — one URI is not the others'
+                log.warning(
+                    "proxy: a resource subscription could not be made again "
+                    "on the upstream's new session: %s",
+                    type(exc).__name__,
+                )
+
     async def _upstream_notification(self, note: Any) -> None:
+        if isinstance(note, types.ResourceUpdatedNotification):
+            uri = str(note.params.uri)
+            for session in self.subscriptions.subscribers(uri):  # P25, P8
+                if self.routing.is_hidden_resource(uri, session.fresh_context()):
+                    continue
+                try:
+                    await session.notify(note)
+                except Exception:  # one gone client is not the others'
+                    log.info("proxy: a session missed a resource update", exc_info=True)
+            return
         if isinstance(note, types.ToolListChangedNotification):
             self.routing.forget_schemas()
         if isinstance(note, _LIST_CHANGED):
@@ -377,6 +421,7 @@ class McpProxy:
             identity=identity,
             delegated_from=delegated_from,
             audit_session=audit_session,
+            subscriptions=self.subscriptions,
         )
         self.sessions.add(session)
         return session
@@ -384,7 +429,11 @@ class McpProxy:
     def closed_at_once(self, session: ProxySession) -> bool:
         """``close_session`` done now where it has nothing to await (no
         ledger, observers ``quiet``): ``True``; else nothing done, ``False``."""
-        if self.ledger is not None or not self.observers.quiet():
+        if (
+            self.ledger is not None
+            or not self.observers.quiet()
+            or self.subscriptions.holds(session)
+        ):
             return False
         self.sessions.discard(session)
         return True
@@ -394,6 +443,7 @@ class McpProxy:
         if session not in self.sessions:
             return
         self.sessions.discard(session)
+        await self._unsubscribed(self.subscriptions.drop(session))
         if self.ledger is not None:
             await self.ledger.close_session(session.audit_session)
         await self.observers.session_closed(session.audit_session)

@@ -41,6 +41,7 @@ from ._calls import CallState, resource_hidden
 from ._layers import ProxyContext, clean_headers, uuid4_text
 from ._outputs import judge
 from ._routing import Routing, has_progress, pass_through
+from ._subscriptions import Subscriptions
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -59,18 +60,6 @@ _FORWARDED: tuple[tuple[str, type, type, str], ...] = (
         "resources",
     ),
     (
-        "resources/subscribe",
-        types.SubscribeRequestParams,
-        types.EmptyResult,
-        "resources",
-    ),
-    (
-        "resources/unsubscribe",
-        types.UnsubscribeRequestParams,
-        types.EmptyResult,
-        "resources",
-    ),
-    (
         "completion/complete",
         types.CompleteRequestParams,
         types.CompleteResult,
@@ -82,8 +71,6 @@ _REQUESTS: dict[str, type] = {
     "prompts/list": types.ListPromptsRequest,
     "prompts/get": types.GetPromptRequest,
     "resources/templates/list": types.ListResourceTemplatesRequest,
-    "resources/subscribe": types.SubscribeRequest,
-    "resources/unsubscribe": types.UnsubscribeRequest,
     "completion/complete": types.CompleteRequest,
     "logging/setLevel": types.SetLevelRequest,
 }
@@ -169,6 +156,7 @@ class ProxySession:
         identity: Any = None,
         delegated_from: tuple[Any, ...] = (),
         audit_session: str,
+        subscriptions: Subscriptions | None = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -178,6 +166,10 @@ class ProxySession:
         self.fast = fast
         self.transport = transport
         self.session_id = session_id
+        # The resource subscriptions of every session of the proxy (P25).
+        self.subscriptions = (
+            subscriptions if subscriptions is not None else (Subscriptions())
+        )
         self.identity = identity
         self.delegated_from = delegated_from
         self.audit_session = audit_session
@@ -226,6 +218,17 @@ class ProxySession:
         for method, params_type, _result, capability in _FORWARDED:
             if getattr(caps, capability, None) is not None:
                 add(method, params_type, _guarded(self._forward))
+        if caps.resources is not None and caps.resources.subscribe:
+            add(
+                "resources/subscribe",
+                types.SubscribeRequestParams,
+                _guarded(self._subscribe),
+            )
+            add(
+                "resources/unsubscribe",
+                types.UnsubscribeRequestParams,
+                _guarded(self._unsubscribe),
+            )
         governance = self.routing.governance
         if governance is not None and governance.asks is not None:
             # S10 through P14: a governance ask waits as a task.
@@ -532,6 +535,29 @@ class ProxySession:
         if len(keep) != len(listed.resources):
             listed = listed.model_copy(update={"resources": keep})
         return listed
+
+    async def _subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> Any:
+        """P25, P8: subscribe upstream (a hidden resource is not found), and
+        file it, so the upstream's updates of ``uri`` reach this session."""
+        uri = str(params.uri)
+        if self.routing.is_hidden_resource(uri, self.context(ctx)):
+            raise resource_hidden(uri)
+        out = await self.upstream.request(
+            types.SubscribeRequest(params=params), types.EmptyResult
+        )
+        self.subscriptions.add(self, uri)
+        return out
+
+    async def _unsubscribe(
+        self, ctx: Ctx, params: types.UnsubscribeRequestParams
+    ) -> Any:
+        """P25: this session's subscription ends; the upstream's only with
+        its last subscriber's (the upstream sees one session for all)."""
+        if not self.subscriptions.remove(self, str(params.uri)):
+            return types.EmptyResult()
+        return await self.upstream.request(
+            types.UnsubscribeRequest(params=params), types.EmptyResult
+        )
 
     # -- everything else --------------------------------------------------
 

@@ -236,6 +236,9 @@ class Upstream:
         self._healed = anyio.Event()  # set by ``_keep`` once it has
         self._heal_error: UpstreamError | None = None
         self._closing = False
+        # Called after a heal (outside its lock): what the old session held
+        # that the new one must hold again (the proxy's resource subscriptions).
+        self.on_healed: Callable[[], Awaitable[None]] | None = None
 
     def _transport(self) -> Any:
         target = self.target
@@ -785,6 +788,8 @@ class Upstream:
         kinds = _list_changed_kinds(init.capabilities)
         if init.capabilities.tools is not None:
             kinds["tools"] = True  # the cached schemas go (P27) in any case
+        if self.on_healed is not None:
+            await self.on_healed()
         await self._missed(kinds)
 
     async def _modern_call(

@@ -25,7 +25,7 @@ import httpx2 as httpx
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.polling import until_sync
+from tests.polling import until, until_sync
 
 HEADERS = {
     "accept": "application/json, text/event-stream",
@@ -120,3 +120,43 @@ def answer_of(response: httpx.Response) -> Any:
         ]
         return json.loads(data[-1])
     return response.json()
+
+
+class Restartable:
+    """The FastMCP upstream on one port, killed (as a crash: its listen
+    streams break) and started again on the same port, without blocking the
+    event loop the proxy runs on."""
+
+    def __init__(self, *extra: str) -> None:
+        self.extra = extra  # ``upstream_server``'s flags after ``--http PORT``
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.unit.gateway.upstream_server",
+                "--http",
+                str(self.port),
+                *self.extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        await until("the FastMCP upstream listens", self._listening, 30)
+
+    def _listening(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, "it exited"
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+        except OSError:
+            return False
+        return True
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

@@ -27,8 +27,6 @@ import contextlib
 import gc
 import json
 import logging
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,7 +45,7 @@ from helmlog.events import ProxyCallFinished
 from helmlog.gateway import HttpUpstream, McpProxy, ProxyAudit
 
 from ...polling import until
-from .http_helpers import free_port, http_client, http_upstream
+from .http_helpers import Restartable, free_port, http_client, http_upstream
 from .proxy_helpers import text_of, through
 
 pytestmark = pytest.mark.timeout(120)
@@ -251,44 +249,6 @@ async def test_p25_a_2026_era_upstreams_changes_reach_every_live_session(
     assert ["caller", "idle"] == sorted(seen)
 
 
-class _Restartable:
-    """The FastMCP upstream on one port, killed (as a crash: its listen
-    streams break) and started again on the same port, without blocking the
-    event loop the proxy runs on."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    async def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.unit.gateway.upstream_server",
-                "--http",
-                str(self.port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        await until("the FastMCP upstream listens", self._listening, 30)
-
-    def _listening(self) -> bool:
-        assert self.proc is not None and self.proc.poll() is None, "it exited"
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-        except OSError:
-            return False
-        return True
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 def _kinds_heard(heard: list[str]) -> Any:
     async def on(message: Any) -> None:
         kind = _KIND.get(type(message))
@@ -375,7 +335,7 @@ async def test_p25_a_lost_listen_stream_heals_and_counts_as_a_change(
     loss is one WARNING, the recovery one INFO, no log line holds the bearer."""
     caplog.set_level(logging.DEBUG, logger="helmlog.proxy")
     heard: list[str] = []
-    upstream = _Restartable()
+    upstream = Restartable()
     await upstream.start()
     try:
         async with _Relay(upstream.port) as relay:
@@ -437,7 +397,7 @@ async def test_p25_an_upstream_that_lost_the_proxys_session_is_joined_again(
     caplog.set_level(logging.INFO, logger="helmlog.proxy")
     heard: list[str] = []
     mark = tmp_path / "tally"
-    upstream = _Restartable()
+    upstream = Restartable()
     await upstream.start()
     try:
         proxy = _proxy(upstream.url, fast)
@@ -479,7 +439,7 @@ async def test_p25_a_call_while_the_upstream_is_down_fails_clearly_then_heals(
     proxy's withheld error (no URL on the wire); once it is back, the next
     call meets the 404, and the proxy starts a new session and answers it."""
     caplog.set_level(logging.INFO, logger="helmlog.proxy")
-    upstream = _Restartable()
+    upstream = Restartable()
     await upstream.start()
     try:
         proxy = McpProxy(upstream.url)
@@ -505,7 +465,7 @@ async def test_p25_the_proxy_closes_cleanly_while_its_listen_stream_is_down(
     closes at once, its retrying task cancelled with it (no task left
     pending, no error logged)."""
     caplog.set_level(logging.DEBUG)
-    upstream = _Restartable()
+    upstream = Restartable()
     await upstream.start()
     try:
         proxy = McpProxy(upstream.url)

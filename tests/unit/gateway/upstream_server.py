@@ -7,7 +7,8 @@ Role:    the proxy's upstream in ``test_proxy_*.py``: in process (``UPSTREAM``
          itself), as a stdio subprocess (``python -m`` this) and over
          Streamable HTTP (``python -m`` this ``--http PORT``; with
          ``--resumable``, a server that cuts its own reply stream; with
-         ``--json``, one that answers with JSON bodies).
+         ``--json``, one that answers with JSON bodies; with
+         ``--subscribing``, ``subscribing()``).
 Emits:   nothing.
 
 Laws: none itself; it is the server the P laws are tested against.
@@ -21,8 +22,10 @@ from __future__ import annotations
 import json
 import sys
 from typing import Annotated, Any
+from urllib.parse import urlparse
 
 import anyio
+import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
@@ -195,6 +198,47 @@ def greet(name: str) -> str:
     return f"Hello {name}"
 
 
+def subscribing() -> MCPServer:
+    """An MCPServer serving ``resources/subscribe`` and ``unsubscribe`` (the
+    handshake era's), each noted as a line in the file its ``file://`` URI
+    names (a test in another process reads them), and a ``touch`` tool that
+    tells its caller's session that a URI changed."""
+    server = MCPServer("subscribing")
+
+    @server.resource("data://public")
+    def readable() -> str:
+        """A readable resource."""
+        return "public data"
+
+    def noted(uri: Any, what: str) -> types.EmptyResult:
+        if str(uri).startswith("file://"):
+            with open(urlparse(str(uri)).path, "a") as out:
+                out.write(f"{what}\n")
+        return types.EmptyResult()
+
+    async def on_subscribe(ctx: Any, params: types.SubscribeRequestParams) -> Any:
+        return noted(params.uri, "subscribe")
+
+    async def on_unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> Any:
+        return noted(params.uri, "unsubscribe")
+
+    low = server._lowlevel_server
+    low.add_request_handler(
+        "resources/subscribe", types.SubscribeRequestParams, on_subscribe
+    )
+    low.add_request_handler(
+        "resources/unsubscribe", types.UnsubscribeRequestParams, on_unsubscribe
+    )
+
+    @server.tool()
+    async def touch(uri: str, ctx: Context[Any, Any]) -> str:
+        """Tells its caller's session that ``uri`` changed."""
+        await ctx.session.send_resource_updated(uri)
+        return "touched"
+
+    return server
+
+
 def resumable() -> MCPServer:
     """An MCPServer whose ``cut`` tool drops its stream (run with an event store)."""
     server = MCPServer("resumable")
@@ -222,6 +266,8 @@ if __name__ == "__main__":
             event_store=SessionEventStore(),
             retry_interval=50,
         )
+    elif len(args) == 3 and args[0::2] == ["--http", "--subscribing"]:
+        subscribing().run("streamable-http", port=int(args[1]))
     elif len(args) == 3 and args[0::2] == ["--http", "--json"]:
         # answers as JSON bodies, not SSE
         UPSTREAM.run("streamable-http", port=int(args[1]), json_response=True)

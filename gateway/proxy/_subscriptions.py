@@ -1,0 +1,68 @@
+"""Resource subscriptions through the proxy: which client asked for which URI.
+
+Pattern: a registry shared by every client session over the one upstream
+         connection: URI -> the sessions subscribed to it. The upstream's
+         ``notifications/resources/updated`` goes to those sessions only.
+Role:    gateway layer; ``McpProxy`` holds one; each ``ProxySession`` files
+         its ``resources/subscribe`` and ``resources/unsubscribe`` in it.
+Emits:   nothing.
+
+Laws: P25 (an update reaches the sessions that subscribed, and only them; the
+upstream's subscription ends with its last subscriber's unsubscribe or
+close; a new upstream session is subscribed again), P8 (a hidden resource is
+neither subscribed to nor told about).
+
+Why counted: the upstream sees one session for all the proxy's clients, so
+one client's unsubscribe must not end another client's subscription.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Subscriptions:
+    """The URIs each client session subscribed to (see the module)."""
+
+    def __init__(self) -> None:
+        self._by_uri: dict[str, set[Any]] = {}
+
+    def add(self, session: Any, uri: str) -> None:
+        """``session`` subscribed to ``uri`` (the upstream accepted it)."""
+        self._by_uri.setdefault(uri, set()).add(session)
+
+    def remove(self, session: Any, uri: str) -> bool:
+        """``session`` unsubscribed from ``uri``; whether the upstream's
+        subscription may end (no other session holds one)."""
+        held = self._by_uri.get(uri)
+        if held is None:
+            return True  # nobody here holds it: the upstream answers
+        held.discard(session)
+        if held:
+            return False
+        del self._by_uri[uri]
+        return True
+
+    def drop(self, session: Any) -> list[str]:
+        """A closed session's subscriptions gone; the URIs it was the last
+        subscriber of (their upstream subscriptions may end)."""
+        orphaned = []
+        for uri, held in list(self._by_uri.items()):
+            if session in held:
+                held.discard(session)
+                if not held:
+                    del self._by_uri[uri]
+                    orphaned.append(uri)
+        return orphaned
+
+    def holds(self, session: Any) -> bool:
+        """Whether ``session`` holds any subscription."""
+        return any(session in held for held in self._by_uri.values())
+
+    def subscribers(self, uri: str) -> list[Any]:
+        """The sessions subscribed to ``uri``, now."""
+        return list(self._by_uri.get(uri, ()))
+
+    def uris(self) -> list[str]:
+        """Every URI some session is subscribed to."""
+        return list(self._by_uri)
