@@ -670,7 +670,7 @@ class Upstream:
         """
         # ``_healing_once`` inline: this is every call's path (no closure)
         generation = self.generation
-        if self._heal_error is not None:
+        if self._heal_error is not None or self._healing.locked():
             generation = await self._healthy()
         try:
             return await self._call_raw(method, params, timeout_s, progress)
@@ -739,8 +739,12 @@ class Upstream:
         return await attempt()
 
     async def _healthy(self) -> int:
-        """The connection's generation, after one more heal where the last
-        failed (the upstream was down)."""
+        """The connection's generation, once a heal under way has ended (a
+        request during it would find no session), and after one more where
+        the last failed (the upstream was down)."""
+        if self._healing.locked():
+            async with self._healing:
+                pass
         if self._heal_error is not None and self._keeper is not None:
             await self._heal(self.generation)
         return self.generation

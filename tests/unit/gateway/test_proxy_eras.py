@@ -391,7 +391,8 @@ async def test_p25_an_upstream_that_lost_the_proxys_session_is_joined_again(
     (its handshake, fast paths, 2026-era session and listen stream again),
     sends the request that met the 404 once more, and every client session
     it serves goes on: a 2025-era one's calls and lists, a 2026-era one's
-    lists and calls. The call that met the 404 ran exactly once, every live
+    lists and calls. Calls made at once when it is back each ran exactly once
+(one new session for all, none failing mid-heal), every live
     session hears tools/list_changed, the cached schemas are forgotten (P27),
     and the loss is one WARNING, the new session one INFO."""
     caplog.set_level(logging.INFO, logger="helmlog.proxy")
@@ -411,7 +412,17 @@ async def test_p25_an_upstream_that_lost_the_proxys_session_is_joined_again(
             listed = proxy.routing.input_schema("echo") is not None
             upstream.kill()
             await upstream.start()
-            ran = text_of(await legacy.call_tool("tally", {"mark": str(mark)}))
+            # Calls at once: the first to meet the 404 heals, the others
+            # wait for that heal (none finds the session missing mid-heal).
+            ran = [
+                text_of(r)
+                for r in await asyncio.gather(
+                    *(
+                        legacy.call_tool("tally", {"mark": f"{mark}{i}"})
+                        for i in range(4)
+                    )
+                )
+            ]
             forgotten = proxy.routing.input_schema("echo") is None
             await until("the fan-out", lambda: "tools" in heard, 10)
             names = {t.name for t in (await legacy.list_tools()).tools}
@@ -423,7 +434,8 @@ async def test_p25_an_upstream_that_lost_the_proxys_session_is_joined_again(
             after = proxy.upstream.generation
     finally:
         upstream.kill()
-    assert ("1", ["ran"]) == (ran, mark.read_text().split())
+    assert ["1"] * 4 == ran  # each call ran once
+    assert [["ran"]] * 4 == [Path(f"{mark}{i}").read_text().split() for i in range(4)]
     assert (True, True) == (listed, forgotten)
     assert "tally" in names and names == modern_names
     assert ["HI", "HI"] == echoes
