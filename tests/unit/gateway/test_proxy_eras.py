@@ -387,14 +387,14 @@ async def test_p25_an_upstream_that_lost_the_proxys_session_is_joined_again(
     fast: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """P25 (the spec's Streamable HTTP session rule): the upstream restarts
-        and answers 404 to the proxy's session; the proxy starts a new session
-        (its handshake, fast paths, 2026-era session and listen stream again),
-        sends the request that met the 404 once more, and every client session
-        it serves goes on: a 2025-era one's calls and lists, a 2026-era one's
-        lists and calls. Calls made at once when it is back each ran exactly once
-    (one new session for all, none failing mid-heal), every live
-        session hears tools/list_changed, the cached schemas are forgotten (P27),
-        and the loss is one WARNING, the new session one INFO."""
+    and answers 404 to the proxy's session; the proxy starts a new session
+    (its handshake, fast paths, 2026-era session and listen stream again),
+    sends the request that met the 404 once more, and every client session
+    it serves goes on: a 2025-era one's calls and lists, a 2026-era one's
+    lists and calls. Calls made at once when it is back each ran exactly
+    once (one new session for all, none failing mid-heal), every live
+    session hears tools/list_changed, the cached schemas are forgotten (P27),
+    and the loss is one WARNING, the new session one INFO."""
     caplog.set_level(logging.INFO, logger="helmlog.proxy")
     heard: list[str] = []
     mark = tmp_path / "tally"
