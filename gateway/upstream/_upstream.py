@@ -236,6 +236,10 @@ class Upstream:
         self._healed = anyio.Event()  # set by ``_keep`` once it has
         self._heal_error: UpstreamError | None = None
         self._closing = False
+        # A command's child (stdio): its end, seen by the SDK path, asks the
+        # next request to start it again (the fast path's pipes say ``gone``).
+        self._child = isinstance(target, (list, tuple))
+        self._ended = False
         # Called after a heal (outside its lock): what the old session held
         # that the new one must hold again (the proxy's resource subscriptions).
         self.on_healed: Callable[[], Awaitable[None]] | None = None
@@ -504,6 +508,7 @@ class Upstream:
     async def _disconnect(self) -> None:
         """Close the session and stop the upstream, in ``_keep``'s task."""
         stack, self._stack, self.session = self._stack, None, None
+        self._ended = False
         self._posts = self._modern_posts = self.modern = None
         self.listening = False
         if self._link is not None and self._link.wire is not None:
@@ -640,12 +645,14 @@ class Upstream:
             )
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED and exc.data is None:
+                self._ended = self._child  # a child's pipes closed: it ended
                 raise withheld(  # H4: the label and the cause only in the log
                     "the upstream MCP server went away",
                     detail=f"{self.label}: {exc.message}",
                 ) from exc
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            self._ended = self._child
             raise withheld(  # H4: the label and the cause only in the log
                 "the upstream MCP server went away",
                 detail=f"{self.label}: {_cause(exc)}",
@@ -670,7 +677,13 @@ class Upstream:
         """
         # ``_healing_once`` inline: this is every call's path (no closure)
         generation = self.generation
-        if self._heal_error is not None or self._healing.locked():
+        raw = self._raw
+        if (
+            self._heal_error is not None
+            or self._healing.locked()
+            or self._ended
+            or (raw is not None and raw.gone is not None)
+        ):
             generation = await self._healthy()
         try:
             return await self._call_raw(method, params, timeout_s, progress)
@@ -745,9 +758,18 @@ class Upstream:
         if self._healing.locked():
             async with self._healing:
                 pass
-        if self._heal_error is not None and self._keeper is not None:
+        if self._keeper is not None and (
+            self._heal_error is not None or self._exited()
+        ):
             await self._heal(self.generation)
         return self.generation
+
+    def _exited(self) -> bool:
+        """Whether a stdio upstream's child has ended (its pipes closed): the
+        next request starts it again; the calls it had are not sent again
+        (each failed as the upstream gone: one may have run)."""
+        raw = self._raw
+        return self._ended or (raw is not None and raw.gone is not None)
 
     def _lost(self, generation: int) -> bool:
         """Whether the upstream answered 404 to this connection's session
@@ -775,11 +797,14 @@ class Upstream:
                 raise withheld(  # H4: the label only in the log
                     "the upstream MCP server is not connected", detail=self.label
                 )
-            log.warning(
-                "proxy: upstream %s no longer knows the proxy's session "
-                "(HTTP 404); starting a new one",
-                self.label,
-            )
+            if self._exited():
+                log.warning("proxy: upstream %s exited; starting it again", self.label)
+            else:
+                log.warning(
+                    "proxy: upstream %s no longer knows the proxy's session "
+                    "(HTTP 404); starting a new one",
+                    self.label,
+                )
             self._healed = anyio.Event()
             self._asked.set()
             await self._healed.wait()

@@ -9,11 +9,13 @@ Emits:   nothing.
 Laws: P25 (capabilities mirrored, refusal to start naming the upstream,
 progress and cancellation relayed, list_changed fanned out to every live
 session), issue 10 item 2 (upstream over stdio and HTTP, clients over stdio
-and HTTP), and an upstream that dies mid-call is an MCP error.
+and HTTP), and an upstream that dies mid-call is an MCP error (a stdio one
+is started again by the next call).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -26,7 +28,7 @@ from helmlog.gateway import McpProxy, UpstreamError
 
 from ...polling import until
 from .http_helpers import http_client, http_upstream
-from .proxy_helpers import proxied, through
+from .proxy_helpers import proxied, text_of, through
 from .upstream_server import CANCELLED, UPSTREAM
 
 STDIO = [sys.executable, "-m", "tests.unit.gateway.upstream_server"]
@@ -131,6 +133,26 @@ async def test_an_upstream_that_dies_mid_call_is_an_mcp_error() -> None:
         with pytest.raises(MCPError):
             await client.call_tool("die", {})
     assert ["error"] == [e.outcome for e in seen]
+
+
+async def test_p25_a_stdio_upstream_that_exited_is_started_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """P25: the stdio upstream's child exits mid-call; that call fails and is
+    not sent again (it may have run), and the next call starts the child
+    again and is answered; one WARNING names the exit."""
+    caplog.set_level(logging.INFO, logger="helmlog.proxy")
+    proxy = McpProxy(STDIO)
+    async with proxied(proxy) as client:
+        with pytest.raises(MCPError):
+            await client.call_tool("die", {})
+        out = await client.call_tool("echo", {"word": "hi"})
+        again = await client.call_tool("echo", {"word": "hey"})
+        generation = proxy.upstream.generation
+    assert ["HI", "HEY"] == [text_of(out), text_of(again)]
+    assert 2 == generation  # started twice: at the start, after the exit
+    exits = [r for r in caplog.records if "exited; starting it again" in r.message]
+    assert [logging.WARNING] == [r.levelno for r in exits]
 
 
 async def test_p25_meta_is_forwarded_on_routed_and_pass_through_calls() -> None:
