@@ -286,7 +286,7 @@ class Upstream:
         if self._keeper is not None:
             raise RuntimeError(f"the upstream {self.label} is open already")
         self._heal_error = None
-        self._healed = anyio.Event()
+        self._asked, self._healed = anyio.Event(), anyio.Event()
         keeper = anyio.create_task_group()
         await keeper.__aenter__()
         try:
@@ -799,6 +799,13 @@ class Upstream:
                 )
             if self._exited():
                 log.warning("proxy: upstream %s exited; starting it again", self.label)
+            elif self._heal_error is not None:
+                log.warning(
+                    "proxy: upstream %s could not be reached at the last attempt "
+                    "(%s); trying again",
+                    self.label,
+                    self._heal_error,
+                )
             else:
                 log.warning(
                     "proxy: upstream %s no longer knows the proxy's session "

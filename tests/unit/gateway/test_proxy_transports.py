@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -153,6 +154,34 @@ async def test_p25_a_stdio_upstream_that_exited_is_started_again(
     assert 2 == generation  # started twice: at the start, after the exit
     exits = [r for r in caplog.records if "exited; starting it again" in r.message]
     assert [logging.WARNING] == [r.levelno for r in exits]
+
+
+async def test_p25_a_stdio_upstream_that_cannot_start_again_is_tried_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """P25, H4: the child exits, and its command fails the next start; that
+    call fails with the proxy's withheld error, and the one after, the
+    command working again, starts the child and is answered."""
+    caplog.set_level(logging.INFO, logger="helmlog.proxy")
+    broken = tmp_path / "broken"
+    script = (
+        f'if [ -e "{broken}" ]; then exit 3; fi; '
+        f'exec "{sys.executable}" -m tests.unit.gateway.upstream_server'
+    )
+    proxy = McpProxy(["sh", "-c", script])
+    async with proxied(proxy) as client:
+        broken.touch()
+        with pytest.raises(MCPError):
+            await client.call_tool("die", {})
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("echo", {"word": "hi"})
+        broken.unlink()
+        out = await client.call_tool("echo", {"word": "hi"})
+    said = refused.value.error.message
+    assert said.startswith("the upstream MCP server went away (error id")
+    assert "HI" == text_of(out)
+    retried = [r for r in caplog.records if "at the last attempt" in r.message]
+    assert [logging.WARNING] == [r.levelno for r in retried]
 
 
 async def test_p25_meta_is_forwarded_on_routed_and_pass_through_calls() -> None:
