@@ -28,6 +28,7 @@ from ._context import (
     Uncopied,
     call_context,
     clone,
+    deferred,
     result_context,
 )
 from ._links import MASKED, Link
@@ -291,13 +292,8 @@ async def walk_tool_calls(
         fn = link.on_tool_call
         if fn is None:
             continue
-        if history is None:
-            # ``deferred``, inline (no frame per field): the history is a
-            # tuple, the identity a mapping or ``None``.
-            history, identity = (
-                Uncopied(site.history),
-                None if site.identity is None else Uncopied(site.identity),
-            )
+        if history is None:  # once a walk
+            history, identity = deferred(site.history), deferred(site.identity)
         if marked is None:
             marked = args if type(args) in ATOM_TYPES else Uncopied(args)
         ctx = call_context(
@@ -379,12 +375,8 @@ async def walk_tool_results(
         fn = link.on_tool_result
         if fn is None:
             continue
-        if history is None:
-            # ``deferred``, inline (no frame per field), as above.
-            history, identity = (
-                Uncopied(site.history),
-                None if site.identity is None else Uncopied(site.identity),
-            )
+        if history is None:  # once a walk
+            history, identity = deferred(site.history), deferred(site.identity)
         ctx = result_context(
             site.tool_name,
             site.tool_source,
