@@ -1,8 +1,9 @@
 """Resource subscriptions through the proxy: which client asked for which URI.
 
 Pattern: a registry shared by every client session over the one upstream
-         connection: URI -> the sessions subscribed to it. The upstream's
-         ``notifications/resources/updated`` goes to those sessions only.
+         connection: URI -> the sessions subscribed to it, and each session's
+         URIs. The upstream's ``notifications/resources/updated`` goes to the
+         sessions subscribed to its URI only.
 Role:    gateway layer; ``McpProxy`` holds one; each ``ProxySession`` files
          its ``resources/subscribe`` and ``resources/unsubscribe`` in it.
 Emits:   nothing.
@@ -26,14 +27,23 @@ class Subscriptions:
 
     def __init__(self) -> None:
         self._by_uri: dict[str, set[Any]] = {}
+        # The same pairs by session: a closing session (every 2026-era HTTP
+        # request is one) asks ``holds`` without a walk of every URI.
+        self._by_session: dict[Any, set[str]] = {}
 
     def add(self, session: Any, uri: str) -> None:
         """``session`` subscribed to ``uri`` (the upstream accepted it)."""
         self._by_uri.setdefault(uri, set()).add(session)
+        self._by_session.setdefault(session, set()).add(uri)
 
     def remove(self, session: Any, uri: str) -> bool:
         """``session`` unsubscribed from ``uri``; whether the upstream's
         subscription may end (no other session holds one)."""
+        mine = self._by_session.get(session)
+        if mine is not None:
+            mine.discard(uri)
+            if not mine:
+                del self._by_session[session]
         held = self._by_uri.get(uri)
         if held is None:
             return True  # nobody here holds it: the upstream answers
@@ -46,18 +56,15 @@ class Subscriptions:
     def drop(self, session: Any) -> list[str]:
         """A closed session's subscriptions gone; the URIs it was the last
         subscriber of (their upstream subscriptions may end)."""
-        orphaned = []
-        for uri, held in list(self._by_uri.items()):
-            if session in held:
-                held.discard(session)
-                if not held:
-                    del self._by_uri[uri]
-                    orphaned.append(uri)
-        return orphaned
+        return [
+            uri
+            for uri in self._by_session.get(session, set()).copy()
+            if self.remove(session, uri)
+        ]
 
     def holds(self, session: Any) -> bool:
         """Whether ``session`` holds any subscription."""
-        return any(session in held for held in self._by_uri.values())
+        return session in self._by_session
 
     def subscribers(self, uri: str) -> list[Any]:
         """The sessions subscribed to ``uri``, now."""
