@@ -13,77 +13,70 @@ issue 29 item 2 (full collections of 122-134 ms set the p99).
 
 Why freeze: frozen objects are never walked, yet still freed by reference
 counting. Why again after each older collection: resident sessions come and
-go. Why a bound: cycles frozen while alive would stay for the process's life;
-once the frozen set has doubled, the next full collection walks it again.
+go. Why a bound: cycles frozen while alive would stay for the process's
+life; once the process's peak memory has doubled since the last full walk,
+the next full collection walks the frozen set again. Why the peak and not a
+count of the frozen set: counting it is a walk of all of it.
 More: docs/design.md ("The collector of a server").
 """
 
 from __future__ import annotations
 
 import gc
+import resource
 import sys
 from typing import Any, Final
 
 # Python's own: a young walk of 700 objects took ~0.2 ms at 1,000 users, one
 # of 20,000 took 15-20 ms (issue 29 item 2, bench/sessions.py).
 SERVER_THRESHOLDS: Final = (700, 10, 10)
-# The frozen set may grow to this many times what the last full walk left
-# (never less than RECLAIM_FLOOR objects) before the next full collection
-# walks it all again and frees the cycles it held.
-RECLAIM_FACTOR: Final = 2
-RECLAIM_FLOOR: Final = 50_000
-# Two counts of the frozen set are at least this share of the limit of heap
-# growth apart (blocks), however little room is left under the limit.
-READ_SPACING: Final = 4
+# The process's peak resident memory may grow to this many times what it was
+# after the last full walk (never less than RECLAIM_FLOOR_KIB) before the
+# next full collection walks the frozen set again and frees the cycles it
+# held.
+RECLAIM_FACTOR: Final = 2.0
+RECLAIM_FLOOR_KIB: Final = 256 * 1024
 
 
 class _Freezer:
-    """What the hook knows between collections: the frozen count after the
-    last full walk, an upper bound on it now, the exact count and the heap's
-    allocated blocks when it was last read, and whether a thaw waits for the
-    next full collection."""
+    """What the hook knows between collections: the peak memory (KiB) past
+    which the frozen set is thawed, and whether a thaw waits for the next
+    full collection."""
 
-    baseline = 0
-    bound = 0
-    counted = 0
-    heap = 0
+    limit_kib = 0.0
     thawed = False
 
 
-def _read() -> int:
-    """The exact frozen count (a walk of the frozen list), noted with the
-    heap's blocks at that moment."""
-    _Freezer.bound = _Freezer.counted = gc.get_freeze_count()
-    _Freezer.heap = sys.getallocatedblocks()
-    return _Freezer.counted
+def peak_kib() -> int:
+    """The process's peak resident memory in KiB (``getrusage``: one system
+    call, no walk; Linux counts KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak
+
+
+def _set_limit() -> None:
+    _Freezer.limit_kib = RECLAIM_FACTOR * max(peak_kib(), RECLAIM_FLOOR_KIB)
 
 
 def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
     """``gc.callbacks`` hook: once a middle or full collection has ended,
     freeze every object it left, so no later collection walks them again;
-    once the frozen set has doubled, thaw it for the next full collection.
+    once the process's peak memory has passed its limit, thaw the frozen set
+    for the next full collection.
 
     A hook cannot collect (``gc.collect`` inside a collection does nothing),
     so the thaw waits for Python's own next full collection: middle ones
     until then freeze nothing, the full one walks everything and frees the
-    cycles the freeze held, and its survivors are the new baseline.
-    Why a bound and not ``gc.get_freeze_count()`` each time: that walks the
-    whole frozen list (5-10 ms at 75,000 objects, 15-34 ms at 120,000 in a
-    fragmented heap); the bound adds what each freeze takes (the old
-    generation, survivors only). Under load most of what is frozen is a turn
-    in flight that dies soon after, so the bound passes the limit at once
-    (the count was read at nearly every middle collection: 33 reads in 11 s
-    at 1,000 users). So the count is read only once the bound has also grown
-    by half the last count (one walk per half of the frozen list frozen
-    anew) and the heap's allocated blocks (``sys.getallocatedblocks``, no
-    walk of objects) have grown by the room left under the limit: what the
-    freeze holds beyond the live set is garbage, and garbage that is not
-    freed is heap that grows; a turn in flight frozen and freed is not.
-    Why that room is at least a quarter of the limit: a live set that grows
-    (resident sessions) holds the count just under the limit, where the room
-    left is small and every heap step passed it (8 walks of 18-38 ms in 8 s
-    on Redis at 1,000 users); so the set may pass the limit by a quarter of
-    it before the walk that thaws it."""
+    cycles the freeze held, and the limit is set again from the peak after
+    it. What the freeze holds beyond the live set is garbage, and garbage
+    that is never freed is memory that grows; a turn in flight that was
+    frozen and freed by reference counting is not. So a full walk is paid
+    once per doubling of the process's peak, and a server whose memory has
+    stopped growing walks its frozen set never again. The peak is one system
+    call: the frozen set's count (``gc.get_freeze_count``) follows the whole
+    frozen list, 15-24 ms at 130,000-185,000 objects in a heap a server has
+    fragmented, and pymalloc's block count walks every arena (2-4 ms at
+    9 million blocks)."""
     if phase != "stop" or info["generation"] < 1:
         return
     if _Freezer.thawed:
@@ -91,19 +84,10 @@ def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
             return
         _Freezer.thawed = False
         gc.freeze()
-        _Freezer.baseline = _read()
+        _set_limit()
         return
-    _Freezer.bound += len(gc.get_objects(generation=2))
     gc.freeze()
-    limit = RECLAIM_FACTOR * max(_Freezer.baseline, RECLAIM_FLOOR)
-    if _Freezer.bound <= limit or 2 * (_Freezer.bound - _Freezer.counted) < (
-        _Freezer.counted
-    ):
-        return
-    room = max(limit - _Freezer.counted, limit // READ_SPACING)
-    if sys.getallocatedblocks() - _Freezer.heap < room:
-        return
-    if _read() > limit:  # freed objects left the list
+    if peak_kib() > _Freezer.limit_kib:
         gc.unfreeze()
         _Freezer.thawed = True
 
@@ -116,7 +100,7 @@ def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> in
     survives a middle-generation (or full) collection is frozen in turn, by
     a ``gc.callbacks`` hook installed once however often this is called.
     Cyclic garbage frozen that way is freed by the full collection that
-    follows the frozen set's doubling (one full walk per doubling).
+    follows the doubling of the process's peak memory (at least 512 MiB).
 
     Args:
         thresholds: ``gc.set_threshold``'s three, each a positive integer.
@@ -134,7 +118,7 @@ def settle_collector(thresholds: tuple[int, int, int] = SERVER_THRESHOLDS) -> in
         )
     gc.collect()
     gc.freeze()
-    _Freezer.baseline = _read()
+    _set_limit()
     _Freezer.thawed = False
     gc.set_threshold(*thresholds)
     if _freeze_survivors not in gc.callbacks:

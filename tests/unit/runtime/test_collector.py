@@ -14,11 +14,14 @@ error (STYLE.md).
 from __future__ import annotations
 
 import gc
+import resource
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
+from helmlog.runtime import _collector
+from helmlog.runtime._collector import peak_kib
 from helmlog.runtime.lowlevel import settle_collector
 
 
@@ -111,13 +114,13 @@ def test_young_cycles_are_still_collected_after_settling(collector: None) -> Non
     assert ref() is None
 
 
-def test_cycles_frozen_while_alive_are_freed_once_the_frozen_set_doubles(
-    collector: None,
+def test_cycles_frozen_while_alive_are_freed_once_the_peak_passes_its_limit(
+    collector: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 29 item 2, bounded: a cycle frozen while alive and dropped
-    later is not held for the process's life; once the frozen set has
-    doubled since the last full walk, the next full collection frees it, and
-    freezing resumes after it."""
+    later is not held for the process's life; once the process's peak memory
+    has passed its limit, the next full collection frees it, freezing
+    resumes after it, and the limit is set again from the peak."""
     settle_collector()
     cycle = Warm()
     cycle.self = cycle  # type: ignore[attr-defined]
@@ -126,58 +129,53 @@ def test_cycles_frozen_while_alive_are_freed_once_the_frozen_set_doubles(
     del cycle
     gc.collect(1)
     assert ref() is not None  # held by the freeze, for now
-    residents = [Warm() for _ in range(2 * max(gc.get_freeze_count(), 50_000))]
-    # The frozen set has doubled (the allocations' own collections may have
-    # seen it first): thawed, then the next full walk frees the cycle and
-    # freezes the rest.
-    gc.collect(1)
+    # The peak (a real reading) has passed the limit.
+    monkeypatch.setattr(_collector._Freezer, "limit_kib", peak_kib() - 1)
+    residents = [Warm() for _ in range(1_000)]
+    gc.collect(1)  # thawed: nothing frozen until the full walk
+    assert _watched(residents[0])
     gc.collect(2)
     assert ref() is None
     assert not _watched(residents[0])
-    assert gc.get_freeze_count() >= len(residents)
+    assert _collector._Freezer.limit_kib == _limit_now()
 
 
-def test_a_frozen_set_that_only_churns_is_not_walked_to_count_it(
+def _limit_now() -> float:
+    return _collector.RECLAIM_FACTOR * max(peak_kib(), _collector.RECLAIM_FLOOR_KIB)
+
+
+def test_the_limit_is_twice_the_peak_and_never_below_the_floor(
+    collector: None,
+) -> None:
+    """Issue 29 item 2: a full walk is paid once per doubling of the
+    process's peak memory (``getrusage``, one system call), and never before
+    512 MiB: a server whose memory has stopped growing walks its frozen set
+    never again."""
+    settle_collector()
+    assert (2.0, 256 * 1024) == (
+        _collector.RECLAIM_FACTOR,
+        _collector.RECLAIM_FLOOR_KIB,
+    )
+    assert _collector._Freezer.limit_kib == _limit_now() >= 512 * 1024
+    assert peak_kib() == resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def test_the_hook_never_walks_the_frozen_set_to_count_it(
     reads: list[int],
 ) -> None:
     """Issue 29 item 2: turns in flight frozen by a middle collection and
-    freed soon after (the heap does not grow) never make the hook count the
-    frozen set, a walk of all of it (15-34 ms at 120,000 objects under load),
-    however far its upper bound has passed the limit."""
-    frozen_at_start = count()
+    freed soon after, and resident sessions that accumulate, never make the
+    hook count the frozen set: a walk of all of it (15-24 ms at 130,000 to
+    185,000 objects under load, bench/sessions.py)."""
+    residents: list[list[Warm]] = []
     for _ in range(24):
-        # A quarter of the limit's room: about half of it in heap blocks (an
-        # instance and its attribute values).
-        in_flight = [Warm() for _ in range(max(frozen_at_start, 50_000) // 4)]
+        in_flight = [Warm() for _ in range(5_000)]
+        residents.append([Warm() for _ in range(1_000)])
         gc.collect(1)  # alive: frozen by the hook
         assert not _watched(in_flight[0])
         del in_flight
-    # Six times the limit's room went through the freeze, none of it kept.
-    assert ([], True) == (reads, count() < 2 * max(frozen_at_start, 50_000))
-
-
-def test_a_frozen_set_held_near_its_limit_is_counted_once_per_quarter_of_growth(
-    reads: list[int],
-) -> None:
-    """Issue 29 item 2: a live set that grows (resident sessions) holds the
-    frozen count just under its limit, where little room is left; the heap
-    growing in steps wider than that room is counted at most once per
-    quarter of the limit of growth (a count walks the whole frozen list,
-    18-38 ms at 1,000 users), not at every step, and still counted as it
-    grows (frozen garbage is still found)."""
-    limit = 2 * max(count(), 50_000)
-    residents = [Warm() for _ in range(int(limit * 0.92) - count())]
-    gc.collect(1)  # alive: frozen by the hook, 0.08 of the limit left
-    steps, ballast = 9, []
-    for _ in range(steps):
-        for _ in range(16):  # turns in flight: the bound grows, not the count
-            in_flight = [Warm() for _ in range(limit // 32)]
-            gc.collect(1)
-            del in_flight
-        # The heap grows by more than the room left, less than a quarter.
-        ballast.append([bytes(100) for _ in range(limit // 10)])
-        gc.collect(1)
-    assert (True, False) == (1 <= len(reads) <= steps // 2, _watched(residents[0]))
+    gc.collect(2)
+    assert ([], False) == (reads, any(_watched(r[0]) for r in residents))
 
 
 def test_settling_twice_installs_one_hook(collector: None) -> None:
