@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
@@ -50,8 +51,11 @@ class Logins:
         self.max_live = max_live
         self._clock = clock
         # Invariant: insertion order is expiry order (one ttl for all), so the
-        # expired entries are always a prefix and the first is the oldest.
-        self._live: dict[str, tuple[Principal, float]] = {}
+        # expired entries are always a prefix and the first is the oldest. An
+        # OrderedDict: a dict's first key is found by walking every entry
+        # deleted since its last resize, so a sweep of k expired logins (one
+        # first key each) was quadratic in k.
+        self._live: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
 
     def __len__(self) -> int:
         self._sweep()
@@ -61,7 +65,7 @@ class Logins:
         """A fresh login id (``secrets.token_urlsafe(32)``) for ``principal``."""
         self._sweep()
         while len(self._live) >= self.max_live:
-            del self._live[next(iter(self._live))]
+            self._live.popitem(last=False)
         login_id = secrets.token_urlsafe(32)
         who = msgspec.structs.replace(principal, via="cookie")
         self._live[_digest(login_id)] = (who, self._clock() + self.ttl_s)
@@ -83,8 +87,9 @@ class Logins:
 
     def _sweep(self) -> None:
         now = self._clock()
-        while self._live:
-            first = next(iter(self._live))
-            if self._live[first][1] > now:
+        live = self._live
+        while live:
+            _who, until = next(iter(live.values()))
+            if until > now:
                 return
-            del self._live[first]
+            live.popitem(last=False)

@@ -88,6 +88,27 @@ def test_h5_the_table_is_bounded_dropping_the_oldest() -> None:
     assert (1, True) == (len(logins), logins.who(latest) is not None)
 
 
+def test_h5_a_mass_expiry_sweeps_exactly_the_expired_logins() -> None:
+    """H5: thousands of logins expiring together are swept at once, and the
+    ones opened after them stay live, in order (the table is an OrderedDict:
+    a plain dict's oldest entry is found by walking every entry deleted
+    since its last resize, which made this sweep quadratic)."""
+    clock = Clock()
+    logins = Logins(ttl_s=60, max_live=10_000, clock=clock)
+    for _ in range(5_000):
+        logins.open(DANA)
+    clock.now += 30
+    later = [logins.open(DANA) for _ in range(3)]
+    clock.now += 30  # the first 5,000 expire; the later three have 30 s left
+    assert 3 == len(logins)
+    assert all(logins.who(login_id) is not None for login_id in later)
+    fill = [logins.open(DANA) for _ in range(9_997)]
+    dropped = logins.open(DANA)  # past the bound: the oldest live one goes
+    assert (10_000, None) == (len(logins), logins.who(later[0]))
+    assert logins.who(later[1]) is not None and logins.who(fill[-1]) is not None
+    assert logins.who(dropped) is not None
+
+
 @pytest.mark.parametrize(("ttl_s", "max_live"), [(0, 10), (-1, 10), (60, 0)])
 def test_h5_a_login_table_that_holds_nothing_is_refused(
     ttl_s: float, max_live: int
