@@ -60,6 +60,7 @@ from ..fast.stdio_upstream import RawCalls
 from ..fast.upstream import handshake_shape
 from ._credentials import HttpUpstream
 from ._http import HttpClientFactory
+from ._pacing import RestartPacing
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -240,6 +241,9 @@ class Upstream:
         # next request to start it again (the fast path's pipes say ``gone``).
         self._child = isinstance(target, (list, tuple))
         self._ended = False
+        # Restarts after an exit or a failed attempt, paced (a crash loop is
+        # not started again by every request).
+        self._pacing = RestartPacing()
         # Called after a heal (outside its lock): what the old session held
         # that the new one must hold again (the proxy's resource subscriptions).
         self.on_healed: Callable[[], Awaitable[None]] | None = None
@@ -797,7 +801,10 @@ class Upstream:
                 raise withheld(  # H4: the label only in the log
                     "the upstream MCP server is not connected", detail=self.label
                 )
-            if self._exited():
+            exited = self._exited()
+            if exited or self._heal_error is not None:
+                self._paced()
+            if exited:
                 log.warning("proxy: upstream %s exited; starting it again", self.label)
             elif self._heal_error is not None:
                 log.warning(
@@ -827,6 +834,22 @@ class Upstream:
         if self.on_healed is not None:
             await self.on_healed()
         await self._missed(kinds)
+
+    def _paced(self) -> None:
+        """A restart of an upstream that failed begins now, or the request
+        is refused while its wait lasts (``_pacing``).
+
+        Raises:
+            MCPError: withheld (H4): the upstream is not started again yet.
+        """
+        wait_s = self._pacing.wait_s()
+        if wait_s > 0:
+            raise withheld(  # H4: the label and the wait only in the log
+                "the upstream MCP server went away",
+                detail=f"{self.label}: it failed again soon after its last "
+                f"start; starting it again in {wait_s:.1f} s",
+            )
+        self._pacing.started()
 
     async def _modern_call(
         self,

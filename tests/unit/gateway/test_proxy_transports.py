@@ -26,6 +26,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from helmlog.gateway import McpProxy, UpstreamError
+from helmlog.gateway.upstream._pacing import BASE_S
 
 from ...polling import until
 from .http_helpers import http_client, http_upstream
@@ -182,6 +183,47 @@ async def test_p25_a_stdio_upstream_that_cannot_start_again_is_tried_again(
     assert "HI" == text_of(out)
     retried = [r for r in caplog.records if "at the last attempt" in r.message]
     assert [logging.WARNING] == [r.levelno for r in retried]
+
+
+async def test_p25_a_crash_looping_upstream_is_not_started_by_every_request(
+    tmp_path: Path,
+) -> None:
+    """P25, H4: the child exits and its command fails every start: a burst
+    of calls starts it twice (at once, then once more), the rest are refused
+    with the withheld error while the wait lasts; once the command works
+    again and the wait has passed, the next call starts it and is answered."""
+    broken, starts = tmp_path / "broken", tmp_path / "starts"
+    script = (
+        f'echo >> "{starts}"; if [ -e "{broken}" ]; then exit 3; fi; '
+        f'exec "{sys.executable}" -m tests.unit.gateway.upstream_server'
+    )
+    proxy = McpProxy(["sh", "-c", script])
+    async with proxied(proxy) as client:
+        broken.touch()
+        with pytest.raises(MCPError):
+            await client.call_tool("die", {})
+        said = []
+        for _ in range(8):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("echo", {"word": "hi"})
+            said.append(refused.value.error.message)
+        burst = len(starts.read_text().splitlines()) - 1  # the first start
+        broken.unlink()
+
+        async def answered() -> types.CallToolResult | None:
+            try:
+                return await client.call_tool("echo", {"word": "hi"})
+            except MCPError:
+                return None  # refused while the wait lasts
+
+        out: Any = await until("the child started again", answered, every=BASE_S / 5)
+    # At once, once more, and (on a machine slow enough that the refusals
+    # outlast BASE_S) at most one more: never once a request.
+    assert 2 <= burst <= 3
+    assert all(
+        m.startswith("the upstream MCP server went away (error id") for m in said
+    )
+    assert "HI" == text_of(out)
 
 
 async def test_p25_meta_is_forwarded_on_routed_and_pass_through_calls() -> None:
