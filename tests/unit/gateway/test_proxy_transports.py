@@ -157,6 +157,16 @@ async def test_p25_a_stdio_upstream_that_exited_is_started_again(
     assert [logging.WARNING] == [r.levelno for r in exits]
 
 
+def _breakable(broken: Path, starts: Path) -> list[str]:
+    """The upstream's command, which notes each start as a line in ``starts``
+    and fails it (exit 3) while the file ``broken`` exists."""
+    script = (
+        f'echo >> "{starts}"; if [ -e "{broken}" ]; then exit 3; fi; '
+        f'exec "{sys.executable}" -m tests.unit.gateway.upstream_server'
+    )
+    return ["sh", "-c", script]
+
+
 async def test_p25_a_stdio_upstream_that_cannot_start_again_is_tried_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -165,11 +175,7 @@ async def test_p25_a_stdio_upstream_that_cannot_start_again_is_tried_again(
     command working again, starts the child and is answered."""
     caplog.set_level(logging.INFO, logger="helmlog.proxy")
     broken = tmp_path / "broken"
-    script = (
-        f'if [ -e "{broken}" ]; then exit 3; fi; '
-        f'exec "{sys.executable}" -m tests.unit.gateway.upstream_server'
-    )
-    proxy = McpProxy(["sh", "-c", script])
+    proxy = McpProxy(_breakable(broken, tmp_path / "starts"))
     async with proxied(proxy) as client:
         broken.touch()
         with pytest.raises(MCPError):
@@ -193,11 +199,7 @@ async def test_p25_a_crash_looping_upstream_is_not_started_by_every_request(
     with the withheld error while the wait lasts; once the command works
     again and the wait has passed, the next call starts it and is answered."""
     broken, starts = tmp_path / "broken", tmp_path / "starts"
-    script = (
-        f'echo >> "{starts}"; if [ -e "{broken}" ]; then exit 3; fi; '
-        f'exec "{sys.executable}" -m tests.unit.gateway.upstream_server'
-    )
-    proxy = McpProxy(["sh", "-c", script])
+    proxy = McpProxy(_breakable(broken, starts))
     async with proxied(proxy) as client:
         broken.touch()
         with pytest.raises(MCPError):
