@@ -201,7 +201,7 @@ class ProxyHttpApp:
             )
             await response(scope, receive, send)
             return
-        replay = _replayer(body)
+        replay = _replayer(body, receive)
         sid = head.get(MCP_SESSION_ID_HEADER)
         version = head.get("mcp-protocol-version")
         if sid is None and version is not None and version not in HANDSHAKE_VERSIONS:
@@ -543,16 +543,18 @@ def _nulled(body: bytes, status: int) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
-def _replayer(body: bytes) -> Callable[[], Any]:
+def _replayer(body: bytes, received: Callable[[], Any]) -> Callable[[], Any]:
+    """The request's ``receive`` once its body was read: the body again, then
+    the connection's own (its ``http.disconnect`` when the client goes: a
+    stream answered with SSE, a listen stream among them, ends with it)."""
     sent = False
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Any:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
+        return await received()
 
     return receive
 

@@ -38,10 +38,11 @@ from ._audit import ProxyLedger
 from ._calls import ToolCallTelemetry
 from ._governance import Governance
 from ._layers import Layer, ProxyContext
+from ._listen import Listening
 from ._observers import Observers
 from ._routing import Routing
 from ._session import ProxySession
-from ._subscriptions import Subscriptions
+from ._subscriptions import Subscriptions, unsubscribe_upstream
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -184,8 +185,10 @@ class McpProxy:
         self.sensitivity = _tiers(sensitivity)
         self.observer_timeout_s = observer_timeout_s
         self.sessions: set[ProxySession] = set()
-        # Which session subscribed to which resource (P25: updates relayed).
+        # Which session subscribed to which resource (P25: updates relayed),
+        # and the 2026-era clients' listen streams (P25: changes delivered).
         self.subscriptions = Subscriptions()
+        self.listening = Listening()
         # The JSON path of a plain tools/call (``_routing``'s same-route
         # rule); tests turn it off to compare it with the model path.
         self.fast_calls = True
@@ -336,20 +339,6 @@ class McpProxy:
         """H6, P16: await the async observers' work owed so far, in order."""
         await self.observers.settle()
 
-    async def _unsubscribed(self, uris: list[str]) -> None:
-        """P25: end the upstream's subscriptions no session holds any more
-        (best effort: a closing session does not wait on a failing upstream)."""
-        for uri in uris:
-            params = types.UnsubscribeRequestParams(uri=uri)
-            try:
-                await self.upstream.request(
-                    types.UnsubscribeRequest(params=params), types.EmptyResult
-                )
-            except Exception as exc:  # noqa: BLE001 — logged; the close goes on
-                log.info(
-                    "proxy: an upstream unsubscribe failed: %s", type(exc).__name__
-                )
-
     async def _resubscribed(self) -> None:
         """P25: a new upstream session (a heal) holds no subscription: each
         URI a session still holds is subscribed to again."""
@@ -367,6 +356,7 @@ class McpProxy:
                 )
 
     async def _upstream_notification(self, note: Any) -> None:
+        await self.listening.heard(note)  # the 2026 era's listen streams (P25)
         if isinstance(note, types.ResourceUpdatedNotification):
             uri = str(note.params.uri)
             for session in self.subscriptions.subscribers(uri):  # P25, P8
@@ -422,6 +412,7 @@ class McpProxy:
             delegated_from=delegated_from,
             audit_session=audit_session,
             subscriptions=self.subscriptions,
+            listening=self.listening,
         )
         self.sessions.add(session)
         return session
@@ -443,7 +434,7 @@ class McpProxy:
         if session not in self.sessions:
             return
         self.sessions.discard(session)
-        await self._unsubscribed(self.subscriptions.drop(session))
+        await unsubscribe_upstream(self.upstream, self.subscriptions.drop(session))
         if self.ledger is not None:
             await self.ledger.close_session(session.audit_session)
         await self.observers.session_closed(session.audit_session)

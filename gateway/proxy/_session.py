@@ -39,9 +39,10 @@ from ._accounting import Accounting
 from ._asks import ASKED, Asked
 from ._calls import CallState, resource_hidden
 from ._layers import ProxyContext, clean_headers, uuid4_text
+from ._listen import Listening
 from ._outputs import judge
 from ._routing import Routing, has_progress, pass_through
-from ._subscriptions import Subscriptions
+from ._subscriptions import Subscriptions, unsubscribe_upstream
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -157,6 +158,7 @@ class ProxySession:
         delegated_from: tuple[Any, ...] = (),
         audit_session: str,
         subscriptions: Subscriptions | None = None,
+        listening: Listening | None = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -170,6 +172,8 @@ class ProxySession:
         self.subscriptions = (
             subscriptions if subscriptions is not None else (Subscriptions())
         )
+        # The proxy's listen streams (P25: a 2026-era client's changes).
+        self.listening = listening if listening is not None else Listening()
         self.identity = identity
         self.delegated_from = delegated_from
         self.audit_session = audit_session
@@ -229,6 +233,11 @@ class ProxySession:
                 types.UnsubscribeRequestParams,
                 _guarded(self._unsubscribe),
             )
+        add(
+            "subscriptions/listen",
+            types.SubscriptionsListenRequestParams,
+            _guarded(self._listen),
+        )
         governance = self.routing.governance
         if governance is not None and governance.asks is not None:
             # S10 through P14: a governance ask waits as a task.
@@ -260,21 +269,13 @@ class ProxySession:
     async def _discover(
         self, ctx: Ctx, params: types.RequestParams | None
     ) -> types.DiscoverResult:
-        """P25 on a 2026-era connection: the upstream's capabilities, except the
-        change notifications, which that era delivers on ``subscriptions/listen``
-        (not served by the proxy)."""
+        """P25 on a 2026-era connection: the upstream's capabilities (the
+        change notifications and resource subscriptions announced are
+        delivered on ``subscriptions/listen``, ``_listen``)."""
         init = self.upstream.init
         assert init is not None
         caps = init.capabilities
         update: dict[str, Any] = {}
-        if caps.tools is not None:
-            update["tools"] = caps.tools.model_copy(update={"list_changed": None})
-        if caps.prompts is not None:
-            update["prompts"] = caps.prompts.model_copy(update={"list_changed": None})
-        if caps.resources is not None:
-            update["resources"] = caps.resources.model_copy(
-                update={"list_changed": None, "subscribe": None}
-            )
         if self.server.extensions:  # the proxy's own (S10 through P14)
             update["extensions"] = {**(caps.extensions or {}), **self.server.extensions}
         return types.DiscoverResult(
@@ -547,6 +548,17 @@ class ProxySession:
         )
         self.subscriptions.add(self, uri)
         return out
+
+    async def _listen(
+        self, ctx: Ctx, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """P25, P8: one ``subscriptions/listen`` stream of this session, served
+        until the client ends it (``_listen.Listening``)."""
+        return await self.listening.serve(self, ctx, params)
+
+    async def unsubscribed(self, uris: list[str]) -> None:
+        """P25: the upstream's subscriptions to ``uris`` end (no holder left)."""
+        await unsubscribe_upstream(self.upstream, uris)
 
     async def _unsubscribe(
         self, ctx: Ctx, params: types.UnsubscribeRequestParams

@@ -5,7 +5,8 @@ Pattern: a registry shared by every client session over the one upstream
          URIs. The upstream's ``notifications/resources/updated`` goes to the
          sessions subscribed to its URI only.
 Role:    gateway layer; ``McpProxy`` holds one; each ``ProxySession`` files
-         its ``resources/subscribe`` and ``resources/unsubscribe`` in it.
+         its ``resources/subscribe`` and ``resources/unsubscribe`` in it, and
+         each listen stream its URIs (``_listen``).
 Emits:   nothing.
 
 Laws: P25 (an update reaches the sessions that subscribed, and only them; the
@@ -19,7 +20,17 @@ one client's unsubscribe must not end another client's subscription.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import Any
+
+import anyio
+import mcp.types as types
+
+log = logging.getLogger("helmlog.proxy")
+
+UNSUBSCRIBE_S = 5.0
+"""How long a closing holder waits on the upstream's unsubscribe at most."""
 
 
 class Subscriptions:
@@ -73,3 +84,21 @@ class Subscriptions:
     def uris(self) -> list[str]:
         """Every URI some session is subscribed to."""
         return list(self._by_uri)
+
+
+async def unsubscribe_upstream(upstream: Any, uris: Iterable[str]) -> None:
+    """P25: end the upstream's subscriptions no holder keeps any more: best
+    effort (logged), shielded from the closing holder's cancel and bounded
+    by ``UNSUBSCRIBE_S``, so a stream or session that ends never leaves the
+    upstream subscribed and never waits on a failing upstream."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(UNSUBSCRIBE_S):
+        for uri in uris:
+            params = types.UnsubscribeRequestParams(uri=uri)
+            try:
+                await upstream.request(
+                    types.UnsubscribeRequest(params=params), types.EmptyResult
+                )
+            except Exception as exc:  # noqa: BLE001 — logged; the close goes on
+                log.info(
+                    "proxy: an upstream unsubscribe failed: %s", type(exc).__name__
+                )

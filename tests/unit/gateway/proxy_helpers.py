@@ -41,6 +41,20 @@ async def through(proxy: McpProxy, **client: Any) -> AsyncIterator[ClientSession
 
 
 @asynccontextmanager
+async def modern_through(proxy: McpProxy) -> AsyncIterator[ClientSession]:
+    """One 2026-era client session (``server/discover``) with ``proxy``, in memory."""
+    async with (
+        create_client_server_memory_streams() as (cs, ss),
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(proxy.run, *ss)
+        async with ClientSession(*cs) as session:
+            await session.discover()
+            yield session
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
 async def proxied(proxy: McpProxy, **client: Any) -> AsyncIterator[ClientSession]:
     """Start ``proxy`` (its upstream) and open one client session through it."""
     async with proxy, through(proxy, **client) as session:

@@ -28,8 +28,6 @@ import gc
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,34 +35,18 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp import Client
-from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcp.shared.memory import create_client_server_memory_streams
 
 from helmlog.events import ProxyCallFinished
 from helmlog.gateway import HttpUpstream, McpProxy, ProxyAudit
 
 from ...polling import until
 from .http_helpers import Restartable, free_port, http_client, http_upstream
-from .proxy_helpers import text_of, through
+from .proxy_helpers import modern_through, text_of, through
 
 pytestmark = pytest.mark.timeout(120)
 
 MODERN, HANDSHAKE = "2026-07-28", "2025-11-25"
-
-
-@asynccontextmanager
-async def modern_through(proxy: McpProxy) -> AsyncIterator[ClientSession]:
-    """One 2026-era client session (``server/discover``) with ``proxy``, in memory."""
-    async with (
-        create_client_server_memory_streams() as (cs, ss),
-        anyio.create_task_group() as tg,
-    ):
-        tg.start_soon(proxy.run, *ss)
-        async with ClientSession(*cs) as session:
-            await session.discover()
-            yield session
-        tg.cancel_scope.cancel()
 
 
 def _proxy(url: str, fast: bool) -> McpProxy:
