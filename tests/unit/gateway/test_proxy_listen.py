@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 
 from helmlog.gateway import McpProxy
+from helmlog.gateway.proxy import _listen
 
 from ...polling import until
 from .http_helpers import http_upstream
@@ -134,3 +135,22 @@ async def test_p25_a_2026_era_client_over_http_hears_a_list_change() -> None:
     assert (seen.tools, seen.resources) == (upstream.tools, upstream.resources)
     assert ToolsListChanged() == event
     assert 0 == proxy.listening.open
+
+
+async def test_p25_listen_streams_past_the_proxys_bound_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bad input is a typed error: past ``MAX_STREAMS`` open at once, a listen
+    is refused before its ack (the SDK's own limit and message), and one
+    ending frees its place."""
+    monkeypatch.setattr(_listen, "MAX_STREAMS", 1)
+    proxy = McpProxy(subscribing())
+    async with proxy, modern_through(proxy) as client:
+        async with listen(client, resources_list_changed=True):
+            with pytest.raises(MCPError) as refused:
+                async with listen(client, resources_list_changed=True):
+                    pass  # pragma: no cover - refused before the ack
+        async with listen(client, resources_list_changed=True) as again:
+            honored = again.honored.resources_list_changed
+    assert "Subscription limit reached" == refused.value.error.message
+    assert True is honored
