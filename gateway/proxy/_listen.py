@@ -38,6 +38,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from ._calls import resource_hidden
+from ._subscriptions import unsubscribe_upstream
 
 MAX_STREAMS = 1024
 """Listen streams open at once through one proxy (the SDK's own default)."""
@@ -119,7 +120,7 @@ class Listening:
         """
         if self.open >= MAX_STREAMS:
             raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")
-        context = session.fresh_context()
+        context = session.context(ctx)  # as a subscribe's check (P5, P7)
         routing, subscriptions = session.routing, session.subscriptions
         uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
         for uri in uris:
@@ -145,4 +146,4 @@ class Listening:
             return result
         finally:
             self.open -= 1
-            await session.unsubscribed(subscriptions.drop(holder))
+            await unsubscribe_upstream(session.upstream, subscriptions.drop(holder))

@@ -42,7 +42,7 @@ from ._layers import ProxyContext, clean_headers, uuid4_text
 from ._listen import Listening
 from ._outputs import judge
 from ._routing import Routing, has_progress, pass_through
-from ._subscriptions import Subscriptions, unsubscribe_upstream
+from ._subscriptions import Subscriptions
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -555,10 +555,6 @@ class ProxySession:
         """P25, P8: one ``subscriptions/listen`` stream of this session, served
         until the client ends it (``_listen.Listening``)."""
         return await self.listening.serve(self, ctx, params)
-
-    async def unsubscribed(self, uris: list[str]) -> None:
-        """P25: the upstream's subscriptions to ``uris`` end (no holder left)."""
-        await unsubscribe_upstream(self.upstream, uris)
 
     async def _unsubscribe(
         self, ctx: Ctx, params: types.UnsubscribeRequestParams
