@@ -27,6 +27,7 @@ from .._chain import StoredEvent
 from .._errors import StoreError
 from .._facts import fact_bytes, fact_records, fact_sources
 from .._store import FactDelivery, FactRecord
+from .log import AppendLog
 
 _MEMORY_POLL_S: Final = 0.01
 
@@ -36,35 +37,35 @@ class MemoryFacts:
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self._records: list[FactRecord] = []
+        # Both in ``AppendLog``s, which the collector does not walk item by
+        # item (issue 29 item 2).
+        self._records: AppendLog[FactRecord] = AppendLog()
         # Published, not yet projected: ``fact_sources`` records, each with
         # its session id set (the store's), in publication order.
-        self._owed: list[StoredEvent] = []
+        self._owed: AppendLog[StoredEvent] = AppendLog()
         # The outbox cursor per session (R4): facts up to it are published.
         self.cursors: dict[str, int] = {}
         self._groups: dict[str, _MemoryGroup] = {}
 
     @property
-    def records(self) -> list[FactRecord]:
+    def records(self) -> AppendLog[FactRecord]:
         """Every published fact, in publication order (``id`` is its place)."""
         if self._owed:
             self._project()
         return self._records
 
     def _project(self) -> None:
-        owed, self._owed = self._owed, []
+        owed, self._owed = self._owed, AppendLog()
         out = self._records
-        for record in owed:
-            data = fact_bytes(record.session_id, record)
-            if data is not None:
-                out.append(
-                    FactRecord(
-                        id=str(len(out) + 1),
-                        session_id=record.session_id,
-                        seq=record.seq,
-                        data=data,
-                    )
-                )
+        facts = [
+            (record.session_id, record.seq, data)
+            for record in owed
+            if (data := fact_bytes(record.session_id, record)) is not None
+        ]
+        out.extend(
+            FactRecord(id=str(n), session_id=sid, seq=seq, data=data)
+            for n, (sid, seq, data) in enumerate(facts, len(out) + 1)
+        )
 
     def owe(
         self, session_id: str, records: Sequence[StoredEvent], *, rows: bool = True
@@ -76,9 +77,7 @@ class MemoryFacts:
             return
         at = self.cursors.get(session_id, 0)
         if rows:
-            for record in fact_sources(records):
-                if record.seq > at:
-                    self._owed.append(record)
+            self._owed.extend(r for r in fact_sources(records) if r.seq > at)
         last = records[-1].seq
         if last > at:
             self.cursors[session_id] = last
@@ -86,28 +85,23 @@ class MemoryFacts:
     def publish(self, session_id: str, records: Sequence[StoredEvent]) -> int:
         """Publish the facts of ``records`` after the cursor; then move it."""
         at = self.cursors.get(session_id, 0)
-        count = 0
         out = self.records  # what was owed goes first
-        for seq, data in fact_records(session_id, records):
-            if seq > at:
-                out.append(
-                    FactRecord(
-                        id=str(len(out) + 1),
-                        session_id=session_id,
-                        seq=seq,
-                        data=data,
-                    )
-                )
-                count += 1
+        facts = [
+            (seq, data) for seq, data in fact_records(session_id, records) if seq > at
+        ]
+        out.extend(
+            FactRecord(id=str(n), session_id=session_id, seq=seq, data=data)
+            for n, (seq, data) in enumerate(facts, len(out) + 1)
+        )
         if records and records[-1].seq > at:
             self.cursors[session_id] = records[-1].seq
-        return count
+        return len(facts)
 
     async def read_facts(
         self, after_id: str | None = None, *, block_ms: int | None = None
     ) -> list[FactRecord]:
         start = int(after_id) if after_id else 0
-        return list(self.records[start:])
+        return self.records.since(start)
 
     async def create_facts_group(self, group: str, *, from_start: bool = True) -> None:
         if group not in self._groups:

@@ -33,6 +33,7 @@ from .._lease import MemoryLeases
 from .._signed_heads import HeadSigner, head_leaves
 from .._store import FactDelivery, FactRecord, StoreBase
 from .facts import MemoryFacts
+from .log import AppendLog
 
 _SIGNED = HeadSigned.type
 _FACT_TYPES = frozenset((FILED_TYPE, FACT_TYPE))
@@ -54,7 +55,9 @@ class MemoryEventStore(StoreBase):
         self.chain_key = chain_key
         self.signer = signer
         self.url = "memory://"
-        self._streams: dict[str, list[StoredEvent]] = {}
+        # Each stream in an ``AppendLog``: a resident history the collector
+        # does not walk record by record (issue 29 item 2).
+        self._streams: dict[str, AppendLog[StoredEvent]] = {}
         self._heads: dict[str, StreamHead] = {}
         self._facts = MemoryFacts(self.url)
         self._index = MemoryIndex()
@@ -85,9 +88,9 @@ class MemoryEventStore(StoreBase):
         this process, so its last record is its head, known at once (a
         steered step's catch-up asks it on its hot path, issue 27)."""
         stream = self._streams.get(session_id)
-        if not stream:
+        last = stream.last() if stream is not None else None
+        if last is None:
             return 0, ""
-        last = stream[-1]
         return last.seq, last.hash
 
     async def append_sealed(
@@ -109,8 +112,9 @@ class MemoryEventStore(StoreBase):
         knows so takes it as ``append_sealed_now``."""
         stream = self._streams.get(session_id)
         if stream is None:
-            stream = self._streams[session_id] = []
-        actual = stream[-1].seq if stream else 0
+            stream = self._streams[session_id] = AppendLog()
+        at_end = stream.last()
+        actual = at_end.seq if at_end is not None else 0
         if actual != expected_seq:
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=actual
@@ -181,12 +185,13 @@ class MemoryEventStore(StoreBase):
         # Never yields: publication here cannot have failed, so activation
         # pays nothing for asking (the cursor is at the head).
         at = self._facts.cursors.get(session_id, 0)
-        return self._facts.publish(session_id, self._streams.get(session_id, [])[at:])
+        stream = self._streams.get(session_id)
+        return self._facts.publish(session_id, stream.since(at) if stream else [])
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
-        stream = self._streams.get(session_id, [])
+        stream = self._streams.get(session_id)
         # Invariant: seq n sits at index n-1 (no gaps), so slicing is exact.
-        return list(stream[after_seq:])
+        return stream.since(after_seq) if stream is not None else []
 
     async def read_head(self, session_id: str) -> StreamHead | None:
         return self._heads.get(session_id)
@@ -254,7 +259,7 @@ class MemoryEventStore(StoreBase):
         return sorted(self._index.asks.values(), key=_ask_order)
 
     async def reindex(self, session_id: str) -> None:
-        stream = self._streams.get(session_id, [])
+        stream = self._streams.get(session_id) or AppendLog[StoredEvent]()
         self._index.replace(session_id, delta_of(session_id, stream))
         self._append_leaves(head_leaves(stream))
         if not stream:
@@ -287,7 +292,7 @@ class MemoryEventStore(StoreBase):
     async def repair_log(self, session_id: str | None = None) -> int:
         sessions = sorted(self._streams) if session_id is None else [session_id]
         return sum(
-            self._append_leaves(head_leaves(self._streams.get(sid, [])))
+            self._append_leaves(head_leaves(self._streams.get(sid, ())))
             for sid in sessions
         )
 

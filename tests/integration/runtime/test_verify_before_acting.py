@@ -290,10 +290,7 @@ async def test_r19_an_old_golden_stream_still_verifies_and_resumes(
     assert (key is not None) == (old.mac is not None)
     store = site.store(key)
     # Loaded as its writer left it: the records, and no head record.
-    if site.memory is not None:
-        site.memory._streams[old.session_id] = list(records)
-    else:
-        await site.rewrite(old.session_id, records)
+    await site.rewrite(old.session_id, records)
     assert None is await site.raw.read_head(old.session_id)
     assert records == await read_verified(store, old.session_id)
 

@@ -1,0 +1,107 @@
+"""An append-only sequence the cyclic collector never walks item by item.
+
+Pattern: a ``Sequence`` kept as a tuple of full chunks of ``CHUNK`` items,
+         each a tuple, and a short tuple tail; an append builds a new tail,
+         and a tail that fills becomes a chunk.
+Role:    events layer, ``events/memory``; each memory stream's records and
+         the facts log are kept in one, so a process's whole history stays
+         in memory without weighing on its collections.
+Why tuples: CPython stops tracking a tuple whose items are all untracked
+(``StoredEvent`` and ``FactRecord`` are, ``gc=False``) the first time a
+collection meets it. A list of 200 records is 200 visits in every full
+collection, forever, each a cache miss in a large heap; here they are
+tuples the collector no longer sees, and the log is one object with nothing
+tracked to visit. At 34,000 stored sessions that was ~70 ms of each full
+walk (issue 29 item 2); nothing here changes what a store keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from typing import Final, TypeVar, overload
+
+T = TypeVar("T")
+
+CHUNK: Final = 32
+
+
+class AppendLog(Sequence[T]):
+    """Items in the order they were added; none is ever changed or removed."""
+
+    __slots__ = ("_chunks", "_len", "_tail")
+
+    def __init__(self, items: Iterable[T] = ()) -> None:
+        self._chunks: tuple[tuple[T, ...], ...] = ()
+        self._tail: tuple[T, ...] = ()
+        self._len = 0
+        self.extend(items)
+
+    def extend(self, items: Iterable[T]) -> None:
+        """Add ``items`` at the end, in order."""
+        tail = self._tail + tuple(items)
+        self._len += len(tail) - len(self._tail)
+        if len(tail) >= CHUNK:
+            full = len(tail) - len(tail) % CHUNK
+            self._chunks += tuple(tail[i : i + CHUNK] for i in range(0, full, CHUNK))
+            tail = tail[full:]
+        self._tail = tail
+
+    def append(self, item: T) -> None:
+        """Add ``item`` at the end."""
+        self.extend((item,))
+
+    def last(self) -> T | None:
+        """The last item, or ``None`` while empty."""
+        if self._tail:
+            return self._tail[-1]
+        return self._chunks[-1][-1] if self._chunks else None
+
+    def since(self, start: int) -> list[T]:
+        """The items from index ``start`` on (``self[start:]`` without the
+        slice's bookkeeping)."""
+        if start >= self._len:
+            return []
+        start = max(start, 0)
+        first, skip = divmod(start, CHUNK)
+        chunks = self._chunks
+        if first >= len(chunks):
+            return list(self._tail[skip:])
+        out = list(chunks[first][skip:])
+        for chunk in chunks[first + 1 :]:
+            out.extend(chunk)
+        out.extend(self._tail)
+        return out
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def __iter__(self) -> Iterator[T]:
+        return chain(chain.from_iterable(self._chunks), self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            if step == 1 and stop == self._len:
+                return self.since(start)
+            return self.since(0)[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("AppendLog index out of range")
+        chunk, at = divmod(index, CHUNK)
+        if chunk < len(self._chunks):
+            return self._chunks[chunk][at]
+        return self._tail[at]
+
+    def __repr__(self) -> str:
+        return f"AppendLog({self.since(0)!r})"
