@@ -27,9 +27,12 @@ import resource
 import sys
 from typing import Any, Final
 
-# Python's own: a young walk of 700 objects took ~0.2 ms at 1,000 users, one
-# of 20,000 took 15-20 ms (issue 29 item 2, bench/sessions.py).
-SERVER_THRESHOLDS: Final = (700, 10, 10)
+# A young walk per 200 allocations (net), a middle one after every second:
+# every young object of a turn in flight survives its walk, so a middle walk
+# after ten young ones (Python's 700/10/10) walked 20,000-38,000 of them,
+# 20-39 ms at 1,000 users; after two, at most 13 ms in 60 s, for the same
+# CPU per turn (issue 29 item 2, bench/sessions.py).
+SERVER_THRESHOLDS: Final = (200, 1, 10)
 # The process's peak resident memory may grow to this many times what it was
 # after the last full walk (never less than RECLAIM_FLOOR_KIB) before the
 # next full collection walks the frozen set again and frees the cycles it

@@ -55,7 +55,7 @@ def test_a_host_settles_its_collector_once_its_failover_sweep_has_finished(
 
     asyncio.run(host._failover())
 
-    assert (True, (700, 10, 10), hooks + 1) == (
+    assert (True, (200, 1, 10), hooks + 1) == (
         gc.get_freeze_count() > 0,
         gc.get_threshold(),
         len(gc.callbacks),
