@@ -77,7 +77,11 @@ class MemoryFacts:
             return
         at = self.cursors.get(session_id, 0)
         if rows:
-            self._owed.extend(r for r in fact_sources(records) if r.seq > at)
+            owed = fact_sources(records)
+            if owed and owed[0].seq <= at:  # in seq order: a suffix is owed
+                owed = [record for record in owed if record.seq > at]
+            if owed:
+                self._owed.extend(owed)
         last = records[-1].seq
         if last > at:
             self.cursors[session_id] = last

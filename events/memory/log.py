@@ -29,22 +29,19 @@ CHUNK: Final = 32
 class AppendLog(Sequence[T]):
     """Items in the order they were added; none is ever changed or removed."""
 
-    __slots__ = ("_chunks", "_len", "_tail")
+    __slots__ = ("_chunks", "_tail")
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         self._chunks: tuple[tuple[T, ...], ...] = ()
         self._tail: tuple[T, ...] = ()
-        self._len = 0
         self.extend(items)
 
     def extend(self, items: Iterable[T]) -> None:
         """Add ``items`` at the end, in order."""
         tail = self._tail + tuple(items)
-        self._len += len(tail) - len(self._tail)
-        if len(tail) >= CHUNK:
-            full = len(tail) - len(tail) % CHUNK
-            self._chunks += tuple(tail[i : i + CHUNK] for i in range(0, full, CHUNK))
-            tail = tail[full:]
+        while len(tail) >= CHUNK:
+            self._chunks += (tail[:CHUNK],)
+            tail = tail[CHUNK:]
         self._tail = tail
 
     def append(self, item: T) -> None:
@@ -53,14 +50,15 @@ class AppendLog(Sequence[T]):
 
     def last(self) -> T | None:
         """The last item, or ``None`` while empty."""
-        if self._tail:
-            return self._tail[-1]
+        tail = self._tail
+        if tail:
+            return tail[-1]
         return self._chunks[-1][-1] if self._chunks else None
 
     def since(self, start: int) -> list[T]:
         """The items from index ``start`` on (``self[start:]`` without the
         slice's bookkeeping)."""
-        if start >= self._len:
+        if start >= len(self):
             return []
         start = max(start, 0)
         first, skip = divmod(start, CHUNK)
@@ -74,10 +72,10 @@ class AppendLog(Sequence[T]):
         return out
 
     def __len__(self) -> int:
-        return self._len
+        return len(self._chunks) * CHUNK + len(self._tail)
 
     def __bool__(self) -> bool:
-        return self._len > 0
+        return bool(self._tail or self._chunks)
 
     def __iter__(self) -> Iterator[T]:
         return chain(chain.from_iterable(self._chunks), self._tail)
@@ -90,13 +88,15 @@ class AppendLog(Sequence[T]):
 
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
-            start, stop, step = index.indices(self._len)
-            if step == 1 and stop == self._len:
+            size = len(self)
+            start, stop, step = index.indices(size)
+            if step == 1 and stop == size:
                 return self.since(start)
             return self.since(0)[index]
+        size = len(self)
         if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
+            index += size
+        if not 0 <= index < size:
             raise IndexError("AppendLog index out of range")
         chunk, at = divmod(index, CHUNK)
         if chunk < len(self._chunks):
