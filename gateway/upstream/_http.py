@@ -34,6 +34,23 @@ from ..fast import HttpLink
 
 log = logging.getLogger("helmlog.proxy")
 
+
+class _GoneSessionFilter(logging.Filter):
+    """Drops the SDK's WARNING when the session it closes is already gone.
+
+    A heal after an HTTP 404 (the upstream restarted or expired the session)
+    closes the old transport, whose ``DELETE`` then meets a server that no
+    longer knows the session: 404, the very end the ``DELETE`` asks for, not
+    a failure worth an operator's attention. Any other status still warns.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _GONE
+
+
+_GONE = "Session termination failed: 404"
+logging.getLogger("mcp.client.streamable_http").addFilter(_GoneSessionFilter())
+
 HttpClientFactory = Callable[[], httpx2.AsyncClient]
 """Makes the one ``httpx2.AsyncClient`` an HTTP upstream is reached with.
 

@@ -17,6 +17,7 @@ is subscribed again), P8/P9 (a hidden resource cannot be subscribed to).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +118,14 @@ async def test_p8_a_hidden_resource_cannot_be_subscribed_to(tmp_path: Path) -> N
     assert [] == _lines(mark)
 
 
-async def test_p25_a_new_upstream_session_is_subscribed_again(tmp_path: Path) -> None:
+async def test_p25_a_new_upstream_session_is_subscribed_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """P25: the HTTP upstream restarts; the proxy's new session (the heal)
     subscribes again to each URI a client still holds, so the client hears
-    the update that the call which met the 404 makes."""
+    the update that the call which met the 404 makes. Closing the session
+    the upstream forgot logs no warning (its ``DELETE`` meets a 404)."""
+    caplog.set_level(logging.DEBUG, logger="mcp.client.streamable_http")
     mark = tmp_path / "x"
     uri = mark.as_uri()
     heard: list[str] = []
@@ -138,3 +143,8 @@ async def test_p25_a_new_upstream_session_is_subscribed_again(tmp_path: Path) ->
     finally:
         upstream.kill()
     assert (["subscribe", "subscribe"], [uri]) == (noted, heard)
+    assert [] == [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "mcp.client.streamable_http" and r.levelno >= logging.WARNING
+    ]
