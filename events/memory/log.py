@@ -1,6 +1,6 @@
 """An append-only sequence the cyclic collector never walks item by item.
 
-Pattern: a ``Sequence`` kept as a tuple of full chunks of ``CHUNK`` items,
+Pattern: a ``Sequence`` kept as a list of full chunks of ``CHUNK`` items,
          each a tuple, and a short tuple tail; an append builds a new tail,
          and a tail that fills becomes a chunk.
 Role:    events layer, ``events/memory``; each memory stream's records and
@@ -10,9 +10,11 @@ Why tuples: CPython stops tracking a tuple whose items are all untracked
 (``StoredEvent`` and ``FactRecord`` are, ``gc=False``) the first time a
 collection meets it. A list of 200 records is 200 visits in every full
 collection, forever, each a cache miss in a large heap; here they are
-tuples the collector no longer sees, and the log is one object with nothing
-tracked to visit. At 34,000 stored sessions that was ~70 ms of each full
-walk (issue 29 item 2); nothing here changes what a store keeps.
+tuples the collector no longer sees, and the log's list is one visit per
+chunk (a tuple of chunks would leave nothing to visit, but each new chunk
+would copy it: quadratic in a log as long as a store's facts). At 34,000
+stored sessions that was ~70 ms of each full walk (issue 29 item 2);
+nothing here changes what a store keeps.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class AppendLog(Sequence[T]):
     __slots__ = ("_chunks", "_tail")
 
     def __init__(self, items: Iterable[T] = ()) -> None:
-        self._chunks: tuple[tuple[T, ...], ...] = ()
+        self._chunks: list[tuple[T, ...]] = []
         self._tail: tuple[T, ...] = ()
         self.extend(items)
 
@@ -40,7 +42,7 @@ class AppendLog(Sequence[T]):
         """Add ``items`` at the end, in order."""
         tail = self._tail + tuple(items)
         while len(tail) >= CHUNK:
-            self._chunks += (tail[:CHUNK],)
+            self._chunks.append(tail[:CHUNK])
             tail = tail[CHUNK:]
         self._tail = tail
 
