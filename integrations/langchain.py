@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, Final, Literal, NotRequired, TypeAlias, cast
 
 import msgspec
@@ -43,6 +43,7 @@ try:
     from langgraph.prebuilt.tool_node import ToolCallRequest as LcToolCall
     from langgraph.runtime import Runtime
     from langgraph.types import Command, interrupt
+    from langsmith.utils import tracing_is_enabled
     from pydantic import BaseModel, StringConstraints
     from typing_extensions import TypedDict
 except ImportError as exc:  # the module IS the optional extra
@@ -70,6 +71,7 @@ __all__ = [
     "Approval",
     "HelmlogMiddleware",
     "HelmlogState",
+    "TracedHelmlogMiddleware",
     "from_messages",
     "governance",
     "to_messages",
@@ -107,6 +109,7 @@ Resume: TypeAlias = CheckInDecision | Approval | Literal["helmlog:recorded"]
 _RESUME = cast("type[Any]", Resume)
 
 Handler: TypeAlias = Callable[[LcToolCall], Awaitable[ToolMessage | Command[Any]]]
+ModelOut: TypeAlias = "ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]"
 
 # The framework's own tool call the pipeline's execute step runs: the request
 # and the handler of the ``wrap_tool_call`` in progress (per asyncio task, so
@@ -423,6 +426,15 @@ class HelmlogMiddleware(AgentMiddleware[HelmlogState, Any, Any]):
     ``{"approved": bool, "by": str, "note": ...}``, or ``Command(resume=RECORDED)``
     once the ask was decided on helmlog's page or CLI. Needs a checkpointer
     for asks, as every LangGraph interrupt does.
+
+    Why the wrap hooks are plain methods returning coroutines: ``create_agent``
+    wraps every ``wrap_*`` hook in langsmith's ``traceable``, which runs an
+    ``async def`` through two thread hops per call even with tracing off
+    (~250 µs a tool call here, a third of the call: bench/integrations);
+    a plain method it runs inline (~20 µs), and LangChain awaits what it
+    returns. With LangSmith tracing on, ``governance`` builds the
+    ``async def`` form (``TracedHelmlogMiddleware``), so each hook's span
+    covers its work.
     """
 
     state_schema = HelmlogState
@@ -472,13 +484,23 @@ class HelmlogMiddleware(AgentMiddleware[HelmlogState, Any, Any]):
 
     # -- window, model reply, output ------------------------------------------
 
-    async def awrap_model_call(
+    def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+    ) -> Coroutine[Any, Any, ModelOut]:
         """The window on the request; the reply recorded; the output moment on a
-        final answer (a refused answer raises ``MessageDeniedError``)."""
+        final answer (a refused answer raises ``MessageDeniedError``).
+
+        A plain method returning the coroutine LangChain awaits (see the
+        class's note on langsmith's ``traceable``)."""
+        return self._model_call(request, handler)
+
+    async def _model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelOut:
         turn = self._turn(request.state)
         planned = await turn.model_request()
         windowed = _windowed(request.messages, turn.history, planned)
@@ -516,13 +538,21 @@ class HelmlogMiddleware(AgentMiddleware[HelmlogState, Any, Any]):
 
     # -- the tool moments -------------------------------------------------------
 
-    async def awrap_tool_call(
+    def awrap_tool_call(
         self, request: LcToolCall, handler: Handler
-    ) -> ToolMessage | Command[Any]:
+    ) -> Coroutine[Any, Any, ToolMessage | Command[Any]]:
         """Before-tool, the tool's own handler, after-tool (one pipeline, split
         around the handler so LangGraph's parallel tool calls stay parallel);
         a refusal is the tool's message (``status="error"``); an ask interrupts.
+
+        A plain method returning the coroutine LangChain awaits (see the
+        class's note on langsmith's ``traceable``).
         """
+        return self._tool_call(request, handler)
+
+    async def _tool_call(
+        self, request: LcToolCall, handler: Handler
+    ) -> ToolMessage | Command[Any]:
         turn = self._turn(request.state)
         tc = request.tool_call
         call = ToolCallRequest(id=str(tc["id"]), name=tc["name"], args=tc["args"])
@@ -625,21 +655,46 @@ def _reply_of(response: ModelResponse[Any]) -> tuple[int, AIMessage]:
     raise TypeError("the model call gave no AIMessage for helmlog to record")
 
 
-def governance(rules: Agent | Governance) -> HelmlogMiddleware:
+class TracedHelmlogMiddleware(HelmlogMiddleware):
+    """``HelmlogMiddleware`` with ``async def`` wrap hooks, for LangSmith tracing:
+    langsmith's ``traceable`` then keeps each hook's span open over its work
+    (the tool's own run inside it), at the price of its two thread hops per
+    call. ``governance`` builds it when tracing is on."""
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelOut:
+        return await self._model_call(request, handler)
+
+    async def awrap_tool_call(
+        self, request: LcToolCall, handler: Handler
+    ) -> ToolMessage | Command[Any]:
+        return await self._tool_call(request, handler)
+
+
+def governance(
+    rules: Agent | Governance, *, traced: bool | None = None
+) -> HelmlogMiddleware:
     """The middleware that puts a helmlog agent's act-table around a LangChain agent.
 
     ``create_agent(model, tools, middleware=[governance(rules)],
     checkpointer=InMemorySaver())``, where ``rules`` is a helmlog ``Agent``
     (built with ``framework_model("langchain")`` as its provider: LangChain
-    calls its own model) or a ``Governance`` around one.
+    calls its own model) or a ``Governance`` around one. ``traced``: whether
+    LangSmith traces this agent's runs (``TracedHelmlogMiddleware``); by
+    default, whether langsmith's tracing is on where this is called.
 
     Raises:
         TypeError: ``rules`` is neither.
     """
-    if isinstance(rules, Governance):
-        return HelmlogMiddleware(rules)
     if isinstance(rules, Agent):
-        return HelmlogMiddleware(Governance(rules))
-    raise TypeError(
-        f"governance() takes a helmlog Agent or Governance, got {shape(rules)}"
-    )
+        rules = Governance(rules)
+    elif not isinstance(rules, Governance):
+        raise TypeError(
+            f"governance() takes a helmlog Agent or Governance, got {shape(rules)}"
+        )
+    if traced is None:
+        traced = bool(tracing_is_enabled())
+    return (TracedHelmlogMiddleware if traced else HelmlogMiddleware)(rules)

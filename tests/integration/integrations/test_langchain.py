@@ -10,6 +10,7 @@ Laws: G7, G15, G18, G29, G33, G37, G39, G59, G63, G79; issue 27 items 1, 4, 5.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -24,6 +25,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId
 from langchain_core.tools import tool as lc_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from langsmith.run_helpers import tracing_context
 from pydantic import Field
 
 from helmlog import (
@@ -52,6 +54,7 @@ from helmlog.integrations.langchain import (
     RECORDED,
     SESSION_KEY,
     HelmlogMiddleware,
+    TracedHelmlogMiddleware,
     from_messages,
     governance,
     to_messages,
@@ -405,6 +408,46 @@ async def test_g59_g63_an_ask_interrupts_and_command_resume_runs_the_real_tool(
         ("four-eyes", "ask", "Refund over $500?"),
         ("four-eyes", "allow", "approved by dana@ops: verified"),
     ] == [(r.middleware, r.outcome, r.why) for r in rows]
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["inline", "traced"])
+async def test_both_hook_forms_govern_alike_and_tracing_picks_the_form(
+    traced: bool,
+) -> None:
+    """Issue 27: LangChain runs each wrap hook under langsmith's ``traceable``,
+    which takes an ``async def`` through two thread hops a call; so the hooks
+    are plain methods returning their coroutines, unless LangSmith traces,
+    where ``governance`` builds the ``async def`` form (each span covers its
+    hook's work). G59/G63: an ask and its approved resume, the same rows in
+    both."""
+    store = MemoryEventStore()
+    desk = Desk()
+    with tracing_context(enabled=traced):
+        middleware = governance(_ask_rules(store))
+    hooks = (type(middleware).awrap_model_call, type(middleware).awrap_tool_call)
+    assert (traced, [traced, traced]) == (
+        isinstance(middleware, TracedHelmlogMiddleware),
+        [inspect.iscoroutinefunction(hook) for hook in hooks],
+    )
+    model = _model(
+        _calls(("c2", "refund", {"order_id": "7", "amount": 800})), "Refunded."
+    )
+    agent = create_agent(
+        model, desk.tools, middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    out = await agent.ainvoke({"messages": [HumanMessage("Refund order 7")]}, CFG)
+    assert ([], "Refund over $500?") == (
+        desk.runs,
+        out["__interrupt__"][0].value["question"],
+    )
+    out = await agent.ainvoke(Command(resume=check_in_approved("dana@ops")), CFG)
+    assert [("refund", {"order_id": "7", "amount": 800.0})] == desk.runs
+    rows = (await _state(store, out[SESSION_KEY])).middleware_decisions
+    assert [
+        ("refund-ceiling", "allow"),
+        ("four-eyes", "ask"),
+        ("four-eyes", "allow"),
+    ] == [(r.middleware, r.outcome) for r in rows]
 
 
 async def test_g63_a_declined_ask_is_a_refusal_the_model_reads() -> None:
