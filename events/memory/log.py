@@ -41,10 +41,15 @@ class AppendLog(Sequence[T]):
     def extend(self, items: Iterable[T]) -> None:
         """Add ``items`` at the end, in order."""
         tail = self._tail + tuple(items)
-        while len(tail) >= CHUNK:
-            self._chunks.append(tail[:CHUNK])
-            tail = tail[CHUNK:]
-        self._tail = tail
+        size = len(tail)
+        if size < CHUNK:
+            self._tail = tail
+            return
+        # Each chunk sliced once from the whole, so a long batch (a facts
+        # log projected after a while) is linear, not re-sliced per chunk.
+        full = size - size % CHUNK
+        self._chunks.extend(tail[at : at + CHUNK] for at in range(0, full, CHUNK))
+        self._tail = tail[full:]
 
     def append(self, item: T) -> None:
         """Add ``item`` at the end."""
