@@ -687,8 +687,10 @@ def governance(
     default, whether langsmith's tracing is on where this is called.
 
     Raises:
-        TypeError: ``rules`` is neither.
+        TypeError: ``rules`` is neither, or ``traced`` is not a bool.
     """
+    if traced is not None and not isinstance(traced, bool):
+        raise TypeError(f"governance(traced=...) takes a bool, got {shape(traced)}")
     if isinstance(rules, Agent):
         rules = Governance(rules)
     elif not isinstance(rules, Governance):

@@ -505,6 +505,8 @@ def test_constructors_name_what_they_were_given() -> None:
     """Bad input to the adapter's constructors is a typed error naming it."""
     with pytest.raises(TypeError, match="helmlog Agent or Governance, got a list"):
         governance([])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"traced=\.\.\.\) takes a bool, got a str"):
+        governance(_rules(MemoryEventStore()), traced="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Governance, got a str"):
         HelmlogMiddleware("rules")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"LangChain BaseTool .*got a function"):
