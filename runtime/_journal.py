@@ -110,8 +110,9 @@ class Journal:
         # (seq, hash) the last failed append would have ended the stream at.
         self.attempted: tuple[int, str] | None = None
         # (first seq, last seq) of each append reported failed that landed,
-        # as re-activation found them in the stream (R4, R5).
-        self.reconciled: list[tuple[int, int]] = []
+        # as re-activation found them in the stream (R4, R5); a tuple, rarely
+        # more than empty, so no list per resident session for the collector.
+        self.reconciled: tuple[tuple[int, int], ...] = ()
         # The unflushed batch: empty tuples until an event is added, so an
         # idle resident session's journal holds two containers fewer for the
         # collector to walk (issue 29).
@@ -237,7 +238,7 @@ class Journal:
     def _landed(self, first: int, last: int) -> None:
         if (first, last) in self.reconciled:
             return
-        self.reconciled.append((first, last))
+        self.reconciled += ((first, last),)
         log.warning(
             "session %s: the append of seqs %d-%d, whose outcome was reported "
             "unknown (or failed, by a store that does not read back, R24; or "

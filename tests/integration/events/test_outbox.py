@@ -220,7 +220,7 @@ async def test_r4_an_append_reported_unknown_that_landed_is_reconciled(
         (r.__dict__["session_id"], r.__dict__["first_seq"], r.__dict__["last_seq"])
         for r in landed
     ]
-    assert [lost] == agent._sessions[sid].journal.reconciled
+    assert (lost,) == agent._sessions[sid].journal.reconciled
     records = await store.read(sid)
     assert TURN_END in records[lost[1] - 1].data
     expected = fact_seqs(sid, records)
@@ -250,7 +250,7 @@ async def test_r24_a_lost_reply_is_read_back_and_the_run_goes_on(
             if "whose reply was lost" in r.getMessage()
         ]
         assert [(*lost, True)] == read_back
-        assert [] == agent._sessions[sid].journal.reconciled
+        assert () == agent._sessions[sid].journal.reconciled
         records = await store.read(sid)
         assert TURN_END in records[lost[1] - 1].data
         expected = fact_seqs(sid, records)

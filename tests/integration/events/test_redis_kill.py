@@ -233,7 +233,7 @@ async def test_r24_no_answer_in_time_is_unknown_and_the_next_activation_settles_
         assert isinstance(info.value, LedgerAppendError)
         private_redis.start()
         assert await agent.recover(sid) is None  # an activation
-        assert [store.lost] == agent._sessions[sid].journal.reconciled
+        assert (store.lost,) == agent._sessions[sid].journal.reconciled
         records = await store.read(sid)
         owed = {op[2] for op in _fact_ops(sid, records)}
         facts = await store.read_facts()
