@@ -181,7 +181,12 @@ async def _race(
             if c.poll() is None:
                 c.kill()
                 c.wait()
-    assert [0, 0] == [c.returncode for c in clients], [e[-3000:] for _, e in outputs]
+    codes = [c.returncode for c in clients]
+    if codes != [0, 0]:
+        # Whole, for the failure's report (an assertion message is cut short).
+        for code, (_out, err) in zip(codes, outputs, strict=True):
+            print(f"--- a client exited {code}; its stderr:\n{err}")
+    assert [0, 0] == codes
     by_session: dict[str, list[str]] = {}
     for stdout, _stderr in outputs:
         (line,) = [x for x in stdout.splitlines() if x.startswith("[")]
