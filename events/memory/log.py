@@ -3,18 +3,20 @@
 Pattern: a ``Sequence`` kept as a list of full chunks of ``CHUNK`` items,
          each a tuple, and a short tuple tail; an append builds a new tail,
          and a tail that fills becomes a chunk.
-Role:    events layer, ``events/memory``; each memory stream's records and
-         the facts log are kept in one, so a process's whole history stays
-         in memory without weighing on its collections.
+Role:    events layer, ``events/memory``; the memory store's facts log (every
+         fact published, and those owed) is kept in one, so a process's whole
+         history of facts stays in memory without weighing on collections.
 Why tuples: CPython stops tracking a tuple whose items are all untracked
 (``StoredEvent`` and ``FactRecord`` are, ``gc=False``) the first time a
-collection meets it. A list of 200 records is 200 visits in every full
-collection, forever, each a cache miss in a large heap; here they are
-tuples the collector no longer sees, and the log's list is one visit per
-chunk (a tuple of chunks would leave nothing to visit, but each new chunk
-would copy it: quadratic in a log as long as a store's facts). At 34,000
-stored sessions that was ~70 ms of each full walk (issue 29 item 2);
-nothing here changes what a store keeps.
+collection meets it. A list is walked item by item by every full
+collection, forever, each item a cache miss in a large heap: a facts log of
+a million records took 34 ms of each full walk, as chunks 3 ms (issue 29
+item 2). The log's list of chunks is one visit per chunk (a tuple of chunks
+would be none, but would copy itself at every chunk: quadratic). Why not
+the streams: an append here costs method calls a plain list does not, and a
+session's stream is appended on every step of the hot path (~2.5% of a
+governed turn on ``bench/turns.py``), where the facts log is appended once
+per batch of rows.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Final, TypeVar, overload
 T = TypeVar("T")
 
 CHUNK: Final = 32
+_NOTHING: Final[tuple[()]] = ()
 
 
 class AppendLog(Sequence[T]):
@@ -33,10 +36,11 @@ class AppendLog(Sequence[T]):
 
     __slots__ = ("_chunks", "_tail")
 
-    def __init__(self, items: Iterable[T] = ()) -> None:
+    def __init__(self, items: Iterable[T] = _NOTHING) -> None:
         self._chunks: list[tuple[T, ...]] = []
         self._tail: tuple[T, ...] = ()
-        self.extend(items)
+        if items is not _NOTHING:  # a new stream's log, made on its first append
+            self.extend(items)
 
     def extend(self, items: Iterable[T]) -> None:
         """Add ``items`` at the end, in order."""

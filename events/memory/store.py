@@ -33,7 +33,6 @@ from .._lease import MemoryLeases
 from .._signed_heads import HeadSigner, head_leaves
 from .._store import FactDelivery, FactRecord, StoreBase
 from .facts import MemoryFacts
-from .log import AppendLog
 
 _SIGNED = HeadSigned.type
 _FACT_TYPES = frozenset((FILED_TYPE, FACT_TYPE))
@@ -55,9 +54,7 @@ class MemoryEventStore(StoreBase):
         self.chain_key = chain_key
         self.signer = signer
         self.url = "memory://"
-        # Each stream in an ``AppendLog``: a resident history the collector
-        # does not walk record by record (issue 29 item 2).
-        self._streams: dict[str, AppendLog[StoredEvent]] = {}
+        self._streams: dict[str, list[StoredEvent]] = {}
         self._heads: dict[str, StreamHead] = {}
         self._facts = MemoryFacts(self.url)
         self._index = MemoryIndex()
@@ -88,9 +85,9 @@ class MemoryEventStore(StoreBase):
         this process, so its last record is its head, known at once (a
         steered step's catch-up asks it on its hot path, issue 27)."""
         stream = self._streams.get(session_id)
-        last = stream.last() if stream is not None else None
-        if last is None:
+        if not stream:
             return 0, ""
+        last = stream[-1]
         return last.seq, last.hash
 
     async def append_sealed(
@@ -112,9 +109,8 @@ class MemoryEventStore(StoreBase):
         knows so takes it as ``append_sealed_now``."""
         stream = self._streams.get(session_id)
         if stream is None:
-            stream = self._streams[session_id] = AppendLog()
-        at_end = stream.last()
-        actual = at_end.seq if at_end is not None else 0
+            stream = self._streams[session_id] = []
+        actual = stream[-1].seq if stream else 0
         if actual != expected_seq:
             raise SequenceConflictError(
                 session_id=session_id, expected=expected_seq, actual=actual
@@ -185,13 +181,12 @@ class MemoryEventStore(StoreBase):
         # Never yields: publication here cannot have failed, so activation
         # pays nothing for asking (the cursor is at the head).
         at = self._facts.cursors.get(session_id, 0)
-        stream = self._streams.get(session_id)
-        return self._facts.publish(session_id, stream.since(at) if stream else [])
+        return self._facts.publish(session_id, self._streams.get(session_id, [])[at:])
 
     async def read(self, session_id: str, after_seq: int = 0) -> list[StoredEvent]:
-        stream = self._streams.get(session_id)
+        stream = self._streams.get(session_id, [])
         # Invariant: seq n sits at index n-1 (no gaps), so slicing is exact.
-        return stream.since(after_seq) if stream is not None else []
+        return list(stream[after_seq:])
 
     async def read_head(self, session_id: str) -> StreamHead | None:
         return self._heads.get(session_id)
@@ -259,7 +254,7 @@ class MemoryEventStore(StoreBase):
         return sorted(self._index.asks.values(), key=_ask_order)
 
     async def reindex(self, session_id: str) -> None:
-        stream = self._streams.get(session_id) or AppendLog[StoredEvent]()
+        stream = self._streams.get(session_id, [])
         self._index.replace(session_id, delta_of(session_id, stream))
         self._append_leaves(head_leaves(stream))
         if not stream:
@@ -292,7 +287,7 @@ class MemoryEventStore(StoreBase):
     async def repair_log(self, session_id: str | None = None) -> int:
         sessions = sorted(self._streams) if session_id is None else [session_id]
         return sum(
-            self._append_leaves(head_leaves(self._streams.get(sid, ())))
+            self._append_leaves(head_leaves(self._streams.get(sid, [])))
             for sid in sessions
         )
 

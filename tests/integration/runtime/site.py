@@ -24,7 +24,6 @@ from helmlog.events import (
     StoredEvent,
     open_event_store,
 )
-from helmlog.events.memory.log import AppendLog
 from helmlog.events.redis import head_key, stream_key
 from helmlog.runtime.providers import Reply, ToolCallRequest, scripted
 from helmlog.runtime.testing import counter_ids
@@ -79,7 +78,7 @@ class Site:
     async def rewrite(self, sid: str, records: list[StoredEvent]) -> None:
         """Replace the session's stream with ``records``, leaving its head."""
         if self.memory is not None:
-            self.memory._streams[sid] = AppendLog(records)
+            self.memory._streams[sid] = list(records)
             return
         await self.delete(sid, head=False)
         key = stream_key(sid)

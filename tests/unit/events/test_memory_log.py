@@ -3,13 +3,13 @@
 Pattern: the same appends made to an ``AppendLog`` and to a plain list, read
          back every way the store reads them; then the collector asked what
          it still tracks (``gc.is_tracked``) once it has met the chunks.
-Role:    unit tests of ``events/memory/log.py``, and of the memory store that
-         keeps its streams and facts in one.
+Role:    unit tests of ``events/memory/log.py`` (the memory store's facts
+         log; the store contract suite covers the store over it).
 Emits:   nothing.
 
 Laws: issue 29 item 2 (a resident history is not walked record by record by
-every full collection); R2/R11 (a memory stream reads back exactly what was
-appended, in order, from any seq).
+every full collection); R4/R11 (the facts log reads back exactly what was
+published, in order, from any place).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import random
 
 import pytest
 
-from helmlog.events import MemoryEventStore, StoredEvent
+from helmlog.events import StoredEvent
 from helmlog.events.memory.log import CHUNK, AppendLog
 
 
@@ -28,7 +28,7 @@ def _record(seq: int) -> StoredEvent:
 
 
 def test_an_append_log_reads_back_as_the_list_of_its_appends() -> None:
-    """R2: every length of append, across chunk edges, reads back in order by
+    """R4: every length of append, across chunk edges, reads back in order by
     index, negative index, ``since``, slices, iteration and ``last``."""
     rng = random.Random(29)
     log: AppendLog[int] = AppendLog()
@@ -61,27 +61,10 @@ def test_an_index_past_either_end_is_an_index_error(index: int) -> None:
 
 
 def test_full_chunks_of_untracked_records_leave_the_collectors_view() -> None:
-    """Issue 29 item 2: once a collection has met them, a stream's full
-    chunks are untracked, so only its few containers remain to walk."""
+    """Issue 29 item 2: once a collection has met them, a log's full chunks
+    are untracked, so only its few containers remain to walk."""
     log = AppendLog(_record(seq) for seq in range(1, 5 * CHUNK + 4))
     gc.collect()
     chunks = log._chunks
     assert (5, [False] * 5) == (len(chunks), [gc.is_tracked(c) for c in chunks])
     assert not gc.is_tracked(log._tail)
-
-
-async def test_the_memory_store_reads_and_publishes_from_its_logs() -> None:
-    """R2/R4: a memory stream over several chunks reads back from any seq,
-    and its head is its last record."""
-    store = MemoryEventStore()
-    seq = 0
-    for size in (1, CHUNK, 5, 2 * CHUNK + 1):
-        records = [_record(n) for n in range(seq + 1, seq + size + 1)]
-        assert seq + size == await store.append_sealed("s", records, seq)
-        seq += size
-    assert (seq, f"h{seq}") == await store.head("s")
-    everything = await store.read("s")
-    assert list(range(1, seq + 1)) == [r.seq for r in everything]
-    for after in (0, CHUNK - 1, CHUNK + 1, seq - 1, seq, seq + 9):
-        assert everything[after:] == await store.read("s", after)
-    assert ([], (0, "")) == (await store.read("none"), await store.head("none"))
