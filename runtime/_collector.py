@@ -30,8 +30,8 @@ from typing import Any, Final
 # A young walk per 200 allocations (net), a middle one after every second:
 # every young object of a turn in flight survives its walk, so a middle walk
 # after ten young ones (Python's 700/10/10) walked 20,000-38,000 of them,
-# 20-39 ms at 1,000 users; after two, at most 12-13 ms in 60 s, for the
-# same CPU per turn (issue 29 item 2, bench/sessions.py).
+# 20-39 ms at 1,000 users; after two, at most 9-14 ms, for the same CPU
+# per turn (issue 29 item 2, bench/sessions.py).
 SERVER_THRESHOLDS: Final = (200, 1, 10)
 # The process's peak resident memory may grow to this many times what it was
 # after the last full walk (never less than RECLAIM_FLOOR_KIB) before the
