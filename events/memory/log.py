@@ -28,7 +28,6 @@ from typing import Final, TypeVar, overload
 T = TypeVar("T")
 
 CHUNK: Final = 32
-_NOTHING: Final[tuple[()]] = ()
 
 
 class AppendLog(Sequence[T]):
@@ -36,11 +35,10 @@ class AppendLog(Sequence[T]):
 
     __slots__ = ("_chunks", "_tail")
 
-    def __init__(self, items: Iterable[T] = _NOTHING) -> None:
+    def __init__(self, items: Iterable[T] = ()) -> None:
         self._chunks: list[tuple[T, ...]] = []
         self._tail: tuple[T, ...] = ()
-        if items is not _NOTHING:  # a new stream's log, made on its first append
-            self.extend(items)
+        self.extend(items)
 
     def extend(self, items: Iterable[T]) -> None:
         """Add ``items`` at the end, in order."""

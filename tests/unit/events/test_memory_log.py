@@ -1,4 +1,4 @@
-"""``AppendLog``: the memory store's streams and facts, out of the collector's view.
+"""``AppendLog``: the memory store's facts log, out of the collector's view.
 
 Pattern: the same appends made to an ``AppendLog`` and to a plain list, read
          back every way the store reads them; then the collector asked what
