@@ -38,7 +38,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from ._calls import resource_hidden
-from ._subscriptions import unsubscribe_upstream
+from ._subscriptions import subscribe_upstream, unsubscribe_upstream
 
 MAX_STREAMS = 1024
 """Listen streams open at once through one proxy (the SDK's own default)."""
@@ -130,13 +130,12 @@ class Listening:
         self.open += 1
         try:
             for uri in uris:
-                await session.upstream.request(
-                    types.SubscribeRequest(
-                        params=types.SubscribeRequestParams(uri=uri)
-                    ),
-                    types.EmptyResult,
+                await subscribe_upstream(
+                    session.upstream,
+                    subscriptions,
+                    holder,
+                    types.SubscribeRequestParams(uri=uri),
                 )
-                subscriptions.add(holder, uri)
 
             def hidden(uri: str) -> bool:
                 return bool(routing.is_hidden_resource(uri, session.fresh_context()))

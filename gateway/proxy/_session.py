@@ -42,7 +42,7 @@ from ._layers import ProxyContext, clean_headers, uuid4_text
 from ._listen import Listening
 from ._outputs import judge
 from ._routing import Routing, has_progress, pass_through
-from ._subscriptions import Subscriptions
+from ._subscriptions import Subscriptions, subscribe_upstream
 
 log = logging.getLogger("helmlog.proxy")
 
@@ -543,11 +543,7 @@ class ProxySession:
         uri = str(params.uri)
         if self.routing.is_hidden_resource(uri, self.context(ctx)):
             raise resource_hidden(uri)
-        out = await self.upstream.request(
-            types.SubscribeRequest(params=params), types.EmptyResult
-        )
-        self.subscriptions.add(self, uri)
-        return out
+        return await subscribe_upstream(self.upstream, self.subscriptions, self, params)
 
     async def _listen(
         self, ctx: Ctx, params: types.SubscriptionsListenRequestParams

@@ -86,6 +86,22 @@ class Subscriptions:
         return list(self._by_uri)
 
 
+async def subscribe_upstream(
+    upstream: Any,
+    subscriptions: Subscriptions,
+    holder: Any,
+    params: types.SubscribeRequestParams,
+) -> types.EmptyResult:
+    """P25: subscribe upstream to ``params.uri``, then file ``holder`` under it
+    (only once the upstream accepted: a refusal reaches the caller, filed
+    nowhere)."""
+    out: types.EmptyResult = await upstream.request(
+        types.SubscribeRequest(params=params), types.EmptyResult
+    )
+    subscriptions.add(holder, str(params.uri))
+    return out
+
+
 async def unsubscribe_upstream(upstream: Any, uris: Iterable[str]) -> None:
     """P25: end the upstream's subscriptions no holder keeps any more: best
     effort (logged), shielded from the closing holder's cancel and bounded
