@@ -564,22 +564,36 @@ def serve_case(
         return
     with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
         try:
-            runner.run(_turns(case, case.session(f"n{users}-warm"), 1))
-            frozen = settle_collector() if settle else 0
-            conn.send(("ready", {"frozen": frozen, "thresholds": gc.get_threshold()}))
-            while True:
-                command, args = conn.recv()
-                if command == "window":
-                    conn.send(("done", runner.run(drive(case, **args))))
-                elif command == "memory":
-                    conn.send(("done", runner.run(memory_per_session(case, **args))))
-                else:
-                    runner.run(case.close())
-                    conn.send(("closed", None))
-                    return
+            runner.run(_serve(conn, case, users, settle))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
             raise
+
+
+async def _serve(conn: Connection, case: Case, users: int, settle: bool) -> None:
+    """``serve_case``'s commands, on one event loop that runs throughout.
+
+    Why the loop never stops between commands: a server's never does. A
+    loop stopped between windows (while the other cases run theirs) froze
+    the round trip the store had under way at a window's end; resumed more
+    than the socket timeout later, its deadline fired before its reply was
+    read, and the store reported the reply lost (R24: resent, nothing lost,
+    but a warning no server would see). The parent's command is waited for
+    in a thread, so the loop goes on serving what the store still sends.
+    """
+    await _turns(case, case.session(f"n{users}-warm"), 1)
+    frozen = settle_collector() if settle else 0
+    conn.send(("ready", {"frozen": frozen, "thresholds": gc.get_threshold()}))
+    while True:
+        command, args = await asyncio.to_thread(conn.recv)
+        if command == "window":
+            conn.send(("done", await drive(case, **args)))
+        elif command == "memory":
+            conn.send(("done", await memory_per_session(case, **args)))
+        else:
+            await case.close()
+            conn.send(("closed", None))
+            return
 
 
 class CaseProcess:
